@@ -1,0 +1,105 @@
+"""The event envelope: one immutable record per thing that happened.
+
+An event id is `<producer>:<seq>`. A producer (an agent's log tail, a worker evaluating a run)
+numbers its events with a strictly increasing `seq`; the store keeps, per run and producer, the
+highest seq it has stored, so an append retried after a timeout, or replayed from a spool, is a
+no-op. Producers that must be deterministic across retries derive `seq` from their input (a log
+offset, an output counter in a checkpoint); others use `time_seq()`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from events.errors import EnvelopeError
+
+ENVELOPE_VERSION = 1
+
+RUN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+PRODUCER_RE = re.compile(r"^[A-Za-z0-9_.@/+-]{1,200}$")
+TYPE_RE = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An immutable fact about one run; `data` holds the type-specific fields."""
+
+    id: str
+    type: str
+    run: str
+    host: str
+    ts: float
+    seq: int
+    data: dict[str, Any] = field(default_factory=dict)
+    v: int = ENVELOPE_VERSION
+
+    @property
+    def producer(self) -> str:
+        return self.id.rpartition(":")[0]
+
+
+def check_run_name(run: str) -> str:
+    """Run names end up in Redis keys, tmux session names and file paths: keep them boring."""
+    if not isinstance(run, str) or not RUN_NAME_RE.match(run):
+        raise EnvelopeError(
+            f"invalid run name {run!r}: use 1-100 characters from letters, digits, '_', '.', '-', "
+            "starting with a letter or digit"
+        )
+    return run
+
+
+def make_event(
+    event_type: str,
+    *,
+    run: str,
+    host: str,
+    producer: str,
+    seq: int,
+    data: dict[str, Any] | None = None,
+    ts: float | None = None,
+) -> Event:
+    """Build a validated event; raises EnvelopeError naming the bad field."""
+    if not isinstance(event_type, str) or not TYPE_RE.match(event_type):
+        raise EnvelopeError(f"invalid event type {event_type!r}: expected dotted lowercase words like 'anomaly.opened'")
+    check_run_name(run)
+    if not isinstance(producer, str) or not PRODUCER_RE.match(producer):
+        raise EnvelopeError(f"invalid producer {producer!r}: expected 1-200 characters from [A-Za-z0-9_.@/+-]")
+    if not isinstance(host, str) or not host:
+        raise EnvelopeError("host must be a non-empty string", run=run)
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise EnvelopeError(f"seq must be a non-negative integer, got {seq!r}", run=run)
+    if data is not None and not isinstance(data, dict):
+        raise EnvelopeError(f"data must be a dict, got {type(data).__name__}", run=run)
+    return Event(
+        id=f"{producer}:{seq}",
+        type=event_type,
+        run=run,
+        host=host,
+        ts=time.time() if ts is None else float(ts),
+        seq=seq,
+        data={} if data is None else data,
+    )
+
+
+class _TimeSeq:
+    def __init__(self) -> None:
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        now = time.time_ns() // 1000
+        with self._lock:
+            self._last = max(now, self._last + 1)
+            return self._last
+
+
+time_seq = _TimeSeq()
+"""A process-wide strictly increasing seq from the wall clock (microseconds).
+
+Good for producers that restart (the bot, CLI commands): a new process starts above the old
+one's numbers as long as the clock does not go backwards by more than the restart took.
+"""

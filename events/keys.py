@@ -1,0 +1,51 @@
+"""Every Redis key trainwarden uses, from one place.
+
+Per-run keys carry the run in a hash tag (`{run}`) so that on Redis Cluster all of a run's keys
+live on one shard and the append script may touch them together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    namespace: str = "tw"
+
+    def log(self, run: str) -> str:
+        """The run's event stream: the source of truth."""
+        return f"{self.namespace}:{{{run}}}:log"
+
+    def hwm(self, run: str) -> str:
+        """Hash producer -> highest seq stored in the run's log (idempotent appends)."""
+        return f"{self.namespace}:{{{run}}}:hwm"
+
+    def cursor(self, run: str) -> str:
+        """Hash holding the workers' checkpoint for the run (read position, rule state, pending actions)."""
+        return f"{self.namespace}:{{{run}}}:cursor"
+
+    def lock(self, run: str) -> str:
+        return f"{self.namespace}:{{{run}}}:lock"
+
+    def queued(self, run: str) -> str:
+        """Set while a processing job for the run waits in the queue (dispatcher dedup)."""
+        return f"{self.namespace}:{{{run}}}:queued"
+
+    def feed(self) -> str:
+        """One small entry per append batch: which run changed, which entries, which types."""
+        return f"{self.namespace}:feed"
+
+    def runs(self) -> str:
+        """Sorted set run -> time of its last event."""
+        return f"{self.namespace}:runs"
+
+    def dead_letters(self) -> str:
+        return f"{self.namespace}:dead"
+
+    def notified(self, key: str) -> str:
+        return f"{self.namespace}:notified:{key}"
+
+    def fault(self, name: str) -> str:
+        """Marker a failpoint sets when reached (see workers/faults.py)."""
+        return f"{self.namespace}:fault:{name}"

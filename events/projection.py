@@ -1,0 +1,207 @@
+"""The state of a run, rebuilt by folding its events: no I/O, no clock, no mutable record elsewhere.
+
+`fold(events)` replays a whole log; `apply(state, event)` moves an existing state forward one
+event, which is how the workers keep it incrementally in their checkpoint. Windows are bounded so
+the state stays small however long the run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from events import types as t
+from events.envelope import Event
+
+RECENT_METRICS = 50
+RECENT_LOG_LINES = 20
+HISTORY = 200
+
+
+@dataclass(slots=True)
+class RunState:
+    run: str = ""
+    host: str = ""
+    status: str = "unknown"
+    launch: dict[str, Any] = field(default_factory=dict)
+    step: int | None = None
+    last_metrics: dict[str, Any] = field(default_factory=dict)
+    recent_metrics: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_METRICS))
+    recent_log_lines: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_LOG_LINES))
+    source: str | None = None
+    decision: str | None = None
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    open_anomalies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    anomalies_opened: int = 0
+    commands: list[dict[str, Any]] = field(default_factory=list)
+    stops: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    first_ts: float | None = None
+    last_ts: float | None = None
+    last_metric_ts: float | None = None
+    event_count: int = 0
+    type_counts: Counter[str] = field(default_factory=Counter)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__slots__:
+            value = getattr(self, name)
+            out[name] = (
+                list(value) if isinstance(value, deque) else dict(value) if isinstance(value, Counter) else value
+            )
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunState:
+        state = cls()
+        for name in cls.__slots__:
+            if name not in data:
+                continue
+            value = data[name]
+            current = getattr(state, name)
+            if isinstance(current, deque):
+                value = deque(value, maxlen=current.maxlen)
+            elif isinstance(current, Counter):
+                value = Counter(value)
+            setattr(state, name, value)
+        return state
+
+
+Handler = Callable[[RunState, Event], None]
+_HANDLERS: dict[str, Handler] = {}
+
+
+def on(*event_types: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        for name in event_types:
+            _HANDLERS[name] = fn
+        return fn
+
+    return register
+
+
+def apply(state: RunState, event: Event) -> RunState:
+    """Move `state` forward by one event (in place, returned for chaining)."""
+    if not state.run:
+        state.run = event.run
+    if state.first_ts is None:
+        state.first_ts = event.ts
+    state.last_ts = event.ts
+    state.event_count += 1
+    state.type_counts[event.type] += 1
+    handler = _HANDLERS.get(event.type)
+    if handler is not None:
+        handler(state, event)
+    return state
+
+
+def fold(events: Iterable[Event], state: RunState | None = None) -> RunState:
+    state = RunState() if state is None else state
+    for event in events:
+        apply(state, event)
+    return state
+
+
+def _history(items: list[dict[str, Any]], item: dict[str, Any]) -> None:
+    items.append(item)
+    if len(items) > HISTORY:
+        del items[: len(items) - HISTORY]
+
+
+@on(t.RUN_LAUNCHED)
+def _launched(state: RunState, event: Event) -> None:
+    state.launch = dict(event.data)
+    state.host = event.data.get("host", event.host)
+    state.status = "launched"
+    state.decision = None
+    state.open_anomalies = {}
+
+
+@on(t.RUN_STARTED)
+def _started(state: RunState, event: Event) -> None:
+    state.status = "running"
+
+
+@on(t.METRIC)
+def _metric(state: RunState, event: Event) -> None:
+    data = event.data
+    state.last_metrics.update(data)
+    step = data.get("step")
+    if type(step) is int:
+        state.step = step
+    state.recent_metrics.append({"ts": event.ts, "id": event.id, **data})
+    state.last_metric_ts = event.ts
+    if not state.host:
+        state.host = event.host
+    if state.status in ("unknown", "launched"):
+        state.status = "running"
+
+
+@on(t.LOG_LINE)
+def _log_line(state: RunState, event: Event) -> None:
+    state.recent_log_lines.append({"ts": event.ts, **event.data})
+
+
+@on(t.SOURCE_STATUS)
+def _source(state: RunState, event: Event) -> None:
+    state.source = event.data.get("status")
+
+
+@on(t.DECISION)
+def _decision(state: RunState, event: Event) -> None:
+    state.decision = event.data.get("decision")
+    _history(state.decisions, {"id": event.id, "ts": event.ts, **event.data})
+
+
+@on(t.ANOMALY_OPENED)
+def _anomaly_opened(state: RunState, event: Event) -> None:
+    state.open_anomalies[event.data.get("rule", "?")] = {"id": event.id, "ts": event.ts, **event.data}
+    state.anomalies_opened += 1
+
+
+@on(t.ANOMALY_RESOLVED)
+def _anomaly_resolved(state: RunState, event: Event) -> None:
+    state.open_anomalies.pop(event.data.get("rule", "?"), None)
+
+
+@on(t.EVIDENCE_BUILT)
+def _evidence(state: RunState, event: Event) -> None:
+    path = event.data.get("path")
+    if path:
+        state.evidence.append(path)
+
+
+@on(t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED)
+def _stop(state: RunState, event: Event) -> None:
+    _history(state.stops, {"type": event.type, "id": event.id, "ts": event.ts, **event.data})
+    if event.type == t.STOP_REQUESTED and state.status not in ("stopped", "finished", "failed"):
+        state.status = "stopping"
+    elif event.type == t.STOP_DONE:
+        state.status = "stopped"
+
+
+@on(t.RUN_FINISHED)
+def _finished(state: RunState, event: Event) -> None:
+    state.status = "finished"
+
+
+@on(t.RUN_FAILED)
+def _failed(state: RunState, event: Event) -> None:
+    state.status = "failed"
+
+
+@on(t.COMMAND_RECEIVED, t.COMMAND_DENIED)
+def _command(state: RunState, event: Event) -> None:
+    _history(state.commands, {"type": event.type, "id": event.id, "ts": event.ts, **event.data})
+
+
+def is_finite_number(value: Any) -> bool:
+    return (type(value) is float and math.isfinite(value)) or type(value) is int
+
+
+def unknown_types(state: RunState) -> dict[str, int]:
+    """Event types in the run that this version does not know: kept and shown, never dropped."""
+    return {name: n for name, n in state.type_counts.items() if name not in t.KNOWN_TYPES}

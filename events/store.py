@@ -1,0 +1,256 @@
+"""The event log on Redis Streams: a thin wrapper, one script for appends, pure parsers around it.
+
+Layout (see events/keys.py): one stream per run holding the encoded events, a hash of producer
+high-water marks per run, one shared feed stream that says "run R got entries F..L of types T"
+(what the dispatcher and the notifier consume through consumer groups), and a sorted set of runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.client import Pipeline
+from redis.exceptions import NoScriptError
+
+from events.codec import FIELD_BYTES, decode, encode
+from events.envelope import Event
+from events.errors import DecodeError, StoreError, StoreUnavailable
+from events.keys import Keys
+
+# KEYS: log, hwm, feed, runs.  ARGV: run, last_ts, then (producer, seq, type, payload) per event.
+# A seq is stored only if it is above the producer's high-water mark; seqs are compared as
+# decimal strings (length first) because Lua numbers are doubles and lose precision past 2^53.
+APPEND_LUA = """
+local function above(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
+local marks, changed, out, types, seen = {}, {}, {}, {}, {}
+local first, last = nil, nil
+for i = 3, #ARGV, 4 do
+  local producer, seq = ARGV[i], ARGV[i + 1]
+  local mark = marks[producer]
+  if mark == nil then
+    mark = redis.call('HGET', KEYS[2], producer) or ''
+  end
+  if mark == '' or above(seq, mark) then
+    local sid = redis.call('XADD', KEYS[1], '*', 'e', ARGV[i + 3])
+    marks[producer] = seq
+    changed[producer] = true
+    if first == nil then first = sid end
+    last = sid
+    local t = ARGV[i + 2]
+    if not seen[t] then seen[t] = true; types[#types + 1] = t end
+    out[#out + 1] = sid
+  else
+    marks[producer] = mark
+    out[#out + 1] = 0
+  end
+end
+for producer, _ in pairs(changed) do
+  redis.call('HSET', KEYS[2], producer, marks[producer])
+end
+if first ~= nil then
+  table.sort(types)
+  redis.call('XADD', KEYS[3], '*', 'r', ARGV[1], 'f', first, 'l', last, 't', table.concat(types, ','))
+  redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
+end
+return out
+"""
+APPEND_SHA = hashlib.sha1(APPEND_LUA.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """A stream entry that could not be decoded; it goes to the dead-letter stream."""
+
+    sid: str
+    reason: str
+    fields: dict[bytes, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    id: str
+    source: str
+    sid: str
+    reason: str
+    raw: str
+
+
+def parse_append_reply(reply: Sequence[Any]) -> list[str | None]:
+    """Script reply -> stream id per event, None where the event was already stored."""
+    return [sid.decode() if isinstance(sid, bytes) else None for sid in reply]
+
+
+def decode_entries(entries: Sequence[tuple[bytes, dict[bytes, bytes]]]) -> list[tuple[str, Event | Malformed]]:
+    """Pure: XRANGE reply -> (stream id, Event or Malformed) in order."""
+    out: list[tuple[str, Event | Malformed]] = []
+    for raw_sid, fields in entries:
+        sid = raw_sid.decode()
+        raw = fields.get(FIELD_BYTES)
+        try:
+            if raw is None:
+                raise DecodeError(f"entry has no 'e' field (fields: {sorted(k.decode('latin-1') for k in fields)})")
+            out.append((sid, decode(raw)))
+        except DecodeError as exc:
+            out.append((sid, Malformed(sid=sid, reason=str(exc), fields=dict(fields))))
+    return out
+
+
+def next_id(sid: str) -> str:
+    """The exclusive form of a stream id for XRANGE ('(' prefix, Redis >= 6.2)."""
+    return f"({sid}"
+
+
+@contextlib.contextmanager
+def redis_errors(what: str, **context: Any) -> Iterator[None]:
+    """Convert redis-py exceptions into trainwarden's, keeping the cause."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise StoreUnavailable(f"Redis unreachable while trying to {what}: {exc}", **context) from exc
+    except redis.ResponseError as exc:
+        raise StoreError(f"Redis refused to {what}: {exc}", **context) from exc
+
+
+class EventStore:
+    """Appends and reads events. Every write takes an optional `pipeline=` so callers can group writes."""
+
+    def __init__(self, client: redis.Redis, *, keys: Keys | None = None) -> None:
+        self.redis = client
+        self.keys = keys or Keys()
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    def append(self, events: Sequence[Event], *, pipeline: Pipeline | None = None) -> list[str | None] | None:
+        """Append events in order; an event whose (producer, seq) is already stored is skipped.
+
+        Without `pipeline`, executes and returns the stream id of each event (None for a duplicate).
+        With `pipeline` (a MULTI/EXEC the caller commits with other writes), only queues one script
+        call per run; parse that part of the reply with `parse_append_reply`.
+        """
+        if not events:
+            return [] if pipeline is None else None
+        if pipeline is not None:
+            for run, batch in _by_run(events):
+                # EVAL, not EVALSHA: a NOSCRIPT error inside MULTI would still commit the rest.
+                pipeline.eval(APPEND_LUA, 4, *self._script_args(run, batch))
+            return None
+        groups = _by_run(events)
+        with redis_errors("append events", run=events[0].run):
+            pipe = self.redis.pipeline(transaction=False)
+            for run, batch in groups:
+                pipe.evalsha(APPEND_SHA, 4, *self._script_args(run, batch))
+            replies = pipe.execute(raise_on_error=False)
+            for i, reply in enumerate(replies):
+                if isinstance(reply, NoScriptError):  # not run at all: first use, or Redis restarted
+                    replies[i] = self.redis.eval(APPEND_LUA, 4, *self._script_args(*groups[i]))
+                elif isinstance(reply, Exception):
+                    raise reply
+        results: list[str | None] = []
+        for reply in replies:
+            results.extend(parse_append_reply(reply))
+        return _restore_order(events, results)
+
+    def append_one(self, event: Event) -> str | None:
+        result = self.append([event])
+        assert result is not None
+        return result[0]
+
+    def _script_args(self, run: str, batch: Sequence[Event]) -> list[Any]:
+        k = self.keys
+        args: list[Any] = [k.log(run), k.hwm(run), k.feed(), k.runs(), run, repr(max(e.ts for e in batch))]
+        for e in batch:
+            args += (e.producer, str(e.seq), e.type, encode(e))
+        return args
+
+    def dead_letter(
+        self, *, source: str, sid: str, reason: str, fields: dict[bytes, bytes], pipeline: Pipeline | None = None
+    ) -> None:
+        """Keep an unreadable entry with the reason, so nothing is lost and processing moves on."""
+        raw = repr({k.decode("latin-1"): v.decode("utf-8", "replace") for k, v in fields.items()})
+        target = pipeline if pipeline is not None else self.redis
+        with redis_errors("dead-letter an entry"):
+            target.xadd(self.keys.dead_letters(), {"source": source, "sid": sid, "reason": reason, "raw": raw})
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def read(self, run: str, *, after: str | None = None, count: int = 1000) -> list[tuple[str, Event | Malformed]]:
+        """One page of the run's log, oldest first, strictly after stream id `after`."""
+        start = "-" if after is None else next_id(after)
+        with redis_errors("read a run's events", run=run):
+            entries = self.redis.xrange(self.keys.log(run), min=start, max="+", count=count)
+        return decode_entries(entries)
+
+    def iter_run(
+        self, run: str, *, after: str | None = None, start: str = "-", until: str = "+", page: int = 10_000
+    ) -> Iterator[tuple[str, Event | Malformed]]:
+        """A run's log page by page: from stream id `start` (or strictly after `after`) up to `until`."""
+        key = self.keys.log(run)
+        if after is not None:
+            start = next_id(after)
+        while True:
+            with redis_errors("read a run's events", run=run):
+                entries = self.redis.xrange(key, min=start, max=until, count=page)
+            if not entries:
+                return
+            yield from decode_entries(entries)
+            if len(entries) < page:
+                return
+            start = next_id(entries[-1][0].decode())
+
+    def get(self, run: str, sid: str) -> Event | Malformed | None:
+        with redis_errors("read an event", run=run):
+            entries = self.redis.xrange(self.keys.log(run), min=sid, max=sid, count=1)
+        return decode_entries(entries)[0][1] if entries else None
+
+    def length(self, run: str) -> int:
+        with redis_errors("measure a run's log", run=run):
+            return int(self.redis.xlen(self.keys.log(run)))
+
+    def runs(self) -> list[tuple[str, float]]:
+        """Known runs with the time of their last appended event, most recent first."""
+        with redis_errors("list runs"):
+            pairs = self.redis.zrevrange(self.keys.runs(), 0, -1, withscores=True)
+        return [(name.decode(), float(score)) for name, score in pairs]
+
+    def dead_letters(self, *, count: int = 100) -> list[DeadLetter]:
+        with redis_errors("read dead letters"):
+            entries = self.redis.xrevrange(self.keys.dead_letters(), count=count)
+        return [
+            DeadLetter(
+                id=sid.decode(),
+                source=f.get(b"source", b"").decode(),
+                sid=f.get(b"sid", b"").decode(),
+                reason=f.get(b"reason", b"").decode(),
+                raw=f.get(b"raw", b"").decode(),
+            )
+            for sid, f in entries
+        ]
+
+
+def _by_run(events: Sequence[Event]) -> list[tuple[str, list[Event]]]:
+    groups: dict[str, list[Event]] = {}
+    for e in events:
+        groups.setdefault(e.run, []).append(e)
+    return list(groups.items())
+
+
+def _restore_order(events: Sequence[Event], grouped_results: list[str | None]) -> list[str | None]:
+    """Results come back grouped by run (in first-seen run order); map them to the input order."""
+    runs = list(dict.fromkeys(e.run for e in events))
+    positions: dict[str, list[int]] = {run: [] for run in runs}
+    for i, e in enumerate(events):
+        positions[e.run].append(i)
+    out: list[str | None] = [None] * len(events)
+    flat = iter(grouped_results)
+    for run in runs:
+        for i in positions[run]:
+            out[i] = next(flat)
+    return out

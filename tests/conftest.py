@@ -1,0 +1,113 @@
+"""Fixtures: a real redis-server on a free port, real tmux on a private socket, worker context."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+
+from events.keys import Keys
+from events.store import EventStore
+from policies.default import default_policy
+from tests.helpers import wait_for
+from trainwarden.redis_server import RedisServer
+from workers import context
+from workers.context import WorkerContext
+from workers.transport import LocalTmuxController, tmux_argv
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis_server.client()
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def store(r: redis.Redis) -> EventStore:
+    return EventStore(r, keys=Keys())
+
+
+@pytest.fixture
+def tmux_socket() -> Iterator[str]:
+    name = f"tw-test-{uuid.uuid4().hex[:8]}"
+    yield name
+    subprocess.run(tmux_argv(name, "kill-server"), capture_output=True, check=False)
+
+
+@pytest.fixture
+def worker_ctx(store: EventStore, tmp_path: Path) -> Iterator[WorkerContext]:
+    ctx = WorkerContext(
+        store=store,
+        host="worker-test",
+        policy=default_policy(),
+        controller=LocalTmuxController(),
+        evidence_dir=tmp_path / "evidence",
+        lock_timeout_s=2.0,
+    )
+    context.install(ctx)
+    yield ctx
+    context.install(None)
+
+
+@pytest.fixture
+def settings_file(redis_server: RedisServer, tmp_path: Path) -> Path:
+    """A settings file for the CLI processes a test starts."""
+    path = tmp_path / "trainwarden.yaml"
+    body = {
+        "redis_url": redis_server.url,
+        "host": "testhost",
+        "evidence_dir": str(tmp_path / "evidence"),
+        "agent": {"state_file": str(tmp_path / "offsets.json"), "poll_interval_s": 0.02},
+        "workers": {"reclaim_idle_s": 1, "lock_timeout_s": 2},
+    }
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def cli_argv(settings: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "trainwarden", "--config", str(settings), "--log-level", "WARNING", *args]
+
+
+def spawn(settings: Path, log: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start a trainwarden process in its own process group (so kill -9 reaches its children)."""
+    with open(log, "ab") as sink:
+        return subprocess.Popen(
+            cli_argv(settings, *args),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+            cwd=REPO,
+        )
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+
+
+__all__ = ["cli_argv", "spawn", "stop_process", "wait_for"]

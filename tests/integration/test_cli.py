@@ -1,0 +1,68 @@
+"""The command line against a real Redis: messages a user can act on, exit codes."""
+
+import subprocess
+
+import pytest
+
+from events import types as t
+from tests.conftest import REPO, cli_argv
+from tests.helpers import events_of, metric
+
+pytestmark = pytest.mark.redis
+
+
+def run_cli(settings, *args):
+    return subprocess.run(cli_argv(settings, *args), capture_output=True, text=True, cwd=REPO, check=False,
+                          timeout=60)  # fmt: skip
+
+
+def test_stop_appends_a_request_that_replay_shows(store, settings_file):
+    store.append([metric("exp01", 1, loss=1.0)])
+    proc = run_cli(settings_file, "stop", "exp01", "--reason", "bad lr, token=abc123")
+    assert proc.returncode == 0, proc.stderr
+    (request,) = events_of(store, "exp01", t.STOP_REQUESTED)
+    assert request.data["by"] == "cli"
+    assert request.data["reason"] == "bad lr, token=***"
+
+
+def test_stop_of_an_unknown_run_is_refused(store, settings_file):
+    proc = run_cli(settings_file, "stop", "nope")
+    assert proc.returncode == 1
+    assert "unknown run 'nope'" in proc.stderr
+
+
+def test_runs_and_dead_letters(store, settings_file):
+    store.append([metric("exp01", 1, loss=1.0)])
+    assert "exp01" in run_cli(settings_file, "runs").stdout
+    assert "no dead letters" in run_cli(settings_file, "dead-letters").stdout
+    store.dead_letter(source="tw:{exp01}:log", sid="1-0", reason="not valid JSON", fields={b"e": b"{"})
+    out = run_cli(settings_file, "dead-letters").stdout
+    assert "not valid JSON" in out and "1-0" in out
+
+
+def test_replay_of_unknown_run(store, settings_file):
+    proc = run_cli(settings_file, "replay", "ghost")
+    assert proc.returncode == 1
+    assert "has no events" in proc.stderr
+
+
+def test_invalid_settings_file_names_the_line(tmp_path):
+    bad = tmp_path / "tw.yaml"
+    bad.write_text("redis_url: redis://127.0.0.1:1/0\nworkers:\n  lock_timeout: 3\n")
+    proc = run_cli(bad, "runs")
+    assert proc.returncode == 1
+    assert f"{bad}:3:3: unknown key 'lock_timeout' in workers" in proc.stderr
+
+
+def test_agent_without_anything_to_watch_says_how_to_fix_it(settings_file):
+    proc = run_cli(settings_file, "agent", "--burst")
+    assert proc.returncode == 1
+    assert "--watch RUN=PATH" in proc.stderr
+
+
+def test_unreachable_redis_is_a_clear_error(tmp_path):
+    cfg = tmp_path / "tw.yaml"
+    cfg.write_text("redis_url: redis://127.0.0.1:1/0\n")
+    proc = run_cli(cfg, "runs")
+    assert proc.returncode == 1
+    assert "Redis unreachable" in proc.stderr

@@ -1,0 +1,98 @@
+"""The vertical slice with real processes: training in tmux -> agent -> dispatcher -> RQ worker -> stop."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from events import types as t
+from tests.conftest import REPO, cli_argv, spawn, stop_process
+from tests.helpers import events_of, wait_for
+from workers.launch import LaunchSpec, launch_local
+from workers.transport import LocalTmuxController, StopTarget
+
+pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.slow]
+
+SECRET = "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_nan_in_a_live_run_is_stopped_with_evidence(store, tmp_path, tmux_socket, settings_file):
+    log = tmp_path / "train.log"
+    spec = LaunchSpec(
+        run="exp01",
+        command=(sys.executable, "-m", "trainwarden.demo_train", "--nan-at", "8", "--interval", "0.05"),
+        workdir=REPO,
+        log_path=log,
+        tmux_socket=tmux_socket,
+        env={"WANDB_API_KEY": SECRET},
+        config={"lr": 3e-4, "wandb_api_key": SECRET},
+    )
+    launched = launch_local(spec, store=store, host="testhost")
+    procs = [
+        spawn(settings_file, tmp_path / "agent.log", "agent", "--watch", f"exp01={log}"),
+        spawn(settings_file, tmp_path / "dispatcher.log", "dispatcher"),
+        spawn(settings_file, tmp_path / "worker.log", "worker"),
+    ]
+    try:
+        wait_for(lambda: events_of(store, "exp01", t.STOP_DONE), timeout=30, what="stop.done")
+    finally:
+        for p in procs:
+            stop_process(p)
+
+    events = events_of(store, "exp01")
+    types = [e.type for e in events]
+    stops = [e for e in events if e.type == t.DECISION and e.data["decision"] == t.STOP]
+    assert len(stops) == 1
+    stop = stops[0]
+    assert stop.data["rule"] == "loss-nonfinite"
+    assert stop.data["reason"] == "loss=nan at step 8"
+    order = [types.index(x) for x in (t.ANOMALY_OPENED, t.STOP_REQUESTED, t.EVIDENCE_BUILT, t.STOP_DONE)]
+    assert order == sorted(order)
+    assert types.count(t.STOP_DONE) == 1
+
+    (built,) = events_of(store, "exp01", t.EVIDENCE_BUILT)
+    pack = json.loads((tmp_path / "evidence" / built.data["path"].split("/evidence/")[1] / "evidence.json").read_text())
+    assert pack["run"] == "exp01"
+    assert pack["rule"] == "loss-nonfinite"
+    assert pack["offending_values"] == {"loss": "nan", "step": 8}
+    assert any("step=8 loss=nan" in line for line in pack["log_tail"])
+    assert pack["config"]["session"] == "train-exp01"
+    assert pack["files_inspected"] == [str(log)]
+    report = (tmp_path / "evidence" / built.data["path"].split("/evidence/")[1] / "report.md").read_text()
+    assert "**Reason**: loss=nan at step 8" in report
+
+    assert not LocalTmuxController().is_running(StopTarget.from_launch("exp01", launched.data, default_host="x"))
+    everything = json.dumps([e.data for e in events]) + json.dumps(pack) + report
+    assert SECRET not in everything
+
+
+def test_demo_command_passes(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainwarden", "demo", "--nan-at", "6"],
+        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
+    )  # fmt: skip
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "ANOMALY demo-nan@" in out
+    assert "STOP demo-nan@" in out and "loss=nan at step 6 (loss-nonfinite)" in out
+    assert "evidence pack:" in out and "report.md" in out
+    assert "tmux session:  train-demo-nan gone" in out
+    assert "demo passed" in out
+
+
+def test_replay_cli_prints_timeline_and_final_state(store, settings_file, worker_ctx):
+    from tests.helpers import metric, nan_metric
+    from workers.process import process_run
+
+    store.append([metric("exp01", 1, step=1, loss=2.0), nan_metric("exp01", 2)])
+    store.redis.xadd(store.keys.log("exp01"), {"e": b"garbage"})
+    process_run("exp01", [])
+    out = subprocess.run(cli_argv(settings_file, "replay", "exp01"), capture_output=True, text=True, check=True,
+                         cwd=REPO).stdout  # fmt: skip
+    assert "Timeline of exp01" in out
+    assert "step=1 loss=2" in out
+    assert "!! undecodable" in out
+    assert "STOP by loss-nonfinite: loss=nan at step 2" in out
+    assert "status:     stopping" in out or "status:     stopped" in out
+    assert "decision:   STOP" in out

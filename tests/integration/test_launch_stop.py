@@ -1,0 +1,112 @@
+"""Local launch in real tmux and the local run controller."""
+
+import sys
+
+import pytest
+
+from events import types as t
+from tests.helpers import events_of, wait_for
+from workers.errors import LaunchError
+from workers.launch import LaunchSpec, launch_local
+from workers.transport import LocalTmuxController, StopTarget
+
+pytestmark = [pytest.mark.redis, pytest.mark.tmux]
+
+PRINT_ARGV = "import sys, time; print('argv', sys.argv[1:], flush=True); time.sleep(60)"
+
+
+def spec(tmp_path, socket, *args, **kw):
+    return LaunchSpec(
+        run="exp01",
+        command=(sys.executable, "-c", PRINT_ARGV, *args),
+        workdir=tmp_path,
+        log_path=tmp_path / "exp01.log",
+        tmux_socket=socket,
+        **kw,
+    )
+
+
+def target(event):
+    return StopTarget.from_launch("exp01", event.data, default_host="h")
+
+
+def test_launch_records_the_run_and_hostile_arguments_stay_literal(store, tmp_path, tmux_socket):
+    hostile = ("$(touch pwned1)", "; touch pwned2", "`touch pwned3`", "a'b\"c", "--x=$HOME")
+    event = launch_local(
+        spec(tmp_path, tmux_socket, *hostile, env={"WANDB_API_KEY": "s3cretkey123"}), store=store, host="gpu1"
+    )
+    log = tmp_path / "exp01.log"
+    wait_for(lambda: log.exists() and "argv" in log.read_text(), what="the run to print its argv")
+    assert repr(list(hostile)) in log.read_text()
+    assert not list(tmp_path.glob("pwned*"))
+    assert LocalTmuxController().is_running(target(event))
+    (launched,) = events_of(store, "exp01", t.RUN_LAUNCHED)
+    assert launched.data["session"] == "train-exp01"
+    assert launched.data["env"] == {"WANDB_API_KEY": "***"}
+    assert "s3cretkey123" not in str(launched.data)
+
+
+def test_stop_kills_the_session_and_a_second_stop_is_a_no_op(store, tmp_path, tmux_socket):
+    event = launch_local(spec(tmp_path, tmux_socket), store=store, host="gpu1")
+    controller = LocalTmuxController()
+    first = controller.stop(target(event))
+    assert first.ok and "killed" in first.detail
+    assert not controller.is_running(target(event))
+    second = controller.stop(target(event))
+    assert second.ok and "already ended" in second.detail
+
+
+def test_exit_code_is_kept_beside_the_log(store, tmp_path, tmux_socket):
+    failing = LaunchSpec(
+        run="exp02",
+        command=(sys.executable, "-c", "import sys; sys.exit(3)"),
+        workdir=tmp_path,
+        log_path=tmp_path / "exp02.log",
+        tmux_socket=tmux_socket,
+    )
+    launch_local(failing, store=store, host="gpu1")
+    exit_file = tmp_path / "exp02.log.exit"
+    assert wait_for(lambda: exit_file.exists() and exit_file.read_text().strip(), what="exit file") == "3"
+
+
+def test_stop_command_is_used_when_the_run_has_one(tmp_path):
+    marker = tmp_path / "stopped"
+    ok = LocalTmuxController().stop(
+        StopTarget(run="x", host="h", stop_command=(sys.executable, "-c", f"open({str(marker)!r}, 'w')"))
+    )
+    assert ok.ok and ok.method == "stop_command"
+    assert marker.exists()
+    bad = LocalTmuxController().stop(StopTarget(run="x", host="h", stop_command=(sys.executable, "-c", "exit(3)")))
+    assert not bad.ok and "exited 3" in bad.detail
+    missing = LocalTmuxController().stop(StopTarget(run="x", host="h", stop_command=("/no/such/stopper",)))
+    assert not missing.ok and "not found" in missing.detail
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [({"env": {"BAD NAME": "x"}}, "invalid environment variable name"), ({"command": ()}, "empty")],
+)
+def test_launch_refuses_bad_specs(store, tmp_path, tmux_socket, changes, message):
+    args = {
+        "run": "exp01",
+        "command": ("true",),
+        "workdir": tmp_path,
+        "log_path": tmp_path / "x.log",
+        "tmux_socket": tmux_socket,
+        **changes,
+    }
+    with pytest.raises(LaunchError, match=message):
+        launch_local(LaunchSpec(**args), store=store, host="gpu1")
+    assert store.length("exp01") == 0
+
+
+def test_launch_refuses_a_missing_workdir(store, tmp_path, tmux_socket):
+    with pytest.raises(LaunchError, match="does not exist"):
+        launch_local(spec(tmp_path / "nope", tmux_socket), store=store, host="gpu1")
+
+
+def test_launch_of_a_session_that_exists_is_refused(store, tmp_path, tmux_socket):
+    launch_local(spec(tmp_path, tmux_socket), store=store, host="gpu1")
+    with pytest.raises(LaunchError, match="could not start session"):
+        launch_local(spec(tmp_path, tmux_socket), store=store, host="gpu1")
+    assert len(events_of(store, "exp01", t.RUN_LAUNCHED)) == 1

@@ -1,0 +1,146 @@
+"""Dispatcher + process_run on a real Redis, in-process (SimpleWorker in burst mode)."""
+
+import math
+
+import pytest
+from rq import Queue, SimpleWorker
+
+from events import types as t
+from events.feed import DISPATCH_GROUP
+from tests.helpers import events_of, metric, nan_metric, wait_for
+from workers.dispatcher import Dispatcher
+from workers.process import process_run
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def queue(r):
+    return Queue("tw-test", connection=r)
+
+
+@pytest.fixture
+def dispatcher(store, queue):
+    d = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=100)
+    d.setup()
+    return d
+
+
+def work(queue):
+    SimpleWorker([queue], connection=queue.connection).work(burst=True, logging_level="WARNING")
+
+
+def pending(r, store):
+    return r.xpending(store.keys.feed(), DISPATCH_GROUP)["pending"]
+
+
+def test_many_batches_of_one_run_make_one_job(store, queue, dispatcher, worker_ctx):
+    for i in range(1, 51):
+        store.append([metric("exp01", i, step=i, loss=1.0)])
+    dispatcher.step()
+    assert queue.count == 1
+    work(queue)
+    assert pending(store.redis, store) == 0
+    decisions = events_of(store, "exp01", t.DECISION)
+    assert [d.data["decision"] for d in decisions] == [t.CONTINUE]
+
+
+def test_one_job_per_run(store, queue, dispatcher, worker_ctx):
+    store.append([metric(f"run{i}", 1, loss=1.0) for i in range(5)])
+    dispatcher.step()
+    assert queue.count == 5
+
+
+def test_nan_gives_one_stop_with_evidence_and_a_stop_attempt(store, queue, dispatcher, worker_ctx):
+    store.append([metric("exp01", 1, step=1, loss=2.0), nan_metric("exp01", 2), nan_metric("exp01", 3)])
+    for _ in range(3):
+        dispatcher.step()
+        work(queue)
+    log = [e.type for e in events_of(store, "exp01")]
+    assert log.count(t.ANOMALY_OPENED) == 1
+    assert [e.data["decision"] for e in events_of(store, "exp01", t.DECISION)] == [t.CONTINUE, t.STOP]
+    assert log.count(t.STOP_REQUESTED) == 1
+    assert log.count(t.EVIDENCE_BUILT) == 1
+    # No run.launched: there is nothing to stop, and the failure says so instead of pretending.
+    failed = events_of(store, "exp01", t.STOP_FAILED)
+    assert len(failed) == 1
+    assert "no tmux session" in failed[0].data["error"]
+    assert log.index(t.EVIDENCE_BUILT) < log.index(t.STOP_FAILED)
+
+
+def test_running_a_job_again_changes_nothing(store, queue, dispatcher, worker_ctx):
+    store.append([metric("exp01", 1, loss=2.0), nan_metric("exp01", 2)])
+    process_run("exp01", [])
+    before = [e.id for e in events_of(store, "exp01")]
+    process_run("exp01", [])
+    process_run("exp01", [])
+    assert [e.id for e in events_of(store, "exp01")] == before
+
+
+def test_garbage_in_a_run_stream_is_dead_lettered_and_processing_continues(store, r, worker_ctx):
+    log_key = store.keys.log("exp01")
+    store.append([metric("exp01", 1, loss=2.0)])
+    r.xadd(log_key, {"e": b"{not json"})
+    r.xadd(log_key, {"unexpected": b"field"})
+    r.xadd(log_key, {"e": b'{"id": "x:1", "type": "metric"}'})
+    store.append([nan_metric("exp01", 2)])
+    summary = process_run("exp01", [])
+    assert summary["dead_letters"] == 3
+    letters = store.dead_letters()
+    assert {d.source for d in letters} == {log_key}
+    reasons = " | ".join(d.reason for d in letters)
+    assert "not valid JSON" in reasons and "no 'e' field" in reasons and "missing envelope field" in reasons
+    assert [e.data["decision"] for e in events_of(store, "exp01", t.DECISION)] == [t.CONTINUE, t.STOP]
+    process_run("exp01", [])
+    assert len(store.dead_letters()) == 3  # not dead-lettered twice
+
+
+def test_garbage_in_the_feed_is_dead_lettered_and_dispatch_continues(store, r, queue, dispatcher):
+    r.xadd(store.keys.feed(), {"r": b"exp01"})  # lacks f, l, t
+    store.append([metric("exp01", 1, loss=1.0)])
+    assert dispatcher.step() == 2
+    assert queue.count == 1
+    letters = store.dead_letters()
+    assert len(letters) == 1
+    assert letters[0].source == store.keys.feed()
+    assert pending(r, store) == 1  # only the good entry, held until its job acknowledges it
+
+
+def test_entries_with_only_worker_outputs_need_no_job(store, queue, dispatcher):
+    from events.envelope import make_event
+
+    store.append(
+        [make_event(t.ANOMALY_OPENED, run="exp01", host="w", producer="eval/exp01", seq=1, data={"rule": "x"})]
+    )
+    dispatcher.step()
+    assert queue.count == 0
+    assert pending(store.redis, store) == 0
+
+
+def test_entries_left_by_a_dead_job_are_dispatched_again(store, r, queue, dispatcher, worker_ctx):
+    store.append([metric("exp01", 1, loss=2.0), nan_metric("exp01", 2)])
+    dispatcher.step()
+    queue.empty()  # the job is lost (its worker died before running it)
+    r.delete(store.keys.queued("exp01"))
+    assert pending(r, store) == 1
+
+    def redispatched():
+        dispatcher._next_reclaim = 0  # claim on every step, not every reclaim_idle_ms / 2
+        dispatcher.step()
+        return queue.count == 1
+
+    wait_for(redispatched, what="the stale entry (idle > 100 ms) to be dispatched again")
+    work(queue)
+    assert pending(r, store) == 0
+    assert len(events_of(store, "exp01", t.STOP_REQUESTED)) == 1
+
+
+def test_events_while_a_job_waits_are_covered_by_it(store, r, queue, dispatcher, worker_ctx):
+    store.append([metric("exp01", 1, loss=2.0)])
+    dispatcher.step()
+    store.append([metric("exp01", 2, loss=math.nan)])
+    dispatcher.step()
+    assert queue.count == 1  # coalesced: the waiting job has not started reading
+    work(queue)
+    assert any(d.data["decision"] == t.STOP for d in events_of(store, "exp01", t.DECISION))
+    assert pending(r, store) == 0

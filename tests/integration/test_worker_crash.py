@@ -1,0 +1,66 @@
+"""kill -9 of an RQ worker in the middle of a job: every decision and side effect still happens once."""
+
+import os
+import signal
+import sys
+
+import pytest
+from rq import Queue
+
+from events import types as t
+from tests.conftest import REPO, spawn, stop_process
+from tests.helpers import events_of, metric, nan_metric, wait_for
+from workers.dispatcher import Dispatcher
+from workers.launch import LaunchSpec, launch_local
+from workers.transport import LocalTmuxController, StopTarget
+
+pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("failpoint", ["before-commit", "after-commit", "after-action"])
+def test_worker_killed_mid_job(failpoint, store, r, tmp_path, tmux_socket, settings_file):
+    spec = LaunchSpec(run="exp01", command=(sys.executable, "-c", "import time; time.sleep(120)"), workdir=REPO,
+                      log_path=tmp_path / "exp01.log", tmux_socket=tmux_socket)  # fmt: skip
+    launched = launch_local(spec, store=store, host="testhost")
+    target = StopTarget.from_launch("exp01", launched.data, default_host="testhost")
+    store.append([metric("exp01", 1, step=1, loss=2.0), nan_metric("exp01", 2)])
+
+    queue = Queue("trainwarden", connection=r)
+    dispatcher = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=300)
+    dispatcher.setup()
+    dispatcher.step()
+    assert queue.count == 1
+
+    doomed = spawn(settings_file, tmp_path / "doomed.log", "worker",
+                   env={"TRAINWARDEN_FAILPOINTS": failpoint})  # fmt: skip
+    try:
+        wait_for(lambda: r.get(store.keys.fault(failpoint)), timeout=20, what=f"failpoint {failpoint}")
+        os.killpg(doomed.pid, signal.SIGKILL)
+        doomed.wait()
+    finally:
+        stop_process(doomed)
+
+    if failpoint == "before-commit":
+        assert events_of(store, "exp01", t.DECISION) == []  # nothing half-written
+    assert LocalTmuxController().is_running(target)  # the stop comes after every failpoint
+
+    def recovered() -> bool:
+        dispatcher._next_reclaim = 0  # claim on every step
+        dispatcher.step()
+        return queue.count >= 1
+
+    wait_for(recovered, timeout=20, what="the dead job's feed entries to be dispatched again")
+    survivor = spawn(settings_file, tmp_path / "survivor.log", "worker", "--burst")
+    assert survivor.wait(timeout=60) == 0, (tmp_path / "survivor.log").read_text()
+
+    types = [e.type for e in events_of(store, "exp01")]
+    decisions = [e.data["decision"] for e in events_of(store, "exp01", t.DECISION)]
+    assert decisions == [t.CONTINUE, t.STOP]
+    assert types.count(t.ANOMALY_OPENED) == 1
+    assert types.count(t.STOP_REQUESTED) == 1
+    assert types.count(t.EVIDENCE_BUILT) == 1
+    assert types.count(t.STOP_DONE) == 1
+    assert not LocalTmuxController().is_running(target)
+    (built,) = events_of(store, "exp01", t.EVIDENCE_BUILT)
+    assert (tmp_path / "evidence" / "exp01").is_dir()
+    assert len(list((tmp_path / "evidence" / "exp01").iterdir())) == 1, built.data

@@ -1,0 +1,58 @@
+import pytest
+
+from bot.messages import notification_text
+from events import types as t
+from events.envelope import make_event
+
+
+def ev(event_type, **data):
+    return make_event(
+        event_type,
+        run="exp01-baseline",
+        host="worker",
+        producer="eval/exp01-baseline",
+        seq=1,
+        data={"run_host": "ic2", **data},
+    )
+
+
+def test_stop_fits_one_lock_screen_line():
+    text = notification_text(ev(t.DECISION, decision="STOP", rule="loss-nonfinite", reason="loss=nan at step 1200"))
+    assert text == "STOP exp01-baseline@ic2: loss=nan at step 1200 (loss-nonfinite)"
+
+
+def test_anomaly_carries_remedy():
+    text = notification_text(
+        ev(
+            t.ANOMALY_OPENED,
+            rule="loss-nonfinite",
+            reason="loss=nan",
+            severity="critical",
+            remedy="lower the learning rate",
+        )
+    )
+    assert text.startswith("ANOMALY exp01-baseline@ic2: loss=nan (loss-nonfinite, critical).")
+    assert "lower the learning rate" in text
+
+
+def test_stop_done_names_the_evidence():
+    text = notification_text(ev(t.STOP_DONE, detail="killed tmux session train-x"), evidence_path="/e/x")
+    assert text == "STOPPED exp01-baseline@ic2: killed tmux session train-x. Evidence: /e/x"
+
+
+def test_stop_failed_says_how_to_stop_by_hand():
+    text = notification_text(ev(t.STOP_FAILED, error="tmux refused", hint="tmux kill-session -t train-x"))
+    assert "Stop it by hand: tmux kill-session -t train-x" in text
+
+
+@pytest.mark.parametrize(
+    ("event_type", "data"),
+    [(t.DECISION, {"decision": "CONTINUE"}), (t.METRIC, {"loss": 1.0}), (t.EVIDENCE_BUILT, {"path": "/x"})],
+)
+def test_healthy_news_is_not_posted(event_type, data):
+    assert notification_text(ev(event_type, **data)) is None
+
+
+def test_secrets_never_reach_a_message():
+    text = notification_text(ev(t.STOP_FAILED, error="auth failed for xoxb-1234567890-secret", hint="x"))
+    assert "xoxb-1234567890" not in text

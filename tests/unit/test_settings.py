@@ -1,0 +1,59 @@
+from pathlib import Path
+
+import pytest
+
+from trainwarden.errors import ConfigError
+from trainwarden.settings import load_settings, parse_settings
+
+GOOD = """\
+redis_url: redis://127.0.0.1:7000/0
+host: ic2
+evidence_dir: ev
+agent:
+  poll_interval_s: 0.1
+  watch:
+    - run: exp01
+      log: logs/exp01.log
+workers:
+  reclaim_idle_s: 10
+"""
+
+
+def test_good_file(tmp_path):
+    s = parse_settings(GOOD, tmp_path / "tw.yaml", env={})
+    assert s.redis_url == "redis://127.0.0.1:7000/0"
+    assert s.host == "ic2"
+    assert s.evidence_dir == (tmp_path / "ev").resolve()
+    assert s.watches[0].run == "exp01"
+    assert s.watches[0].path == tmp_path / "logs/exp01.log"
+    assert s.reclaim_idle_s == 10.0
+
+
+def test_environment_wins_for_connection_urls(tmp_path):
+    s = parse_settings(GOOD, tmp_path / "tw.yaml", env={"REDIS_URL": "redis://other:1/0", "RQ_REDIS_URL": "redis://q"})
+    assert s.redis_url == "redis://other:1/0"
+    assert s.rq_redis_url == "redis://q"
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "message"),
+    [
+        ("redis_url: x\nbogus: 1\n", "tw.yaml:2:1", "unknown key 'bogus'"),
+        ("agent:\n  watch:\n    - run: 'a b'\n      log: x\n", "tw.yaml:3:12", "invalid run name"),
+        ("agent:\n  watch:\n    - run: a\n", "tw.yaml:3:7", "needs both 'run' and 'log'"),
+        ("workers:\n  reclaim_idle_s: -3\n", "tw.yaml:2:19", "must be positive"),
+        ("workers:\n  reclaim_idle_s: soon\n", "tw.yaml:2:19", "must be a float"),
+        ("host: [a\n", "tw.yaml:2:1", "not valid YAML"),
+        ("- 1\n", "tw.yaml:1:1", "must be a mapping"),
+    ],
+)
+def test_errors_name_file_line_and_column(tmp_path, text, where, message):
+    with pytest.raises(ConfigError) as info:
+        parse_settings(text, tmp_path / "tw.yaml", env={})
+    assert where in str(info.value)
+    assert message in str(info.value)
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read settings file"):
+        load_settings(Path(tmp_path / "nope.yaml"), env={})

@@ -1,0 +1,60 @@
+from agent.tail import LogTail
+
+
+def test_partial_lines_wait_for_their_newline(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_bytes(b"step=1 loss=2\nstep=2 lo")
+    tail = LogTail(log)
+    assert [line.text for line in tail.poll()] == ["step=1 loss=2"]
+    with open(log, "ab") as f:
+        f.write(b"ss=1.5\n")
+    lines = tail.poll()
+    assert [line.text for line in lines] == ["step=2 loss=1.5"]
+    assert lines[0].end == log.stat().st_size
+
+
+def test_missing_file_then_created(tmp_path):
+    log = tmp_path / "later.log"
+    tail = LogTail(log)
+    assert tail.poll() == []
+    log.write_text("a=1\n")
+    assert [line.text for line in tail.poll()] == ["a=1"]
+
+
+def test_truncation_restarts_with_a_new_generation(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("step=1 loss=2\nstep=2 loss=1\n")
+    tail = LogTail(log)
+    tail.poll()
+    log.write_text("x=1\n")  # copytruncate: same file, shorter content
+    lines = tail.poll()
+    assert [line.text for line in lines] == ["x=1"]
+    assert tail.generation == 1
+
+
+def test_invalid_utf8_and_crlf_do_not_break_following_lines(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_bytes(b"bad \xff\xfe bytes\r\nstep=2 loss=1.0\n")
+    texts = [line.text for line in LogTail(log).poll()]
+    assert texts[1] == "step=2 loss=1.0"
+    assert texts[0].startswith("bad ")
+
+
+def test_very_long_line_is_cut_not_stalled(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_bytes(b"x" * 5000 + b"\nstep=1 loss=1\n")
+    tail = LogTail(log)
+    first = tail.poll(max_bytes=1024)
+    assert len(first) == 1
+    assert len(first[0].text) == 1024
+    rest = []
+    for _ in range(10):
+        rest += tail.poll(max_bytes=1024)
+    assert rest[-1].text == "step=1 loss=1"
+
+
+def test_resume_from_offset(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("a=1\nb=2\n")
+    end_of_first = LogTail(log).poll()[0].end
+    assert [line.text for line in LogTail(log, offset=end_of_first).poll()] == ["b=2"]

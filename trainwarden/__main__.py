@@ -1,0 +1,5 @@
+import sys
+
+from trainwarden.cli import main
+
+sys.exit(main())

@@ -1,0 +1,236 @@
+"""`trainwarden` command line: one subcommand per process or task."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import getpass
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent.runner import LogWatch
+from events import types as t
+from events.envelope import make_event, time_seq
+from events.errors import EnvelopeError, TrainwardenError
+from events.projection import fold
+from events.redact import redact_text
+from events.store import Malformed
+from trainwarden import render, wiring
+from trainwarden.errors import ConfigError
+from trainwarden.settings import Settings, load_settings
+
+log = logging.getLogger("trainwarden")
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = load_settings(args.config)
+    if args.redis_url:
+        settings = dataclasses.replace(settings, redis_url=args.redis_url)
+    return settings
+
+
+def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
+    watches = list(settings.watches)
+    for spec in args.watch or []:
+        run, sep, path = spec.partition("=")
+        if not sep or not path:
+            raise ConfigError(f"--watch expects RUN=PATH, got {spec!r}")
+        try:
+            watches.append(LogWatch(run=run, path=Path(path)))
+        except EnvelopeError as exc:
+            raise ConfigError(f"--watch {spec!r}: {exc}") from None
+    if not watches:
+        raise ConfigError("nothing to watch: pass --watch RUN=PATH or list runs under agent.watch in the settings file")
+    agent = wiring.agent(settings, watches=tuple(watches), state_file=args.state_file)
+    log.info("agent on %s watching %s", settings.host, ", ".join(f"{w.run}={w.path}" for w in watches))
+    agent.run(burst=args.burst, stop=_stop_on_signals())
+    return 0
+
+
+def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
+    dispatcher = wiring.dispatcher(settings)
+    log.info("dispatcher reading the feed into queue %r", settings.queue)
+    dispatcher.run(burst=args.burst, stop=_stop_on_signals())
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from rq import SimpleWorker, Worker
+
+    from workers.context import install
+
+    install(wiring.worker_context(settings))
+    queue = wiring.queue(settings)
+    worker_class = SimpleWorker if args.simple else Worker
+    worker = worker_class([queue], connection=queue.connection)
+    worker.work(burst=args.burst, logging_level=args.log_level)
+    return 0
+
+
+def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.notifier import ConsoleSink
+
+    notifier = wiring.notifier(settings, ConsoleSink())
+    log.info("no Slack token configured: notifications go to this console")
+    notifier.run(burst=args.burst, stop=_stop_on_signals())
+    return 0
+
+
+def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.launch import LaunchSpec, launch_local
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    workdir = Path(args.workdir).resolve()
+    spec = LaunchSpec(
+        run=args.run,
+        command=tuple(command),
+        workdir=workdir,
+        log_path=Path(args.log).resolve() if args.log else workdir / f"{args.run}.log",
+        tmux_socket=args.tmux_socket,
+        stop_command=tuple(args.stop_command.split()) if args.stop_command else None,
+    )
+    event = launch_local(spec, store=wiring.store(settings), host=settings.host)
+    print(f"launched {args.run} in tmux session {event.data['session']}; log: {event.data['log_path']}")
+    print(f"watch it with: trainwarden agent --watch {args.run}={event.data['log_path']}")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
+    store = wiring.store(settings)
+    if store.length(args.run) == 0:
+        raise ConfigError(f"unknown run {args.run!r}: it has no events (see `trainwarden runs`)")
+    user = getpass.getuser()
+    event = make_event(
+        t.STOP_REQUESTED, run=args.run, host=settings.host, producer=f"cli/{settings.host}", seq=time_seq(),
+        data={"by": "cli", "user": user, "reason": redact_text(args.reason)},
+    )  # fmt: skip
+    store.append_one(event)
+    print(f"stop requested for {args.run}; the workers will carry it out (see `trainwarden replay {args.run}`)")
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    store = wiring.store(settings)
+    entries = list(store.iter_run(args.run))
+    if not entries:
+        raise ConfigError(f"run {args.run!r} has no events (see `trainwarden runs`)")
+    state = fold(item for _, item in entries if not isinstance(item, Malformed))
+    if args.json:
+        print(json.dumps(state.to_dict(), default=str, indent=2))
+        return 0
+    print(f"Timeline of {args.run} ({len(entries)} entries)")
+    for sid, item in entries:
+        print("  " + render.timeline_line(sid, item))
+    print("Final state (folded from the log alone)")
+    for line in render.state_lines(state):
+        print("  " + line)
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
+    runs = wiring.store(settings).runs()
+    if not runs:
+        print("no runs yet")
+    for run, ts in runs:
+        print(f"{run:40} last event {render.fmt_ts(ts)}")
+    return 0
+
+
+def cmd_dead_letters(args: argparse.Namespace, settings: Settings) -> int:
+    letters = wiring.store(settings).dead_letters(count=args.count)
+    if not letters:
+        print("no dead letters")
+    for d in letters:
+        print(f"{d.id}  from {d.source} entry {d.sid}: {d.reason}\n    raw: {d.raw[:300]}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from trainwarden.demo import run_demo
+
+    return run_demo(nan_at=args.nan_at, keep=args.keep)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="trainwarden", description=__doc__)
+    p.add_argument("--config", type=Path, help="settings YAML (default: $TRAINWARDEN_CONFIG)")
+    p.add_argument("--redis-url", help="event-log Redis (default: $REDIS_URL or the settings file)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("agent", help="tail training logs on this host and publish events")
+    s.add_argument("--watch", action="append", metavar="RUN=PATH", help="a run and its log file (repeatable)")
+    s.add_argument("--state-file", type=Path, help="where read offsets are kept")
+    s.add_argument("--burst", action="store_true", help="publish what is there, then exit")
+    s.set_defaults(func=cmd_agent)
+
+    s = sub.add_parser("dispatcher", help="turn new events into per-run RQ jobs")
+    s.add_argument("--burst", action="store_true", help="dispatch what is there, then exit")
+    s.set_defaults(func=cmd_dispatcher)
+
+    s = sub.add_parser("worker", help="run RQ jobs: evaluate policies, build evidence, stop runs")
+    s.add_argument("--burst", action="store_true", help="run queued jobs, then exit")
+    s.add_argument("--simple", action="store_true", help="run jobs in this process instead of a forked one")
+    s.set_defaults(func=cmd_worker)
+
+    s = sub.add_parser("bot", help="post anomalies and decisions (console without a Slack token)")
+    s.add_argument("--burst", action="store_true", help="post what is there, then exit")
+    s.set_defaults(func=cmd_bot)
+
+    s = sub.add_parser("launch", help="start a run on this host in a detached tmux session")
+    s.add_argument("run")
+    s.add_argument("--workdir", default=".", help="directory to run in (default: here)")
+    s.add_argument("--log", help="log file (default: WORKDIR/RUN.log)")
+    s.add_argument("--tmux-socket", help="tmux socket name (tmux -L)")
+    s.add_argument("--stop-command", help="command that stops the run cleanly (split on spaces, no shell)")
+    s.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command and its arguments")
+    s.set_defaults(func=cmd_launch)
+
+    s = sub.add_parser("stop", help="ask the workers to stop a run")
+    s.add_argument("run")
+    s.add_argument("--reason", default="stopped from the command line")
+    s.set_defaults(func=cmd_stop)
+
+    s = sub.add_parser("replay", help="print a run's timeline and its state folded from the log")
+    s.add_argument("run")
+    s.add_argument("--json", action="store_true", help="print the folded state as JSON")
+    s.set_defaults(func=cmd_replay)
+
+    s = sub.add_parser("runs", help="list known runs")
+    s.set_defaults(func=cmd_runs)
+
+    s = sub.add_parser("dead-letters", help="show entries that could not be decoded")
+    s.add_argument("--count", type=int, default=20)
+    s.set_defaults(func=cmd_dead_letters)
+
+    s = sub.add_parser("demo", help="run the whole NaN -> STOP path on this machine, self-contained")
+    s.add_argument("--nan-at", type=int, default=25, help="step at which the synthetic loss turns NaN")
+    s.add_argument("--keep", action="store_true", help="keep the demo's directory (logs, evidence, Redis data)")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        return int(args.func(args, _settings(args)))
+    except TrainwardenError as exc:
+        print(f"trainwarden: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Start a private redis-server on a free loopback port (the demo and the tests use it)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+from trainwarden.errors import RedisServerError
+
+START_TIMEOUT_S = 10.0
+PORT_ATTEMPTS = 5
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server with AOF on (`appendfsync everysec`), data in `directory`, bound to 127.0.0.1."""
+
+    def __init__(self, directory: Path, *, port: int | None = None, extra_args: list[str] | None = None) -> None:
+        self.directory = Path(directory)
+        self.port = port
+        self.extra_args = extra_args or []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self, **kwargs: object) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)  # type: ignore[arg-type]
+
+    def start(self) -> RedisServer:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RedisServerError(
+                "redis-server not found on PATH; install it (Debian: sudo apt-get install redis-server) "
+                "or run ./dev.sh, which installs it"
+            )
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fixed = self.port is not None
+        for _ in range(1 if fixed else PORT_ATTEMPTS):
+            port = self.port if fixed else free_port()
+            assert port is not None
+            if self._spawn(binary, port):
+                self.port = port
+                return self
+        log = (self.directory / "redis.log").read_text(errors="replace")[-2000:]
+        raise RedisServerError(f"redis-server did not start in {self.directory}; its log ends with:\n{log}")
+
+    def _spawn(self, binary: str, port: int) -> bool:
+        args = [
+            binary,
+            "--port", str(port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.directory),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--daemonize", "no",
+            "--logfile", str(self.directory / "redis.log"),
+            *self.extra_args,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    return False
+                try:
+                    if client.ping():
+                        return True
+                except redis.ConnectionError:
+                    time.sleep(0.02)
+            self.stop()
+            return False
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,147 @@
+"""Settings: secrets and connection URLs from the environment, the rest from one YAML file.
+
+Errors name the file and line and say what was expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.runner import LogWatch
+from events.errors import EnvelopeError
+from trainwarden import defaults
+from trainwarden.errors import ConfigError
+
+TOP_LEVEL = {"redis_url", "rq_redis_url", "host", "namespace", "queue", "evidence_dir", "agent", "workers"}
+AGENT_KEYS = {"state_file", "poll_interval_s", "watch"}
+WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    redis_url: str = defaults.REDIS_URL
+    rq_redis_url: str | None = None  # RQ's queues may live on another Redis; default: redis_url
+    host: str = field(default_factory=socket.gethostname)
+    namespace: str = defaults.NAMESPACE
+    queue: str = defaults.QUEUE_NAME
+    evidence_dir: Path = Path(defaults.EVIDENCE_DIR)
+    agent_state_file: Path = field(default_factory=lambda: Path(defaults.AGENT_STATE_FILE).expanduser())
+    agent_poll_interval_s: float = defaults.AGENT_POLL_INTERVAL_S
+    watches: tuple[LogWatch, ...] = ()
+    reclaim_idle_s: float = defaults.RECLAIM_IDLE_S
+    lock_timeout_s: float = defaults.LOCK_TIMEOUT_S
+    job_timeout_s: int = defaults.JOB_TIMEOUT_S
+    source: str = "defaults"
+
+
+def _where(path: Path, node: yaml.Node | None) -> str:
+    if node is None:
+        return str(path)
+    return f"{path}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
+
+
+def _mapping(path: Path, node: yaml.Node, allowed: set[str], what: str) -> dict[str, yaml.Node]:
+    if not isinstance(node, yaml.MappingNode):
+        raise ConfigError(f"{_where(path, node)}: {what} must be a mapping of keys to values")
+    out: dict[str, yaml.Node] = {}
+    for key_node, value_node in node.value:
+        key = key_node.value
+        if key not in allowed:
+            raise ConfigError(
+                f"{_where(path, key_node)}: unknown key {key!r} in {what}; expected one of {', '.join(sorted(allowed))}"
+            )
+        out[key] = value_node
+    return out
+
+
+def _scalar(path: Path, node: yaml.Node, kind: type, what: str) -> Any:
+    value = yaml.safe_load(yaml.serialize(node))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ConfigError(f"{_where(path, node)}: {what} must be a {kind.__name__}, got {value!r}")
+    if kind in (int, float) and value <= 0:
+        raise ConfigError(f"{_where(path, node)}: {what} must be positive, got {value!r}")
+    return value
+
+
+def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    values: dict[str, Any] = {"source": str(path)}
+    if root is not None:
+        top = _mapping(path, root, TOP_LEVEL, "the settings file")
+        for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
+            if key in top:
+                values[key] = _scalar(path, top[key], str, key)
+        if "evidence_dir" in top:
+            values["evidence_dir"] = (path.parent / _scalar(path, top["evidence_dir"], str, "evidence_dir")).resolve()
+        if "agent" in top:
+            values.update(_agent(path, top["agent"]))
+        if "workers" in top:
+            w = _mapping(path, top["workers"], WORKER_KEYS, "workers")
+            for key, kind in (("reclaim_idle_s", float), ("lock_timeout_s", float), ("job_timeout_s", int)):
+                if key in w:
+                    values[key] = _scalar(path, w[key], kind, f"workers.{key}")
+    return _with_env(Settings(**values), env)
+
+
+def _agent(path: Path, node: yaml.Node) -> dict[str, Any]:
+    a = _mapping(path, node, AGENT_KEYS, "agent")
+    out: dict[str, Any] = {}
+    if "state_file" in a:
+        out["agent_state_file"] = Path(_scalar(path, a["state_file"], str, "agent.state_file")).expanduser()
+    if "poll_interval_s" in a:
+        out["agent_poll_interval_s"] = _scalar(path, a["poll_interval_s"], float, "agent.poll_interval_s")
+    if "watch" in a:
+        if not isinstance(a["watch"], yaml.SequenceNode):
+            raise ConfigError(f"{_where(path, a['watch'])}: agent.watch must be a list of {{run, log}} entries")
+        watches = []
+        for item in a["watch"].value:
+            w = _mapping(path, item, {"run", "log"}, "an agent.watch entry")
+            if "run" not in w or "log" not in w:
+                raise ConfigError(f"{_where(path, item)}: an agent.watch entry needs both 'run' and 'log'")
+            try:
+                watches.append(LogWatch(run=_scalar(path, w["run"], str, "run"),
+                                        path=path.parent / _scalar(path, w["log"], str, "log")))  # fmt: skip
+            except EnvelopeError as exc:
+                raise ConfigError(f"{_where(path, w['run'])}: {exc}") from None
+        out["watches"] = tuple(watches)
+    return out
+
+
+def _with_env(settings: Settings, env: Mapping[str, str]) -> Settings:
+    """Connection URLs may come from the environment (where deployments put them); env wins."""
+    overrides: dict[str, Any] = {}
+    if env.get("REDIS_URL"):
+        overrides["redis_url"] = env["REDIS_URL"]
+    if env.get("RQ_REDIS_URL"):
+        overrides["rq_redis_url"] = env["RQ_REDIS_URL"]
+    if env.get("TRAINWARDEN_HOST"):
+        overrides["host"] = env["TRAINWARDEN_HOST"]
+    return dataclasses.replace(settings, **overrides) if overrides else settings
+
+
+def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if env is None else env
+    if path is None and env.get("TRAINWARDEN_CONFIG"):
+        path = Path(env["TRAINWARDEN_CONFIG"])
+    if path is None:
+        return _with_env(Settings(), env)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read settings file {path}: {exc.strerror}") from None
+    return parse_settings(text, path, env)

@@ -1,0 +1,73 @@
+"""Side effects the evaluation asked for: build an evidence pack, stop a run.
+
+Each action is safe to repeat. The files are rewritten in place, a second stop of a run already
+gone is a no-op success, and the resulting event has a deterministic id
+(`act/<run>/<stream id of the request>:1`), so a repeat appends nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from events import types as t
+from events.envelope import Event, make_event
+from events.store import Malformed
+from workers.checkpoint import ACTION_EVIDENCE, ACTION_STOP, Checkpoint
+from workers.context import WorkerContext
+from workers.evidence import build_pack, read_log_tail, write_pack
+from workers.transport import StopTarget, tmux_argv
+
+log = logging.getLogger(__name__)
+
+
+def action_producer(run: str, sid: str) -> str:
+    return f"act/{run}/{sid}"
+
+
+def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any], *, now: float) -> Event | None:
+    """Carry out one pending action; returns the event recording its result."""
+    source = ctx.store.get(run, action["sid"])
+    if source is None or isinstance(source, Malformed):
+        log.error(
+            "pending %s action for %s refers to missing entry %s; dropping it", action["kind"], run, action["sid"]
+        )
+        return None
+    producer = action_producer(run, action["sid"])
+    if action["kind"] == ACTION_EVIDENCE:
+        data = build_evidence(ctx, cp, source)
+        return make_event(t.EVIDENCE_BUILT, run=run, host=ctx.host, producer=producer, seq=1, data=data, ts=now)
+    if action["kind"] == ACTION_STOP:
+        event_type, data = stop_run(ctx, run, cp, source)
+        return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=data, ts=now)
+    log.error("unknown pending action kind %r for %s; dropping it", action["kind"], run)
+    return None
+
+
+def build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> dict[str, Any]:
+    log_path = cp.run.launch.get("log_path")
+    tail = read_log_tail(log_path)
+    pack = build_pack(state=cp.run, decision=decision, log_tail=tail, files_inspected=[log_path] if tail else [])
+    path = write_pack(ctx.evidence_dir, pack)
+    return {
+        "decision": decision.id,
+        "rule": decision.data.get("rule"),
+        "path": str(path),
+        "files": ["evidence.json", "report.md"],
+        "run_host": cp.run.host,
+    }
+
+
+def stop_run(ctx: WorkerContext, run: str, cp: Checkpoint, request: Event) -> tuple[str, dict[str, Any]]:
+    target = StopTarget.from_launch(run, cp.run.launch, default_host=cp.run.host or ctx.host)
+    result = ctx.controller.stop(target)
+    base = {"request": request.id, "method": result.method, "session": target.session, "run_host": target.host,
+            "reason": request.data.get("reason")}  # fmt: skip
+    if result.ok:
+        return t.STOP_DONE, {**base, "detail": result.detail}
+    hint = (
+        " ".join(tmux_argv(target.tmux_socket, "kill-session", "-t", target.session))
+        if target.session
+        else "stop the training process by hand"
+    )
+    return t.STOP_FAILED, {**base, "error": result.detail, "hint": hint}

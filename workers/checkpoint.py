@@ -1,0 +1,48 @@
+"""The per-run checkpoint: how far the workers read, the rule state, the run state, pending side effects.
+
+It is written in the same MULTI/EXEC as the events an evaluation produces, so a job that dies
+before the commit leaves no trace and a job that dies after it is not repeated.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from events.projection import RunState
+from policies.engine import PolicyState
+
+ACTION_EVIDENCE = "evidence"
+ACTION_STOP = "stop"
+
+
+@dataclass(slots=True)
+class Checkpoint:
+    after: str | None = None  # last stream id processed
+    emitted: int = 0  # events this run's evaluator has produced (their seq)
+    policy: PolicyState = field(default_factory=PolicyState)
+    run: RunState = field(default_factory=RunState)
+    pending: list[dict[str, Any]] = field(default_factory=list)  # side effects to carry out, in order
+
+
+def encode_checkpoint(cp: Checkpoint) -> dict[str, str]:
+    return {
+        "after": cp.after or "",
+        "emitted": str(cp.emitted),
+        "policy": json.dumps(cp.policy.to_dict()),
+        "run": json.dumps(cp.run.to_dict()),
+        "pending": json.dumps(cp.pending),
+    }
+
+
+def decode_checkpoint(fields: dict[bytes, bytes]) -> Checkpoint:
+    if not fields:
+        return Checkpoint()
+    return Checkpoint(
+        after=fields[b"after"].decode() or None,
+        emitted=int(fields[b"emitted"]),
+        policy=PolicyState.from_dict(json.loads(fields[b"policy"])),
+        run=RunState.from_dict(json.loads(fields[b"run"])),
+        pending=json.loads(fields[b"pending"]),
+    )

@@ -1,0 +1,53 @@
+"""What jobs need from their process: set once by `trainwarden worker` (or a test), read by jobs.
+
+RQ jobs are referenced by import path and receive only plain arguments, so their dependencies
+(Redis client, policy, run controller, paths) live here. The forking worker's work horses
+inherit it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from events.feed import DISPATCH_GROUP
+from events.store import EventStore
+from policies.model import Policy
+from workers.errors import NoWorkerContext
+from workers.transport import RunController
+
+DEFAULT_LOCK_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerContext:
+    store: EventStore
+    host: str
+    policy: Policy
+    controller: RunController
+    evidence_dir: Path
+    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
+    feed_group: str = DISPATCH_GROUP
+
+    @property
+    def redis(self) -> redis.Redis:
+        return self.store.redis
+
+
+class _Slot:
+    context: WorkerContext | None = None
+
+
+def install(context: WorkerContext | None) -> None:
+    _Slot.context = context
+
+
+def current() -> WorkerContext:
+    if _Slot.context is None:
+        raise NoWorkerContext(
+            "this process has no worker context: run jobs with `trainwarden worker` (or call "
+            "workers.context.install() first in tests)"
+        )
+    return _Slot.context

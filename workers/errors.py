@@ -1,0 +1,35 @@
+"""Errors of the workers.
+
+TrainwardenError (events.errors)
+└── WorkerError
+    ├── NoWorkerContext     a job ran in a process that `trainwarden worker` did not set up
+    ├── RunBusy             another worker holds the run's lock for too long (retryable)
+    ├── LaunchError         a run could not be started (names the run and the cause)
+    └── StopError           the run controller could not even attempt a stop
+"""
+
+from __future__ import annotations
+
+from events.errors import TrainwardenError
+
+
+class WorkerError(TrainwardenError):
+    """Base class of errors raised by the workers."""
+
+
+class NoWorkerContext(WorkerError):
+    """Jobs need the context `trainwarden worker` installs (Redis, policy, run controller)."""
+
+
+class RunBusy(WorkerError):
+    """The run's lock is held by another job; the feed entry stays pending and is retried."""
+
+    retryable = True
+
+
+class LaunchError(WorkerError):
+    """A run could not be launched."""
+
+
+class StopError(WorkerError):
+    """The run controller could not attempt the stop at all."""

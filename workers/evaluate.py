@@ -1,0 +1,67 @@
+"""Pure evaluation step: checkpoint + new log entries -> events to append, dead letters, new checkpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from events import types as t
+from events.envelope import Event, make_event
+from events.projection import apply
+from events.store import Malformed
+from policies.engine import evaluate
+from policies.model import Policy
+from workers.checkpoint import ACTION_EVIDENCE, ACTION_STOP, Checkpoint
+
+
+@dataclass(slots=True)
+class Step:
+    outputs: list[Event] = field(default_factory=list)
+    dead: list[Malformed] = field(default_factory=list)
+
+
+def evaluator_producer(run: str) -> str:
+    return f"eval/{run}"
+
+
+def evaluate_entries(
+    policy: Policy,
+    cp: Checkpoint,
+    entries: Sequence[tuple[str, Event | Malformed]],
+    *,
+    run: str,
+    host: str,
+    now: float,
+) -> Step:
+    """Fold `entries` into `cp` (in place) and collect what must be appended with it.
+
+    Side effects are not performed here: a STOP decision or a stop request read from the log
+    becomes a pending action in the checkpoint, carried out after the commit.
+    """
+    step = Step()
+    producer = evaluator_producer(run)
+    for sid, item in entries:
+        cp.after = sid
+        if isinstance(item, Malformed):
+            step.dead.append(item)
+            continue
+        event = item
+        apply(cp.run, event)
+        if event.type == t.DECISION and event.data.get("decision") == t.STOP:
+            cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
+        elif event.type == t.STOP_REQUESTED:
+            cp.pending.append({"kind": ACTION_STOP, "sid": sid, "id": event.id})
+        for outcome in evaluate(policy, cp.policy, event):
+            data = {**outcome.data, "run_host": cp.run.host or event.host}
+            cp.emitted += 1
+            out = make_event(outcome.type, run=run, host=host, producer=producer, seq=cp.emitted, data=data, ts=now)
+            step.outputs.append(out)
+            if outcome.type == t.DECISION and data["decision"] == t.STOP:
+                cp.emitted += 1
+                request = {"by": "policy", "rule": data["rule"], "reason": data["reason"], "decision": out.id,
+                           "run_host": data["run_host"]}  # fmt: skip
+                step.outputs.append(
+                    make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
+                               data=request, ts=now)
+                )  # fmt: skip
+    return step

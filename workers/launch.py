@@ -1,0 +1,86 @@
+"""Launch a run on this machine in a detached tmux session and record `run.launched`.
+
+The training command is an argv list; the shell line tmux runs is assembled with shlex.quote
+from validated parts only, so no text from a user or a config is ever interpreted by a shell.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from events import types as t
+from events.envelope import Event, check_run_name, make_event, time_seq
+from events.redact import redact
+from events.store import EventStore
+from workers.errors import LaunchError
+from workers.transport import session_name, tmux_argv
+
+ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchSpec:
+    run: str
+    command: tuple[str, ...]
+    workdir: Path
+    log_path: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    tmux_socket: str | None = None
+    stop_command: tuple[str, ...] | None = None
+    config: Mapping[str, object] = field(default_factory=dict)
+
+
+def shell_line(spec: LaunchSpec) -> str:
+    """`cd DIR && CMD 2>&1 | tee -a LOG`, keeping the command's exit code in LOG.exit."""
+    log = shlex.quote(str(spec.log_path))
+    exit_file = shlex.quote(f"{spec.log_path}.exit")
+    command = " ".join(shlex.quote(part) for part in spec.command)
+    return (
+        f"cd {shlex.quote(str(spec.workdir))} && set -o pipefail; {command} 2>&1 | tee -a {log}; echo $? > {exit_file}"
+    )
+
+
+def validate(spec: LaunchSpec) -> None:
+    check_run_name(spec.run)
+    if not spec.command:
+        raise LaunchError("the launch command is empty", run=spec.run)
+    for name in spec.env:
+        if not name or not set(name) <= ENV_NAME_CHARS or name[0].isdigit():
+            raise LaunchError(f"invalid environment variable name {name!r}", run=spec.run)
+    if not spec.workdir.is_dir():
+        raise LaunchError(f"working directory {spec.workdir} does not exist", run=spec.run)
+
+
+def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
+    """Start the run; raises LaunchError (nothing recorded) if tmux refuses."""
+    validate(spec)
+    session = session_name(spec.run)
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    env_args = [arg for name, value in spec.env.items() for arg in ("-e", f"{name}={value}")]
+    argv = tmux_argv(
+        spec.tmux_socket, "new-session", "-d", "-s", session, "-x", "200", "-y", "50", *env_args,
+        "bash", "-c", shell_line(spec),
+    )  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL, check=False)
+    if proc.returncode != 0:
+        raise LaunchError(f"tmux could not start session {session}: {proc.stderr.strip()}", run=spec.run)
+    data = redact(
+        {
+            "session": session,
+            "tmux_socket": spec.tmux_socket,
+            "host": host,
+            "log_path": str(spec.log_path),
+            "workdir": str(spec.workdir),
+            "command": list(spec.command),
+            "stop_command": list(spec.stop_command) if spec.stop_command else None,
+            "env": dict(spec.env),
+            "config": dict(spec.config),
+        }
+    )
+    event = make_event(t.RUN_LAUNCHED, run=spec.run, host=host, producer=f"launch/{host}", seq=time_seq(), data=data)
+    store.append_one(event)
+    return event
