@@ -19,6 +19,7 @@ from events import types as t
 from events.envelope import Event
 from events.errors import DecodeError
 from events.feed import NOTIFY_GROUP, GroupReader, parse_feed_entry
+from events.loop import run_loop
 from events.store import EventStore, Malformed
 
 log = logging.getLogger(__name__)
@@ -119,8 +120,4 @@ class Notifier:
 
     def run(self, *, burst: bool = False, stop: threading.Event | None = None) -> None:
         self.reader.ensure_group()
-        stop = stop or threading.Event()
-        while not stop.is_set():
-            handled = self.step(block_ms=None if burst else 500)
-            if burst and handled == 0:
-                return
+        run_loop(lambda block_ms: self.step(block_ms=block_ms), name="notifier", burst=burst, stop=stop)

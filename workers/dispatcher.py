@@ -17,6 +17,7 @@ from rq import Queue
 
 from events.errors import DecodeError
 from events.feed import ALL_GROUPS, DISPATCH_GROUP, GroupReader, parse_feed_entry, trim_feed
+from events.loop import run_loop
 from events.store import EventStore
 from events.types import WORKER_OUTPUT_TYPES
 from workers.process import process_run
@@ -27,7 +28,6 @@ DEFAULT_RECLAIM_IDLE_MS = 30_000
 DEFAULT_JOB_TIMEOUT_S = 600
 DEFAULT_TRIM_INTERVAL_S = 30.0
 READ_COUNT = 1000
-BLOCK_MS = 500
 RESULT_TTL_S = 60
 FAILURE_TTL_S = 7 * 24 * 3600
 
@@ -76,11 +76,7 @@ class Dispatcher:
     def run(self, *, burst: bool = False, stop: threading.Event | None = None) -> None:
         """Dispatch until `stop` is set; with `burst=True`, return when the feed has nothing new."""
         self.setup()
-        stop = stop or threading.Event()
-        while not stop.is_set():
-            handled = self.step(block_ms=None if burst else BLOCK_MS)
-            if burst and handled == 0:
-                return
+        run_loop(lambda block_ms: self.step(block_ms=block_ms), name="dispatcher", burst=burst, stop=stop)
 
     def _route(self, entries: Sequence[tuple[str, dict[bytes, bytes]]], *, reclaimed: bool) -> int:
         work: dict[str, list[str]] = {}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian machine with Python 3.11:
+#   ./dev.sh demo    install what is missing, then run the NaN -> STOP demo
+#   ./dev.sh test    install what is missing, then lint and run the whole test suite
+#   ./dev.sh bench   install what is missing, then run the benchmarks under bench/
+# Installs (only where missing): python3-venv, redis-server, tmux (apt-get), and a .venv with the project.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+say() { printf '==> %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+  else say "need root for: $* (install it by hand, or run as root)"; exit 1
+  fi
+}
+
+apt_updated=""
+apt_install() {
+  if [ -z "$apt_updated" ]; then
+    say "apt-get update"
+    as_root apt-get update -qq
+    apt_updated=1
+  fi
+  say "installing $* with apt-get"
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+}
+
+need_command() {  # need_command BINARY PACKAGE
+  command -v "$1" >/dev/null 2>&1 || apt_install "$2"
+}
+
+pick_python() {
+  for candidate in python3.11 python3.12 python3.13 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      echo "$candidate"; return
+    fi
+  done
+  say "Python >= 3.11 not found; on Debian: apt-get install python3"; exit 1
+}
+
+ensure_venv() {
+  local py
+  py=$(pick_python)
+  if [ ! -x .venv/bin/python ]; then
+    say "creating .venv with $py"
+    if ! "$py" -m venv .venv 2>/dev/null; then
+      rm -rf .venv
+      apt_install python3-venv "$(basename "$py")-venv" 2>/dev/null || apt_install python3-venv
+      "$py" -m venv .venv
+    fi
+  fi
+  local stamp
+  stamp=$(sha256sum pyproject.toml | cut -d' ' -f1)
+  if [ ! -f .venv/.dev-stamp ] || [ "$(cat .venv/.dev-stamp)" != "$stamp" ]; then
+    say "installing trainwarden and its test tools into .venv"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e '.[test]'
+    echo "$stamp" > .venv/.dev-stamp
+  fi
+}
+
+ensure_services() {
+  need_command redis-server redis-server
+  need_command tmux tmux
+}
+
+cmd=${1:-help}
+shift || true
+case "$cmd" in
+  demo)
+    ensure_services; ensure_venv
+    exec .venv/bin/trainwarden demo "$@" ;;
+  test)
+    ensure_services; ensure_venv
+    say "ruff"
+    .venv/bin/ruff check .
+    .venv/bin/ruff format --check .
+    say "pytest"
+    exec .venv/bin/python -m pytest "$@" ;;
+  bench)
+    ensure_services; ensure_venv
+    for script in bench/*.py; do
+      say "$script"
+      .venv/bin/python "$script" "$@"
+    done ;;
+  *)
+    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+    [ "$cmd" = help ] || exit 2 ;;
+esac
