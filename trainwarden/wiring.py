@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 
 import redis
 from rq import Queue
+from slack_sdk import WebClient
 
 from agent.publisher import Publisher
 from agent.runner import Agent, LogWatch
-from bot.notifier import Notifier, Sink
+from bot.app import build_app
+from bot.authz import Audit
+from bot.deadman import Deadman
+from bot.handlers import Handlers
+from bot.http_server import SlackHTTPServer
+from bot.launcher import LocalLauncher
+from bot.notifier import Notifier
+from bot.service import Endpoint, SlackBot, SocketModeEndpoint
+from bot.sink import Sink
+from bot.slack_sink import RateLimiter, SlackSink
+from bot.stages import Pipeline
 from events.keys import Keys
 from events.store import EventStore
 from policies.default import default_policy
+from trainwarden import defaults
+from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings
 from workers.context import WorkerContext
 from workers.dispatcher import Dispatcher
@@ -74,10 +88,58 @@ def worker_context(settings: Settings) -> WorkerContext:
     )
 
 
-def notifier(settings: Settings, sink: Sink) -> Notifier:
+def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Notifier:
+    events = store(settings)
+    cfg = settings.slack
     return Notifier(
-        store=store(settings),
+        store=events,
         sink=sink,
-        consumer=consumer_name("notifier"),
+        # stable per host: a restarted notifier finishes its own pending entries first, in order
+        consumer=f"notifier-{socket.gethostname()}",
+        channel=channel,
+        host=settings.host,
+        pipeline=Pipeline(flap_threshold=cfg.flap_threshold, flap_window_s=cfg.flap_window_s),
+        snooze_s=cfg.keep_running_snooze_s,
         reclaim_idle_ms=int(settings.reclaim_idle_s * 1000),
+        deadman=Deadman(store=events, host=settings.host, stall_s=cfg.deadman_s),
     )
+
+
+def slack_client(env: Mapping[str, str]) -> WebClient:
+    """The Web API client; SLACK_API_URL points it elsewhere (a proxy, or the tests' local server)."""
+    return WebClient(
+        token=env["SLACK_BOT_TOKEN"],
+        base_url=env.get("SLACK_API_URL") or WebClient.BASE_URL,
+        retry_handlers=[],  # bot/slack_sink.py retries, reconciling first where a post may have landed
+        timeout=defaults.SLACK_TIMEOUT_S,
+    )
+
+
+def slack_sink(settings: Settings, env: Mapping[str, str], client: WebClient | None = None) -> SlackSink:
+    cfg = settings.slack
+    if not cfg.channel:
+        raise ConfigError("SLACK_BOT_TOKEN is set but slack.channel is not: name the channel id to post to")
+    limiter = RateLimiter(rate_per_s=cfg.rate_per_s, burst=cfg.burst)
+    return SlackSink(client=client or slack_client(env), limiter=limiter)
+
+
+def slack_bot(settings: Settings, env: Mapping[str, str], *, tmux_socket: str | None = None) -> SlackBot:
+    """The bot in Slack mode: SLACK_BOT_TOKEN set; Socket Mode with SLACK_APP_TOKEN, else HTTP."""
+    cfg = settings.slack
+    secret = env.get("SLACK_SIGNING_SECRET")
+    app_token = env.get("SLACK_APP_TOKEN")
+    if not secret and not app_token:
+        raise ConfigError("HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)")
+    client = slack_client(env)
+    sink = slack_sink(settings, env, client)
+    events = store(settings)
+    handlers = Handlers(store=events, config=cfg, host=settings.host,
+                        launcher=LocalLauncher(store=events, host=settings.host, tmux_socket=tmux_socket))  # fmt: skip
+    audit = Audit(store=events, host=settings.host, config=cfg)
+    app = build_app(client=client, signing_secret=secret or "", config=cfg, handlers=handlers, audit=audit)
+    endpoint: Endpoint
+    if app_token:
+        endpoint = SocketModeEndpoint(app, app_token)
+    else:
+        endpoint = SlackHTTPServer(app, host=cfg.http_host, port=cfg.http_port)
+    return SlackBot(notifier=notifier(settings, sink, channel=cfg.channel or ""), endpoint=endpoint)
