@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import redis
 
+from bot import messages
 from bot.stages import SYSTEM_RUN
 from events import types as t
 from events.envelope import make_event, time_seq
@@ -43,6 +44,7 @@ class Deadman:
         self.clock = clock
         self.interval_s = interval_s
         self._next = 0.0
+        self.started = clock()
         self._stalled_since: float | None = self._last_stall()
 
     def _last_stall(self) -> float | None:
@@ -67,16 +69,16 @@ class Deadman:
                 pending = r.xpending(self.store.keys.feed(), DISPATCH_GROUP)
             except redis.ResponseError:  # no group yet: no dispatcher ever ran
                 pending = {"pending": 0}
-        if beat is None:
-            return "no dispatcher has ever reported (start `trainwarden dispatcher`)"
+        if beat is None:  # give a dispatcher started alongside the bot time to report
+            return messages.no_dispatcher() if now - self.started > self.stall_s else None
         silent = now - float(beat)
         if silent > self.stall_s:
-            return f"the dispatcher has not reported for {int(silent)}s"
+            return messages.dispatcher_silent(silent)
         if pending["pending"]:
             oldest = pending["min"].decode() if isinstance(pending["min"], bytes) else pending["min"]
             waited = now - int(oldest.partition("-")[0]) / 1000
             if waited > self.stall_s:
-                return f"{pending['pending']} feed entries wait for the workers, the oldest for {int(waited)}s"
+                return messages.workers_behind(int(pending["pending"]), waited)
         return None
 
     def check(self) -> None:
@@ -90,8 +92,8 @@ class Deadman:
             self._append(t.WATCHDOG_STALLED, {"detail": problem, "since": now}, now)
             self._stalled_since = now
         elif problem is None and self._stalled_since is not None:
-            detail = "the dispatcher and the workers are making progress again"
-            self._append(t.WATCHDOG_RECOVERED, {"detail": detail, "stalled_s": now - self._stalled_since}, now)
+            data = {"detail": messages.progress_again(), "stalled_s": now - self._stalled_since}
+            self._append(t.WATCHDOG_RECOVERED, data, now)
             self._stalled_since = None
 
     def _append(self, event_type: str, data: dict[str, object], now: float) -> None:

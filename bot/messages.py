@@ -139,6 +139,22 @@ def watchdog_recovered(event: Event) -> str:
     return f"TRAINWARDEN RECOVERED after {duration(event.data.get('stalled_s', 0))}: {event.data.get('detail')}."
 
 
+def no_dispatcher() -> str:
+    return "no dispatcher has reported (start `trainwarden dispatcher`)"
+
+
+def dispatcher_silent(seconds: float) -> str:
+    return f"the dispatcher has not reported for {duration(seconds)}"
+
+
+def workers_behind(pending: int, seconds: float) -> str:
+    return f"{pending} feed entries wait for the workers, the oldest for {duration(seconds)} (are workers running?)"
+
+
+def progress_again() -> str:
+    return "the dispatcher and the workers are making progress again"
+
+
 def notification_text(event: Event, *, evidence_path: str | None = None) -> str | None:
     """The line for an event that needs a person, or None for everything else (healthy news)."""
     d = event.data

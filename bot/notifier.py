@@ -146,7 +146,7 @@ class Notifier:
             if notice is not None:
                 self._post(state, notice)
             elif messages.notification_text(item) is not None:
-                self.suppressed[reason.split(":")[0]] += 1
+                self.suppressed[reason] += 1
         self.states[entry.run] = (state, entry.last)
         with redis_errors("write the notifier's checkpoint", run=entry.run):
             self.store.redis.hset(

@@ -128,14 +128,14 @@ class SlackSink:
                 return
 
     def _read(self, method: str, channel: str, call: Callable[[], Any]) -> Any:
-        return self._call(method, channel, call, None, limited=False)
+        return self._call(method, channel, call, limited=False)
 
     def _call(
         self,
         method: str,
         channel: str,
         call: Callable[[], Any],
-        recover: Callable[[], str | None] | None,
+        recover: Callable[[], str | None] | None = None,
         *,
         limited: bool = True,
     ) -> Any:

@@ -105,7 +105,7 @@ def select(state: NotifyState, event: Event) -> Notice | None:
 
 def inhibit(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
     if state.ended and notice.kind in QUIETABLE:
-        return None, "inhibited: the run was stopped or has ended"
+        return None, "inhibited"  # the run was stopped or has ended
     return notice, ""
 
 
@@ -114,16 +114,16 @@ def snooze(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
         return notice, ""
     until = max(state.snoozes.get(notice.rule or "", 0.0), state.snoozes.get(ALL_RULES, 0.0))
     if notice.event.ts < until:
-        return None, f"snoozed until {messages.clock(until)}"
+        return None, "snoozed"
     return notice, ""
 
 
 def dedup(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
     rule = notice.rule or ""
     if notice.kind == t.ANOMALY_OPENED and rule in state.posted_open:
-        return None, "duplicate: the rule is already open"
+        return None, "duplicate"  # the rule is already open
     if notice.kind == t.ANOMALY_RESOLVED and rule not in state.posted_open:
-        return None, "its opening was not posted"
+        return None, "unposted"  # a resolve whose opening was not posted
     return notice, ""
 
 
@@ -167,9 +167,9 @@ class Pipeline:
         )
 
     def process(self, state: NotifyState, event: Event) -> tuple[Notice | None, str]:
-        """The notice to post for `event` (or None and why not); moves `state` past the event."""
+        """The notice to post for `event` (or None and a one-word reason); moves `state` past the event."""
         notice = select(state, event)
-        reason = "nothing a person needs"
+        reason = "healthy"
         if notice is not None:
             for stage in self.stages:
                 notice, reason = stage(state, notice)

@@ -17,6 +17,7 @@ from events.keys import Keys
 from events.store import EventStore
 from policies.default import default_policy
 from tests.helpers import wait_for
+from tests.slack_api import SlackAPI
 from trainwarden.redis_server import RedisServer
 from workers import context
 from workers.context import WorkerContext
@@ -111,3 +112,11 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
 
 
 __all__ = ["cli_argv", "spawn", "stop_process", "wait_for"]
+
+
+@pytest.fixture
+def slack_api() -> Iterator[SlackAPI]:
+    """A local server speaking the Slack Web API shapes the bot uses (tests/slack_api.py)."""
+    api = SlackAPI()
+    yield api
+    api.close()
