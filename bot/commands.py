@@ -72,7 +72,7 @@ def check_name(kind: str, name: str, known: Iterable[str]) -> str:
     known = list(known)
     if name in known:
         return name
-    raise BadInput(messages.unknown_name(kind, name, closest(name, known)))
+    raise BadInput(messages.unknown_name(kind, name, closest(name, known), known))
 
 
 def parse_duration(text: str) -> float:

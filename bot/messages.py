@@ -276,8 +276,14 @@ def usage(command: str) -> str:
     }.get(command, f"Unknown command {command}")
 
 
-def unknown_name(kind: str, name: str, closest: Sequence[str]) -> str:
-    hint = f" Did you mean {', '.join(closest)}?" if closest else f" No {kind}s are known yet."
+def unknown_name(kind: str, name: str, closest: Sequence[str], known: Sequence[str]) -> str:
+    if closest:
+        hint = f" Did you mean {', '.join(closest)}?"
+    elif known:
+        more = f" (and {len(known) - 5} more)" if len(known) > 5 else ""
+        hint = f" Known {kind}s: {', '.join(sorted(known)[:5])}{more}."
+    else:
+        hint = f" No {kind}s are known yet."
     return f"Unknown {kind} {name!r}.{hint}"
 
 
