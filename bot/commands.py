@@ -60,7 +60,7 @@ def check_text(text: str) -> None:
         raise BadInput(messages.refused(messages.control_chars()))
     found = sorted(set(text) & METACHARACTERS)
     if found:
-        raise BadInput(messages.refused(messages.forbidden_chars(" ".join(f"`{c}`" for c in found))))
+        raise BadInput(messages.refused(messages.forbidden_chars(" ".join(found))))
 
 
 def closest(name: str, candidates: Iterable[str]) -> list[str]:

@@ -260,7 +260,7 @@ def too_long(limit: int, length: int) -> str:
 
 
 def forbidden_chars(chars: str) -> str:
-    return f"it contains {chars}, which run names, experiments and reasons never need"
+    return f"it contains the characters {chars}, which run names, experiments and reasons never need"
 
 
 def control_chars() -> str:

@@ -137,8 +137,8 @@ def test_stop_asks_for_confirmation_then_requests_the_stop(bot, slack_api, store
     ("name", "text", "expected"),
     [
         ("stop", "exp1", "Unknown run 'exp1'. Did you mean exp01?"),
-        ("launch", "demo-exp; touch pwned", "Refused, nothing was run: it contains `;`"),
-        ("launch", "demo-exp $(touch pwned)", "Refused, nothing was run: it contains `$` `(` `)`"),
+        ("launch", "demo-exp; touch pwned", "Refused, nothing was run: it contains the characters ;"),
+        ("launch", "demo-exp $(touch pwned)", "Refused, nothing was run: it contains the characters $ ( )"),
         ("launch", "dem-exp", "Unknown experiment 'dem-exp'. Did you mean demo-exp?"),
         ("launch", "demo-exp gpu9", "Unknown server 'gpu9'. Known servers: testhost."),
         ("stop", "exp01 " + "x" * 200, "Refused, nothing was run: the text is 206 characters long; the limit is 200"),
