@@ -71,7 +71,8 @@ def click(bot, slack_api, action_id, value, *, user=ADMIN, ephemeral=False):
     payload = {"type": "block_actions", "user": {"id": user}, "channel": {"id": "C1"}, "team": {"id": "T1"},
                "api_app_id": "A1", "token": "x", "trigger_id": "t1", "response_url": slack_api.response_url("click"),
                "container": {"type": "message", "is_ephemeral": ephemeral},
-               "actions": [{"action_id": action_id, "block_id": "b1", "type": "button", "value": json.dumps(value)}]}  # fmt: skip
+               "actions": [{"action_id": action_id, "block_id": "b1", "type": "button",
+                            "value": json.dumps(value)}]}  # fmt: skip
     return post(bot, urllib.parse.urlencode({"payload": json.dumps(payload)}))
 
 
@@ -120,7 +121,7 @@ def test_unauthorized_user_is_denied_and_audited(bot, slack_api, store):
 
 
 def test_stop_asks_for_confirmation_then_requests_the_stop(bot, slack_api, store):
-    status, body = command(bot, slack_api, "stop", "exp01 lr too high, token=abc123secret")
+    _, body = command(bot, slack_api, "stop", "exp01 lr too high, token=abc123secret")
     assert body["text"] == "Stop exp01? Reason: lr too high, token=***"
     button = body["blocks"][1]["elements"][0]
     assert events_of(store, "exp01", t.STOP_REQUESTED) == []  # nothing before the click
@@ -158,8 +159,9 @@ def test_bad_input_is_refused_and_nothing_runs(bot, slack_api, store, tmp_path, 
 
 @pytest.mark.tmux
 def test_launch_acks_then_starts_the_run_and_reports_in_its_thread(bot, slack_api, store, tmux_socket):
-    status, body = command(bot, slack_api, "launch", "demo-exp")
-    assert body == {"response_type": "ephemeral", "text": "Launching demo-exp on testhost; the outcome goes to the run's thread."}  # fmt: skip
+    _, body = command(bot, slack_api, "launch", "demo-exp")
+    assert body["response_type"] == "ephemeral"
+    assert body["text"] == "Launching demo-exp on testhost; the outcome goes to the run's thread."
     (launched,) = wait_for(lambda: events_of(store, "demo-exp", t.RUN_LAUNCHED), what="run.launched")
     assert launched.data["config"]["requested_by"] == ADMIN
     target = StopTarget.from_launch("demo-exp", launched.data, default_host="testhost")
@@ -174,7 +176,7 @@ def test_launch_acks_then_starts_the_run_and_reports_in_its_thread(bot, slack_ap
 
 
 def test_snooze_appends_an_event_and_says_when_it_ends(bot, slack_api, store):
-    status, body = command(bot, slack_api, "snooze", "exp01 loss-spike 2h")
+    _, body = command(bot, slack_api, "snooze", "exp01 loss-spike 2h")
     assert body["response_type"] == "in_channel"
     assert body["text"].startswith(f"<@{ADMIN}> snoozed loss-spike on exp01 until ")
     assert body["text"].endswith("(2h).") or body["text"].endswith("(1h59m).")

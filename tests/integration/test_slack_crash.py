@@ -32,7 +32,8 @@ def test_notifier_killed_mid_post(failpoint, store, r, slack_api, redis_server, 
     store.append(anomalies("exp01", 3))
     store.append(anomalies("exp02", 2))
 
-    doomed = spawn(settings, tmp_path / "doomed.log", "bot", "--burst", env={**env, "TRAINWARDEN_FAILPOINTS": failpoint})
+    frozen_env = {**env, "TRAINWARDEN_FAILPOINTS": failpoint}
+    doomed = spawn(settings, tmp_path / "doomed.log", "bot", "--burst", env=frozen_env)
     try:
         wait_for(lambda: r.get(store.keys.fault(failpoint)), timeout=30, what=f"failpoint {failpoint}")
         os.killpg(doomed.pid, signal.SIGKILL)

@@ -31,8 +31,9 @@ class Evaluator:
 
     def __call__(self, event_type, ts=None, **data):
         self.seq += 1
+        ts = ts if ts is not None else 2000.0 + self.seq
         return make_event(event_type, run=self.run, host="worker", producer=f"eval/{self.run}", seq=self.seq,
-                          data={"run_host": self.host, **data}, ts=ts if ts is not None else 2000.0 + self.seq)  # fmt: skip
+                          data={"run_host": self.host, **data}, ts=ts)  # fmt: skip
 
     def opened(self, rule, reason, **kw):
         return self(t.ANOMALY_OPENED, rule=rule, reason=reason, severity="warning", values={"loss": 9.0}, **kw)
@@ -139,7 +140,9 @@ def test_flood_of_flapping_anomalies_stays_bounded(store, slack_api):
     assert len(slack_api.messages) == runs * rules * per_pair
     flapping = [m for m in slack_api.messages if m.text.startswith("FLAPPING")]
     assert len(flapping) == runs * rules
-    assert flapping[0].text == "FLAPPING flood000@gpu1: rule0 opened 4 times in 1h; quiet until it settles. Last: flip 3"
+    assert flapping[0].text == (
+        "FLAPPING flood000@gpu1: rule0 opened 4 times in 1h; quiet until it settles. Last: flip 3"
+    )
     assert len(slack_api.parents()) == runs  # one thread per run
 
 
@@ -199,7 +202,9 @@ def test_dead_mans_switch_alerts_once_and_says_when_it_recovers(store, slack_api
     for _ in range(3):
         drain(n)
     (alert,) = slack_api.messages
-    assert alert.text == "TRAINWARDEN STALLED: the dispatcher has not reported for 2m. Runs are not being watched until it recovers."
+    assert alert.text == (
+        "TRAINWARDEN STALLED: the dispatcher has not reported for 2m. Runs are not being watched until it recovers."
+    )
     r.set(store.keys.heartbeat("dispatcher"), repr(now[0]))
     now[0] += 10
     drain(n)
