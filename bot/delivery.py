@@ -41,10 +41,13 @@ class Delivery:
             raw = self.store.redis.hget(self.store.keys.notified(run), key)
         return None if raw is None else json.loads(raw)
 
-    def deliver(self, message: Message, *, after_post: Callable[[str], None] | None = None) -> str:
-        """Post `message` once (see the module docstring); returns its ts. `after_post` (idempotent
-        follow-ups such as updating the parent message) runs before the result is recorded."""
-        status = self.status(message.run, message.key)
+    def deliver(
+        self, message: Message, *, status: dict[str, Any] | None, after_post: Callable[[str], None] | None = None
+    ) -> str:
+        """Post `message` once (see the module docstring) given its current `status` (from `status()`;
+        None without reading it is right only for events no notifier has tried yet); returns its ts.
+        `after_post` (idempotent follow-ups such as updating the parent message) runs before the
+        result is recorded."""
         if status is not None and status["state"] == SENT:
             return str(status["ts"])
         ts: str | None = None

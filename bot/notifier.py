@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from bot import messages
 from bot.blocks import notice_blocks, text_blocks
@@ -28,14 +29,13 @@ from events import types as t
 from events.errors import DecodeError
 from events.feed import NOTIFY_GROUP, FeedEntry, GroupReader, parse_feed_entry
 from events.loop import run_loop
-from events.store import EventStore, Malformed, decode_entries, redis_errors
+from events.store import EventStore, Malformed, redis_errors
 from trainwarden import defaults
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RECLAIM_IDLE_MS = 30_000
 TREND_POINTS = 20
-TREND_SCAN = 300  # entries read back from a run's log to draw a trend
 TRENDED = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT, t.STOP, GUARD})
 
 
@@ -89,34 +89,39 @@ class Notifier:
         if not entries and now >= self._next_reclaim:
             self._next_reclaim = now + self.reclaim_idle_ms / 2000
             entries = self.reader.claim_stale(min_idle_ms=self.reclaim_idle_ms)
-        if not entries:
-            entries = self.reader.read(block_ms=block_ms)
-        return self._consume(entries)
+        if entries:
+            return self._consume(entries, fresh=False)
+        # Entries delivered for the first time: no notifier has tried them, so no status to read.
+        return self._consume(self.reader.read(block_ms=block_ms), fresh=True)
 
     def run(self, *, burst: bool = False, stop: threading.Event | None = None) -> None:
         self.reader.ensure_group()
         run_loop(lambda block_ms: self.step(block_ms=block_ms), name="notifier", burst=burst, stop=stop)
 
-    def _consume(self, entries: Sequence[tuple[str, dict[bytes, bytes]]]) -> int:
-        done = 0
-        for fid, fields in entries:
-            try:
-                entry = parse_feed_entry(fid, fields)
-            except DecodeError:
-                self.reader.ack([fid])  # the dispatcher dead-letters it
-                continue
-            if entry.types & INPUT_TYPES:
+    def _consume(self, entries: Sequence[tuple[str, dict[bytes, bytes]]], *, fresh: bool) -> int:
+        """Handle entries in order; acknowledge those done in one call (a redelivery is a no-op:
+        the checkpoint says how far each run was folded)."""
+        done: list[str] = []
+        try:
+            for fid, fields in entries:
                 try:
-                    self._handle_entry(entry)
-                except SlackUnavailable as exc:
-                    log.warning("Slack unavailable (%s); %s stays pending and is retried", exc, fid)
-                    self.states.pop(entry.run, None)  # reload from the checkpoint: nothing counted twice
-                    self._own_pending = True
-                    time.sleep(min(5.0, self.reclaim_idle_ms / 10000))
-                    return done
-            self.reader.ack([fid])
-            done += 1
-        return done
+                    entry = parse_feed_entry(fid, fields)
+                except DecodeError:
+                    done.append(fid)  # the dispatcher dead-letters it
+                    continue
+                if entry.types & INPUT_TYPES:
+                    try:
+                        self._handle_entry(entry, fresh=fresh)
+                    except SlackUnavailable as exc:
+                        log.warning("Slack unavailable (%s); %s stays pending and is retried", exc, fid)
+                        self.states.pop(entry.run, None)  # reload from the checkpoint: nothing counted twice
+                        self._own_pending = True
+                        time.sleep(min(5.0, self.reclaim_idle_ms / 10000))
+                        break
+                done.append(fid)
+        finally:
+            self.reader.ack(done)
+        return len(done)
 
     # -- per run ----------------------------------------------------------------------------------
 
@@ -131,7 +136,7 @@ class Notifier:
                 self.states[run] = (NotifyState(), None)
         return self.states[run]
 
-    def _handle_entry(self, entry: FeedEntry) -> None:
+    def _handle_entry(self, entry: FeedEntry, *, fresh: bool) -> None:
         state, after = self._load(entry.run)
         if after is not None and stream_id(after) >= stream_id(entry.last):
             return  # folded before a crash, not yet acknowledged
@@ -139,12 +144,18 @@ class Notifier:
             items = self.store.iter_run(entry.run, after=after, until=entry.last)
         else:
             items = self.store.iter_run(entry.run, start=entry.first, until=entry.last)
+        run_state: list[bytes | None] = []  # the workers' run state, read once per entry when needed
         for _sid, item in items:
             if isinstance(item, Malformed):
                 continue
             notice, reason = self.pipeline.process(state, item)
             if notice is not None:
-                self._post(state, notice)
+                if notice.kind in TRENDED and not run_state:
+                    with redis_errors("read a run's recent metrics", run=entry.run):
+                        run_state.append(self.store.redis.hget(self.store.keys.cursor(entry.run), "run"))
+                trend = trend_of(notice, run_state[0]) if notice.kind in TRENDED else None
+                status = None if fresh else self.delivery.status(entry.run, notice.key)
+                self._post(state, notice, trend=trend, status=status)
             elif messages.notification_text(item) is not None:
                 self.suppressed[reason] += 1
         self.states[entry.run] = (state, entry.last)
@@ -153,9 +164,15 @@ class Notifier:
                 self.store.keys.notify(entry.run), mapping={"after": entry.last, "state": json.dumps(state.to_dict())}
             )
 
-    def _post(self, state: NotifyState, notice: Notice) -> None:
+    def _post(
+        self,
+        state: NotifyState,
+        notice: Notice,
+        *,
+        trend: tuple[str, list[float]] | None,
+        status: dict[str, Any] | None,
+    ) -> None:
         run = notice.event.run
-        trend = self._trend(run, notice) if notice.kind in TRENDED else None
         blocks = notice_blocks(notice, state=state, trend=trend, snooze_s=self.snooze_s)
         message = Message(key=notice.key, run=run, channel=self.channel, text=notice.text, blocks=blocks,
                           thread_ts=state.thread, broadcast=notice.broadcast and state.thread is not None)  # fmt: skip
@@ -170,25 +187,17 @@ class Notifier:
                     text = messages.guard_closed(guard["text"], notice.guard_outcome)
                     self.sink.update(channel=guard["channel"], ts=guard["ts"], text=text, blocks=text_blocks(text))
 
-        ts = self.delivery.deliver(message, after_post=follow_ups)
+        ts = self.delivery.deliver(message, status=status, after_post=follow_ups)
         posted(state, notice, ts)
 
-    def _trend(self, run: str, notice: Notice) -> tuple[str, list[float]] | None:
-        """The recent values of the metric the notice is about, oldest first."""
-        values = notice.event.data.get("values") or {}
-        name = next((k for k, v in values.items() if k != "step" and isinstance(v, int | float)), None)
-        if name is None:
-            return None
-        with redis_errors("read a run's recent events", run=run):
-            entries = self.store.redis.xrevrange(self.store.keys.log(run), count=TREND_SCAN)
-        points: list[float] = []
-        for _sid, item in decode_entries(entries):
-            if isinstance(item, Malformed) or item.type != t.METRIC:
-                continue
-            value = item.data.get(name)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                points.append(float(value))
-                if len(points) == TREND_POINTS:
-                    break
-        points.reverse()
-        return (name, points) if points else None
+
+def trend_of(notice: Notice, raw_run: bytes | None) -> tuple[str, list[float]] | None:
+    """The recent values of the metric the notice is about, oldest first, from the run state the
+    workers committed together with the anomaly (their checkpoint's `run`), so no log scan is needed."""
+    values = notice.event.data.get("values") or {}
+    name = next((k for k, v in values.items() if k != "step" and isinstance(v, int | float)), None)
+    if name is None or raw_run is None:
+        return None
+    recent = json.loads(raw_run).get("recent_metrics", [])
+    points = [float(m[name]) for m in recent if isinstance(m.get(name), int | float)]
+    return (name, points[-TREND_POINTS:]) if points else None

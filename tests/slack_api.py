@@ -58,7 +58,7 @@ class SlackAPI:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.responses: list[tuple[str, dict[str, Any]]] = []
         self.faults: dict[str, list[str]] = {}
-        self.request_times: list[float] = []  # perf_counter at each chat.postMessage (benchmarks)
+        self.post_times: dict[str, float] = {}  # metadata key -> perf_counter when it arrived (benchmarks)
         self.lock = threading.Lock()
         self._ts = itertools.count(1)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -106,8 +106,10 @@ class SlackAPI:
             if method == "auth.test":
                 return {"ok": True, "user_id": "UBOT", "bot_id": "BBOT", "team_id": "T1", "url": "https://x.test/"}
             if method == "chat.postMessage":
-                self.request_times.append(time.perf_counter())
-                return self._post(params)
+                arrived = time.perf_counter()
+                reply = self._post(params)
+                self.post_times[self.messages[-1].key or str(len(self.messages))] = arrived
+                return reply
             if method == "chat.update":
                 return self._update(params)
             if method in ("conversations.history", "conversations.replies"):
