@@ -27,10 +27,14 @@ log = logging.getLogger(__name__)
 ButtonHandler = Callable[[dict[str, Any]], Reply]
 
 
-def build_app(*, client: WebClient, signing_secret: str, config: BotConfig, handlers: Handlers, audit: Audit) -> App:
+def build_app(
+    *, client: WebClient, signing_secret: str | None, config: BotConfig, handlers: Handlers, audit: Audit
+) -> App:
+    """Without a signing secret (Socket Mode), requests come over the bot's own websocket instead."""
     app = App(
         client=client,
-        signing_secret=signing_secret,
+        signing_secret=signing_secret or "",
+        request_verification_enabled=bool(signing_secret),
         token_verification_enabled=False,
         process_before_response=False,
         raise_error_for_unhandled_request=False,

@@ -6,23 +6,16 @@ import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis
 from rq import Queue
-from slack_sdk import WebClient
 
 from agent.publisher import Publisher
 from agent.runner import Agent, LogWatch
-from bot.app import build_app
-from bot.authz import Audit
 from bot.deadman import Deadman
-from bot.handlers import Handlers
-from bot.http_server import SlackHTTPServer
-from bot.launcher import LocalLauncher
 from bot.notifier import Notifier
-from bot.service import Endpoint, SlackBot, SocketModeEndpoint
 from bot.sink import Sink
-from bot.slack_sink import RateLimiter, SlackSink
 from bot.stages import Pipeline
 from events.keys import Keys
 from events.store import EventStore
@@ -33,6 +26,12 @@ from trainwarden.settings import Settings
 from workers.context import WorkerContext
 from workers.dispatcher import Dispatcher
 from workers.transport import LocalTmuxController
+
+if TYPE_CHECKING:  # Slack's libraries (the `bot` extra) are imported only where the bot uses them
+    from slack_sdk import WebClient
+
+    from bot.service import SlackBot
+    from bot.slack_sink import SlackSink
 
 
 def consumer_name(role: str) -> str:
@@ -107,6 +106,8 @@ def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Not
 
 def slack_client(env: Mapping[str, str]) -> WebClient:
     """The Web API client; SLACK_API_URL points it elsewhere (a proxy, or the tests' local server)."""
+    from slack_sdk import WebClient
+
     return WebClient(
         token=env["SLACK_BOT_TOKEN"],
         base_url=env.get("SLACK_API_URL") or WebClient.BASE_URL,
@@ -116,6 +117,8 @@ def slack_client(env: Mapping[str, str]) -> WebClient:
 
 
 def slack_sink(settings: Settings, env: Mapping[str, str], client: WebClient | None = None) -> SlackSink:
+    from bot.slack_sink import RateLimiter, SlackSink
+
     cfg = settings.slack
     if not cfg.channel:
         raise ConfigError("SLACK_BOT_TOKEN is set but slack.channel is not: name the channel id to post to")
@@ -125,6 +128,13 @@ def slack_sink(settings: Settings, env: Mapping[str, str], client: WebClient | N
 
 def slack_bot(settings: Settings, env: Mapping[str, str], *, tmux_socket: str | None = None) -> SlackBot:
     """The bot in Slack mode: SLACK_BOT_TOKEN set; Socket Mode with SLACK_APP_TOKEN, else HTTP."""
+    from bot.app import build_app
+    from bot.authz import Audit
+    from bot.handlers import Handlers
+    from bot.http_server import SlackHTTPServer
+    from bot.launcher import LocalLauncher
+    from bot.service import Endpoint, SlackBot, SocketModeEndpoint
+
     cfg = settings.slack
     secret = env.get("SLACK_SIGNING_SECRET")
     app_token = env.get("SLACK_APP_TOKEN")
@@ -136,7 +146,7 @@ def slack_bot(settings: Settings, env: Mapping[str, str], *, tmux_socket: str | 
     handlers = Handlers(store=events, config=cfg, host=settings.host,
                         launcher=LocalLauncher(store=events, host=settings.host, tmux_socket=tmux_socket))  # fmt: skip
     audit = Audit(store=events, host=settings.host, config=cfg)
-    app = build_app(client=client, signing_secret=secret or "", config=cfg, handlers=handlers, audit=audit)
+    app = build_app(client=client, signing_secret=secret, config=cfg, handlers=handlers, audit=audit)
     endpoint: Endpoint
     if app_token:
         endpoint = SocketModeEndpoint(app, app_token)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import Allow, BotConfig, Experiment
+from bot.service import SocketModeEndpoint
 from bot.stages import SYSTEM_RUN
 from events import types as t
 from events.envelope import make_event
@@ -19,6 +20,7 @@ from tests.conftest import REPO
 from tests.helpers import events_of, metric, wait_for
 from tests.slack_api import sign
 from trainwarden import wiring
+from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings
 from workers.transport import LocalTmuxController, StopTarget
 
@@ -222,3 +224,14 @@ def test_commands_without_a_run_are_audited_in_the_system_log(bot, slack_api, st
     command(bot, slack_api, "status", "", user=VIEWER)
     (received,) = events_of(store, SYSTEM_RUN, t.COMMAND_RECEIVED)
     assert received.data["user"] == VIEWER and received.data["command"] == "/status"
+
+
+def test_socket_mode_when_an_app_token_is_set_and_http_needs_a_signing_secret(redis_server, slack_api):
+    settings = Settings(redis_url=redis_server.url, host="h", slack=BotConfig(channel="C1"))
+    env = {"SLACK_BOT_TOKEN": "xoxb-test-token", "SLACK_API_URL": slack_api.url}
+    built = wiring.slack_bot(settings, {**env, "SLACK_APP_TOKEN": "xapp-test-token"})
+    assert isinstance(built.endpoint, SocketModeEndpoint)
+    with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
+        wiring.slack_bot(settings, env)
+    with pytest.raises(ConfigError, match=r"slack\.channel"):
+        wiring.slack_bot(Settings(redis_url=redis_server.url), {**env, "SLACK_SIGNING_SECRET": SECRET})
