@@ -31,6 +31,7 @@ from events.feed import NOTIFY_GROUP, FeedEntry, GroupReader, parse_feed_entry
 from events.loop import run_loop
 from events.store import EventStore, Malformed, redis_errors
 from trainwarden import defaults
+from workers.faults import failpoint
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class Notifier:
                     try:
                         self._handle_entry(entry, fresh=fresh)
                     except SlackUnavailable as exc:
+                        self.delivery.flush()  # what was posted before the outage stays recorded
                         log.warning("Slack unavailable (%s); %s stays pending and is retried", exc, fid)
                         self.states.pop(entry.run, None)  # reload from the checkpoint: nothing counted twice
                         self._own_pending = True
@@ -160,9 +162,12 @@ class Notifier:
                 self.suppressed[reason] += 1
         self.states[entry.run] = (state, entry.last)
         with redis_errors("write the notifier's checkpoint", run=entry.run):
-            self.store.redis.hset(
-                self.store.keys.notify(entry.run), mapping={"after": entry.last, "state": json.dumps(state.to_dict())}
-            )
+            pipe = self.store.redis.pipeline(transaction=True)
+            self.delivery.flush(pipe)  # the results of this entry's posts, with the checkpoint
+            pipe.hset(self.store.keys.notify(entry.run), mapping={"after": entry.last,
+                                                                   "state": json.dumps(state.to_dict())})  # fmt: skip
+            pipe.execute()
+        failpoint("notify-after-sent", self.store.redis, self.store.keys)
 
     def _post(
         self,
