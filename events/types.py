@@ -24,6 +24,11 @@ COMMAND_DENIED = "command.denied"
 CHECKPOINT_SAVED = "checkpoint.saved"
 CHECKPOINT_DELETED = "checkpoint.deleted"
 NOTIFICATION_SENT = "notification.sent"
+PREFLIGHT = "preflight"
+LAUNCH_REFUSED = "launch.refused"
+PLAN_STARTED = "plan.started"
+PLAN_STEP = "plan.step"
+PLAN_FINISHED = "plan.finished"
 
 KNOWN_TYPES = frozenset(
     {
@@ -49,6 +54,11 @@ KNOWN_TYPES = frozenset(
         CHECKPOINT_SAVED,
         CHECKPOINT_DELETED,
         NOTIFICATION_SENT,
+        PREFLIGHT,
+        LAUNCH_REFUSED,
+        PLAN_STARTED,
+        PLAN_STEP,
+        PLAN_FINISHED,
     }
 )
 

@@ -1,22 +1,36 @@
-"""Stopping a run: one small interface, a local tmux implementation (SSH comes behind the same one)."""
+"""Stopping a run: one small interface, the same stop procedure on this host and over SSH.
+
+The procedure (the seed's): the run's `stop_command` if it has one; else Ctrl-C to its tmux
+session, wait up to a grace period for it to exit, then kill the session. A run that already
+ended is a no-op success.
+"""
 
 from __future__ import annotations
 
 import subprocess
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from workers.errors import StopError
+
 STOP_COMMAND_TIMEOUT_S = 60.0
 TMUX_TIMEOUT_S = 10.0
+DEFAULT_GRACE_S = 10.0
+POLL_S = 0.2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StopTarget:
     run: str
     host: str
+    server: str | None = None  # a server from servers.yaml: stop over SSH; None: this host
     session: str | None = None
     tmux_socket: str | None = None
     stop_command: tuple[str, ...] | None = None
+    workdir: str | None = None  # where stop_command runs
+    grace_s: float = DEFAULT_GRACE_S
 
     @classmethod
     def from_launch(cls, run: str, launch: dict[str, Any], *, default_host: str) -> StopTarget:
@@ -24,16 +38,19 @@ class StopTarget:
         return cls(
             run=run,
             host=launch.get("host") or default_host,
+            server=launch.get("server"),
             session=launch.get("session"),
             tmux_socket=launch.get("tmux_socket"),
             stop_command=tuple(stop_command) if stop_command else None,
+            workdir=launch.get("workdir"),
+            grace_s=float(launch.get("stop_grace_s", DEFAULT_GRACE_S)),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class StopResult:
     ok: bool
-    method: str  # "stop_command" | "tmux kill-session" | "none"
+    method: str  # "stop_command" | "ctrl-c" | "tmux kill-session" | "none"
     detail: str
 
 
@@ -41,6 +58,12 @@ class RunController(Protocol):
     def stop(self, target: StopTarget) -> StopResult: ...
 
     def is_running(self, target: StopTarget) -> bool: ...
+
+
+class Tmux(Protocol):
+    """Runs `tmux ARGS` where the run lives; returns (exit status, stderr)."""
+
+    def __call__(self, args: Sequence[str]) -> tuple[int, str]: ...
 
 
 def tmux_argv(socket: str | None, *args: str) -> list[str]:
@@ -52,39 +75,97 @@ def session_name(run: str) -> str:
     return "train-" + run.replace(".", "_").replace(":", "_")
 
 
+def has_session(tmux: Tmux, session: str) -> bool:
+    return tmux(["has-session", "-t", f"={session}"])[0] == 0
+
+
+def stop_session(
+    tmux: Tmux,
+    session: str,
+    *,
+    grace_s: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> StopResult:
+    """Ctrl-C, wait up to `grace_s` for the session to end, then kill it."""
+    if not has_session(tmux, session):
+        return StopResult(True, "tmux kill-session", f"session {session} already ended")
+    tmux(["send-keys", "-t", f"={session}:", "C-c"])  # a pane target: "=name:" is the session's current pane
+    start = clock()
+    while clock() - start < grace_s:
+        if not has_session(tmux, session):
+            return StopResult(True, "ctrl-c", f"sent Ctrl-C to {session}; it exited after {clock() - start:.1f}s")
+        sleep(POLL_S)
+    status, err = tmux(["kill-session", "-t", f"={session}"])
+    if status == 0 or not has_session(tmux, session):
+        return StopResult(
+            True, "tmux kill-session", f"Ctrl-C ignored for {grace_s:.0f}s; killed tmux session {session}"
+        )
+    return StopResult(False, "tmux kill-session", f"tmux kill-session failed: {err.strip()}")
+
+
+def judge_stop_command(status: int, stderr: str) -> StopResult:
+    if status == 0:
+        return StopResult(True, "stop_command", "stop_command exited 0")
+    return StopResult(False, "stop_command", f"stop_command exited {status}: {stderr.strip()[-300:]}")
+
+
 class LocalTmuxController:
-    """Stops runs on this machine: the run's `stop_command` if it has one, else kill its tmux session."""
+    """Stops runs on this machine."""
 
     def stop(self, target: StopTarget) -> StopResult:
         if target.stop_command:
-            return self._run_stop_command(target.stop_command)
+            return self._run_stop_command(target.stop_command, target.workdir)
         if not target.session:
             return StopResult(False, "none", "the run has no tmux session or stop_command recorded in run.launched")
-        if not self.is_running(target):
-            return StopResult(True, "tmux kill-session", f"session {target.session} already ended")
-        proc = _run(tmux_argv(target.tmux_socket, "kill-session", "-t", f"={target.session}"), TMUX_TIMEOUT_S)
-        if proc.returncode == 0 or not self.is_running(target):
-            return StopResult(True, "tmux kill-session", f"killed tmux session {target.session}")
-        return StopResult(False, "tmux kill-session", f"tmux kill-session failed: {proc.stderr.strip()}")
+        return stop_session(self._tmux(target), target.session, grace_s=target.grace_s)
 
     def is_running(self, target: StopTarget) -> bool:
-        if not target.session:
-            return False
-        proc = _run(tmux_argv(target.tmux_socket, "has-session", "-t", f"={target.session}"), TMUX_TIMEOUT_S)
-        return proc.returncode == 0
+        return bool(target.session) and has_session(self._tmux(target), target.session or "")
 
-    def _run_stop_command(self, argv: tuple[str, ...]) -> StopResult:
+    @staticmethod
+    def _tmux(target: StopTarget) -> Tmux:
+        def run(args: Sequence[str]) -> tuple[int, str]:
+            proc = _run(tmux_argv(target.tmux_socket, *args), TMUX_TIMEOUT_S)
+            return proc.returncode, proc.stderr
+
+        return run
+
+    @staticmethod
+    def _run_stop_command(argv: tuple[str, ...], workdir: str | None) -> StopResult:
         # An argv list, never a shell string: nothing in it is interpreted.
         try:
-            proc = _run(list(argv), STOP_COMMAND_TIMEOUT_S)
+            proc = _run(list(argv), STOP_COMMAND_TIMEOUT_S, cwd=workdir)
         except FileNotFoundError:
             return StopResult(False, "stop_command", f"stop_command not found: {argv[0]}")
         except subprocess.TimeoutExpired:
             return StopResult(False, "stop_command", f"stop_command did not finish in {STOP_COMMAND_TIMEOUT_S:.0f}s")
-        if proc.returncode == 0:
-            return StopResult(True, "stop_command", "stop_command exited 0")
-        return StopResult(False, "stop_command", f"stop_command exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        return judge_stop_command(proc.returncode, proc.stderr)
 
 
-def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+class RoutingController:
+    """Runs launched on a configured server are stopped over SSH; the rest on this host."""
+
+    def __init__(self, *, local: RunController, remote: RunController | None) -> None:
+        self.local = local
+        self.remote = remote
+
+    def stop(self, target: StopTarget) -> StopResult:
+        if target.server is None:
+            return self.local.stop(target)
+        if self.remote is None:
+            return StopResult(False, "none", f"run is on server {target.server!r} but no servers.yaml is configured")
+        return self.remote.stop(target)
+
+    def is_running(self, target: StopTarget) -> bool:
+        if target.server is None:
+            return self.local.is_running(target)
+        if self.remote is None:
+            raise StopError(f"run is on server {target.server!r} but no servers.yaml is configured", run=target.run)
+        return self.remote.is_running(target)
+
+
+def _run(argv: list[str], timeout: float, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False, cwd=cwd
+    )
