@@ -151,8 +151,9 @@ class RemoteLauncher:
         )
         script = run_script(experiment=experiment, server=server, run=run, gpu_ids=gpus, wandb_run_name=wandb_name,
                             plain_env=plain, command=command)  # fmt: skip
-        prepare = self.shell.run(server, f"mkdir -p {shlex.quote(paths.run_dir)} && rm -f "
-                                 f"{shlex.quote(paths.pid_file)} {shlex.quote(paths.exit_file)}", timeout=30)  # fmt: skip
+        q = shlex.quote
+        fresh = f"mkdir -p {q(paths.run_dir)} && rm -f {q(paths.pid_file)} {q(paths.exit_file)}"
+        prepare = self.shell.run(server, fresh, timeout=30)
         if not prepare.ok:
             raise LaunchError(f"cannot create {paths.run_dir} on {server.name}: {prepare.stderr.strip()}", run=run)
         self.shell.write_file(server, paths.env_file, env_file(secret).encode(), mode=0o600)
@@ -167,8 +168,10 @@ class RemoteLauncher:
             "experiment": run, "server": server.name, "host": server.name, "session": session,
             "tmux_socket": server.tmux_socket, "pid": pid, "log_path": paths.log, "exit_file": paths.exit_file,
             "run_dir": paths.run_dir, "workdir": experiment.code_dir or server.work_dir, "gpus": list(gpus),
-            "command": list(command), "stop_command": list(experiment.stop_command) if experiment.stop_command else None,
+            "command": list(command),
+            "stop_command": list(experiment.stop_command) if experiment.stop_command else None,
             "stop_grace_s": experiment.stop_grace_s, "attempt": attempt, "resume": resume,
+            "max_restarts": experiment.max_restarts, "resumable": experiment.resume_command is not None,
             "wandb": {"project": wandb.project, "group": wandb.group, "run_name": wandb_name, "entity": wandb.entity},
             "total_steps": experiment.total_steps, "epochs": experiment.epochs, "baseline": experiment.baseline,
             "config": {"source": experiment.source, "env": dict(experiment.env), "params": dict(experiment.params)},

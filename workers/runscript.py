@@ -129,8 +129,8 @@ def run_script(
         'echo $$ > "$RUN_DIR/pid"',
         'if [ -f "$RUN_DIR/env" ]; then set -a; . "$RUN_DIR/env"; set +a; fi',
         *(f"export {name}={q(value)}" for name, value in exports.items()),
-        f"{activation(server)} || {{ echo 'trainwarden: cannot activate the environment' | tee -a \"$RUN_DIR/train.log\";"
-        ' echo 97 > "$RUN_DIR/train.log.exit"; exit 97; }',
+        f"{activation(server)} || {{ echo 'trainwarden: cannot activate the environment' | tee -a"
+        ' "$RUN_DIR/train.log"; echo 97 > "$RUN_DIR/train.log.exit"; exit 97; }',
         f"cd {q(code_dir(experiment, server))} || {{ echo 'trainwarden: cannot cd to the code dir' | tee -a"
         ' "$RUN_DIR/train.log"; echo 98 > "$RUN_DIR/train.log.exit"; exit 98; }',
         f'{shlex.join(command)} 2>&1 | tee -a "$RUN_DIR/train.log"',

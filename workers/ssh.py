@@ -107,7 +107,8 @@ class SshPool:
             ) from None
         except asyncssh.PermissionDenied:
             raise SshAuthFailed(
-                f"{where} refused our key ({server.key_file or 'default keys'}); check user and key_file in servers.yaml",
+                f"{where} refused our key ({server.key_file or 'default keys'}); "
+                "check user and key_file in servers.yaml",
                 server=server.name,
             ) from None
         except TimeoutError:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 import uuid
@@ -83,8 +84,9 @@ def gpu_server(sshd: SshServer, tmp_path: Path) -> Iterator[FakeGpuServer]:
     (code / "train.py").write_text(TRAIN)
     (venv / "bin").mkdir(parents=True)
     (venv / "site" / "torch").mkdir(parents=True)
+    count_file = str(venv / "gpu_count")
     (venv / "site" / "torch" / "__init__.py").write_text(
-        f"class cuda:\n    @staticmethod\n    def device_count():\n        return int(open({str(venv / 'gpu_count')!r}).read())\n"
+        f"class cuda:\n    @staticmethod\n    def device_count():\n        return int(open({count_file!r}).read())\n"
     )
     (venv / "bin" / "activate").write_text(f"export PATH={venv / 'bin'}:$PATH\nexport PYTHONPATH={venv / 'site'}\n")
     stubs = {
@@ -121,13 +123,11 @@ def gpu_server(sshd: SshServer, tmp_path: Path) -> Iterator[FakeGpuServer]:
             tmux_socket=socket,
             min_free_gb=0.001,
             connect_timeout_s=5,
-        ),  # fmt: skip
+        ),
     )
     fake.set_gpu_count(2)
     fake.set_busy()
     yield fake
-    import subprocess
-
     subprocess.run(tmux_argv(socket, "kill-server"), capture_output=True, check=False)
 
 

@@ -26,7 +26,7 @@ def test_unknown_host_key_is_refused(pool, gpu_server, tmp_path):
     empty.write_text("")
     from dataclasses import replace
 
-    with pytest.raises(HostKeyRejected, match="not trusted by .*ssh-keyscan"):
+    with pytest.raises(HostKeyRejected, match=r"not trusted by .*ssh-keyscan"):
         pool.run(replace(gpu_server.server, known_hosts=empty), "true")
 
 
