@@ -29,6 +29,7 @@ LAUNCH_REFUSED = "launch.refused"
 PLAN_STARTED = "plan.started"
 PLAN_STEP = "plan.step"
 PLAN_FINISHED = "plan.finished"
+RESUME_SKIPPED = "resume.skipped"
 
 KNOWN_TYPES = frozenset(
     {
@@ -59,13 +60,23 @@ KNOWN_TYPES = frozenset(
         PLAN_STARTED,
         PLAN_STEP,
         PLAN_FINISHED,
+        RESUME_SKIPPED,
     }
 )
 
 # Types written by the workers as the result of processing a run. A feed entry holding only
 # these needs no further processing by the workers (the notifier still reads them).
 WORKER_OUTPUT_TYPES = frozenset(
-    {ANOMALY_OPENED, ANOMALY_RESOLVED, EVIDENCE_BUILT, STOP_DONE, STOP_FAILED, NOTIFICATION_SENT}
+    {
+        ANOMALY_OPENED,
+        ANOMALY_RESOLVED,
+        EVIDENCE_BUILT,
+        STOP_DONE,
+        STOP_FAILED,
+        NOTIFICATION_SENT,
+        PREFLIGHT,
+        RESUME_SKIPPED,
+    }
 )
 
 # Decision values, strongest first: STOP beats WAIT beats CONTINUE.

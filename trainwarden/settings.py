@@ -20,7 +20,18 @@ from events.errors import EnvelopeError
 from trainwarden import defaults
 from trainwarden.errors import ConfigError
 
-TOP_LEVEL = {"redis_url", "rq_redis_url", "host", "namespace", "queue", "evidence_dir", "agent", "workers"}
+TOP_LEVEL = {
+    "redis_url",
+    "rq_redis_url",
+    "host",
+    "namespace",
+    "queue",
+    "evidence_dir",
+    "agent",
+    "workers",
+    "servers_file",
+    "experiments_dir",
+}
 AGENT_KEYS = {"state_file", "poll_interval_s", "watch"}
 WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s"}
 
@@ -39,6 +50,8 @@ class Settings:
     reclaim_idle_s: float = defaults.RECLAIM_IDLE_S
     lock_timeout_s: float = defaults.LOCK_TIMEOUT_S
     job_timeout_s: int = defaults.JOB_TIMEOUT_S
+    servers_file: Path | None = None  # servers.yaml: remote runs over SSH
+    experiments_dir: Path | None = None  # holds experiments/exp-*.yaml
     source: str = "defaults"
 
 
@@ -86,6 +99,9 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
         for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
             if key in top:
                 values[key] = _scalar(path, top[key], str, key)
+        for key in ("servers_file", "experiments_dir"):
+            if key in top:
+                values[key] = (path.parent / _scalar(path, top[key], str, key)).expanduser().resolve()
         if "evidence_dir" in top:
             values["evidence_dir"] = (path.parent / _scalar(path, top["evidence_dir"], str, "evidence_dir")).resolve()
         if "agent" in top:

@@ -190,9 +190,9 @@ def parse_experiment(doc: Doc) -> tuple[Experiment, dict[str, yaml.Node]]:
         raise doc.error(doc.root, "an experiment needs exactly one of 'command' or 'script'")
     command = _command(doc, m["command"], "command") if "command" in m else ("bash", _path(doc, m["script"], "script"))
     env = doc.string_map(m["env"], "env") if "env" in m else {}
-    for key in env:
-        if not ENV_NAME_RE.match(key):
-            raise doc.error(m["env"], f"env name {key!r} is not a valid environment variable name")
+    for key_node, _ in m["env"].value if "env" in m else ():
+        if not ENV_NAME_RE.match(str(key_node.value)):
+            raise doc.error(key_node, f"env name {key_node.value!r} is not a valid environment variable name")
     gpus_value = doc.value(m["gpus"]) if "gpus" in m else 1
     gpu_ids = _gpu_ids(doc, m["gpus"], "gpus") if isinstance(gpus_value, list) else None
     gpus = (

@@ -3,8 +3,10 @@
 Pure: the plan file, the plan's state folded from its events, and `next_steps` deciding what to
 launch, block or record next. `workers/planner.py` does the I/O.
 
-States of an experiment in a plan: pending -> running -> finished | failed | stopped, or pending
--> blocked (a parent did not finish) | refused (the launch was refused, e.g. preflight).
+States of an experiment in a plan: pending -> launching -> running -> finished | failed | stopped,
+or pending -> blocked (a parent did not finish) | refused (the launch was refused, e.g. preflight).
+`launching` is written before the launch, so a runner that dies mid-launch is followed by one
+that adopts the run it started (or launches again) instead of starting it twice.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from workers.fleet import Fleet
 
 TERMINAL = frozenset({"finished", "failed", "stopped", "blocked", "refused"})
 NOT_FINISHED = frozenset({"failed", "stopped", "blocked", "refused"})
+ACTIVE = frozenset({"launching", "running"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +120,9 @@ def next_steps(plan: Plan, state: PlanState, statuses: Mapping[str, str], fleet:
             steps.append(Step(name, statuses[name]))
     held: dict[str, set[int]] = {}
     for name in plan.experiments:
-        if current[name] == "running":
+        if current[name] in ACTIVE:
             held.setdefault(fleet.experiments[name].server, set()).update(state.steps.get(name, {}).get("gpus", ()))
-    running = sum(1 for s in current.values() if s == "running")
+    running = sum(1 for s in current.values() if s in ACTIVE)
     changed = True
     while changed:  # a block can block grandchildren in the same pass
         changed = False

@@ -69,6 +69,10 @@ class PlanRunner:
                     self._append(plan, t.PLAN_FINISHED, {"plan": plan.name, "experiments": summary})
                     self.report(f"plan {plan.name} done: " + ", ".join(f"{k}={v}" for k, v in summary.items()))
                 return self.state(plan)
+            for name in plan.experiments:
+                if state.state_of(name) == "launching":
+                    self._adopt_or_relaunch(plan, name, state.steps[name])
+            state = self.state(plan)
             statuses = {name: self._status(name, state) for name in plan.experiments
                         if state.state_of(name) == "running"}  # fmt: skip
             for step in next_steps(plan, state, statuses, self.fleet):
@@ -92,14 +96,34 @@ class PlanRunner:
     def _apply(self, plan: Plan, step: Step) -> None:
         data = {"plan": plan.name, "experiment": step.experiment, "state": step.state, "reason": step.reason}
         if step.state == "running":
-            try:
-                launched = self.launcher.launch(step.experiment, gpu_ids=step.gpus, extra={"plan": plan.name})
-            except LaunchError as exc:
-                self._append(plan, t.PLAN_STEP, {**data, "state": "refused", "reason": str(exc)})
-                self.report(f"{step.experiment}: launch refused: {exc}")
-                return
-            data.update(gpus=list(step.gpus), server=launched.data["server"], launch_seq=launched.seq)
-            self.report(f"{step.experiment}: launched on {launched.data['server']} GPUs {list(step.gpus)}")
-        else:
-            self.report(f"{step.experiment}: {step.state}" + (f" ({step.reason})" if step.reason else ""))
+            self._append(plan, t.PLAN_STEP, {**data, "state": "launching", "gpus": list(step.gpus), "at": time.time()})
+            self._launch(plan, step.experiment, step.gpus)
+            return
+        self.report(f"{step.experiment}: {step.state}" + (f" ({step.reason})" if step.reason else ""))
         self._append(plan, t.PLAN_STEP, data)
+
+    def _launch(self, plan: Plan, name: str, gpus: tuple[int, ...]) -> None:
+        data = {"plan": plan.name, "experiment": name}
+        try:
+            launched = self.launcher.launch(name, gpu_ids=gpus, extra={"plan": plan.name})
+        except LaunchError as exc:
+            self._append(plan, t.PLAN_STEP, {**data, "state": "refused", "reason": str(exc)})
+            self.report(f"{name}: launch refused: {exc}")
+            return
+        self._running(plan, launched)
+
+    def _running(self, plan: Plan, launched: Event) -> None:
+        data = launched.data
+        self._append(plan, t.PLAN_STEP, {"plan": plan.name, "experiment": launched.run, "state": "running",
+                                         "reason": "", "gpus": data["gpus"], "server": data["server"],
+                                         "launch_seq": launched.seq})  # fmt: skip
+        self.report(f"{launched.run}: launched on {data['server']} GPUs {data['gpus']}")
+
+    def _adopt_or_relaunch(self, plan: Plan, name: str, step: dict) -> None:  # type: ignore[type-arg]
+        """A previous runner died mid-launch: adopt the run it started, or launch it now."""
+        for _, e in self.store.iter_run(name):
+            if isinstance(e, Event) and e.type == t.RUN_LAUNCHED and e.data.get("plan") == plan.name \
+                    and e.ts >= step.get("at", 0):  # fmt: skip
+                self._running(plan, e)
+                return
+        self._launch(plan, name, tuple(step.get("gpus", ())))
