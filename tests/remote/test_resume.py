@@ -56,9 +56,9 @@ def test_killed_run_is_resumed_from_its_latest_checkpoint_then_gives_up(pool, st
     run_dir = gpu_server.root / "work" / ".trainwarden" / "runs" / "exp01"
     log = run_dir / "train.log"
     wait_for(lambda: log.exists() and "step=2" in log.read_text(), what="first attempt running")
+    remote = SshController(shell=pool, servers={"gpu1": gpu_server.server})
     ctx = WorkerContext(store=store, host="worker", policy=default_policy(), evidence_dir=tmp_path / "ev",
-                        controller=RoutingController(local=LocalTmuxController(),
-                                                     remote=SshController(shell=pool, servers={"gpu1": gpu_server.server})),
+                        controller=RoutingController(local=LocalTmuxController(), remote=remote),
                         launcher=tw, lock_timeout_s=2)  # fmt: skip
     context.install(ctx)
     try:
@@ -74,8 +74,7 @@ def test_killed_run_is_resumed_from_its_latest_checkpoint_then_gives_up(pool, st
         process_run("exp01", [])  # a repeat changes nothing: still two launches
         assert len(events_of(store, "exp01", t.RUN_LAUNCHED)) == 2
 
-        wait_for(lambda: (run_dir / "pid").exists(), what="second pid")
-        kill_training(run_dir)
+        kill_training(run_dir)  # the resumed run printed its argv above, so it is running
         notice_end(store, pool, gpu_server, "exp01")
         process_run("exp01", [])
         assert len(events_of(store, "exp01", t.RUN_LAUNCHED)) == 2
