@@ -1,17 +1,18 @@
-"""Stopping runs on configured servers over SSH (the same procedure as on this host)."""
+"""Stopping runs on configured servers over SSH: the same stop script as on this host, one round trip."""
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from workers.errors import SshError
 from workers.fleet import Server
 from workers.runscript import activation
 from workers.ssh import RemoteShell
-from workers.transport import StopResult, StopTarget, Tmux, has_session, judge_stop_command, stop_session, tmux_argv
+from workers.transport import StopResult, StopTarget, judge_stop_command, parse_stop, running_script, stop_script
 
 STOP_COMMAND_TIMEOUT_S = 120.0
+SLACK_S = 30.0  # on top of the grace period, for the round trip and tmux
 
 
 class SshController:
@@ -25,13 +26,6 @@ class SshController:
             raise SshError(f"run {target.run} is on server {target.server!r}, which servers.yaml does not define")
         return server
 
-    def tmux(self, server: Server, socket: str | None) -> Tmux:
-        def run(args: Sequence[str]) -> tuple[int, str]:
-            done = self.shell.run(server, shlex.join(tmux_argv(socket, *args)), timeout=30)
-            return done.exit_status, done.stderr
-
-        return run
-
     def stop(self, target: StopTarget) -> StopResult:
         try:
             server = self._server(target)
@@ -42,10 +36,14 @@ class SshController:
                 return judge_stop_command(done.exit_status, done.stderr)
             if not target.session:
                 return StopResult(False, "none", "the run has no tmux session or stop_command recorded in run.launched")
-            return stop_session(self.tmux(server, target.tmux_socket), target.session, grace_s=target.grace_s)
+            script = stop_script(socket=target.tmux_socket, session=target.session, grace_s=target.grace_s)
+            done = self.shell.run(server, script, timeout=target.grace_s + SLACK_S)
+            return parse_stop(done.stdout, done.stderr, session=target.session, grace_s=target.grace_s)
         except SshError as exc:
             return StopResult(False, "ssh", str(exc))
 
     def is_running(self, target: StopTarget) -> bool:
-        server = self._server(target)
-        return bool(target.session) and has_session(self.tmux(server, target.tmux_socket), target.session or "")
+        if not target.session:
+            return False
+        done = self.shell.run(self._server(target), running_script(target.tmux_socket, target.session), timeout=30)
+        return done.stdout.startswith("RUNNING")

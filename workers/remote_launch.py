@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import shlex
-import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from typing import Any
@@ -23,6 +22,7 @@ from workers.errors import LaunchError, PreflightFailed, WandbGuardRefused
 from workers.fleet import Experiment, Fleet, Server
 from workers.preflight import CheckResult, preflight_checks, run_checks
 from workers.runscript import (
+    RunPaths,
     default_run_name,
     env_file,
     run_paths,
@@ -35,7 +35,19 @@ from workers.ssh import RemoteShell
 from workers.transport import session_name
 
 PID_WAIT_S = 15.0
+PID_POLL_S = 0.02
 CHECKPOINT_TOKEN = "{checkpoint}"
+
+
+def start_and_report_pid(server: Server, session: str, paths: RunPaths) -> str:
+    """One round trip: start the session, then wait on the server for the wrapper's pid file."""
+    ticks = int(PID_WAIT_S / PID_POLL_S)
+    pid = shlex.quote(paths.pid_file)
+    return (
+        f"{tmux(server, 'new-session', '-d', '-s', session, 'bash', paths.script)} || exit 1\n"
+        f"i=0; while [ $i -lt {ticks} ]; do [ -s {pid} ] && {{ cat {pid}; exit 0; }}; sleep {PID_POLL_S}; "
+        "i=$((i+1)); done\necho NOPID\n"
+    )
 
 
 class RemoteLauncher:
@@ -151,18 +163,16 @@ class RemoteLauncher:
         )
         script = run_script(experiment=experiment, server=server, run=run, gpu_ids=gpus, wandb_run_name=wandb_name,
                             plain_env=plain, command=command)  # fmt: skip
-        q = shlex.quote
-        fresh = f"mkdir -p {q(paths.run_dir)} && rm -f {q(paths.pid_file)} {q(paths.exit_file)}"
-        prepare = self.shell.run(server, fresh, timeout=30)
-        if not prepare.ok:
-            raise LaunchError(f"cannot create {paths.run_dir} on {server.name}: {prepare.stderr.strip()}", run=run)
-        self.shell.write_file(server, paths.env_file, env_file(secret).encode(), mode=0o600)
-        self.shell.write_file(server, paths.script, script.encode(), mode=0o700)
-        started = self.shell.run(server, tmux(server, "new-session", "-d", "-s", session, "bash", paths.script),
-                                 timeout=30)  # fmt: skip
+        self.shell.write_files(
+            server,
+            {paths.env_file: (env_file(secret).encode(), 0o600), paths.script: (script.encode(), 0o700)},
+            remove=(paths.pid_file, paths.exit_file),
+        )
+        started = self.shell.run(server, start_and_report_pid(server, session, paths), timeout=PID_WAIT_S + 15)
         if not started.ok:
-            raise LaunchError(f"tmux on {server.name} refused session {session}: {started.stderr.strip()}", run=run)
-        pid = self._wait_for_pid(server, paths.pid_file)
+            raise LaunchError(f"tmux on {server.name} could not start session {session}: "
+                              f"{(started.stderr or started.stdout).strip()}", run=run)  # fmt: skip
+        pid = int(started.stdout.split()[-1]) if started.stdout.split()[-1:] != ["NOPID"] else None
         wandb = experiment.wandb
         launched = self._event(t.RUN_LAUNCHED, run, {
             "experiment": run, "server": server.name, "host": server.name, "session": session,
@@ -184,12 +194,3 @@ class RemoteLauncher:
              "tmux_socket": server.tmux_socket or "", "pid": str(pid or "")},
         )  # fmt: skip
         return launched
-
-    def _wait_for_pid(self, server: Server, pid_file: str) -> int | None:
-        deadline = time.monotonic() + PID_WAIT_S
-        while time.monotonic() < deadline:
-            done = self.shell.run(server, f"cat {shlex.quote(pid_file)} 2>/dev/null", timeout=10)
-            if done.ok and done.stdout.strip().isdigit():
-                return int(done.stdout.strip())
-            time.sleep(0.05)
-        return None

@@ -9,9 +9,11 @@ Commands are strings the caller built with `shlex.quote`/`shlex.join` from valid
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import posixpath
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -40,7 +42,9 @@ class RemoteShell(Protocol):
     def run(self, server: Server, command: str, *, timeout: float = DEFAULT_COMMAND_TIMEOUT_S,
             stdin: str | None = None) -> CommandResult: ...  # fmt: skip
 
-    def write_file(self, server: Server, path: str, data: bytes, *, mode: int = 0o600) -> None: ...
+    def write_files(
+        self, server: Server, files: Mapping[str, tuple[bytes, int]], *, remove: Sequence[str] = ()
+    ) -> None: ...
 
 
 def known_hosts_path(server: Server) -> Path:
@@ -136,14 +140,19 @@ class SshPool:
             return CommandResult(status, _text(done.stdout), _text(done.stderr))
         raise SshError("unreachable")  # for type checkers; the loop returns or raises
 
-    async def _write(self, server: Server, path: str, data: bytes, mode: int) -> None:
+    async def _write(self, server: Server, files: Mapping[str, tuple[bytes, int]], remove: Sequence[str]) -> None:
         conn = await self._connect(server)
         async with conn.start_sftp_client() as sftp:
-            tmp = f"{path}.tmp-{os.getpid()}"
-            async with sftp.open(tmp, "wb", attrs=asyncssh.SFTPAttrs(permissions=mode)) as f:
-                await f.write(data)
-            await sftp.chmod(tmp, mode)
-            await sftp.posix_rename(tmp, path)
+            for path in remove:
+                with contextlib.suppress(asyncssh.SFTPNoSuchFile):
+                    await sftp.remove(path)
+            for path, (data, mode) in files.items():
+                await sftp.makedirs(posixpath.dirname(path), exist_ok=True)
+                tmp = f"{path}.tmp-{os.getpid()}"
+                async with sftp.open(tmp, "wb", attrs=asyncssh.SFTPAttrs(permissions=mode)) as f:
+                    await f.write(data)
+                await sftp.chmod(tmp, mode)
+                await sftp.posix_rename(tmp, path)
 
     # -- the synchronous interface ---------------------------------------------------------------
 
@@ -151,12 +160,15 @@ class SshPool:
             stdin: str | None = None) -> CommandResult:  # fmt: skip
         return self._call(self._run(server, command, timeout, stdin), timeout + server.connect_timeout_s)
 
-    def write_file(self, server: Server, path: str, data: bytes, *, mode: int = 0o600) -> None:
-        """Write atomically (temp file + rename) with `mode` set before any byte is written."""
+    def write_files(
+        self, server: Server, files: Mapping[str, tuple[bytes, int]], *, remove: Sequence[str] = ()
+    ) -> None:
+        """Over one SFTP session: remove `remove` (if present), then write each file atomically (temp
+        file + rename, parent dirs created) with its mode set before any byte is written."""
         try:
-            self._call(self._write(server, path, data, mode), 60.0)
+            self._call(self._write(server, files, remove), 60.0)
         except asyncssh.SFTPError as exc:
-            raise SshError(f"cannot write {path} on {server.name}: {exc.reason}", server=server.name) from None
+            raise SshError(f"cannot write files on {server.name}: {exc.reason}", server=server.name) from None
 
     def close(self) -> None:
         loop = self._loop

@@ -7,9 +7,8 @@ ended is a no-op success.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
-import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,7 +17,7 @@ from workers.errors import StopError
 STOP_COMMAND_TIMEOUT_S = 60.0
 TMUX_TIMEOUT_S = 10.0
 DEFAULT_GRACE_S = 10.0
-POLL_S = 0.2
+POLL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,12 +59,6 @@ class RunController(Protocol):
     def is_running(self, target: StopTarget) -> bool: ...
 
 
-class Tmux(Protocol):
-    """Runs `tmux ARGS` where the run lives; returns (exit status, stderr)."""
-
-    def __call__(self, args: Sequence[str]) -> tuple[int, str]: ...
-
-
 def tmux_argv(socket: str | None, *args: str) -> list[str]:
     return ["tmux", *(["-L", socket] if socket else []), *args]
 
@@ -75,33 +68,40 @@ def session_name(run: str) -> str:
     return "train-" + run.replace(".", "_").replace(":", "_")
 
 
-def has_session(tmux: Tmux, session: str) -> bool:
-    return tmux(["has-session", "-t", f"={session}"])[0] == 0
+def stop_script(*, socket: str | None, session: str, grace_s: float) -> str:
+    """One shell script for the whole procedure, so a remote stop costs one SSH round trip:
+    Ctrl-C, poll until the session is gone or `grace_s` passed, then kill it."""
+    has = shlex.join(tmux_argv(socket, "has-session", "-t", f"={session}"))
+    ticks = max(1, int(grace_s / POLL_S))
+    return (
+        f"{has} 2>/dev/null || {{ echo ALREADY; exit 0; }}\n"
+        # A pane target: "=name:" is the session's current pane.
+        f"{shlex.join(tmux_argv(socket, 'send-keys', '-t', f'={session}:', 'C-c'))}\n"
+        f"i=0; while [ $i -lt {ticks} ]; do {has} 2>/dev/null || {{ echo EXITED $i; exit 0; }}; "
+        f"sleep {POLL_S}; i=$((i+1)); done\n"
+        f"{shlex.join(tmux_argv(socket, 'kill-session', '-t', f'={session}'))} && {{ echo KILLED; exit 0; }}\n"
+        f"{has} 2>/dev/null || {{ echo KILLED; exit 0; }}\n"
+        "echo FAILED; exit 1\n"
+    )
 
 
-def stop_session(
-    tmux: Tmux,
-    session: str,
-    *,
-    grace_s: float,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-) -> StopResult:
-    """Ctrl-C, wait up to `grace_s` for the session to end, then kill it."""
-    if not has_session(tmux, session):
+def parse_stop(output: str, stderr: str, *, session: str, grace_s: float) -> StopResult:
+    words = output.split()
+    if words[:1] == ["ALREADY"]:
         return StopResult(True, "tmux kill-session", f"session {session} already ended")
-    tmux(["send-keys", "-t", f"={session}:", "C-c"])  # a pane target: "=name:" is the session's current pane
-    start = clock()
-    while clock() - start < grace_s:
-        if not has_session(tmux, session):
-            return StopResult(True, "ctrl-c", f"sent Ctrl-C to {session}; it exited after {clock() - start:.1f}s")
-        sleep(POLL_S)
-    status, err = tmux(["kill-session", "-t", f"={session}"])
-    if status == 0 or not has_session(tmux, session):
+    if words[:1] == ["EXITED"]:
+        waited = int(words[1]) * POLL_S if len(words) > 1 and words[1].isdigit() else 0.0
+        return StopResult(True, "ctrl-c", f"sent Ctrl-C to {session}; it exited after {waited:.1f}s")
+    if words[:1] == ["KILLED"]:
         return StopResult(
             True, "tmux kill-session", f"Ctrl-C ignored for {grace_s:.0f}s; killed tmux session {session}"
         )
-    return StopResult(False, "tmux kill-session", f"tmux kill-session failed: {err.strip()}")
+    return StopResult(False, "tmux kill-session", f"could not stop {session}: {(stderr or output).strip()[-300:]}")
+
+
+def running_script(socket: str | None, session: str) -> str:
+    has = shlex.join(tmux_argv(socket, "has-session", "-t", f"={session}"))
+    return f"{has} >/dev/null 2>&1 && echo RUNNING || echo GONE"
 
 
 def judge_stop_command(status: int, stderr: str) -> StopResult:
@@ -118,18 +118,16 @@ class LocalTmuxController:
             return self._run_stop_command(target.stop_command, target.workdir)
         if not target.session:
             return StopResult(False, "none", "the run has no tmux session or stop_command recorded in run.launched")
-        return stop_session(self._tmux(target), target.session, grace_s=target.grace_s)
+        script = stop_script(socket=target.tmux_socket, session=target.session, grace_s=target.grace_s)
+        proc = _run(["bash", "-c", script], target.grace_s + TMUX_TIMEOUT_S)
+        return parse_stop(proc.stdout, proc.stderr, session=target.session, grace_s=target.grace_s)
 
     def is_running(self, target: StopTarget) -> bool:
-        return bool(target.session) and has_session(self._tmux(target), target.session or "")
-
-    @staticmethod
-    def _tmux(target: StopTarget) -> Tmux:
-        def run(args: Sequence[str]) -> tuple[int, str]:
-            proc = _run(tmux_argv(target.tmux_socket, *args), TMUX_TIMEOUT_S)
-            return proc.returncode, proc.stderr
-
-        return run
+        if not target.session:
+            return False
+        return _run(
+            ["bash", "-c", running_script(target.tmux_socket, target.session)], TMUX_TIMEOUT_S
+        ).stdout.startswith("RUNNING")
 
     @staticmethod
     def _run_stop_command(argv: tuple[str, ...], workdir: str | None) -> StopResult:
