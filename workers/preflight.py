@@ -131,7 +131,9 @@ def preflight_checks(
         )  # fmt: skip
     checks.append(
         Check("disk", f"mkdir -p {shlex.quote(out_dir)} && df -Pk {shlex.quote(out_dir)}",
-              judge_disk(server.min_free_gb), f"free space under {out_dir} (or lower min_free_gb)")
+              judge_disk(server.min_free_gb),
+              f"free space under {out_dir}: `trainwarden checkpoints EXP --apply` deletes old checkpoints "
+              "(dry run without --apply), or lower min_free_gb")
     )  # fmt: skip
     return checks
 

@@ -1,6 +1,7 @@
 """Remote launch, preflight, W&B guard and host keys against a real sshd on 127.0.0.1."""
 
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +161,20 @@ def test_stop_both_ways_and_again(pool, store, gpu_server, way):
     assert again.ok
     if way != "stop_command":
         assert "already ended" in again.detail
+
+
+def test_metrics_of_a_remote_run_arrive(pool, store, gpu_server):
+    from agent.publisher import Publisher
+    from agent.runner import Agent, LogWatch
+
+    launched = launcher(pool, store, gpu_server, experiment()).launch("exp01")
+    # The host's agent tails the log named in run.launched (here the "server" shares our disk).
+    agent = Agent(publisher=Publisher(store), host="gpu1", watches=[LogWatch("exp01", Path(launched.data["log_path"]))])
+
+    def arrived() -> bool:
+        agent.run(burst=True)
+        return len(events_of(store, "exp01", t.METRIC)) >= 3
+
+    wait_for(arrived, what="metric events from the remote run")
+    steps = [e.data["step"] for e in events_of(store, "exp01", t.METRIC)]
+    assert steps[:3] == [1, 2, 3]
