@@ -43,6 +43,10 @@ class Keys:
     def dead_letters(self) -> str:
         return f"{self.namespace}:dead"
 
+    def agent_control(self, host: str) -> str:
+        """Stream an agent reads to learn which runs to watch on its host (written by launches)."""
+        return f"{self.namespace}:agent:{{{host}}}:control"
+
     def notify(self, run: str) -> str:
         """Hash holding the notifier's checkpoint for the run (read position, noise-control state)."""
         return f"{self.namespace}:{{{run}}}:notify"

@@ -25,7 +25,19 @@ from trainwarden.yaml_nodes import mapping as _mapping
 from trainwarden.yaml_nodes import scalar as _scalar
 from trainwarden.yaml_nodes import where as _where
 
-TOP_LEVEL = {"redis_url", "rq_redis_url", "host", "namespace", "queue", "evidence_dir", "agent", "workers", "slack"}
+TOP_LEVEL = {
+    "redis_url",
+    "rq_redis_url",
+    "host",
+    "namespace",
+    "queue",
+    "evidence_dir",
+    "agent",
+    "workers",
+    "servers_file",
+    "experiments_dir",
+    "slack",
+}
 AGENT_KEYS = {"state_file", "poll_interval_s", "watch"}
 WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s"}
 
@@ -45,6 +57,8 @@ class Settings:
     lock_timeout_s: float = defaults.LOCK_TIMEOUT_S
     job_timeout_s: int = defaults.JOB_TIMEOUT_S
     slack: BotConfig = field(default_factory=BotConfig)
+    servers_file: Path | None = None  # servers.yaml: remote runs over SSH
+    experiments_dir: Path | None = None  # holds experiments/exp-*.yaml
     source: str = "defaults"
 
 
@@ -61,6 +75,9 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
         for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
             if key in top:
                 values[key] = _scalar(path, top[key], str, key)
+        for key in ("servers_file", "experiments_dir"):
+            if key in top:
+                values[key] = (path.parent / _scalar(path, top[key], str, key)).expanduser().resolve()
         if "evidence_dir" in top:
             values["evidence_dir"] = (path.parent / _scalar(path, top["evidence_dir"], str, "evidence_dir")).resolve()
         if "agent" in top:
