@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,10 +73,10 @@ def identify(body: dict[str, Any]) -> Request | None:
 
 
 class Audit:
-    def __init__(self, *, store: EventStore, host: str, config: BotConfig) -> None:
+    def __init__(self, *, store: EventStore, host: str, experiments: Collection[str] = ()) -> None:
         self.store = store
         self.host = host
-        self.config = config
+        self.experiments = frozenset(experiments)
 
     def record(self, event_type: str, request: Request) -> None:
         data = {"command": f"/{request.command}", "user": request.user, "channel": request.channel,
@@ -89,7 +89,7 @@ class Audit:
         name = request.target
         if not name or not RUN_NAME_RE.match(name):
             return SYSTEM_RUN
-        if self.store.redis.zscore(self.store.keys.runs(), name) is not None or self.config.experiment(name):
+        if name in self.experiments or self.store.redis.zscore(self.store.keys.runs(), name) is not None:
             return name
         return SYSTEM_RUN
 

@@ -1,5 +1,7 @@
 """The bot's settings (the `slack:` section of the settings file), as plain frozen records.
 
+What /launch may start is the fleet's experiments (servers_file, experiments_dir), not this.
+
 Secrets (SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET, SLACK_APP_TOKEN) are not here: they come from the
 environment when the bot is wired and are never stored, logged or posted.
 """
@@ -8,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from trainwarden import defaults
 
@@ -29,22 +30,9 @@ class Allow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Experiment:
-    """A run /launch may start: the argv to run, where, and what "done" means for /status."""
-
-    name: str
-    command: tuple[str, ...]
-    workdir: Path
-    log: Path | None = None
-    servers: tuple[str, ...] = ()  # empty: the bot's own host
-    total_steps: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class BotConfig:
     channel: str | None = None
     allow: Mapping[str, Allow] = field(default_factory=dict)  # command -> allow-list; missing: nobody
-    experiments: tuple[Experiment, ...] = ()
     rate_per_s: float = defaults.SLACK_RATE_PER_S
     burst: int = defaults.SLACK_BURST
     flap_threshold: int = defaults.FLAP_THRESHOLD
@@ -57,6 +45,3 @@ class BotConfig:
     def allows(self, command: str, *, user: str, channel: str | None) -> bool:
         allow = self.allow.get(command)
         return allow is not None and allow.permits(user=user, channel=channel)
-
-    def experiment(self, name: str) -> Experiment | None:
-        return next((e for e in self.experiments if e.name == name), None)

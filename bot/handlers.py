@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot import blocks, commands, messages, status
-from bot.config import BotConfig, Experiment
+from bot.config import BotConfig
 from bot.errors import BadInput
 from events import types as t
 from events.envelope import Event, make_event, time_seq
 from events.errors import TrainwardenError
 from events.redact import redact_text
 from events.store import EventStore, Malformed, decode_entries, redis_errors
+from workers.fleet import Fleet
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,9 @@ GUARD_SCAN_MAX = 100_000  # entries read back looking for a guarded stop's outco
 
 
 class Launcher(Protocol):
-    def launch(self, experiment: Experiment, *, server: str, user: str) -> Event:
-        """Start the run (records `run.launched`); raises a TrainwardenError saying why not."""
+    def launch(self, experiment: str, *, user: str) -> Event:
+        """Start the experiment on its server (records `run.launched` with `requested_by`); raises a
+        TrainwardenError saying why not."""
         ...
 
 
@@ -43,10 +45,13 @@ class Reply:
 
 
 class Handlers:
-    def __init__(self, *, store: EventStore, config: BotConfig, host: str, launcher: Launcher) -> None:
+    def __init__(
+        self, *, store: EventStore, config: BotConfig, host: str, fleet: Fleet | None, launcher: Launcher | None
+    ) -> None:
         self.store = store
         self.config = config
         self.host = host
+        self.fleet = fleet
         self.launcher = launcher
 
     def _append(self, event_type: str, run: str, data: dict[str, Any]) -> Event:
@@ -64,8 +69,8 @@ class Handlers:
         cmd = commands.parse(name, text)
         if isinstance(cmd, commands.Status):
             if cmd.run is None:
-                return Reply(status.overview(self.store, self.config))
-            return Reply(status.detail(self.store, self.config, self._run(cmd.run)))
+                return Reply(status.overview(self.store))
+            return Reply(status.detail(self.store, self._run(cmd.run)))
         if isinstance(cmd, commands.Launch):
             return self.launch(cmd, user=user)
         if isinstance(cmd, commands.Stop):
@@ -78,23 +83,22 @@ class Handlers:
         return Reply(messages.snoozed(run, cmd.rule, until, user), in_channel=True)
 
     def launch(self, cmd: commands.Launch, *, user: str) -> Reply:
-        exp = self.config.experiment(commands.check_name("experiment", cmd.experiment,
-                                                         (e.name for e in self.config.experiments)))  # fmt: skip
-        assert exp is not None
-        servers = exp.servers or (self.host,)
-        server = commands.check_name("server", cmd.server, servers) if cmd.server else servers[0]
-        if server != self.host:
-            raise BadInput(messages.refused(messages.remote_launch_unavailable(server, self.host)))
+        fleet, launcher = self.fleet, self.launcher
+        if fleet is None or launcher is None:
+            raise BadInput(messages.no_experiments())
+        exp = fleet.experiments[commands.check_name("experiment", cmd.experiment, fleet.experiments)]
+        if cmd.server is not None and commands.check_name("server", cmd.server, fleet.servers) != exp.server:
+            raise BadInput(messages.refused(messages.wrong_server(exp.name, exp.server, cmd.server)))
 
         def perform() -> None:
             try:
-                self.launcher.launch(exp, server=server, user=user)
+                launcher.launch(exp.name, user=user)
             except TrainwardenError as exc:
                 log.warning("launch of %s failed: %s", exp.name, exc)
                 error = redact_text(str(exc))
-                self._append(t.LAUNCH_FAILED, exp.name, {"server": server, "user": user, "error": error})
+                self._append(t.LAUNCH_FAILED, exp.name, {"server": exp.server, "user": user, "error": error})
 
-        return Reply(messages.launching(exp.name, server), then=perform)
+        return Reply(messages.launching(exp.name, exp.server), then=perform)
 
     # -- buttons ----------------------------------------------------------------------------------
 

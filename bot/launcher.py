@@ -1,26 +1,15 @@
-"""/launch on the bot's own host, through the local tmux launcher (remote runs come with SSH)."""
+"""/launch through the remote launcher (W&B guard, preflight, SSH, tmux on the experiment's server)."""
 
 from __future__ import annotations
 
-from bot.config import Experiment
 from events.envelope import Event
-from events.store import EventStore
-from workers.launch import LaunchSpec, launch_local
+from workers.remote_launch import RemoteLauncher
 
 
-class LocalLauncher:
-    def __init__(self, *, store: EventStore, host: str, tmux_socket: str | None = None) -> None:
-        self.store = store
-        self.host = host
-        self.tmux_socket = tmux_socket
+class FleetLauncher:
+    def __init__(self, launcher: RemoteLauncher) -> None:
+        self.launcher = launcher
 
-    def launch(self, experiment: Experiment, *, server: str, user: str) -> Event:
-        spec = LaunchSpec(
-            run=experiment.name,
-            command=experiment.command,
-            workdir=experiment.workdir,
-            log_path=experiment.log or experiment.workdir / f"{experiment.name}.log",
-            tmux_socket=self.tmux_socket,
-            config={"experiment": experiment.name, "requested_by": user, "server": server},
-        )
-        return launch_local(spec, store=self.store, host=self.host)
+    def launch(self, experiment: str, *, user: str) -> Event:
+        """`run.launched` carries `requested_by`, so the notifier announces it in the run's thread."""
+        return self.launcher.launch(experiment, extra={"requested_by": user})

@@ -59,6 +59,14 @@ def progress_bar(done: int, total: int) -> str:
     return f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total}"
 
 
+def epoch(value: object) -> str:
+    return f"epoch {number(value)}"
+
+
+def step(value: int | None) -> str:
+    return f"step {value if value is not None else '?'}"
+
+
 def number(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -121,9 +129,11 @@ def run_failed(event: Event) -> str:
 
 def launched(event: Event) -> str:
     d = event.data
-    by = (d.get("config") or {}).get("requested_by")
-    host = d.get("host") or event.host
-    return f"LAUNCHED {event.run}@{host} by <@{by}>: tmux session {d.get('session')}, log {d.get('log_path')}"
+    gpus = ",".join(str(g) for g in d.get("gpus") or []) or "-"
+    return (
+        f"LAUNCHED {event.run}@{d.get('server') or event.host} by <@{d.get('requested_by')}>: GPUs {gpus}, "
+        f"tmux session {d.get('session')}, log {d.get('log_path')}"
+    )
 
 
 def launch_failed(event: Event) -> str:
@@ -175,7 +185,7 @@ def notification_text(event: Event, *, evidence_path: str | None = None) -> str 
         text = stop_cancelled(event)
     elif event.type == t.RUN_FAILED:
         text = run_failed(event)
-    elif event.type == t.RUN_LAUNCHED and (d.get("config") or {}).get("requested_by"):
+    elif event.type == t.RUN_LAUNCHED and d.get("requested_by"):
         text = launched(event)
     elif event.type == t.LAUNCH_FAILED:
         text = launch_failed(event)
@@ -295,8 +305,12 @@ def launching(experiment: str, server: str) -> str:
     return f"Launching {experiment} on {server}; the outcome goes to the run's thread."
 
 
-def remote_launch_unavailable(server: str, here: str) -> str:
-    return f"Remote launch on {server} comes with remote runs; this bot can launch on {here} only for now"
+def no_experiments() -> str:
+    return "No experiments are configured: set servers_file and experiments_dir in the settings file."
+
+
+def wrong_server(experiment: str, configured: str, asked: str) -> str:
+    return f"{experiment} runs on {configured} (its experiment file says so), not {asked}"
 
 
 def stop_confirm(run: str, reason: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 from bot import messages
-from bot.config import BotConfig
 from bot.stages import SYSTEM_RUN
 from events import types as t
 from events.projection import RunState, fold, is_finite_number
@@ -48,18 +47,20 @@ def loss_values(state: RunState) -> list[float]:
     return [float(v) for v in out if isinstance(v, int | float) and not isinstance(v, bool)][-SPARK_POINTS:]
 
 
-def progress(state: RunState, config: BotConfig) -> str:
-    name = (state.launch.get("config") or {}).get("experiment") or state.run
-    exp = config.experiment(name)
-    if exp is not None and exp.total_steps and state.step is not None:
-        return messages.progress_bar(state.step, exp.total_steps)
+def progress(state: RunState) -> str:
+    """Step / total steps (from the experiment, recorded at launch), else epochs, else the step."""
+    total, epochs = state.launch.get("total_steps"), state.launch.get("epochs")
+    if isinstance(total, int) and total > 0 and state.step is not None:
+        return messages.progress_bar(state.step, total)
     epoch = state.last_metrics.get("epoch")
+    if isinstance(epoch, int | float) and isinstance(epochs, int) and epochs > 0:
+        return messages.progress_bar(int(epoch), epochs)
     if epoch is not None:
-        return f"epoch {messages.number(epoch)}"
-    return f"step {state.step}" if state.step is not None else "step ?"
+        return messages.epoch(epoch)
+    return messages.step(state.step)
 
 
-def line(store: EventStore, state: RunState, config: BotConfig, now: float) -> str:
+def line(store: EventStore, state: RunState, now: float) -> str:
     losses = loss_values(state)
     loss = f"{messages.number(losses[-1])} {messages.sparkline(losses)}" if losses else "n/a"
     gpu = last_gpu_util(store, state.run)
@@ -67,7 +68,7 @@ def line(store: EventStore, state: RunState, config: BotConfig, now: float) -> s
         run=state.run,
         host=state.host or "?",
         status=state.status,
-        progress=progress(state, config),
+        progress=progress(state),
         loss=loss,
         gpu=f"{gpu:.0f}%" if gpu is not None else "n/a",
         source=state.source or "n/a",
@@ -76,23 +77,23 @@ def line(store: EventStore, state: RunState, config: BotConfig, now: float) -> s
     )
 
 
-def overview(store: EventStore, config: BotConfig, *, now: float | None = None) -> str:
+def overview(store: EventStore, *, now: float | None = None) -> str:
     now = time.time() if now is None else now
     lines = []
     for run in known_runs(store):
         state = run_state(store, run)
         if state.status in ACTIVE:
-            lines.append(line(store, state, config, now))
+            lines.append(line(store, state, now))
     return "\n".join(lines) if lines else messages.no_active_runs()
 
 
-def detail(store: EventStore, config: BotConfig, run: str, *, now: float | None = None) -> str:
+def detail(store: EventStore, run: str, *, now: float | None = None) -> str:
     now = time.time() if now is None else now
     state = run_state(store, run)
     return "\n".join(
         [
             messages.status_detail_header(run, state.host or "?", state.status),
-            line(store, state, config, now),
+            line(store, state, now),
             messages.status_decisions(state.decisions[-5:]),
             messages.status_report(state.evidence[-1] if state.evidence else None),
         ]

@@ -38,6 +38,7 @@ _ssh_pool = SshPool()
 if TYPE_CHECKING:  # Slack's libraries (the `bot` extra) are imported only where the bot uses them
     from slack_sdk import WebClient
 
+    from bot.handlers import Launcher
     from bot.service import SlackBot
     from bot.slack_sink import SlackSink
 
@@ -168,13 +169,15 @@ def slack_sink(settings: Settings, env: Mapping[str, str], client: WebClient | N
     return SlackSink(client=client or slack_client(env), limiter=limiter)
 
 
-def slack_bot(settings: Settings, env: Mapping[str, str], *, tmux_socket: str | None = None) -> SlackBot:
+def slack_bot(
+    settings: Settings, env: Mapping[str, str], *, the_fleet: Fleet | None = None, launcher: Launcher | None = None
+) -> SlackBot:
     """The bot in Slack mode: SLACK_BOT_TOKEN set; Socket Mode with SLACK_APP_TOKEN, else HTTP."""
     from bot.app import build_app
     from bot.authz import Audit
     from bot.handlers import Handlers
     from bot.http_server import SlackHTTPServer
-    from bot.launcher import LocalLauncher
+    from bot.launcher import FleetLauncher
     from bot.service import Endpoint, SlackBot, SocketModeEndpoint
 
     cfg = settings.slack
@@ -185,9 +188,12 @@ def slack_bot(settings: Settings, env: Mapping[str, str], *, tmux_socket: str | 
     client = slack_client(env)
     sink = slack_sink(settings, env, client)
     events = store(settings)
-    handlers = Handlers(store=events, config=cfg, host=settings.host,
-                        launcher=LocalLauncher(store=events, host=settings.host, tmux_socket=tmux_socket))  # fmt: skip
-    audit = Audit(store=events, host=settings.host, config=cfg)
+    if the_fleet is None:
+        the_fleet = fleet(settings)
+    if launcher is None and the_fleet is not None:
+        launcher = FleetLauncher(remote_launcher(settings, the_fleet, events))
+    handlers = Handlers(store=events, config=cfg, host=settings.host, fleet=the_fleet, launcher=launcher)
+    audit = Audit(store=events, host=settings.host, experiments=the_fleet.experiments if the_fleet else ())
     app = build_app(client=client, signing_secret=secret, config=cfg, handlers=handlers, audit=audit)
     endpoint: Endpoint
     if app_token:

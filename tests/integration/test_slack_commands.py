@@ -1,17 +1,15 @@
 """Slash commands and button clicks as signed HTTP requests to the bot's endpoint on 127.0.0.1."""
 
 import json
-import sys
-import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from bot.config import Allow, BotConfig, Experiment
+from bot.config import BotConfig
+from bot.launcher import FleetLauncher
 from bot.service import SocketModeEndpoint
 from bot.stages import SYSTEM_RUN
 from events import types as t
@@ -19,67 +17,31 @@ from events.envelope import make_event
 from tests.conftest import REPO
 from tests.helpers import events_of, metric, wait_for
 from tests.slack_api import sign
+from tests.slack_bot import ADMIN, SECRET, STRANGER, VIEWER, click, command, post, responses, running_bot
 from trainwarden import wiring
 from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings
-from workers.transport import LocalTmuxController, StopTarget
+from workers.fleet import Experiment, Fleet, Server
+from workers.remote_launch import RemoteLauncher
+from workers.ssh import SshPool
 
 pytestmark = [pytest.mark.redis]
 
-SECRET = "test-signing-secret-0123"
-ADMIN, VIEWER, STRANGER = "UADMIN", "UVIEWER", "USTRANGER"
+
+@pytest.fixture
+def fleet(tmp_path):
+    """One experiment on one server; the validation tests never reach it (launches: tests/remote)."""
+    server = Server(name="gpu1", host="127.0.0.1", user="nobody", work_dir=str(tmp_path))
+    exp = Experiment(name="demo-exp", server="gpu1", command=("python", "train.py"))
+    return Fleet(servers={"gpu1": server, "gpu2": replace(server, name="gpu2")}, experiments={"demo-exp": exp})
 
 
 @pytest.fixture
-def bot(redis_server, slack_api, store, tmux_socket, tmp_path):
-    experiment = Experiment(name="demo-exp", command=(sys.executable, "-c", "import time; time.sleep(60)"),
-                            workdir=tmp_path, log=tmp_path / "demo-exp.log", total_steps=1000)  # fmt: skip
-    allow = {"status": Allow(users=frozenset({ADMIN, VIEWER})), "launch": Allow(users=frozenset({ADMIN})),
-             "stop": Allow(users=frozenset({ADMIN}), channels=frozenset({"C1"})),
-             "snooze": Allow(users=frozenset({ADMIN}))}  # fmt: skip
-    config = BotConfig(channel="C1", allow=allow, experiments=(experiment,), rate_per_s=1000, burst=1000,
-                       http_host="127.0.0.1", http_port=0)  # fmt: skip
-    settings = Settings(redis_url=redis_server.url, host="testhost", slack=config, reclaim_idle_s=1)
-    env = {"SLACK_BOT_TOKEN": "xoxb-test-token", "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": slack_api.url}
-    slack_bot = wiring.slack_bot(settings, env, tmux_socket=tmux_socket)
-    slack_bot.notifier.reader.ensure_group()
-    stop = threading.Event()
-    thread = threading.Thread(target=slack_bot.run, kwargs={"stop": stop}, daemon=True)
-    thread.start()
-    store.append([metric("exp01", i, step=i * 10, loss=2.0 - i / 100) for i in range(1, 6)])
-    yield slack_bot
-    stop.set()
-    thread.join(timeout=10)
-
-
-def post(bot, body, *, headers=None):
-    request = urllib.request.Request(bot.endpoint.url, data=body.encode(), headers=headers or sign(body, SECRET))
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            raw = response.read().decode()
-            return response.status, (json.loads(raw) if raw else {})
-    except urllib.error.HTTPError as exc:
-        return exc.code, {}
-
-
-def command(bot, slack_api, name, text, *, user=ADMIN, channel="C1"):
-    body = urllib.parse.urlencode({"token": "x", "team_id": "T1", "channel_id": channel, "user_id": user,
-                                   "command": f"/{name}", "text": text, "response_url": slack_api.response_url(),
-                                   "trigger_id": "t1", "api_app_id": "A1"})  # fmt: skip
-    return post(bot, body)
-
-
-def click(bot, slack_api, action_id, value, *, user=ADMIN, ephemeral=False):
-    payload = {"type": "block_actions", "user": {"id": user}, "channel": {"id": "C1"}, "team": {"id": "T1"},
-               "api_app_id": "A1", "token": "x", "trigger_id": "t1", "response_url": slack_api.response_url("click"),
-               "container": {"type": "message", "is_ephemeral": ephemeral},
-               "actions": [{"action_id": action_id, "block_id": "b1", "type": "button",
-                            "value": json.dumps(value)}]}  # fmt: skip
-    return post(bot, urllib.parse.urlencode({"payload": json.dumps(payload)}))
-
-
-def responses(slack_api, n):
-    return wait_for(lambda: len(slack_api.responses) >= n and slack_api.responses, what=f"{n} response_url posts")
+def bot(redis_server, slack_api, store, fleet):
+    launcher = FleetLauncher(RemoteLauncher(shell=SshPool(), store=store, fleet=fleet, host="ctl", secrets={}))
+    with running_bot(redis_server.url, slack_api, fleet=fleet, launcher=launcher) as running:
+        store.append([metric("exp01", i, step=i * 10, loss=2.0 - i / 100) for i in range(1, 6)])
+        yield running
 
 
 def test_status_lists_active_runs_one_line_each(bot, slack_api, store):
@@ -143,7 +105,8 @@ def test_stop_asks_for_confirmation_then_requests_the_stop(bot, slack_api, store
         ("launch", "demo-exp; touch pwned", "Refused, nothing was run: it contains the characters ;"),
         ("launch", "demo-exp $(touch pwned)", "Refused, nothing was run: it contains the characters $ ( )"),
         ("launch", "dem-exp", "Unknown experiment 'dem-exp'. Did you mean demo-exp?"),
-        ("launch", "demo-exp gpu9", "Unknown server 'gpu9'. Known servers: testhost."),
+        ("launch", "demo-exp gpu9", "Unknown server 'gpu9'. Did you mean gpu2, gpu1?"),  # closest first
+        ("launch", "demo-exp gpu2", "Refused, nothing was run: demo-exp runs on gpu1 (its experiment file says so)"),
         ("stop", "exp01 " + "x" * 200, "Refused, nothing was run: the text is 206 characters long; the limit is 200"),
         ("stop", "exp01 a\x1b[31mred", "Refused, nothing was run: it contains control characters"),
         ("snooze", "exp01 loss 5 minutes", "Usage: /snooze RUN [RULE] DURATION"),
@@ -157,24 +120,6 @@ def test_bad_input_is_refused_and_nothing_runs(bot, slack_api, store, tmp_path, 
     assert not list(Path(REPO).glob("pwned*")) and not list(tmp_path.glob("pwned*"))
     assert events_of(store, "demo-exp", t.RUN_LAUNCHED) == []
     assert events_of(store, "exp01", t.STOP_REQUESTED) == []
-
-
-@pytest.mark.tmux
-def test_launch_acks_then_starts_the_run_and_reports_in_its_thread(bot, slack_api, store, tmux_socket):
-    _, body = command(bot, slack_api, "launch", "demo-exp")
-    assert body["response_type"] == "ephemeral"
-    assert body["text"] == "Launching demo-exp on testhost; the outcome goes to the run's thread."
-    (launched,) = wait_for(lambda: events_of(store, "demo-exp", t.RUN_LAUNCHED), what="run.launched")
-    assert launched.data["config"]["requested_by"] == ADMIN
-    target = StopTarget.from_launch("demo-exp", launched.data, default_host="testhost")
-    assert LocalTmuxController().is_running(target)
-    message = wait_for(lambda: [m for m in slack_api.messages if m.text.startswith("LAUNCHED")], what="post")[0]
-    assert message.text.startswith(f"LAUNCHED demo-exp@testhost by <@{ADMIN}>: tmux session train-demo-exp")
-    # a second launch of the same experiment fails (its session exists) and says so in the thread
-    command(bot, slack_api, "launch", "demo-exp")
-    failed = wait_for(lambda: [m for m in slack_api.messages if m.text.startswith("LAUNCH FAILED")], what="post")[0]
-    assert failed.thread_ts == message.ts
-    assert "could not start session train-demo-exp" in failed.text
 
 
 def test_snooze_appends_an_event_and_says_when_it_ends(bot, slack_api, store):
