@@ -1,15 +1,12 @@
 """kill -9 of the Slack notifier at each step of a post: after a restart, nothing twice, nothing lost."""
 
-import os
-import signal
-
 import pytest
 import yaml
 
 from events import types as t
 from events.envelope import make_event
-from tests.conftest import spawn, stop_process
-from tests.helpers import events_of, wait_for
+from tests.conftest import kill_at_failpoint, spawn
+from tests.helpers import events_of
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -32,14 +29,7 @@ def test_notifier_killed_mid_post(failpoint, store, r, slack_api, redis_server, 
     store.append(anomalies("exp01", 3))
     store.append(anomalies("exp02", 2))
 
-    frozen_env = {**env, "TRAINWARDEN_FAILPOINTS": failpoint}
-    doomed = spawn(settings, tmp_path / "doomed.log", "bot", "--burst", env=frozen_env)
-    try:
-        wait_for(lambda: r.get(store.keys.fault(failpoint)), timeout=30, what=f"failpoint {failpoint}")
-        os.killpg(doomed.pid, signal.SIGKILL)
-        doomed.wait()
-    finally:
-        stop_process(doomed)
+    kill_at_failpoint(settings, tmp_path / "doomed.log", r, failpoint, "bot", "--burst", env=env)
     posted_before = len(slack_api.messages)
     # frozen before the first post, after it, or after exp01's three posts were recorded with its checkpoint
     assert posted_before == {"notify-after-intent": 0, "notify-after-post": 1, "notify-after-sent": 3}[failpoint]
