@@ -73,10 +73,6 @@ class Notifier:
         self._own_pending = True  # re-read what this consumer had read but not finished first
         self._next_reclaim = 0.0
 
-    @property
-    def sent(self) -> int:
-        return self.delivery.posted
-
     # -- loop -------------------------------------------------------------------------------------
 
     def step(self, *, block_ms: int | None = None) -> int:
