@@ -33,6 +33,16 @@ TRAIN = textwrap.dedent(
             if not STUBBORN:
                 raise
 
+    def wait_for_peers():
+        # BARRIER=a,b: finish only once every named run has started (proves they ran at once).
+        names = [n for n in os.environ.get("BARRIER", "").split(",") if n]
+        deadline = time.time() + 60
+        while not all(os.path.exists(f"started_{n}") for n in names):
+            if time.time() > deadline:
+                sys.exit(4)
+            time.sleep(0.05)
+
+    open(f"started_{os.environ.get('TRAINWARDEN_RUN')}", "w").close()
     say(f"argv {sys.argv[1:]} gpus {os.environ.get('CUDA_VISIBLE_DEVICES')}")
     say(f"env {os.environ.get('ODD_VALUE')} wandb {os.environ.get('WANDB_RUN_NAME')}")
     step = int(os.environ.get("START_STEP", "1"))
@@ -44,6 +54,7 @@ TRAIN = textwrap.dedent(
             if step == int(os.environ.get("FAIL_AT", "0")):
                 sys.exit(3)
             if step == int(os.environ.get("FINISH_AT", "0")):
+                wait_for_peers()
                 sys.exit(0)
             step += 1
             time.sleep(float(os.environ.get("STEP_S", "0.05")))

@@ -20,8 +20,8 @@ def make(pool, store, gpu_server, fail_e1=False):
     exps = [
         experiment("e1", env={**env, **({"FAIL_AT": "3"} if fail_e1 else {})}),
         experiment("e2", env=env, depends_on=("e1",)),
-        experiment("e3", env={**env, "FINISH_AT": "12"}, depends_on=("e2",)),
-        experiment("e4", env={**env, "FINISH_AT": "12"}, depends_on=("e2",)),
+        experiment("e3", env={**env, "BARRIER": "e3,e4"}, depends_on=("e2",)),
+        experiment("e4", env={**env, "BARRIER": "e3,e4"}, depends_on=("e2",)),
     ]
     fleet = Fleet(servers={"gpu1": gpu_server.server}, experiments={e.name: e for e in exps})
     launcher = RemoteLauncher(shell=pool, store=store, fleet=fleet, host="ctl",
@@ -38,8 +38,9 @@ def test_plan_runs_the_dag_with_the_independent_pair_in_parallel(pool, store, gp
     launched = {n: events_of(store, n, t.RUN_LAUNCHED)[0] for n in plan.experiments}
     ended = {n: events_of(store, n, t.RUN_FINISHED)[0] for n in plan.experiments}
     assert ended["e1"].ts <= launched["e2"].ts and ended["e2"].ts <= launched["e3"].ts
-    # e3 and e4 overlap in time, on different GPUs
+    # e3 and e4 overlap: each finishes only after both started (BARRIER), so neither waited for the other
     assert launched["e4"].ts < ended["e3"].ts and launched["e3"].ts < ended["e4"].ts
+    assert all(e.data["exit_code"] == 0 for e in ended.values())
     assert {tuple(launched["e3"].data["gpus"]), tuple(launched["e4"].data["gpus"])} == {(0,), (1,)}
     assert all(len(events_of(store, n, t.RUN_LAUNCHED)) == 1 for n in plan.experiments)
 
