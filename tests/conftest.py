@@ -117,7 +117,10 @@ def kill_at_failpoint(
     """Start a trainwarden process with `failpoint` armed, wait until it is frozen there, kill -9 it."""
     doomed = spawn(settings, log, *args, env={**(env or {}), "TRAINWARDEN_FAILPOINTS": failpoint})
     try:
-        wait_for(lambda: client.get(Keys().fault(failpoint)), timeout=30, what=f"failpoint {failpoint}")
+        frozen = int(wait_for(lambda: client.get(Keys().fault(failpoint)), timeout=30, what=f"failpoint {failpoint}"))
+        # The process frozen there may be an RQ work horse, which runs in a session of its own (setsid):
+        # kill it by pid as well as the process group we started.
+        os.kill(frozen, 9)
         os.killpg(doomed.pid, 9)
         doomed.wait()
     finally:

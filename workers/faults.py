@@ -1,7 +1,8 @@
 """Failpoints: named places where a test can freeze a worker to kill it there (kill -9 tests).
 
 Inactive unless TRAINWARDEN_FAILPOINTS names them (comma-separated). When reached, the point
-records the worker's pid in Redis (so the test knows) and blocks forever.
+records the pid of the process that reached it in Redis (so the test knows what to kill) and
+blocks; a process nobody kills exits after FROZEN_MAX_S rather than linger.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import redis
 from events.keys import Keys
 
 ENV_VAR = "TRAINWARDEN_FAILPOINTS"
+FROZEN_MAX_S = 120.0
 
 
 def failpoint(name: str, client: redis.Redis, keys: Keys) -> None:
@@ -21,5 +23,5 @@ def failpoint(name: str, client: redis.Redis, keys: Keys) -> None:
     if not active or name not in active.split(","):
         return
     client.set(keys.fault(name), os.getpid())
-    while True:
-        time.sleep(3600)
+    time.sleep(FROZEN_MAX_S)
+    os._exit(70)

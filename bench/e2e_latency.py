@@ -1,0 +1,159 @@
+"""End to end: a NaN line written into a live training log -> metric event, STOP decision, stop
+done in tmux, and the Slack notification, with real processes.
+
+A private redis-server; `trainwarden agent`, `dispatcher`, `worker` and `bot` (HTTP mode, its
+WebClient pointed at the tests' local Slack Web API server) as separate processes; K runs in
+real tmux sessions whose logs this script appends healthy metric lines to, 10 per second each.
+Each injection writes `loss=nan` into one run's log and waits for the run to be stopped, then
+relaunches it. Times are from the write to: (a) the metric entry in Redis (its stream id is
+Redis's clock), (b) the STOP decision entry, (c) the stop.done entry (tmux session gone),
+(d) chat.postMessage of the STOP arriving at the Slack server. Target (issue #8): (b) p99 <= 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+from harness import private_redis
+
+from events import types as t
+from events.envelope import Event
+from events.keys import Keys
+from events.store import EventStore
+from tests.slack_api import SlackAPI
+from trainwarden.redis_server import free_port
+from workers.launch import LaunchSpec, launch_local
+from workers.transport import tmux_argv
+
+SOCKET = f"tw-e2e-{os.getpid()}"
+
+
+def sid_time(sid: str) -> float:
+    return int(sid.split("-")[0]) / 1000.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--injections", type=int, default=200)
+    p.add_argument("--runs", type=int, default=10)
+    args = p.parse_args()
+    runs = [f"e2e-{i:02d}" for i in range(args.runs)]
+    api = SlackAPI()
+    perf_to_wall = time.time() - time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tw-e2e-") as d, private_redis() as server:
+        work = Path(d)
+        store = EventStore(server.client(), keys=Keys())
+        logs = {run: work / f"{run}.log" for run in runs}
+        config = work / "trainwarden.yaml"
+        config.write_text(yaml.safe_dump({
+            "redis_url": server.url, "host": "bench", "evidence_dir": str(work / "evidence"),
+            "agent": {"state_file": str(work / "offsets.json"), "poll_interval_s": 0.02,
+                      "watch": [{"run": run, "log": str(log)} for run, log in logs.items()]},
+            "slack": {"channel": "C1", "rate_per_s": 1000, "burst": 1000, "http_host": "127.0.0.1",
+                      "http_port": free_port()},
+        }))  # fmt: skip
+        env = {**os.environ, "SLACK_BOT_TOKEN": "xoxb-bench", "SLACK_SIGNING_SECRET": "bench-secret",
+               "SLACK_API_URL": api.url}  # fmt: skip
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "trainwarden", "--config", str(config), "--log-level", os.environ.get("E2E_LOG_LEVEL", "WARNING"),
+                              name], env=env, stdout=open(work / f"{name}.log", "wb"), stderr=subprocess.STDOUT,
+                             start_new_session=True)  # fmt: skip
+            for name in ("agent", "dispatcher", "worker", "bot")
+        ]
+        stop_writing = threading.Event()
+        lock = threading.Lock()
+        steps = dict.fromkeys(runs, 0)
+
+        def write(run: str, loss: str) -> float:
+            with lock:
+                steps[run] += 1
+                with open(logs[run], "a") as f:
+                    f.write(f"step={steps[run]} loss={loss} lr=3e-4\n")
+                    f.flush()
+                    return time.time()
+
+        def healthy() -> None:
+            rng = random.Random(0)
+            while not stop_writing.wait(0.1):
+                for run in runs:
+                    write(run, f"{2.0 + rng.random():.4f}")
+
+        def launch(run: str) -> Event:
+            spec = LaunchSpec(run=run, command=("sleep", "600"), workdir=work, log_path=logs[run], tmux_socket=SOCKET)
+            return launch_local(spec, store=store, host="bench")
+
+        try:
+            current = {run: launch(run) for run in runs}
+            for run in runs:
+                write(run, "2.5")
+            threading.Thread(target=healthy, daemon=True).start()
+            time.sleep(2)  # let every process start and the runs reach CONTINUE
+            a, b, c, n = [], [], [], []
+            rng = random.Random(1)
+            for i in range(args.injections):
+                run = rng.choice(runs)
+                launched = current[run]
+                t0 = write(run, "nan")
+                deadline = time.monotonic() + 20
+                found: dict[str, float] = {}
+                while time.monotonic() < deadline and len(found) < 4:
+                    for sid, e in store.iter_run(run, after=None, start=f"{int(launched.ts * 1000)}-0"):
+                        if not isinstance(e, Event):
+                            continue
+                        if "metric" not in found and e.type == t.METRIC and str(e.data.get("loss")) == "nan":
+                            found["metric"] = sid_time(sid)
+                        elif "decision" not in found and e.type == t.DECISION and e.data.get("decision") == "STOP":
+                            found["decision"] = sid_time(sid)
+                            found["decision_id"] = e.id  # type: ignore[assignment]
+                        elif "done" not in found and e.type == t.STOP_DONE:
+                            found["done"] = sid_time(sid)
+                    key = found.get("decision_id")
+                    if key is not None and key in api.post_times:
+                        found["notified"] = api.post_times[key] + perf_to_wall  # type: ignore[index]
+                    time.sleep(0.005)
+                if len(found) < 5:
+                    logs_of = {name: (work / f"{name}.log").read_text()[-800:] for name in ("worker", "bot")}
+                    logs_of["events"] = [(e.type, e.data.get("decision") or e.data.get("detail") or e.data.get("error"))
+                                         for _, e in store.iter_run(run) if isinstance(e, Event) and e.type != t.METRIC]
+                    raise SystemExit(f"injection {i} into {run}: incomplete within 20 s: {sorted(found)}\n{logs_of}")
+                current[run] = launch(run)  # the run was stopped: launch it again for a later injection
+                time.sleep(0.2)  # a little healthy history for the new launch
+                a.append(found["metric"] - t0)
+                b.append(found["decision"] - t0)
+                c.append(found["done"] - t0)
+                n.append(found["notified"] - t0)
+                if (i + 1) % 50 == 0:
+                    print(f"  {i + 1}/{args.injections} injections", file=sys.stderr)
+        finally:
+            stop_writing.set()
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(timeout=20)
+            subprocess.run(tmux_argv(SOCKET, "kill-server"), capture_output=True, check=False)
+            api.close()
+    print(f"e2e latency: {len(b)} NaN injections into {args.runs} live runs (real agent, dispatcher, RQ worker, bot)")
+    for label, values in (("(a) metric event in Redis", a), ("(b) STOP decision", b),
+                          ("(c) stop done (tmux session gone)", c), ("(d) Slack notification", n)):  # fmt: skip
+        ms = [1000 * v for v in values]
+        print(f"  {label:36} p50 {statistics.median(ms):7.1f} ms   p99 {percentile(ms, 0.99):7.1f} ms")
+    print(f"  target: STOP decision p99 <= 1000 ms: {'met' if percentile(b, 0.99) <= 1.0 else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
