@@ -17,7 +17,6 @@ Names are returned as printed; `agent.names.normalise` maps them to canonical na
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -45,14 +44,8 @@ NOT_PER_SUBSET = frozenset({"epoch", "num_updates", "step", "wall", "train_wall"
 
 
 def parse_number(text: str) -> float | int:
-    lowered = text.lower()
-    if "nan" in lowered:
-        return math.nan
-    if "inf" in lowered:
-        return -math.inf if lowered.startswith("-") else math.inf
-    if "." in lowered or "e" in lowered:
-        return float(text)
-    return int(text)
+    """`12` -> 12, `3e-4` -> 0.0003; float() also takes `nan`, `-nan`, `inf`, `Infinity` in any case."""
+    return int(text) if text.lstrip("+-").isdigit() else float(text)
 
 
 def key_value(line: str) -> Metrics:

@@ -53,13 +53,20 @@ def canonical(name: str) -> str:
     return ALIASES.get(low, low)
 
 
-def normalise(metrics: dict[str, float | int]) -> dict[str, float | int]:
-    out: dict[str, float | int] = {}
-    for name, value in metrics.items():
+@lru_cache(maxsize=4096)
+def _names(printed: tuple[str, ...]) -> tuple[str | None, ...]:
+    """Canonical names for one line's printed names, in order; None for a repeated name (dropped)."""
+    out: list[str | None] = []
+    taken: set[str] = set()
+    for name in printed:
         key = canonical(name)
-        if key in out:
+        if key in taken:
             key = name.lower()
-            if key in out:
-                continue
-        out[key] = value
-    return out
+        out.append(None if key in taken else key)
+        taken.add(key)
+    return tuple(out)
+
+
+def normalise(metrics: dict[str, float | int]) -> dict[str, float | int]:
+    # a trainer prints the same names line after line: the mapping is computed once per shape
+    return {key: value for key, value in zip(_names(tuple(metrics)), metrics.values(), strict=True) if key is not None}
