@@ -45,7 +45,7 @@ def test_a_torn_last_line_is_dropped_on_open(tmp_path):
 
 
 def test_a_position_past_the_end_is_reset(tmp_path):
-    spool = Spool(tmp_path)
+    Spool(tmp_path)
     (tmp_path / "spool.pos").write_text("999")
     reopened = Spool(tmp_path)
     assert reopened.empty
