@@ -25,6 +25,19 @@ COMMAND_DENIED = "command.denied"
 CHECKPOINT_SAVED = "checkpoint.saved"
 CHECKPOINT_DELETED = "checkpoint.deleted"
 NOTIFICATION_SENT = "notification.sent"
+PREFLIGHT = "preflight"
+LAUNCH_REFUSED = "launch.refused"
+PLAN_STARTED = "plan.started"
+PLAN_STEP = "plan.step"
+PLAN_FINISHED = "plan.finished"
+RESUME_SKIPPED = "resume.skipped"
+# The Slack bot's (issue #5): see docs/design-notes.md, "Slack".
+NOTIFICATION_INTENT = "notification.intent"
+SNOOZE_SET = "snooze.set"
+STOP_CANCELLED = "stop.cancelled"
+LAUNCH_FAILED = "launch.failed"
+WATCHDOG_STALLED = "watchdog.stalled"
+WATCHDOG_RECOVERED = "watchdog.recovered"
 
 KNOWN_TYPES = frozenset(
     {
@@ -51,13 +64,42 @@ KNOWN_TYPES = frozenset(
         CHECKPOINT_SAVED,
         CHECKPOINT_DELETED,
         NOTIFICATION_SENT,
+        PREFLIGHT,
+        LAUNCH_REFUSED,
+        PLAN_STARTED,
+        PLAN_STEP,
+        PLAN_FINISHED,
+        RESUME_SKIPPED,
+        NOTIFICATION_INTENT,
+        SNOOZE_SET,
+        STOP_CANCELLED,
+        LAUNCH_FAILED,
+        WATCHDOG_STALLED,
+        WATCHDOG_RECOVERED,
     }
 )
 
-# Types written by the workers as the result of processing a run. A feed entry holding only
-# these needs no further processing by the workers (the notifier still reads them).
+# Types written by the workers as the result of processing a run, and the bot's bookkeeping. A
+# feed entry holding only these needs no further processing by the workers (the notifier still
+# reads them).
 WORKER_OUTPUT_TYPES = frozenset(
-    {ANOMALY_OPENED, ANOMALY_RESOLVED, EVIDENCE_BUILT, STOP_DONE, STOP_FAILED, NOTIFICATION_SENT}
+    {
+        ANOMALY_OPENED,
+        ANOMALY_RESOLVED,
+        EVIDENCE_BUILT,
+        STOP_DONE,
+        STOP_FAILED,
+        NOTIFICATION_SENT,
+        PREFLIGHT,
+        RESUME_SKIPPED,
+        NOTIFICATION_INTENT,
+        COMMAND_RECEIVED,
+        COMMAND_DENIED,
+        SNOOZE_SET,
+        LAUNCH_FAILED,
+        WATCHDOG_STALLED,
+        WATCHDOG_RECOVERED,
+    }
 )
 
 # Decision values, strongest first: STOP beats WAIT beats CONTINUE.

@@ -7,9 +7,8 @@ import dataclasses
 import getpass
 import json
 import logging
-import signal
+import os
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,18 +19,12 @@ from events.errors import TrainwardenError
 from events.projection import fold
 from events.redact import redact_text
 from events.store import Malformed
-from trainwarden import render, wiring
+from trainwarden import cli_remote, render, wiring
 from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings, load_settings
+from trainwarden.signals import stop_on_signals
 
 log = logging.getLogger("trainwarden")
-
-
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    return stop
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -57,14 +50,14 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
              ", ".join(f"{w.run}={w.log}" for w in agent.watchers.values()) or "nothing yet", control)  # fmt: skip
     if agent.gpu_problem:
         log.warning("%s; the agent goes on without GPU samples", agent.gpu_problem)
-    agent.run(burst=args.burst, stop=_stop_on_signals())
+    agent.run(burst=args.burst, stop=stop_on_signals())
     return 0
 
 
 def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
     dispatcher = wiring.dispatcher(settings)
     log.info("dispatcher reading the feed into queue %r", settings.queue)
-    dispatcher.run(burst=args.burst, stop=_stop_on_signals())
+    dispatcher.run(burst=args.burst, stop=stop_on_signals())
     return 0
 
 
@@ -82,11 +75,22 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
-    from bot.notifier import ConsoleSink
+    from bot.sink import ConsoleSink
 
-    notifier = wiring.notifier(settings, ConsoleSink())
-    log.info("no Slack token configured: notifications go to this console")
-    notifier.run(burst=args.burst, stop=_stop_on_signals())
+    stop = stop_on_signals()
+    if os.environ.get("SLACK_BOT_TOKEN") and not args.burst:
+        bot = wiring.slack_bot(settings, os.environ)
+        log.info("Slack bot posting to %s (%s mode)", settings.slack.channel,
+                 "Socket" if os.environ.get("SLACK_APP_TOKEN") else "HTTP")  # fmt: skip
+        bot.run(stop=stop)
+        return 0
+    if os.environ.get("SLACK_BOT_TOKEN"):
+        sink = wiring.slack_sink(settings, os.environ)  # --burst: post what is there, no endpoint
+        notifier = wiring.notifier(settings, sink, channel=settings.slack.channel or "")
+    else:
+        log.info("no Slack token configured: notifications go to this console")
+        notifier = wiring.notifier(settings, ConsoleSink())
+    notifier.run(burst=args.burst, stop=stop)
     return 0
 
 
@@ -94,6 +98,8 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
     from workers.launch import LaunchSpec, launch_local
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        return cli_remote.launch_experiment(args, settings)
     workdir = Path(args.workdir).resolve()
     spec = LaunchSpec(
         run=args.run,
@@ -192,8 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--burst", action="store_true", help="post what is there, then exit")
     s.set_defaults(func=cmd_bot)
 
-    s = sub.add_parser("launch", help="start a run on this host in a detached tmux session")
-    s.add_argument("run")
+    s = sub.add_parser(
+        "launch",
+        help="start a run: `launch EXP` (an experiment from experiments_dir, on its server over SSH) or "
+        "`launch RUN -- COMMAND...` (on this host)",
+    )
+    s.add_argument("run", help="experiment name (remote) or run name (with -- COMMAND, local)")
+    cli_remote.launch_args(s)
     s.add_argument("--workdir", default=".", help="directory to run in (default: here)")
     s.add_argument("--log", help="log file (default: WORKDIR/RUN.log)")
     s.add_argument("--tmux-socket", help="tmux socket name (tmux -L)")
@@ -217,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("dead-letters", help="show entries that could not be decoded")
     s.add_argument("--count", type=int, default=20)
     s.set_defaults(func=cmd_dead_letters)
+
+    cli_remote.register(sub)
 
     s = sub.add_parser("demo", help="run the whole NaN -> STOP path on this machine, self-contained")
     s.add_argument("--nan-at", type=int, default=25, help="step at which the synthetic loss turns NaN")

@@ -17,10 +17,27 @@ import yaml
 
 from agent.errors import ControlMessageError
 from agent.watch import RunWatch
+from bot.config import BotConfig
 from trainwarden import defaults
 from trainwarden.errors import ConfigError
+from trainwarden.slack_settings import parse_slack
+from trainwarden.yaml_nodes import mapping as _mapping
+from trainwarden.yaml_nodes import scalar as _scalar
+from trainwarden.yaml_nodes import where as _where
 
-TOP_LEVEL = {"redis_url", "rq_redis_url", "host", "namespace", "queue", "evidence_dir", "agent", "workers"}
+TOP_LEVEL = {
+    "redis_url",
+    "rq_redis_url",
+    "host",
+    "namespace",
+    "queue",
+    "evidence_dir",
+    "agent",
+    "workers",
+    "servers_file",
+    "experiments_dir",
+    "slack",
+}
 AGENT_KEYS = {
     "state_file", "poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
     "wandb_api_interval_s", "wandb_base_url", "spool_dir", "spool_max_mb", "nvml", "watch",
@@ -58,38 +75,10 @@ class Settings:
     reclaim_idle_s: float = defaults.RECLAIM_IDLE_S
     lock_timeout_s: float = defaults.LOCK_TIMEOUT_S
     job_timeout_s: int = defaults.JOB_TIMEOUT_S
+    slack: BotConfig = field(default_factory=BotConfig)
+    servers_file: Path | None = None  # servers.yaml: remote runs over SSH
+    experiments_dir: Path | None = None  # holds experiments/exp-*.yaml
     source: str = "defaults"
-
-
-def _where(path: Path, node: yaml.Node | None) -> str:
-    if node is None:
-        return str(path)
-    return f"{path}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
-
-
-def _mapping(path: Path, node: yaml.Node, allowed: set[str], what: str) -> dict[str, yaml.Node]:
-    if not isinstance(node, yaml.MappingNode):
-        raise ConfigError(f"{_where(path, node)}: {what} must be a mapping of keys to values")
-    out: dict[str, yaml.Node] = {}
-    for key_node, value_node in node.value:
-        key = key_node.value
-        if key not in allowed:
-            raise ConfigError(
-                f"{_where(path, key_node)}: unknown key {key!r} in {what}; expected one of {', '.join(sorted(allowed))}"
-            )
-        out[key] = value_node
-    return out
-
-
-def _scalar(path: Path, node: yaml.Node, kind: type, what: str) -> Any:
-    value = yaml.safe_load(yaml.serialize(node))
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise ConfigError(f"{_where(path, node)}: {what} must be a {kind.__name__}, got {value!r}")
-    if kind in (int, float) and value <= 0:
-        raise ConfigError(f"{_where(path, node)}: {what} must be positive, got {value!r}")
-    return value
 
 
 def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
@@ -105,6 +94,9 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
         for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
             if key in top:
                 values[key] = _scalar(path, top[key], str, key)
+        for key in ("servers_file", "experiments_dir"):
+            if key in top:
+                values[key] = (path.parent / _scalar(path, top[key], str, key)).expanduser().resolve()
         if "evidence_dir" in top:
             values["evidence_dir"] = (path.parent / _scalar(path, top["evidence_dir"], str, "evidence_dir")).resolve()
         if "agent" in top:
@@ -114,6 +106,8 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
             for key, kind in (("reclaim_idle_s", float), ("lock_timeout_s", float), ("job_timeout_s", int)):
                 if key in w:
                     values[key] = _scalar(path, w[key], kind, f"workers.{key}")
+        if "slack" in top:
+            values["slack"] = parse_slack(path, top["slack"])
     return _with_env(Settings(**values), env)
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis
 from rq import Queue
@@ -18,14 +20,34 @@ from agent.spool import Spool
 from agent.wandb_source import PublicApi
 from agent.watch import RunWatch
 from agent.watcher import WatchOptions
-from bot.notifier import Notifier, Sink
+from bot.deadman import Deadman
+from bot.notifier import Notifier
+from bot.sink import Sink
+from bot.stages import Pipeline
 from events.keys import Keys
 from events.store import EventStore
 from policies.default import default_policy
+from trainwarden import defaults
+from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings
 from workers.context import WorkerContext
 from workers.dispatcher import Dispatcher
-from workers.transport import LocalTmuxController
+from workers.fleet import Fleet, experiment_files, load_fleet
+from workers.planner import PlanRunner
+from workers.remote_control import SshController
+from workers.remote_launch import RemoteLauncher
+from workers.ssh import SshPool
+from workers.transport import LocalTmuxController, RoutingController, RunController
+
+SECRET_ENV_FOR_RUNS = ("WANDB_API_KEY",)  # copied into each remote run's 0600 env file
+_ssh_pool = SshPool()
+
+if TYPE_CHECKING:  # Slack's libraries (the `bot` extra) are imported only where the bot uses them
+    from slack_sdk import WebClient
+
+    from bot.handlers import Launcher
+    from bot.service import SlackBot
+    from bot.slack_sink import SlackSink
 
 
 def consumer_name(role: str) -> str:
@@ -112,21 +134,119 @@ def dispatcher(settings: Settings) -> Dispatcher:
     )
 
 
+def fleet(settings: Settings, *, required: bool = False) -> Fleet | None:
+    """Servers and experiments, when the settings name a servers file."""
+    if settings.servers_file is None:
+        if required:
+            raise ConfigError("no servers configured: set servers_file (and experiments_dir) in the settings file")
+        return None
+    directory = settings.experiments_dir or settings.servers_file.parent / "experiments"
+    return load_fleet(settings.servers_file, experiment_files(directory))
+
+
+def ssh_pool() -> SshPool:
+    return _ssh_pool
+
+
+def remote_launcher(settings: Settings, the_fleet: Fleet, client_store: EventStore | None = None) -> RemoteLauncher:
+    secrets = {name: os.environ[name] for name in SECRET_ENV_FOR_RUNS if os.environ.get(name)}
+    return RemoteLauncher(shell=ssh_pool(), store=client_store or store(settings), fleet=the_fleet,
+                          host=settings.host, secrets=secrets)  # fmt: skip
+
+
+def controller(the_fleet: Fleet | None) -> RunController:
+    remote = SshController(shell=ssh_pool(), servers=the_fleet.servers) if the_fleet else None
+    return RoutingController(local=LocalTmuxController(), remote=remote)
+
+
+def plan_runner(settings: Settings, the_fleet: Fleet) -> PlanRunner:
+    shared = store(settings)
+    return PlanRunner(store=shared, launcher=remote_launcher(settings, the_fleet, shared), shell=ssh_pool(),
+                      fleet=the_fleet, host=settings.host)  # fmt: skip
+
+
 def worker_context(settings: Settings) -> WorkerContext:
+    the_fleet = fleet(settings)
+    shared = store(settings)
     return WorkerContext(
-        store=store(settings),
+        store=shared,
         host=settings.host,
         policy=default_policy(),
-        controller=LocalTmuxController(),
+        controller=controller(the_fleet),
         evidence_dir=settings.evidence_dir.resolve(),
         lock_timeout_s=settings.lock_timeout_s,
+        launcher=remote_launcher(settings, the_fleet, shared) if the_fleet else None,
     )
 
 
-def notifier(settings: Settings, sink: Sink) -> Notifier:
+def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Notifier:
+    events = store(settings)
+    cfg = settings.slack
     return Notifier(
-        store=store(settings),
+        store=events,
         sink=sink,
-        consumer=consumer_name("notifier"),
+        # stable per host: a restarted notifier finishes its own pending entries first, in order
+        consumer=f"notifier-{socket.gethostname()}",
+        channel=channel,
+        host=settings.host,
+        pipeline=Pipeline(flap_threshold=cfg.flap_threshold, flap_window_s=cfg.flap_window_s),
+        snooze_s=cfg.keep_running_snooze_s,
         reclaim_idle_ms=int(settings.reclaim_idle_s * 1000),
+        deadman=Deadman(store=events, host=settings.host, stall_s=cfg.deadman_s),
     )
+
+
+def slack_client(env: Mapping[str, str]) -> WebClient:
+    """The Web API client; SLACK_API_URL points it elsewhere (a proxy, or the tests' local server)."""
+    from slack_sdk import WebClient
+
+    return WebClient(
+        token=env["SLACK_BOT_TOKEN"],
+        base_url=env.get("SLACK_API_URL") or WebClient.BASE_URL,
+        retry_handlers=[],  # bot/slack_sink.py retries, reconciling first where a post may have landed
+        timeout=defaults.SLACK_TIMEOUT_S,
+    )
+
+
+def slack_sink(settings: Settings, env: Mapping[str, str], client: WebClient | None = None) -> SlackSink:
+    from bot.slack_sink import RateLimiter, SlackSink
+
+    cfg = settings.slack
+    if not cfg.channel:
+        raise ConfigError("SLACK_BOT_TOKEN is set but slack.channel is not: name the channel id to post to")
+    limiter = RateLimiter(rate_per_s=cfg.rate_per_s, burst=cfg.burst)
+    return SlackSink(client=client or slack_client(env), limiter=limiter)
+
+
+def slack_bot(
+    settings: Settings, env: Mapping[str, str], *, the_fleet: Fleet | None = None, launcher: Launcher | None = None
+) -> SlackBot:
+    """The bot in Slack mode: SLACK_BOT_TOKEN set; Socket Mode with SLACK_APP_TOKEN, else HTTP."""
+    from bot.app import build_app
+    from bot.authz import Audit
+    from bot.handlers import Handlers
+    from bot.http_server import SlackHTTPServer
+    from bot.launcher import FleetLauncher
+    from bot.service import Endpoint, SlackBot, SocketModeEndpoint
+
+    cfg = settings.slack
+    secret = env.get("SLACK_SIGNING_SECRET")
+    app_token = env.get("SLACK_APP_TOKEN")
+    if not secret and not app_token:
+        raise ConfigError("HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)")
+    client = slack_client(env)
+    sink = slack_sink(settings, env, client)
+    events = store(settings)
+    if the_fleet is None:
+        the_fleet = fleet(settings)
+    if launcher is None and the_fleet is not None:
+        launcher = FleetLauncher(remote_launcher(settings, the_fleet, events))
+    handlers = Handlers(store=events, config=cfg, host=settings.host, fleet=the_fleet, launcher=launcher)
+    audit = Audit(store=events, host=settings.host, experiments=the_fleet.experiments if the_fleet else ())
+    app = build_app(client=client, signing_secret=secret, config=cfg, handlers=handlers, audit=audit)
+    endpoint: Endpoint
+    if app_token:
+        endpoint = SocketModeEndpoint(app, app_token)
+    else:
+        endpoint = SlackHTTPServer(app, host=cfg.http_host, port=cfg.http_port)
+    return SlackBot(notifier=notifier(settings, sink, channel=cfg.channel or ""), endpoint=endpoint)

@@ -16,6 +16,7 @@ from events.feed import DISPATCH_GROUP
 from events.store import EventStore
 from policies.model import Policy
 from workers.errors import NoWorkerContext
+from workers.remote_launch import RemoteLauncher
 from workers.transport import RunController
 
 DEFAULT_LOCK_TIMEOUT_S = 30.0
@@ -30,6 +31,7 @@ class WorkerContext:
     evidence_dir: Path
     lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
     feed_group: str = DISPATCH_GROUP
+    launcher: RemoteLauncher | None = None  # set when servers.yaml is configured (resumes, /launch)
 
     @property
     def redis(self) -> redis.Redis:

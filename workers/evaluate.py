@@ -11,7 +11,7 @@ from events.projection import apply
 from events.store import Malformed
 from policies.engine import evaluate
 from policies.model import Policy
-from workers.checkpoint import ACTION_EVIDENCE, ACTION_STOP, Checkpoint
+from workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 
 
 @dataclass(slots=True)
@@ -46,11 +46,14 @@ def evaluate_entries(
             step.dead.append(item)
             continue
         event = item
+        stopped_by_us = cp.run.status in ("stopping", "stopped")
         apply(cp.run, event)
         if event.type == t.DECISION and event.data.get("decision") == t.STOP:
             cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
         elif event.type == t.STOP_REQUESTED:
             cp.pending.append({"kind": ACTION_STOP, "sid": sid, "id": event.id})
+        elif event.type == t.RUN_FAILED and cp.run.launch.get("resumable") and not stopped_by_us:
+            cp.pending.append({"kind": ACTION_RESUME, "sid": sid, "id": event.id})
         for outcome in evaluate(policy, cp.policy, event):
             data = {**outcome.data, "run_host": cp.run.host or event.host}
             cp.emitted += 1
