@@ -39,7 +39,6 @@ class Spool:
         self.size = self._repair()
         if self.position > self.size:  # a crash between emptying the file and saving position 0
             self._reset()
-        self.skipped = 0  # undecodable lines met while replaying (a torn write after a crash)
 
     def __len__(self) -> int:
         """Bytes waiting to be delivered."""
@@ -81,7 +80,6 @@ class Spool:
                 try:
                     events.append(decode(raw))
                 except DecodeError as exc:
-                    self.skipped += 1
                     log.warning("spool: skipping an unreadable line at byte %d: %s", pos - len(raw), exc)
                 if len(events) >= limit:
                     break

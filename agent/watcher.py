@@ -29,7 +29,7 @@ from agent.logsource import BLOCK_IDLE_S, RunLog
 from agent.names import normalise
 from agent.state import LogPosition, WandbPosition
 from agent.tail import LogTail
-from agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, Reading, RunWandb
+from agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, RunWandb
 from agent.watch import RunWatch
 from events import types as t
 from events.envelope import Event, make_event, time_seq
@@ -66,7 +66,6 @@ class RunWatcher:
         self.health = ProcessHealth(watch)
         self.ended: Ended | None = None
         self.ended_at: float | None = None
-        self.last_reading = Reading(False, "not read yet")
 
     # -- positions for the state file ------------------------------------------------------------
 
@@ -88,7 +87,7 @@ class RunWatcher:
     def poll(self, now: float, claimed: set[Path]) -> list[Event]:
         """New lines and W&B rows, through the arbiter: the fast path, every loop."""
         items = self.log.poll(now)
-        reading = self.last_reading = self.wandb.poll(now, self.health.pids, claimed)
+        reading = self.wandb.poll(now, self.health.pids, claimed)
         decision = self.arbiter.step(now=now, items=items, wandb=reading, log_available=self.log.tail.exists)
         out: list[Event] = []
         if decision.transition is not None:
@@ -148,6 +147,7 @@ class RunWatcher:
             "log": "ok" if self.log.tail.exists else "missing",
             "metrics": self.arbiter.status,
             "metrics_reason": self.arbiter.reason,
+            "held_lines_dropped": self.arbiter.dropped,
             "wandb_run_dir": str(self.wandb.run_dir) if self.wandb.run_dir else None,
             "process": process,
             "lines_read": self.log.lines_read,
