@@ -1,20 +1,12 @@
-"""Pure parsing of training-log lines into metrics and notable lines."""
+"""Pure classification of notable log lines: the ones worth a `log.line` event, with a tag."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
-# `key=value` pairs; keys may hold '/', '.', '-' (train/loss, val.ppl); values are numbers,
-# including nan / inf in any case, which is precisely what must not be missed.
-KV_RE = re.compile(
-    r"(?<![\w/.-])([A-Za-z_][\w./-]*)\s*=\s*"
-    r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf(?:inity)?))(?![\w.])",
-    re.IGNORECASE,
-)
-
-# Lines worth keeping as `log.line` events, with the tag they get (first match wins).
+# Lines worth keeping as `log.line` events, with the tag they get. The order is the priority: a
+# traceback block takes the tag of its most specific line (an OOM beats a plain traceback).
 NOTABLE = (
     ("oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED", re.IGNORECASE)),
     ("nccl", re.compile(r"\bNCCL\b.*(error|timeout|failure)|ncclInternalError|ncclSystemError", re.IGNORECASE)),
@@ -22,6 +14,15 @@ NOTABLE = (
     ("killed", re.compile(r"^\s*Killed\s*$|\bKilled process\b")),
     ("traceback", re.compile(r"^Traceback \(most recent call last\)")),
     ("error", re.compile(r"^\w*(Error|Exception)\b[:\s]")),
+)
+TAG_RANK = {tag: rank for rank, (tag, _) in enumerate(NOTABLE)}
+# torchrun / elastic prefix every line of a worker with its rank: `[rank0]: Traceback ...`
+RANK_PREFIX_RE = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
+# one cheap search says whether a line can be notable at all
+ANY_NOTABLE_RE = re.compile(
+    r"out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|NCCL|nccl|FileNotFoundError|No such file"
+    r"|Killed|Traceback|Error|Exception",
+    re.IGNORECASE,
 )
 
 MAX_LINE_CHARS = 4000
@@ -33,26 +34,25 @@ class Notable:
     line: str
 
 
-def parse_number(text: str) -> float | int:
-    lowered = text.lower()
-    if "nan" in lowered:
-        return math.nan
-    if "inf" in lowered:
-        return -math.inf if lowered.startswith("-") else math.inf
-    if any(c in lowered for c in ".e"):
-        return float(text)
-    return int(text)
+def strip_rank(line: str) -> str:
+    return RANK_PREFIX_RE.sub("", line, count=1) if line.startswith("[") else line
 
 
-def parse_metrics(line: str) -> dict[str, float | int]:
-    """`step=120 loss=2.31 lr=3e-4` -> {'step': 120, 'loss': 2.31, 'lr': 0.0003}; {} when none."""
-    if "=" not in line:
-        return {}
-    return {key: parse_number(value) for key, value in KV_RE.findall(line)}
+def tag_of(line: str) -> str | None:
+    if not ANY_NOTABLE_RE.search(line):
+        return None
+    line = strip_rank(line)
+    for tag, pattern in NOTABLE:
+        if pattern.search(line):
+            return tag
+    return None
 
 
 def notable(line: str) -> Notable | None:
-    for tag, pattern in NOTABLE:
-        if pattern.search(line):
-            return Notable(tag=tag, line=line[:MAX_LINE_CHARS])
-    return None
+    tag = tag_of(line)
+    return None if tag is None else Notable(tag=tag, line=line[:MAX_LINE_CHARS])
+
+
+def strongest(tags: list[str]) -> str:
+    """The most specific of several tags (oom > nccl > file_not_found > killed > traceback > error)."""
+    return min(tags, key=TAG_RANK.__getitem__)

@@ -1,10 +1,17 @@
-"""Batching publisher: buffers events and appends them with one pipelined round trip per flush."""
+"""Batching publisher: buffers events and appends them with one pipelined round trip per flush.
+
+With a spool, nothing is lost while Redis is down: a failed flush moves the buffer to the spool
+on disk, and the next flush replays the spool, oldest first, before anything newer. Retrying and
+replaying are safe because appends are idempotent per (producer, seq).
+"""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
+from agent.spool import Spool
 from events.envelope import Event
 from events.errors import StoreUnavailable
 from events.store import EventStore
@@ -12,39 +19,97 @@ from events.store import EventStore
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BATCH = 2000
+RETRY_START_S = 0.1
+RETRY_MAX_S = 2.0
 
 
 class Publisher:
-    """Nothing is dropped: a failed flush keeps the buffer and the next flush retries it.
-
-    Retrying is safe because appends are idempotent per (producer, seq).
-    """
-
-    def __init__(self, store: EventStore, *, max_batch: int = DEFAULT_MAX_BATCH) -> None:
+    def __init__(self, store: EventStore, *, spool: Spool | None = None, max_batch: int = DEFAULT_MAX_BATCH) -> None:
         self.store = store
+        self.spool = spool
         self.max_batch = max_batch
         self.buffer: list[Event] = []
         self.appended = 0
         self.duplicates = 0
+        self.spool_full = False
+        self.outage_since: float | None = None  # monotonic time Redis was first found unreachable
+        self._retry_at = 0.0
+        self._retry_s = RETRY_START_S
+
+    @property
+    def durable(self) -> bool:
+        """Everything published so far is in Redis or in the spool (safe to save read offsets)."""
+        return not self.buffer
 
     def publish(self, events: Iterable[Event]) -> None:
         self.buffer.extend(events)
 
     def flush(self) -> int:
-        """Append everything buffered; returns the number of events sent. Raises StoreUnavailable
-        (buffer kept) when Redis cannot be reached."""
+        """Send the spool's backlog, then the buffer; returns the number of events sent.
+
+        With a spool, while Redis is unreachable, Redis is tried again with a growing pause (up to
+        RETRY_MAX_S) and in between the buffer goes straight to the spool, so the caller keeps its
+        pace. Without one, every flush tries Redis.
+        Raises StoreUnavailable when an attempt fails: the buffer is then in the spool (or,
+        without a spool or with a full one, still in memory, and `durable` is False).
+        """
+        if self.spool is not None and self.outage_since is not None and time.monotonic() < self._retry_at:
+            self._spool_buffer()
+            return 0
         sent = 0
-        while self.buffer:
-            batch = self.buffer[: self.max_batch]
-            try:
-                results = self.store.append(batch)
-            except StoreUnavailable:
-                log.warning("Redis unreachable; keeping %d events buffered for retry", len(self.buffer))
-                raise
-            assert results is not None
-            stored = sum(1 for sid in results if sid is not None)
-            self.appended += stored
-            self.duplicates += len(batch) - stored
-            del self.buffer[: len(batch)]
-            sent += len(batch)
+        try:
+            if self.spool is not None and not self.spool.empty:
+                sent += self._drain_spool()
+            while self.buffer:
+                batch = self.buffer[: self.max_batch]
+                self._append(batch)
+                del self.buffer[: len(batch)]
+                sent += len(batch)
+        except StoreUnavailable:
+            self._spool_buffer()
+            now = time.monotonic()
+            if self.outage_since is None:
+                self.outage_since = now
+            self._retry_at = now + self._retry_s
+            self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
+            raise
+        self.outage_since = None
+        self._retry_s = RETRY_START_S
         return sent
+
+    def _append(self, batch: list[Event]) -> None:
+        results = self.store.append(batch)
+        assert results is not None
+        stored = sum(1 for sid in results if sid is not None)
+        self.appended += stored
+        self.duplicates += len(batch) - stored
+
+    def _drain_spool(self) -> int:
+        assert self.spool is not None
+        sent = 0
+        while not self.spool.empty:
+            events, position = self.spool.peek(self.max_batch)
+            if events:
+                self._append(events)
+                sent += len(events)
+            self.spool.commit(position)
+        if sent:
+            log.warning("delivered %d spooled events", sent)
+        self.spool_full = False
+        self.outage_since: float | None = None  # monotonic time Redis was first found unreachable
+        self._retry_at = 0.0
+        self._retry_s = RETRY_START_S
+        return sent
+
+    def _spool_buffer(self) -> None:
+        if self.spool is None or not self.buffer:
+            return
+        written = self.spool.append(self.buffer)
+        del self.buffer[:written]
+        if self.buffer and not self.spool_full:
+            log.error(
+                "spool %s is full (%d bytes): %d events wait in memory and log reading pauses until Redis is "
+                "back; raise agent.spool_max_mb to spool more",
+                self.spool.data_path, self.spool.max_bytes, len(self.buffer),
+            )  # fmt: skip
+        self.spool_full = bool(self.buffer)

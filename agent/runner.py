@@ -1,124 +1,250 @@
-"""The agent loop: tail each watched run's log, turn lines into events, publish in batches."""
+"""The agent loop: follow every watched run's sources, sample GPUs, publish events in batches.
+
+One `step()`: apply new control messages; read logs and W&B (unless the spool is full: then the
+logs keep the lines until Redis takes the backlog); every `process_interval_s` sample process
+health; every `gpu_interval_s` sample GPUs and drain XID events; every `heartbeat_interval_s` send
+a heartbeat to each run; then flush, and save the state once everything made is durable.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from agent import offsets
-from agent.parse import notable, parse_metrics
+from agent import procfs
+from agent import state as agent_state
+from agent.control import ControlReader
+from agent.gpu import GpuSample, GpuSampler, Xid
+from agent.heartbeat import heartbeat_data
 from agent.publisher import Publisher
-from agent.tail import Line, LogTail
+from agent.wandb_source import HistoryApi
+from agent.watch import RunWatch
+from agent.watcher import RunWatcher, WatchOptions
 from events import types as t
-from events.envelope import Event, check_run_name, make_event
+from events.envelope import Event, make_event, time_seq
 from events.errors import StoreUnavailable
-from events.redact import redact_text
 
 log = logging.getLogger(__name__)
 
-POLL_INTERVAL_S = 0.05
-BACKOFF_MAX_S = 2.0
-# Several events may come from one line; each gets seq = line end offset * SLOTS + slot.
-SLOTS = 4
-METRIC_SLOT = 0
-LOG_LINE_SLOT = 1
 
-
-@dataclass(frozen=True, slots=True)
-class LogWatch:
-    run: str
-    path: Path
-
-    def __post_init__(self) -> None:
-        check_run_name(self.run)
-
-
-def line_events(*, run: str, host: str, producer: str, line: Line, now: float) -> list[Event]:
-    """Pure: the events one log line yields (a metric, a notable line, both or none)."""
-    out: list[Event] = []
-    metrics = parse_metrics(line.text)
-    if metrics:
-        out.append(
-            make_event(t.METRIC, run=run, host=host, producer=producer, seq=line.end * SLOTS + METRIC_SLOT,
-                       data=metrics, ts=now)
-        )  # fmt: skip
-    found = notable(line.text)
-    if found is not None:
-        out.append(
-            make_event(t.LOG_LINE, run=run, host=host, producer=producer, seq=line.end * SLOTS + LOG_LINE_SLOT,
-                       data={"tag": found.tag, "line": redact_text(found.line)}, ts=now)
-        )  # fmt: skip
-    return out
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentConfig:
+    poll_interval_s: float = 0.05
+    gpu_interval_s: float = 10.0
+    process_interval_s: float = 10.0
+    heartbeat_interval_s: float = 30.0
+    control_interval_s: float = 1.0
+    save_interval_s: float = 1.0
+    retire_after_s: float = 300.0  # a launched run that ended is dropped after this long without new lines
+    watch: WatchOptions = field(default_factory=WatchOptions)
 
 
 class Agent:
-    def __init__(
-        self,
-        *,
-        publisher: Publisher,
-        host: str,
-        watches: list[LogWatch],
-        state_path: Path | None = None,
-        poll_interval: float = POLL_INTERVAL_S,
-    ) -> None:
+    def __init__(self, *, publisher: Publisher, host: str, watches: Iterable[RunWatch] = (),
+                 state_path: Path | None = None, config: AgentConfig | None = None,
+                 gpu: GpuSampler | None = None, gpu_problem: str | None = None,
+                 control: ControlReader | None = None, wandb_api: HistoryApi | None = None,
+                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
         self.publisher = publisher
         self.host = host
         self.state_path = state_path
-        self.poll_interval = poll_interval
-        saved = offsets.load(state_path)
-        self.tails: dict[str, LogTail] = {}
-        for w in watches:
-            pos = saved.get(w.run, offsets.Position())
-            self.tails[w.run] = LogTail(w.path, offset=pos.offset, generation=pos.generation)
+        self.config = config or AgentConfig()
+        self.gpu = gpu
+        self.gpu_problem = gpu_problem if gpu is None else None
+        self.control = control
+        self.wandb_api = wandb_api
+        self.clock = clock
+        self.state = agent_state.load(state_path)
+        self.configured = {w.run: w for w in watches}
+        self.watchers: dict[str, RunWatcher] = {}
+        self.gpu_info: dict[str, Any] = gpu.info() if gpu is not None else {}
+        self.skipped_rounds = 0
+        self._due: dict[str, float] = {}
+        self._saved_at = 0.0
+        now = clock()
+        for w in [*self.configured.values(), *self.state.registered.values()]:
+            self._watch(w, now)
 
-    def producer(self, run: str) -> str:
-        return f"{self.host}/log/{run}/g{self.tails[run].generation}"
+    # -- watch list ---------------------------------------------------------------------------------
 
-    def poll(self) -> int:
-        """Read what is new in every log into the publisher's buffer; returns the events made."""
-        made = 0
-        now = time.time()
-        for run, tail in self.tails.items():
-            for line in tail.poll():
-                events = line_events(run=run, host=self.host, producer=self.producer(run), line=line, now=now)
-                self.publisher.publish(events)
-                made += len(events)
-        return made
+    def _watch(self, watch: RunWatch, now: float) -> None:
+        old = self.watchers.get(watch.run)
+        if old is not None and old.watch == watch:
+            return
+        keep_position = old is None or old.watch.log == watch.log
+        watcher = RunWatcher(
+            watch=watch, host=self.host, now=now, options=self.config.watch, wandb_api=self.wandb_api,
+            log_position=self.state.logs.get(watch.run) if keep_position else None,
+            wandb_position=self.state.wandb.get(watch.run) if keep_position else None,
+        )  # fmt: skip
+        self.watchers[watch.run] = watcher
+        if self.gpu_problem is not None:
+            self.publisher.publish([self._status_event(watch.run, now, "nvml", "unavailable", self.gpu_problem)])
+        log.info("watching %s: log %s", watch.run, watch.log)
+
+    def _unwatch(self, run: str) -> None:
+        self.watchers.pop(run, None)
+        self.state.registered.pop(run, None)
+        self.state.logs.pop(run, None)
+        self.state.wandb.pop(run, None)
+        log.info("no longer watching %s", run)
+
+    def _read_control(self, now: float) -> None:
+        if self.control is None:
+            return
+        try:
+            messages = self.control.read(self.state.control_id)
+        except StoreUnavailable:
+            return  # read again once Redis is back; the flush reports the outage
+        for sid, message in messages:
+            self.state.control_id = sid
+            if message is None:
+                continue
+            if message.watch is not None:
+                self.state.registered[message.run] = message.watch
+                self._watch(message.watch, now)
+            elif message.run not in self.configured:
+                self._unwatch(message.run)
+
+    # -- one step -------------------------------------------------------------------------------------
+
+    def _due_now(self, name: str, interval: float, now: float) -> bool:
+        if now < self._due.get(name, 0.0):
+            return False
+        self._due[name] = now + interval
+        return True
+
+    def step(self) -> int:
+        """One pass over every source; returns the number of events made."""
+        now = self.clock()
+        cfg = self.config
+        if self._due_now("control", cfg.control_interval_s, now):
+            self._read_control(now)
+        events: list[Event] = []
+        if self.publisher.spool_full:
+            self.skipped_rounds += 1  # a round of reading and sampling skipped; the next heartbeat says so
+            return 0
+        claimed = {w.wandb.run_dir for w in self.watchers.values() if w.wandb.run_dir is not None}
+        for watcher in self.watchers.values():
+            events.extend(watcher.poll(now, claimed))
+        if self.watchers and self._due_now("process", cfg.process_interval_s, now):
+            procs = procfs.snapshot()
+            for watcher in self.watchers.values():
+                events.extend(watcher.sample_process(procs, now))
+        if self.gpu is not None and self.watchers and self._due_now("gpu", cfg.gpu_interval_s, now):
+            events.extend(self._gpu_events(self.gpu.sample(), self.gpu.xids(), now))
+        if self.watchers and self._due_now("heartbeat", cfg.heartbeat_interval_s, now):
+            events.extend(self._heartbeats(now))
+        self.publisher.publish(events)
+        self._retire(now)
+        return len(events)
+
+    def _gpu_events(self, samples: list[GpuSample], xids: list[Xid], now: float) -> list[Event]:
+        """`gpu` events for the GPUs each run uses (its processes on them, or its `gpus`), and XIDs.
+        An XID on a GPU no run is known to use goes to every run: too rare and grave to lose."""
+        out: list[Event] = []
+        live = [w for w in self.watchers.values() if w.ended is None]
+        used = {w.run: _gpus_of(w, samples) for w in live}
+        claimed = set().union(*used.values()) if used else set()
+        for w in live:
+            pids = set(w.health.pids)
+            for s in samples:
+                if s.index in used[w.run]:
+                    data = {**s.data(), "mapped": "process" if pids.intersection(s.pids) else "config"}
+                    out.append(self._event(t.GPU, w.run, f"{self.host}/gpu", now, data))
+            for x in xids:
+                if x.index in used[w.run] or x.index not in claimed:
+                    data = {**x.data(), "mapped": x.index in used[w.run]}
+                    out.append(self._event(t.GPU_XID, w.run, f"{self.host}/xid", now, data))
+        return out
+
+    def _heartbeats(self, now: float) -> list[Event]:
+        gpu = ({"status": "ok", **self.gpu_info} if self.gpu is not None
+               else {"status": "unavailable", "reason": self.gpu_problem or "GPU sampling is off"})  # fmt: skip
+        spool = self.publisher.spool
+        spool_info = {"bytes": len(spool) if spool else 0, "full": self.publisher.spool_full,
+                      "skipped_rounds": self.skipped_rounds}  # fmt: skip
+        out = []
+        for w in self.watchers.values():
+            data = heartbeat_data(interval_s=self.config.heartbeat_interval_s, gpu=gpu, run_sources=w.sources(),
+                                  spool=spool_info, runs=len(self.watchers))  # fmt: skip
+            out.append(self._event(t.AGENT_HEARTBEAT, w.run, f"{self.host}/hb", now, data))
+        return out
+
+    def _status_event(self, run: str, now: float, source: str, status: str, reason: str) -> Event:
+        return self._event(t.SOURCE_STATUS, run, f"{self.host}/status/{run}", now,
+                           {"source": source, "status": status, "reason": reason})  # fmt: skip
+
+    def _event(self, event_type: str, run: str, producer: str, now: float, data: dict[str, Any]) -> Event:
+        return make_event(event_type, run=run, host=self.host, producer=producer, seq=time_seq(), data=data, ts=now)
+
+    def _retire(self, now: float) -> None:
+        for run, w in list(self.watchers.items()):
+            if run in self.configured or w.ended_at is None:
+                continue
+            quiet_since = max(w.ended_at, w.log.last_line_at or 0.0)
+            if now - quiet_since >= self.config.retire_after_s:
+                self._unwatch(run)
+
+    # -- flush, state, loop ---------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Send the buffer, then remember how far each log was read (only after the send worked)."""
-        self.publisher.flush()
-        offsets.save(
-            self.state_path,
-            {run: offsets.Position(tail.offset, tail.generation) for run, tail in self.tails.items()},
-        )
+        """Send what was made (or spool it), then save the state if everything made is durable."""
+        try:
+            self.publisher.flush()
+        finally:
+            if self.publisher.durable:
+                self.save_state()
+
+    def save_state(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._saved_at < self.config.save_interval_s:
+            return
+        self._saved_at = now
+        for run, w in self.watchers.items():
+            self.state.logs[run] = w.log_position()
+            position = w.wandb_position()
+            if position is not None:
+                self.state.wandb[run] = position
+        agent_state.save(self.state_path, self.state)
 
     def run(self, *, burst: bool = False, stop: threading.Event | None = None) -> None:
-        """Tail until `stop` is set; with `burst=True`, return once everything written so far is sent."""
+        """Work until `stop` is set; with `burst=True`, return once everything written so far is sent.
+
+        Through a Redis outage the loop keeps its pace: events go to the spool while the publisher
+        tries Redis again with a growing pause.
+        """
         stop = stop or threading.Event()
-        backoff = self.poll_interval
         outage_since: float | None = None
-        while not stop.is_set():
-            made = self.poll()
-            try:
-                self.flush()
-            except StoreUnavailable as exc:
-                if outage_since is None:
-                    outage_since = time.monotonic()
-                    log.warning("cannot reach Redis (%s); %d events kept, retrying", exc, len(self.publisher.buffer))
-                if burst:
-                    raise
-                stop.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
-                continue
-            if outage_since is not None:
-                log.warning("Redis reachable again after %.1fs", time.monotonic() - outage_since)
-                outage_since = None
-                backoff = self.poll_interval
-            if made == 0:
-                if burst:
-                    return
-                stop.wait(self.poll_interval)
+        try:
+            while not stop.is_set():
+                made = self.step()
+                try:
+                    self.flush()
+                except StoreUnavailable as exc:
+                    if burst:
+                        raise
+                    if outage_since is None:
+                        outage_since = time.monotonic()
+                        log.warning("cannot reach Redis (%s); spooling events to disk and retrying", exc)
+                else:
+                    if outage_since is not None and self.publisher.outage_since is None:
+                        log.warning("Redis reachable again after %.1fs", time.monotonic() - outage_since)
+                        outage_since = None
+                if made == 0:
+                    if burst:
+                        return
+                    stop.wait(self.config.poll_interval_s)
+        finally:
+            if self.publisher.durable:
+                self.save_state(force=True)
+
+
+def _gpus_of(watcher: RunWatcher, samples: list[GpuSample]) -> set[int]:
+    pids = set(watcher.health.pids)
+    return {s.index for s in samples if pids.intersection(s.pids)} | set(watcher.watch.gpus)

@@ -1,60 +1,115 @@
-"""Follow a growing log file by byte offset: complete lines only, truncation detected."""
+"""Follow a growing log file by byte offset: complete lines only, rotation and truncation detected.
+
+A line ends at `\\n`, `\\r\\n` or a bare `\\r` (tqdm and Lightning redraw their progress bar with
+`\\r`, so each redraw is a line of its own). A `\\r` that is the last byte read waits for the next
+byte, so `\\r\\n` split across two reads is still one terminator: line boundaries depend on the
+bytes alone, never on when they were read, which keeps event seqs (derived from offsets) stable.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-READ_CHUNK = 1 << 20
+READ_CHUNK = 1 << 20  # bytes read per poll; also the longest line kept whole
 
 
 @dataclass(frozen=True, slots=True)
 class Line:
-    end: int  # byte offset just past the line's newline: a stable, replayable position
+    start: int  # byte offset of the line's first byte
+    end: int  # byte offset just past its terminator: a stable, replayable position
     text: str
+    generation: int = 0
 
 
 class LogTail:
     """Reads lines appended to `path` since `offset`.
 
-    A partial last line stays buffered until its newline arrives. When the file shrinks below the
-    offset (copytruncate rotation, or a restarted run overwriting its log) reading restarts at 0 and
-    `generation` goes up, so positions from the old content are never confused with new ones.
+    - A partial last line stays unread until its terminator arrives.
+    - Truncation (copytruncate, or a relaunch overwriting the log): the file is shorter than the
+      offset; reading restarts at 0 and `generation` goes up.
+    - Rename rotation (`mv train.log train.log.1`, then a new `train.log`): the path now names
+      another inode. The old file is found again by its inode among the log's siblings and read
+      to its end (a partial last line included), then the new file is followed from 0 with the
+      next generation. The same happens after an agent restart, since the inode is saved.
+    - Invalid UTF-8 is replaced (U+FFFD); a line longer than `max_bytes` is cut, not stalled on.
+
+    The file is opened for each poll and closed again: no descriptor is held between polls.
     """
 
-    def __init__(self, path: Path, *, offset: int = 0, generation: int = 0) -> None:
+    def __init__(self, path: Path, *, offset: int = 0, generation: int = 0, inode: int | None = None) -> None:
         self.path = Path(path)
         self.offset = offset  # everything before this was returned as complete lines
         self.generation = generation
+        self.inode = inode  # inode of the file being read; None until first read
+
+    @property
+    def exists(self) -> bool:
+        return self.path.exists()
 
     def poll(self, *, max_bytes: int = READ_CHUNK) -> list[Line]:
         try:
-            with open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < self.offset:
-                    self.offset = 0
-                    self.generation += 1
-                if size == self.offset:
-                    return []
-                f.seek(self.offset)
-                chunk = f.read(max_bytes)
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
             return []
+        with f:
+            st = os.fstat(f.fileno())
+            if self.inode is None:
+                self.inode = st.st_ino
+            elif st.st_ino != self.inode:
+                drained = self._drain_rotated(max_bytes)
+                if drained is not None:
+                    return drained
+                self._restart(st.st_ino)
+            if st.st_size < self.offset:
+                self._restart(st.st_ino)
+            return self._read(f, max_bytes, final=False)
+
+    def _drain_rotated(self, max_bytes: int) -> list[Line] | None:
+        """Lines left in the renamed old file, or None once it is read to its end (or gone)."""
+        assert self.inode is not None
+        old = _find_by_inode(self.path, self.inode)
+        if old is None:
+            return None
+        with open(old, "rb") as f:
+            lines = self._read(f, max_bytes, final=True)
+        return lines or None
+
+    def _restart(self, inode: int) -> None:
+        self.offset = 0
+        self.generation += 1
+        self.inode = inode
+
+    def _read(self, f: BinaryIO, max_bytes: int, *, final: bool) -> list[Line]:
+        f.seek(self.offset)
+        chunk = f.read(max_bytes)
+        if not chunk:
+            return []
+        parts = chunk.splitlines(keepends=True)
+        if not final and not parts[-1].endswith(b"\n"):
+            parts.pop()  # a partial line, or a lone '\r' that may still become '\r\n'
+        if not parts and len(chunk) == max_bytes:
+            parts = [chunk]  # one line longer than max_bytes: cut it rather than stall
         lines: list[Line] = []
         pos = self.offset
-        start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:
-                break
-            raw = chunk[start:nl]
-            pos += nl + 1 - start
-            start = nl + 1
-            lines.append(Line(end=pos, text=raw.decode("utf-8", "replace").rstrip("\r")))
-        if not lines and len(chunk) == max_bytes:
-            # A single line longer than max_bytes: cut it rather than stall forever.
-            pos += len(chunk)
-            lines.append(Line(end=pos, text=chunk.decode("utf-8", "replace")))
+        gen = self.generation
+        for raw in parts:
+            end = pos + len(raw)
+            lines.append(Line(pos, end, raw.rstrip(b"\r\n").decode("utf-8", "replace"), gen))
+            pos = end
         self.offset = pos
         return lines
+
+
+def _find_by_inode(path: Path, inode: int) -> Path | None:
+    """The sibling of `path` (train.log.1, train.log-20260101, ...) that is the file we were reading."""
+    try:
+        with os.scandir(path.parent) as entries:
+            for entry in entries:
+                if entry.name.startswith(path.name) and entry.inode() == inode and entry.is_file():
+                    return Path(entry.path)
+    except OSError:
+        return None
+    return None

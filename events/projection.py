@@ -149,7 +149,10 @@ def _log_line(state: RunState, event: Event) -> None:
 
 @on(t.SOURCE_STATUS)
 def _source(state: RunState, event: Event) -> None:
-    state.source = event.data.get("status")
+    # the data source of the run's metrics (wandb_ok | log_fallback | unreachable); statuses of
+    # other sources (`source: nvml`) are kept in the log but are not the run's data source
+    if event.data.get("source", "metrics") == "metrics":
+        state.source = event.data.get("status")
 
 
 @on(t.DECISION)

@@ -8,6 +8,7 @@ RUN_FINISHED = "run.finished"
 RUN_FAILED = "run.failed"
 METRIC = "metric"
 GPU = "gpu"
+GPU_XID = "gpu.xid"  # one NVIDIA XID error: code, meaning, severity
 HEALTH = "health"
 LOG_LINE = "log.line"
 AGENT_HEARTBEAT = "agent.heartbeat"
@@ -46,6 +47,7 @@ KNOWN_TYPES = frozenset(
         RUN_FAILED,
         METRIC,
         GPU,
+        GPU_XID,
         HEALTH,
         LOG_LINE,
         AGENT_HEARTBEAT,

@@ -12,10 +12,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agent.runner import LogWatch
+from agent.watch import RunWatch
 from events import types as t
 from events.envelope import make_event, time_seq
-from events.errors import EnvelopeError, TrainwardenError
+from events.errors import TrainwardenError
 from events.projection import fold
 from events.redact import redact_text
 from events.store import Malformed
@@ -41,13 +41,15 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
         if not sep or not path:
             raise ConfigError(f"--watch expects RUN=PATH, got {spec!r}")
         try:
-            watches.append(LogWatch(run=run, path=Path(path)))
-        except EnvelopeError as exc:
+            watches.append(RunWatch(run=run, log=Path(path).resolve()))
+        except TrainwardenError as exc:
             raise ConfigError(f"--watch {spec!r}: {exc}") from None
-    if not watches:
-        raise ConfigError("nothing to watch: pass --watch RUN=PATH or list runs under agent.watch in the settings file")
     agent = wiring.agent(settings, watches=tuple(watches), state_file=args.state_file)
-    log.info("agent on %s watching %s", settings.host, ", ".join(f"{w.run}={w.path}" for w in watches))
+    control = agent.control.key if agent.control is not None else "no control stream"
+    log.info("agent on %s watching %s; new runs from %s", settings.host,
+             ", ".join(f"{w.run}={w.log}" for w in agent.watchers.values()) or "nothing yet", control)  # fmt: skip
+    if agent.gpu_problem:
+        log.warning("%s; the agent goes on without GPU samples", agent.gpu_problem)
     agent.run(burst=args.burst, stop=stop_on_signals())
     return 0
 
@@ -176,9 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("agent", help="tail training logs on this host and publish events")
-    s.add_argument("--watch", action="append", metavar="RUN=PATH", help="a run and its log file (repeatable)")
-    s.add_argument("--state-file", type=Path, help="where read offsets are kept")
+    s = sub.add_parser("agent", help="watch this host's runs (logs, W&B, processes, GPUs) and publish events")
+    s.add_argument("--watch", action="append", metavar="RUN=PATH", help="a run and its log file (repeatable); "
+                   "launched runs are added through the host's control stream")  # fmt: skip
+    s.add_argument("--state-file", type=Path, help="where read offsets and registered runs are kept")
     s.add_argument("--burst", action="store_true", help="publish what is there, then exit")
     s.set_defaults(func=cmd_agent)
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
-from agent.runner import LogWatch
+from agent.errors import ControlMessageError
+from agent.watch import RunWatch
 from bot.config import BotConfig
-from events.errors import EnvelopeError
 from trainwarden import defaults
 from trainwarden.errors import ConfigError
 from trainwarden.slack_settings import parse_slack
@@ -38,7 +38,17 @@ TOP_LEVEL = {
     "experiments_dir",
     "slack",
 }
-AGENT_KEYS = {"state_file", "poll_interval_s", "watch"}
+AGENT_KEYS = {
+    "state_file", "poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
+    "wandb_api_interval_s", "wandb_base_url", "spool_dir", "spool_max_mb", "nvml", "watch",
+}  # fmt: skip
+AGENT_FLOATS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
+                "wandb_api_interval_s", "spool_max_mb")  # fmt: skip
+WATCH_KEYS = {
+    "run", "log", "exit_file", "session", "tmux_socket", "pid", "workdir", "wandb", "wandb_dir", "wandb_run_dir",
+    "wandb_path", "gpus",
+}  # fmt: skip
+WATCH_PATHS = ("log", "exit_file", "workdir", "wandb_dir", "wandb_run_dir")
 WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s"}
 
 
@@ -52,7 +62,16 @@ class Settings:
     evidence_dir: Path = Path(defaults.EVIDENCE_DIR)
     agent_state_file: Path = field(default_factory=lambda: Path(defaults.AGENT_STATE_FILE).expanduser())
     agent_poll_interval_s: float = defaults.AGENT_POLL_INTERVAL_S
-    watches: tuple[LogWatch, ...] = ()
+    agent_gpu_interval_s: float = defaults.AGENT_GPU_INTERVAL_S
+    agent_process_interval_s: float = defaults.AGENT_PROCESS_INTERVAL_S
+    agent_heartbeat_interval_s: float = defaults.AGENT_HEARTBEAT_INTERVAL_S
+    agent_wandb_stale_s: float = defaults.AGENT_WANDB_STALE_S
+    agent_wandb_api_interval_s: float = defaults.AGENT_WANDB_API_INTERVAL_S
+    agent_wandb_base_url: str = defaults.AGENT_WANDB_BASE_URL
+    agent_spool_dir: Path | None = None  # default: `spool/` beside the state file
+    agent_spool_max_mb: float = defaults.AGENT_SPOOL_MAX_MB
+    agent_nvml: bool = True
+    watches: tuple[RunWatch, ...] = ()
     reclaim_idle_s: float = defaults.RECLAIM_IDLE_S
     lock_timeout_s: float = defaults.LOCK_TIMEOUT_S
     job_timeout_s: int = defaults.JOB_TIMEOUT_S
@@ -92,28 +111,57 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
     return _with_env(Settings(**values), env)
 
 
+def _bool(path: Path, node: yaml.Node, what: str) -> bool:
+    value = yaml.safe_load(yaml.serialize(node))
+    if not isinstance(value, bool):
+        raise ConfigError(f"{_where(path, node)}: {what} must be true or false, got {value!r}")
+    return value
+
+
 def _agent(path: Path, node: yaml.Node) -> dict[str, Any]:
     a = _mapping(path, node, AGENT_KEYS, "agent")
     out: dict[str, Any] = {}
     if "state_file" in a:
         out["agent_state_file"] = Path(_scalar(path, a["state_file"], str, "agent.state_file")).expanduser()
-    if "poll_interval_s" in a:
-        out["agent_poll_interval_s"] = _scalar(path, a["poll_interval_s"], float, "agent.poll_interval_s")
+    if "spool_dir" in a:
+        out["agent_spool_dir"] = Path(_scalar(path, a["spool_dir"], str, "agent.spool_dir")).expanduser()
+    for key in AGENT_FLOATS:
+        if key in a:
+            out[f"agent_{key}"] = _scalar(path, a[key], float, f"agent.{key}")
+    if "wandb_base_url" in a:
+        out["agent_wandb_base_url"] = _scalar(path, a["wandb_base_url"], str, "agent.wandb_base_url")
+    if "nvml" in a:
+        out["agent_nvml"] = _bool(path, a["nvml"], "agent.nvml")
     if "watch" in a:
         if not isinstance(a["watch"], yaml.SequenceNode):
-            raise ConfigError(f"{_where(path, a['watch'])}: agent.watch must be a list of {{run, log}} entries")
-        watches = []
-        for item in a["watch"].value:
-            w = _mapping(path, item, {"run", "log"}, "an agent.watch entry")
-            if "run" not in w or "log" not in w:
-                raise ConfigError(f"{_where(path, item)}: an agent.watch entry needs both 'run' and 'log'")
-            try:
-                watches.append(LogWatch(run=_scalar(path, w["run"], str, "run"),
-                                        path=path.parent / _scalar(path, w["log"], str, "log")))  # fmt: skip
-            except EnvelopeError as exc:
-                raise ConfigError(f"{_where(path, w['run'])}: {exc}") from None
-        out["watches"] = tuple(watches)
+            raise ConfigError(f"{_where(path, a['watch'])}: agent.watch must be a list of {{run, log, ...}} entries")
+        out["watches"] = tuple(_watch(path, item) for item in a["watch"].value)
     return out
+
+
+def _watch(path: Path, item: yaml.Node) -> RunWatch:
+    w = _mapping(path, item, WATCH_KEYS, "an agent.watch entry")
+    if "run" not in w or "log" not in w:
+        raise ConfigError(f"{_where(path, item)}: an agent.watch entry needs both 'run' and 'log'")
+    values: dict[str, Any] = {}
+    for key, node in w.items():
+        if key in WATCH_PATHS:
+            values[key] = path.parent / _scalar(path, node, str, key)
+        elif key == "wandb":
+            values[key] = _bool(path, node, "wandb")
+        elif key == "pid":
+            values[key] = _scalar(path, node, int, "pid")
+        elif key == "gpus":
+            gpus = yaml.safe_load(yaml.serialize(node))
+            if not isinstance(gpus, list) or not all(type(g) is int and g >= 0 for g in gpus):
+                raise ConfigError(f"{_where(path, node)}: gpus must be a list of GPU indexes like [0, 1], got {gpus!r}")
+            values[key] = gpus
+        else:
+            values[key] = _scalar(path, node, str, key)
+    try:
+        return RunWatch.from_dict(values)
+    except ControlMessageError as exc:
+        raise ConfigError(f"{_where(path, w['run'])}: {exc}") from None
 
 
 def _with_env(settings: Settings, env: Mapping[str, str]) -> Settings:

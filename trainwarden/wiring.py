@@ -11,8 +11,15 @@ from typing import TYPE_CHECKING
 import redis
 from rq import Queue
 
+from agent.control import ControlReader
+from agent.errors import GpuUnavailable
+from agent.gpu import GpuSampler
 from agent.publisher import Publisher
-from agent.runner import Agent, LogWatch
+from agent.runner import Agent, AgentConfig
+from agent.spool import Spool
+from agent.wandb_source import PublicApi
+from agent.watch import RunWatch
+from agent.watcher import WatchOptions
 from bot.deadman import Deadman
 from bot.notifier import Notifier
 from bot.sink import Sink
@@ -65,13 +72,55 @@ def queue(settings: Settings, client: redis.Redis | None = None) -> Queue:
     return Queue(settings.queue, connection=client or rq_redis(settings))
 
 
-def agent(settings: Settings, *, watches: tuple[LogWatch, ...] | None = None, state_file: Path | None = None) -> Agent:
+def gpu_sampler(settings: Settings) -> tuple[GpuSampler | None, str | None]:
+    """NVML, or (None, why not): the agent then says so in a `source.status` event and goes on."""
+    if not settings.agent_nvml:
+        return None, "GPU sampling is turned off (agent.nvml: false)"
+    from agent.nvml import NvmlSampler
+
+    try:
+        return NvmlSampler(), None
+    except GpuUnavailable as exc:
+        return None, str(exc)
+
+
+def agent(
+    settings: Settings,
+    *,
+    watches: tuple[RunWatch, ...] | None = None,
+    state_file: Path | None = None,
+    gpu: GpuSampler | None = None,
+) -> Agent:
+    client = events_redis(settings)
+    event_store = store(settings, client)
+    state_path = state_file or settings.agent_state_file
+    spool = Spool(settings.agent_spool_dir or state_path.parent / "spool",
+                  max_bytes=int(settings.agent_spool_max_mb * 2**20))  # fmt: skip
+    problem = None
+    if gpu is None:
+        gpu, problem = gpu_sampler(settings)
+    api_key = os.environ.get("WANDB_API_KEY")
+    config = AgentConfig(
+        poll_interval_s=settings.agent_poll_interval_s,
+        gpu_interval_s=settings.agent_gpu_interval_s,
+        process_interval_s=settings.agent_process_interval_s,
+        heartbeat_interval_s=settings.agent_heartbeat_interval_s,
+        watch=WatchOptions(
+            wandb_stale_s=settings.agent_wandb_stale_s,
+            wandb_api_interval_s=settings.agent_wandb_api_interval_s,
+            wandb_base_url=settings.agent_wandb_base_url,
+        ),
+    )
     return Agent(
-        publisher=Publisher(store(settings)),
+        publisher=Publisher(event_store, spool=spool),
         host=settings.host,
-        watches=list(settings.watches if watches is None else watches),
-        state_path=state_file or settings.agent_state_file,
-        poll_interval=settings.agent_poll_interval_s,
+        watches=settings.watches if watches is None else watches,
+        state_path=state_path,
+        config=config,
+        gpu=gpu,
+        gpu_problem=problem,
+        control=ControlReader(client, event_store.keys.agent_control(settings.host)),
+        wandb_api=PublicApi(api_key=api_key) if api_key else None,
     )
 
 

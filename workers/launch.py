@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 from events import types as t
 from events.envelope import Event, check_run_name, make_event, time_seq
 from events.redact import redact
-from events.store import EventStore
+from events.store import EventStore, redis_errors
 from workers.errors import LaunchError
 from workers.transport import session_name, tmux_argv
 
@@ -56,10 +57,16 @@ def validate(spec: LaunchSpec) -> None:
 
 
 def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
-    """Start the run; raises LaunchError (nothing recorded) if tmux refuses."""
+    """Start the run; raises LaunchError (nothing recorded) if tmux refuses.
+
+    Records `run.launched`, then registers the run with this host's agent through its control
+    stream (message format: agent/watch.py).
+    """
     validate(spec)
     session = session_name(spec.run)
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{spec.log_path}.exit").unlink(missing_ok=True)  # an earlier launch's exit code is not this one's
+    launched_at = time.time()
     env_args = [arg for name, value in spec.env.items() for arg in ("-e", f"{name}={value}")]
     argv = tmux_argv(
         spec.tmux_socket, "new-session", "-d", "-s", session, "-x", "200", "-y", "50", *env_args,
@@ -83,4 +90,9 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     )
     event = make_event(t.RUN_LAUNCHED, run=spec.run, host=host, producer=f"launch/{host}", seq=time_seq(), data=data)
     store.append_one(event)
+    control = {"op": "watch", "run": spec.run, "log": str(spec.log_path), "session": session,
+               "tmux_socket": spec.tmux_socket or "", "workdir": str(spec.workdir), "launch": event.id,
+               "launched_at": repr(launched_at)}  # fmt: skip
+    with redis_errors("register the run with the agent", run=spec.run):
+        store.redis.xadd(store.keys.agent_control(host), control)
     return event

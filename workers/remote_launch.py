@@ -191,6 +191,8 @@ class RemoteLauncher:
         self.store.redis.xadd(
             self.store.keys.agent_control(server.name),
             {"op": "watch", "run": run, "log": paths.log, "exit_file": paths.exit_file, "session": session,
-             "tmux_socket": server.tmux_socket or "", "pid": str(pid or "")},
+             "tmux_socket": server.tmux_socket or "", "pid": str(pid or ""), "launch": launched.id,
+             "launched_at": repr(launched.ts), "workdir": experiment.code_dir or server.work_dir,
+             "gpus": ",".join(str(g) for g in gpus)},
         )  # fmt: skip
         return launched

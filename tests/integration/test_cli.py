@@ -54,10 +54,16 @@ def test_invalid_settings_file_names_the_line(tmp_path):
     assert f"{bad}:3:3: unknown key 'lock_timeout' in workers" in proc.stderr
 
 
-def test_agent_without_anything_to_watch_says_how_to_fix_it(settings_file):
+def test_agent_learns_its_runs_from_the_control_stream(settings_file, store, tmp_path):
+    log = tmp_path / "exp01.log"
+    log.write_text("step=1 loss=2.0\n")
+    control = store.keys.agent_control("testhost")
+    store.redis.xadd(control, {"op": "watch", "run": "bad run", "log": str(log)})
+    store.redis.xadd(control, {"op": "watch", "run": "exp01", "log": str(log), "session": "", "pid": ""})
     proc = run_cli(settings_file, "agent", "--burst")
-    assert proc.returncode == 1
-    assert "--watch RUN=PATH" in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert "skipping control message" in proc.stderr and "invalid run name 'bad run'" in proc.stderr
+    assert [e.data for e in events_of(store, "exp01", t.METRIC)] == [{"step": 1, "loss": 2.0}]
 
 
 def test_unreachable_redis_is_a_clear_error(tmp_path):

@@ -1,7 +1,6 @@
 """Remote launch, preflight, W&B guard and host keys against a real sshd on 127.0.0.1."""
 
 import stat
-from pathlib import Path
 
 import pytest
 
@@ -164,12 +163,15 @@ def test_stop_both_ways_and_again(pool, store, gpu_server, way):
 
 
 def test_metrics_of_a_remote_run_arrive(pool, store, gpu_server):
+    from agent.control import ControlReader
     from agent.publisher import Publisher
-    from agent.runner import Agent, LogWatch
+    from agent.runner import Agent
 
-    launched = launcher(pool, store, gpu_server, experiment()).launch("exp01")
-    # The host's agent tails the log named in run.launched (here the "server" shares our disk).
-    agent = Agent(publisher=Publisher(store), host="gpu1", watches=[LogWatch("exp01", Path(launched.data["log_path"]))])
+    launcher(pool, store, gpu_server, experiment()).launch("exp01")
+    # The host's agent learns the run from the control message the launcher wrote (here the
+    # "server" shares our disk).
+    control = ControlReader(store.redis, store.keys.agent_control("gpu1"))
+    agent = Agent(publisher=Publisher(store), host="gpu1", control=control)
 
     def arrived() -> bool:
         agent.run(burst=True)

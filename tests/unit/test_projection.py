@@ -22,7 +22,7 @@ def history():
         ev(t.EVIDENCE_BUILT, 9, path="/evidence/exp01/x"),
         ev(t.STOP_DONE, 10, detail="killed"),
         ev(t.COMMAND_RECEIVED, 11, user="U1", text="/status exp01"),
-        ev("gpu.xid", 12, xid=79),
+        ev("gpu.fan", 12, rpm=0),
     ]
 
 
@@ -42,7 +42,7 @@ def test_fold_builds_the_run_state():
 
 
 def test_unknown_types_are_kept_and_counted():
-    assert unknown_types(fold(history())) == {"gpu.xid": 1}
+    assert unknown_types(fold(history())) == {"gpu.fan": 1}
 
 
 def test_incremental_apply_equals_fold_and_survives_serialisation():

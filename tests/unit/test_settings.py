@@ -25,8 +25,27 @@ def test_good_file(tmp_path):
     assert s.host == "ic2"
     assert s.evidence_dir == (tmp_path / "ev").resolve()
     assert s.watches[0].run == "exp01"
-    assert s.watches[0].path == tmp_path / "logs/exp01.log"
+    assert s.watches[0].log == tmp_path / "logs/exp01.log"
     assert s.reclaim_idle_s == 10.0
+
+
+def test_agent_options_and_a_full_watch_entry(tmp_path):
+    text = GOOD.replace("  watch:\n", "  gpu_interval_s: 1\n  nvml: false\n  spool_max_mb: 64\n  watch:\n").replace(
+        "workers:",
+        "    - {run: exp02, log: /data/exp02.log, session: train-exp02, gpus: [0, 1], wandb: false, "
+        "wandb_path: lab/proj/abc123}\nworkers:",
+    )
+    s = parse_settings(text, tmp_path / "tw.yaml", env={})
+    assert (s.agent_gpu_interval_s, s.agent_nvml, s.agent_spool_max_mb) == (1.0, False, 64.0)
+    w = s.watches[1]
+    assert (w.run, w.log, w.session, w.gpus, w.wandb, w.wandb_path) == (
+        "exp02",
+        Path("/data/exp02.log"),
+        "train-exp02",
+        (0, 1),
+        False,
+        "lab/proj/abc123",
+    )
 
 
 def test_environment_wins_for_connection_urls(tmp_path):
@@ -45,6 +64,10 @@ def test_environment_wins_for_connection_urls(tmp_path):
         ("workers:\n  reclaim_idle_s: soon\n", "tw.yaml:2:19", "must be a float"),
         ("host: [a\n", "tw.yaml:2:1", "not valid YAML"),
         ("- 1\n", "tw.yaml:1:1", "must be a mapping"),
+        ("agent:\n  nvml: maybe\n", "tw.yaml:2:9", "must be true or false"),
+        ("agent:\n  spool_max_mb: 0\n", "tw.yaml:2:17", "must be positive"),
+        ("agent:\n  watch:\n    - {run: a, log: x, gpus: [zero]}\n", "tw.yaml:3:30", "list of GPU indexes"),
+        ("agent:\n  watch:\n    - {run: a, log: x, session_name: s}\n", "tw.yaml:3:24", "unknown key 'session_name'"),
     ],
 )
 def test_errors_name_file_line_and_column(tmp_path, text, where, message):

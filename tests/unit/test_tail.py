@@ -58,3 +58,53 @@ def test_resume_from_offset(tmp_path):
     log.write_text("a=1\nb=2\n")
     end_of_first = LogTail(log).poll()[0].end
     assert [line.text for line in LogTail(log, offset=end_of_first).poll()] == ["b=2"]
+
+
+def test_carriage_returns_end_lines_and_crlf_is_one_terminator(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_bytes(b"a=1\r\nbar 10%\rbar 20%\rbar 3")
+    tail = LogTail(log)
+    assert [line.text for line in tail.poll()] == ["a=1", "bar 10%", "bar 20%"]
+    assert tail.offset == len(b"a=1\r\nbar 10%\rbar 20%\r")
+
+
+def test_a_carriage_return_at_the_end_waits_for_the_next_byte(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_bytes(b"x=1\r")
+    tail = LogTail(log)
+    assert tail.poll() == []  # may become '\r\n'
+    with open(log, "ab") as f:
+        f.write(b"\ny=2\n")
+    lines = tail.poll()
+    assert [(line.text, line.end) for line in lines] == [("x=1", 5), ("y=2", 9)]
+
+
+def test_rename_rotation_reads_the_old_file_to_its_end_first(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("a=1\n")
+    tail = LogTail(log)
+    tail.poll()
+    with open(log, "a") as f:
+        f.write("a=2\npartial")
+    log.rename(tmp_path / "train.log.1")
+    log.write_text("b=1\n")
+    first = tail.poll()
+    assert [line.text for line in first] == ["a=2", "partial"]  # the renamed file will not grow again
+    assert {line.generation for line in first} == {0}
+    second = tail.poll()
+    assert [(line.text, line.generation) for line in second] == [("b=1", 1)]
+
+
+def test_rename_rotation_while_the_agent_was_stopped(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("a=1\n")
+    tail = LogTail(log)
+    tail.poll()
+    saved = (tail.offset, tail.generation, tail.inode)
+    with open(log, "a") as f:
+        f.write("a=2\n")
+    log.rename(tmp_path / "train.log-20261202")
+    log.write_text("b=1\n")
+    resumed = LogTail(log, offset=saved[0], generation=saved[1], inode=saved[2])
+    texts = [line.text for line in resumed.poll()] + [line.text for line in resumed.poll()]
+    assert texts == ["a=2", "b=1"]

@@ -1,0 +1,112 @@
+"""Which source a run's `metric` events come from: W&B first, the log as fallback (pure).
+
+States (the training-check method's data sources), announced by `source.status` on change:
+
+- `wandb_ok`: W&B history rows are the run's metrics. The log's metric lines are held back, and
+  dropped once a W&B row at least as recent covers them (`_timestamp` vs the time the line was
+  read). Notable log lines (tracebacks, OOM) always go out at once.
+- `log_fallback`: no usable W&B (none found, unreadable, API down, or W&B silent for `stale_s`
+  while the log kept printing metrics). The held lines are sent first, in order, so the switch
+  loses nothing; then log lines go out as they come.
+- `unreachable`: neither W&B nor the log can be read. Policies WAIT on it.
+
+When W&B comes back (log_fallback -> wandb_ok), W&B rows not newer than the last metric the log
+sent are skipped, so the switch doubles nothing. At start, `unreachable` is only announced after
+`startup_grace_s` (a launched run's log and W&B directory take a moment to appear).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from agent.logsource import Item
+from agent.wandb_source import Reading, Row
+
+WANDB_OK = "wandb_ok"
+LOG_FALLBACK = "log_fallback"
+UNREACHABLE = "unreachable"
+STALE_S = 60.0
+MAX_HELD = 5000
+STARTUP_GRACE_S = 30.0
+COVER_SLACK_S = 1.0  # a W&B row logged this close after a line was read covers it
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    status: str
+    previous: str | None
+    reason: str
+    url: str | None
+
+
+@dataclass(slots=True)
+class Decision:
+    items: list[Item]  # log items to send now, in order
+    rows: list[Row]  # W&B rows to send now, in order
+    transition: Transition | None
+
+
+class Arbiter:
+    def __init__(self, *, started: float, stale_s: float = STALE_S, max_held: int = MAX_HELD,
+                 startup_grace_s: float = STARTUP_GRACE_S) -> None:  # fmt: skip
+        self.started = started
+        self.stale_s = stale_s
+        self.startup_grace_s = startup_grace_s
+        self.status: str | None = None
+        self.reason = ""
+        self.held: deque[tuple[float, Item]] = deque(maxlen=max_held)
+        self.dropped = 0  # held lines pushed out by the bound (W&B stayed behind for very long)
+        self.last_log_at: float | None = None  # read time of the newest metric the log sent
+        self.stale = False
+
+    @property
+    def held_first(self) -> Item | None:
+        """The oldest held line: the agent must not save a log offset past it."""
+        return self.held[0][1] if self.held else None
+
+    def step(self, *, now: float, items: list[Item], wandb: Reading, log_available: bool) -> Decision:
+        new_rows = [r for r in wandb.rows if self.last_log_at is None or r.ts is None or r.ts > self.last_log_at]
+        if self.stale and new_rows:
+            self.stale = False  # W&B is writing again
+        if self.status == WANDB_OK and not wandb.finished and self.held and now - self.held[0][0] > self.stale_s:
+            self.stale = True
+        want, reason = self._want(wandb, log_available)
+        out = Decision([], [], None)
+        if want != self.status and not (self.status is None and want == UNREACHABLE
+                                        and now - self.started < self.startup_grace_s):  # fmt: skip
+            out.transition = Transition(want, self.status, reason, wandb.url)
+            if self.status == WANDB_OK and self.held:
+                out.items.extend(item for _, item in self.held)
+                self.last_log_at = now
+                self.held.clear()
+            self.status = want
+        self.reason = reason
+        for item in items:
+            if not item.is_metric:
+                out.items.append(item)
+            elif self.status != WANDB_OK:
+                out.items.append(item)
+                self.last_log_at = now
+            elif not wandb.finished:
+                if len(self.held) == self.held.maxlen:
+                    self.dropped += 1
+                self.held.append((now, item))
+        if wandb.finished:
+            self.held.clear()  # W&B has the whole run; what the log printed after it is not needed
+        if self.status == WANDB_OK:
+            out.rows = new_rows
+            for row in new_rows:
+                if row.ts is not None:
+                    while self.held and self.held[0][0] <= row.ts + COVER_SLACK_S:
+                        self.held.popleft()
+        return out
+
+    def _want(self, wandb: Reading, log_available: bool) -> tuple[str, str]:
+        if wandb.available and not self.stale:
+            return WANDB_OK, wandb.reason
+        why = (f"W&B has recorded nothing for {self.stale_s:.0f}s while the log printed metrics"
+               if wandb.available else wandb.reason)  # fmt: skip
+        if log_available:
+            return LOG_FALLBACK, why
+        return UNREACHABLE, f"{why}; and the log cannot be read"

@@ -1,0 +1,39 @@
+"""Reading the host's control stream (message format in agent.watch)."""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+
+from agent.errors import ControlMessageError
+from agent.watch import ControlMessage, parse_control
+from events.store import redis_errors
+
+log = logging.getLogger(__name__)
+
+READ_COUNT = 100
+
+
+class ControlReader:
+    """Plain XREAD after the last applied entry (kept in the agent's state file): one agent per host
+    reads its stream, so no consumer group is needed, and a restarted agent picks up where it was."""
+
+    def __init__(self, client: redis.Redis, key: str) -> None:
+        self.client = client
+        self.key = key
+
+    def read(self, after: str) -> list[tuple[str, ControlMessage | None]]:
+        """Entries after stream id `after`, oldest first; a malformed one comes back as None (logged)."""
+        with redis_errors("read the agent control stream"):
+            reply = self.client.xread({self.key: after}, count=READ_COUNT)
+        out: list[tuple[str, ControlMessage | None]] = []
+        for _key, entries in reply or []:
+            for raw_id, fields in entries:
+                sid = raw_id.decode()
+                try:
+                    out.append((sid, parse_control(fields)))
+                except ControlMessageError as exc:
+                    log.warning("skipping control message %s on %s: %s", sid, self.key, exc)
+                    out.append((sid, None))
+        return out

@@ -1,0 +1,42 @@
+"""Errors of the agent.
+
+TrainwardenError (events.errors)
+└── AgentError                  something the agent on a GPU server cannot do
+    ├── SourceUnavailable       a source cannot be read now; the agent says so and keeps running
+    │   ├── GpuUnavailable      NVML missing (no driver, no nvidia-ml-py) or failing
+    │   └── WandbUnavailable    W&B run files or API cannot be read
+    ├── WandbFileError          a W&B transaction log that is not what it should be (bad header, checksum)
+    └── ControlMessageError     a control-stream message the agent cannot use (it is skipped, with the reason)
+
+A source error never stops the agent: it becomes a `source.status` event or a heartbeat field.
+"""
+
+from __future__ import annotations
+
+from events.errors import TrainwardenError
+
+
+class AgentError(TrainwardenError):
+    """Base class of the agent's errors."""
+
+
+class SourceUnavailable(AgentError):
+    """A source cannot be read right now; retried on the next poll."""
+
+    retryable = True
+
+
+class GpuUnavailable(SourceUnavailable):
+    """NVML cannot be used on this machine."""
+
+
+class WandbUnavailable(SourceUnavailable):
+    """W&B (run files or API) cannot be read."""
+
+
+class WandbFileError(AgentError):
+    """A W&B run file is corrupt or not a W&B transaction log."""
+
+
+class ControlMessageError(AgentError):
+    """A control-stream message is malformed; it is skipped and logged."""

@@ -1,0 +1,162 @@
+"""Process health of one run: alive, CPU% and RSS of its process tree, how it ended, the W&B guard.
+
+The run's processes are found from its wrapper pid (`pid`) or its tmux pane (`session`). How it
+ended comes from the exit file the launch wrapper writes (`<log>.exit`): 0 -> `run.finished`,
+anything else -> `run.failed` with the code and the log's last lines. A run whose processes are
+gone without an exit file also failed (exit code unknown: killed, machine rebooted) -- judged only
+once the agent has seen it alive or it was registered by a launch, so a watch listed before its
+run starts is not taken for a dead run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent import procfs
+from agent.watch import RunWatch
+from events.redact import redact_text
+
+LOG_TAIL_LINES = 20
+LOG_TAIL_BYTES = 16384
+TMUX_TIMEOUT_S = 5.0
+OFFLINE_MODES = ("offline", "disabled", "dryrun")
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    exit_code: int | None  # None: gone without an exit code
+    exit_mtime_us: int | None  # when the exit file was written (numbers the event when no launch id)
+
+
+@dataclass(frozen=True, slots=True)
+class GuardFinding:
+    mode: str  # offline | disabled | dryrun
+    variable: str  # WANDB_MODE=offline, WANDB_DISABLED=true
+    pid: int
+    comm: str
+    start_ticks: int
+
+
+def read_exit_code(path: Path, *, not_before: float | None = None) -> tuple[int, int] | None:
+    """(exit code, mtime in µs) from the wrapper's exit file; None while absent, stale or half-written."""
+    try:
+        st = path.stat()
+        text = path.read_text().strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not_before is not None and st.st_mtime < not_before - 1.0:
+        return None  # left over from an earlier launch
+    if not text.lstrip("-").isdigit():
+        return None
+    return int(text), st.st_mtime_ns // 1000
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The log's last lines, secrets masked (for `run.failed`)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - LOG_TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return []
+    text = data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+    return [redact_text(line) for line in text.splitlines()[-lines:]]
+
+
+def wandb_guard(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """Pure: (mode, the variable that says so) when this environment keeps metrics out of W&B."""
+    mode = env.get("WANDB_MODE", "").strip().lower()
+    if mode in OFFLINE_MODES:
+        return mode, f"WANDB_MODE={mode}"
+    disabled = env.get("WANDB_DISABLED", "").strip().lower()
+    if disabled in ("true", "1", "yes"):
+        return "disabled", f"WANDB_DISABLED={disabled}"
+    return None
+
+
+def tmux_pane_pid(session: str, socket: str | None) -> int | None:
+    argv = ["tmux", *(["-L", socket] if socket else []), "list-panes", "-t", f"={session}", "-F", "#{pane_pid}"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TMUX_TIMEOUT_S, check=False,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = proc.stdout.split()[:1]
+    return int(first[0]) if proc.returncode == 0 and first and first[0].isdigit() else None
+
+
+class ProcessHealth:
+    def __init__(self, watch: RunWatch) -> None:
+        self.watch = watch
+        self.root: procfs.ProcStat | None = None
+        self.pids: list[int] = []
+        self.seen_alive = False
+        self.gone = False  # its processes were known (seen, or launched) and are not there now
+        self.guard_reported = False
+        self._last: tuple[float, int] | None = None  # (time, cpu ticks of the tree)
+
+    @property
+    def trackable(self) -> bool:
+        return bool(self.watch.pid or self.watch.session)
+
+    def _find_root(self, procs: Mapping[int, procfs.ProcStat]) -> procfs.ProcStat | None:
+        if self.root is not None:
+            current = procs.get(self.root.pid)
+            if current is not None and current.start_ticks == self.root.start_ticks:
+                return current
+            return None  # the process we followed is gone (a reused pid is another process)
+        pid = self.watch.pid
+        if pid is None and self.watch.session:
+            pid = tmux_pane_pid(self.watch.session, self.watch.tmux_socket)
+        return procs.get(pid) if pid is not None else None
+
+    def sample(self, procs: Mapping[int, procfs.ProcStat], now: float) -> dict[str, object] | None:
+        """A `health` event's data for the run's process tree; None when it has no known processes."""
+        if not self.trackable:
+            return None
+        root = self._find_root(procs)
+        if root is None:
+            self.pids = []
+            self.gone = self.seen_alive or bool(self.watch.launch)
+            return {"alive": False} if self.gone else None
+        self.root = root
+        self.seen_alive = True
+        self.pids = procfs.descendants(root.pid, procs)
+        ticks = sum(procs[p].cpu_ticks for p in self.pids)
+        rss = sum(procs[p].rss_bytes for p in self.pids)
+        data: dict[str, object] = {"alive": True, "pid": root.pid, "processes": len(self.pids),
+                                   "rss_mb": round(rss / 2**20, 1)}  # fmt: skip
+        if self._last is not None and now > self._last[0]:
+            cpu = (ticks - self._last[1]) / procfs.CLK_TCK / (now - self._last[0]) * 100
+            data["cpu_pct"] = round(max(0.0, cpu), 1)
+        self._last = (now, ticks)
+        return data
+
+    def guard(self, procs: Mapping[int, procfs.ProcStat]) -> GuardFinding | None:
+        """The first process of the run whose environment keeps W&B offline (reported once per run)."""
+        if self.guard_reported:
+            return None
+        for pid in self.pids:
+            env = procfs.read_environ(pid)
+            found = wandb_guard(env) if env is not None else None
+            if found is not None and pid in procs:
+                self.guard_reported = True
+                return GuardFinding(mode=found[0], variable=found[1], pid=pid, comm=procs[pid].comm,
+                                    start_ticks=procs[pid].start_ticks)  # fmt: skip
+        return None
+
+    def ended(self) -> Ended | None:
+        """How the run ended, or None while it runs (or while that cannot be told)."""
+        code = read_exit_code(self.watch.exit_path, not_before=self.watch.launched_at)
+        if code is not None:
+            return Ended(code[0], code[1])
+        if self.gone:
+            # the exit file is written before the wrapper exits: look once more to avoid a race
+            code = read_exit_code(self.watch.exit_path, not_before=self.watch.launched_at)
+            return Ended(code[0], code[1]) if code is not None else Ended(None, None)
+        return None

@@ -1,0 +1,108 @@
+"""One run's training log as events: tail -> traceback grouping -> metric parsing and tagging.
+
+Event ids are derived from byte offsets, so reading the same bytes again yields the same ids:
+
+| events | producer | seq |
+|---|---|---|
+| `metric` | `<host>/log/<run>/g<generation>` | byte offset of the line's end |
+| `log.line` | `<host>/lines/<run>/g<generation>` | byte offset of the end of the line (or traceback) |
+
+Metrics and notable lines have producers of their own because metric events may be held back
+(see `agent.arbiter`) while `log.line` events go out at once; within each producer seqs still
+only grow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.blocks import Block, Single, TracebackGrouper
+from agent.formats import parse_metrics
+from agent.names import normalise
+from agent.parse import MAX_LINE_CHARS, tag_of
+from agent.tail import Line, LogTail
+from events import types as t
+from events.envelope import Event, make_event
+from events.redact import redact_text
+
+BLOCK_IDLE_S = 1.0  # an unfinished traceback is sent after this long without new lines
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    event: Event
+    start: int  # where its first line starts: the agent never saves an offset past a held item
+    generation: int
+    is_metric: bool
+
+
+def line_item(*, run: str, host: str, line: Line, now: float) -> Item | None:
+    """Pure: the event one ordinary line yields (a metric or a notable line), if any."""
+    metrics = parse_metrics(line.text)
+    if metrics:
+        event = make_event(t.METRIC, run=run, host=host, producer=f"{host}/log/{run}/g{line.generation}",
+                           seq=line.end, data=normalise(metrics), ts=now)  # fmt: skip
+        return Item(event, line.start, line.generation, True)
+    tag = tag_of(line.text)
+    if tag is None:
+        return None
+    data = {"tag": tag, "line": redact_text(line.text[:MAX_LINE_CHARS])}
+    event = make_event(t.LOG_LINE, run=run, host=host, producer=f"{host}/lines/{run}/g{line.generation}",
+                       seq=line.end, data=data, ts=now)  # fmt: skip
+    return Item(event, line.start, line.generation, False)
+
+
+def block_item(*, run: str, host: str, block: Block, now: float) -> Item:
+    end = block.end
+    data = {"tag": block.tag(), "line": redact_text(block.text()), "lines": len(block.lines) + block.dropped}
+    event = make_event(t.LOG_LINE, run=run, host=host, producer=f"{host}/lines/{run}/g{end.generation}",
+                       seq=end.end, data=data, ts=now)  # fmt: skip
+    return Item(event, block.start, end.generation, False)
+
+
+class RunLog:
+    def __init__(self, *, run: str, host: str, tail: LogTail, block_idle_s: float = BLOCK_IDLE_S) -> None:
+        self.run = run
+        self.host = host
+        self.tail = tail
+        self.block_idle_s = block_idle_s
+        self.grouper = TracebackGrouper()
+        self.last_line_at: float | None = None
+        self.lines_read = 0
+        self._last_bar: dict[str, float | int] | None = None
+
+    @property
+    def safe_offset(self) -> int:
+        """Where to resume after a restart: before an unfinished traceback, else the tail's offset."""
+        pending = self.grouper.pending_start
+        return self.tail.offset if pending is None else min(pending, self.tail.offset)
+
+    def poll(self, now: float) -> list[Item]:
+        lines = self.tail.poll()
+        out: list[Item] = []
+        for line in lines:
+            for piece in self.grouper.feed(line):
+                item = self._item(piece, now)
+                if item is not None:
+                    out.append(item)
+        if lines:
+            self.last_line_at = now
+            self.lines_read += len(lines)
+        elif self.last_line_at is not None and now - self.last_line_at >= self.block_idle_s:
+            out.extend(self.finish(now))
+        return out
+
+    def finish(self, now: float) -> list[Item]:
+        """Send an unfinished traceback (nothing more is coming: idle, or the run ended)."""
+        return [block_item(run=self.run, host=self.host, block=b, now=now) for b in self.grouper.flush()]
+
+    def _item(self, piece: Single | Block, now: float) -> Item | None:
+        if isinstance(piece, Block):
+            return block_item(run=self.run, host=self.host, block=piece, now=now)
+        item = line_item(run=self.run, host=self.host, line=piece.line, now=now)
+        if item is not None and item.is_metric and "it/s" in piece.line.text:
+            # a progress bar redraws many times a second with the same postfix: keep changes only
+            if item.event.data == self._last_bar:
+                return None
+            self._last_bar = item.event.data
+        return item

@@ -1,0 +1,108 @@
+"""Reading processes from /proc (Linux): pure parsers, thin readers. No dependency needed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+PROC = "/proc"
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStat:
+    pid: int
+    comm: str
+    ppid: int
+    cpu_ticks: int  # utime + stime
+    start_ticks: int  # start time after boot: with the pid, names one process for good
+    rss_bytes: int
+
+
+def parse_stat(text: str) -> ProcStat:
+    """`/proc/<pid>/stat`; the command name may hold spaces and parentheses, so split at the last ')'."""
+    head, _, rest = text.rpartition(")")
+    pid_text, _, comm = head.partition(" (")
+    f = rest.split()
+    # after ')': state(0) ppid(1) ... utime(11) stime(12) ... starttime(19) vsize(20) rss(21)
+    return ProcStat(
+        pid=int(pid_text),
+        comm=comm,
+        ppid=int(f[1]),
+        cpu_ticks=int(f[11]) + int(f[12]),
+        start_ticks=int(f[19]),
+        rss_bytes=int(f[21]) * PAGE_SIZE,
+    )
+
+
+def parse_environ(raw: bytes) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        name, sep, value = item.partition(b"=")
+        if sep:
+            out[name.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return out
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    try:
+        with open(f"{PROC}/{pid}/stat") as f:
+            return parse_stat(f.read())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def snapshot() -> dict[int, ProcStat]:
+    """Every process on the machine (the ones that vanish while we look are skipped)."""
+    out: dict[int, ProcStat] = {}
+    try:
+        names = os.listdir(PROC)
+    except OSError:
+        return out
+    for name in names:
+        if name.isdigit():
+            stat = read_stat(int(name))
+            if stat is not None:
+                out[stat.pid] = stat
+    return out
+
+
+def descendants(root: int, procs: Mapping[int, ProcStat]) -> list[int]:
+    """`root` and every process below it, root first."""
+    children: dict[int, list[int]] = {}
+    for p in procs.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+    out: list[int] = []
+    todo = [root] if root in procs else []
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def read_environ(pid: int) -> dict[str, str] | None:
+    try:
+        with open(f"{PROC}/{pid}/environ", "rb") as f:
+            return parse_environ(f.read())
+    except OSError:
+        return None
+
+
+def open_paths(pids: Iterable[int]) -> list[str]:
+    """Paths of the files these processes hold open (those we may look at)."""
+    out: list[str] = []
+    for pid in pids:
+        fd_dir = f"{PROC}/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                out.append(os.readlink(f"{fd_dir}/{fd}"))
+            except OSError:
+                continue
+    return out

@@ -1,0 +1,88 @@
+"""The agent's saved state: how far each source was read, and the runs it was told to watch.
+
+Saved (atomically, at most once a second) only when every event made so far is in Redis or in
+the spool, so a restart after kill -9 resumes without a gap. Losing the file costs nothing but
+re-reading: seqs come from offsets, so lines read again produce the same event ids and the store
+drops them as duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.errors import ControlMessageError
+from agent.watch import RunWatch
+
+log = logging.getLogger(__name__)
+
+VERSION = 2
+
+
+@dataclass(frozen=True, slots=True)
+class LogPosition:
+    offset: int = 0
+    generation: int = 0
+    inode: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WandbPosition:
+    run_dir: str
+    offset: int = 0
+
+
+@dataclass(slots=True)
+class AgentState:
+    logs: dict[str, LogPosition] = field(default_factory=dict)
+    wandb: dict[str, WandbPosition] = field(default_factory=dict)
+    registered: dict[str, RunWatch] = field(default_factory=dict)  # from the control stream
+    control_id: str = "0-0"  # last control-stream entry applied
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "v": VERSION,
+                "logs": {run: asdict(p) for run, p in self.logs.items()},
+                "wandb": {run: asdict(p) for run, p in self.wandb.items()},
+                "registered": {run: w.to_dict() for run, w in self.registered.items()},
+                "control_id": self.control_id,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> AgentState:
+        raw: dict[str, Any] = json.loads(text)
+        if raw.get("v") != VERSION:
+            raise ValueError(f"state file version {raw.get('v')!r}, expected {VERSION}")
+        return cls(
+            logs={run: LogPosition(**p) for run, p in raw.get("logs", {}).items()},
+            wandb={run: WandbPosition(**p) for run, p in raw.get("wandb", {}).items()},
+            registered={run: RunWatch.from_dict(w) for run, w in raw.get("registered", {}).items()},
+            control_id=str(raw.get("control_id", "0-0")),
+        )
+
+
+def load(path: Path | None) -> AgentState:
+    if path is None or not path.exists():
+        return AgentState()
+    try:
+        return AgentState.from_json(path.read_text())
+    except (ValueError, TypeError, KeyError, ControlMessageError) as exc:
+        # A torn or foreign file: start over (safe, see above).
+        log.warning("ignoring agent state file %s (%s); logs are read again from the start", path, exc)
+        return AgentState()
+
+
+def save(path: Path | None, state: AgentState) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(state.to_json())
+    os.replace(tmp, path)

@@ -1,0 +1,157 @@
+"""Everything the agent follows for one run: log, W&B, process; turned into events.
+
+Producers and seqs (see docs/design-notes.md §1 and agent.logsource):
+
+| events | producer | seq |
+|---|---|---|
+| `metric` from W&B files | `<host>/wandb/<run>/<run dir>` | file offset past the record |
+| `metric` from the W&B API | `<host>/wandbapi/<run>/<run id>` | `_step` + 1 |
+| `source.status` | `<host>/status/<run>` | `time_seq()` |
+| `health` (process samples) | `<host>/proc/<run>` | `time_seq()` |
+| `health` (W&B guard) | `<host>/guard/<run>` | start time of the offending process (clock ticks) |
+| `run.finished` / `run.failed` | `exit/<run>` | seq of the `run.launched` event, else the exit file's mtime (µs) |
+
+The exit event's id is the one the central liveness check uses for remote runs, so whichever
+notices first records the end once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent import procfs
+from agent.arbiter import STALE_S, STARTUP_GRACE_S, Arbiter
+from agent.health import Ended, GuardFinding, ProcessHealth, log_tail
+from agent.logsource import BLOCK_IDLE_S, RunLog
+from agent.names import normalise
+from agent.state import LogPosition, WandbPosition
+from agent.tail import LogTail
+from agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, RunWandb
+from agent.watch import RunWatch
+from events import types as t
+from events.envelope import Event, make_event, time_seq
+
+METRICS_SOURCE = "metrics"  # `source` of source.status events about where metrics come from
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchOptions:
+    wandb_stale_s: float = STALE_S
+    wandb_api_interval_s: float = 30.0
+    wandb_base_url: str = DEFAULT_BASE_URL
+    block_idle_s: float = BLOCK_IDLE_S
+    startup_grace_s: float = STARTUP_GRACE_S
+
+
+class RunWatcher:
+    def __init__(self, *, watch: RunWatch, host: str, now: float, options: WatchOptions,
+                 log_position: LogPosition | None = None, wandb_position: WandbPosition | None = None,
+                 wandb_api: HistoryApi | None = None) -> None:  # fmt: skip
+        self.watch = watch
+        self.run = watch.run
+        self.host = host
+        pos = log_position or LogPosition()
+        tail = LogTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
+        self.log = RunLog(run=watch.run, host=host, tail=tail, block_idle_s=options.block_idle_s)
+        self.wandb = RunWandb(
+            watch=watch, host=host, api=wandb_api, api_interval_s=options.wandb_api_interval_s,
+            base_url=options.wandb_base_url,
+            run_dir=Path(wandb_position.run_dir) if wandb_position else None,
+            offset=wandb_position.offset if wandb_position else 0,
+        )  # fmt: skip
+        self.arbiter = Arbiter(started=now, stale_s=options.wandb_stale_s, startup_grace_s=options.startup_grace_s)
+        self.health = ProcessHealth(watch)
+        self.ended: Ended | None = None
+        self.ended_at: float | None = None
+
+    # -- positions for the state file ------------------------------------------------------------
+
+    def log_position(self) -> LogPosition:
+        tail = self.log.tail
+        offset = self.log.safe_offset
+        held = self.arbiter.held_first
+        if held is not None and held.generation == tail.generation:
+            offset = min(offset, held.start)
+        return LogPosition(offset=offset, generation=tail.generation, inode=tail.inode)
+
+    def wandb_position(self) -> WandbPosition | None:
+        if self.wandb.run_dir is None:
+            return None
+        return WandbPosition(run_dir=str(self.wandb.run_dir), offset=self.wandb.offset)
+
+    # -- polling ----------------------------------------------------------------------------------
+
+    def poll(self, now: float, claimed: set[Path]) -> list[Event]:
+        """New lines and W&B rows, through the arbiter: the fast path, every loop."""
+        items = self.log.poll(now)
+        reading = self.wandb.poll(now, self.health.pids, claimed)
+        decision = self.arbiter.step(now=now, items=items, wandb=reading, log_available=self.log.tail.exists)
+        out: list[Event] = []
+        if decision.transition is not None:
+            tr = decision.transition
+            out.append(self._event(t.SOURCE_STATUS, f"{self.host}/status/{self.run}", time_seq(), now, {
+                "source": METRICS_SOURCE, "status": tr.status, "previous": tr.previous, "reason": tr.reason,
+                "url": tr.url}))  # fmt: skip
+        out.extend(item.event for item in decision.items)
+        for row in decision.rows:
+            data = normalise(row.metrics)
+            if "step" not in data and row.step is not None:
+                data["step"] = row.step
+            out.append(self._event(t.METRIC, row.producer, row.seq, row.ts or now, data))
+        return out
+
+    def sample_process(self, procs: Mapping[int, procfs.ProcStat], now: float) -> list[Event]:
+        """Health sample, W&B guard, and the run's end (after the log's last lines)."""
+        out: list[Event] = []
+        if self.ended is not None:
+            return out
+        sample = self.health.sample(procs, now)
+        if sample is not None:
+            out.append(self._event(t.HEALTH, f"{self.host}/proc/{self.run}", time_seq(), now, sample))
+        guard = self.health.guard(procs)
+        if guard is not None:
+            out.append(self._guard_event(guard, now))
+        ended = self.health.ended()
+        if ended is not None:
+            out.extend(self.poll(now, set()))  # the lines written before it ended come first
+            out.extend(item.event for item in self.log.finish(now))
+            out.append(self._ended_event(ended, now))
+            self.ended, self.ended_at = ended, now
+        return out
+
+    def _guard_event(self, g: GuardFinding, now: float) -> Event:
+        reason = f"process {g.pid} ({g.comm}) runs with {g.variable}: its metrics do not reach W&B"
+        data = {"check": "wandb_mode", "ok": False, "wandb_mode": g.mode, "variable": g.variable, "pid": g.pid,
+                "process": g.comm, "reason": reason}  # fmt: skip
+        return self._event(t.HEALTH, f"{self.host}/guard/{self.run}", g.start_ticks, now, data)
+
+    def _ended_event(self, ended: Ended, now: float) -> Event:
+        seq = self.watch.launch_seq or ended.exit_mtime_us or time_seq()
+        data: dict[str, Any] = {"exit_code": ended.exit_code, "by": f"agent@{self.host}"}
+        if ended.exit_code != 0:
+            data["log_tail"] = log_tail(self.watch.log)
+            if ended.exit_code is None:
+                data["reason"] = "the process is gone and left no exit code"
+        event_type = t.RUN_FINISHED if ended.exit_code == 0 else t.RUN_FAILED
+        return self._event(event_type, f"exit/{self.run}", seq, now, data)
+
+    def sources(self) -> dict[str, Any]:
+        """This run's sources for the heartbeat."""
+        h = self.health
+        process = ("ended" if self.ended else "alive" if h.pids else "gone" if h.gone
+                   else "unknown" if not h.trackable else "not seen")  # fmt: skip
+        return {
+            "log": "ok" if self.log.tail.exists else "missing",
+            "metrics": self.arbiter.status,
+            "metrics_reason": self.arbiter.reason,
+            "held_lines_dropped": self.arbiter.dropped,
+            "wandb_run_dir": str(self.wandb.run_dir) if self.wandb.run_dir else None,
+            "process": process,
+            "lines_read": self.log.lines_read,
+        }
+
+    def _event(self, event_type: str, producer: str, seq: int, ts: float, data: dict[str, Any]) -> Event:
+        return make_event(event_type, run=self.run, host=self.host, producer=producer, seq=seq, data=data, ts=ts)

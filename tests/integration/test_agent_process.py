@@ -1,0 +1,89 @@
+"""Process health of runs launched in real tmux: how they end, CPU/RSS, the W&B guard, real W&B."""
+
+import subprocess
+import sys
+
+import pytest
+
+from agent.control import ControlReader
+from agent.publisher import Publisher
+from agent.runner import Agent, AgentConfig
+from events import types as t
+from tests.helpers import events_of, wait_for
+from tests.wandb_runs import SCRIPT, wandb_env
+from workers.launch import LaunchSpec, launch_local
+from workers.transport import tmux_argv
+
+pytestmark = [pytest.mark.redis, pytest.mark.tmux]
+
+FAST = AgentConfig(process_interval_s=0.05, heartbeat_interval_s=3600.0, control_interval_s=0.05)
+
+
+def agent_for(store, tmp_path):
+    return Agent(publisher=Publisher(store), host="gpu1", state_path=tmp_path / "state.json", config=FAST,
+                 control=ControlReader(store.redis, store.keys.agent_control("gpu1")))  # fmt: skip
+
+
+def launch(store, tmp_path, tmux_socket, *command, env=None):
+    spec = LaunchSpec(run="exp01", command=command, workdir=tmp_path, log_path=tmp_path / "train.log",
+                      tmux_socket=tmux_socket, env=env or {})  # fmt: skip
+    return launch_local(spec, store=store, host="gpu1")
+
+
+def drive(agent, predicate, *, timeout=20.0, what=""):
+    def step():
+        agent.step()
+        agent.flush()
+        return predicate()
+
+    return wait_for(step, timeout=timeout, what=what)
+
+
+def test_a_failing_run_ends_with_its_exit_code_and_log_tail(store, tmp_path, tmux_socket):
+    script = "import sys; print('step=1 loss=2.0'); print('ValueError: bad config'); sys.exit(3)"
+    launched = launch(store, tmp_path, tmux_socket, sys.executable, "-c", script)
+    agent = agent_for(store, tmp_path)
+    (ended,) = drive(agent, lambda: events_of(store, "exp01", t.RUN_FAILED), what="run.failed")
+    assert ended.data["exit_code"] == 3
+    assert ended.data["log_tail"][-1] == "ValueError: bad config"
+    assert ended.id == f"exit/exp01:{launched.seq}"  # the id the central liveness check also uses
+    types = [e.type for e in events_of(store, "exp01")]
+    assert types.index(t.METRIC) < types.index(t.RUN_FAILED)  # the log's lines come before the end
+
+
+def test_a_run_that_exits_0_is_finished_once(store, tmp_path, tmux_socket):
+    launch(store, tmp_path, tmux_socket, sys.executable, "-c", "print('step=1 loss=1.0')")
+    agent = agent_for(store, tmp_path)
+    drive(agent, lambda: events_of(store, "exp01", t.RUN_FINISHED), what="run.finished")
+    agent_for(store, tmp_path).run(burst=True)  # a restarted agent sees the same exit file
+    (finished,) = events_of(store, "exp01", t.RUN_FINISHED)
+    assert finished.data["exit_code"] == 0 and "log_tail" not in finished.data
+
+
+def test_wandb_guard_health_and_a_killed_session(store, tmp_path, tmux_socket):
+    script = "import time; print('step=1 loss=1.0', flush=True); time.sleep(120)"
+    launch(store, tmp_path, tmux_socket, sys.executable, "-c", script, env={"WANDB_MODE": "offline"})
+    agent = agent_for(store, tmp_path)
+    guard = drive(agent, lambda: [e for e in events_of(store, "exp01", t.HEALTH) if e.data.get("check")],
+                  what="the W&B guard")  # fmt: skip
+    assert guard[0].data["wandb_mode"] == "offline" and guard[0].data["ok"] is False
+    samples = drive(agent, lambda: [e for e in events_of(store, "exp01", t.HEALTH) if "cpu_pct" in e.data],
+                    what="a health sample with CPU%")  # fmt: skip
+    assert samples[-1].data["alive"] is True and samples[-1].data["processes"] >= 2
+    subprocess.run(tmux_argv(tmux_socket, "kill-session", "-t", "=train-exp01"), check=True)
+    (failed,) = drive(agent, lambda: events_of(store, "exp01", t.RUN_FAILED), what="run.failed")
+    assert failed.data["exit_code"] is None
+    assert failed.data["reason"] == "the process is gone and left no exit code"
+
+
+def test_a_real_wandb_run_in_tmux_is_read_from_its_run_files(store, tmp_path, tmux_socket):
+    env = {k: v for k, v in wandb_env(tmp_path).items() if k.startswith("WANDB_")}
+    rows = '[{"train/loss": 2.5, "train/global_step": 1}, {"train/loss": 2.25, "train/global_step": 2}]'
+    launch(store, tmp_path, tmux_socket, sys.executable, "-c", SCRIPT, rows, "exp01", env=env)
+    agent = agent_for(store, tmp_path)
+    drive(agent, lambda: events_of(store, "exp01", t.RUN_FINISHED), timeout=60, what="run.finished")
+    drive(agent, lambda: len(events_of(store, "exp01", t.METRIC)) == 2, what="both W&B rows")
+    metrics = events_of(store, "exp01", t.METRIC)
+    assert [(e.data["step"], e.data["loss"]) for e in metrics] == [(1, 2.5), (2, 2.25)]
+    assert all("/wandb/exp01/offline-run-" in e.producer for e in metrics)
+    assert "wandb_ok" in [e.data["status"] for e in events_of(store, "exp01", t.SOURCE_STATUS)]
