@@ -24,6 +24,14 @@ COMMAND_DENIED = "command.denied"
 CHECKPOINT_SAVED = "checkpoint.saved"
 CHECKPOINT_DELETED = "checkpoint.deleted"
 NOTIFICATION_SENT = "notification.sent"
+TICK = "tick"  # a scheduled evaluation of a quiet run (workers/schedule.py)
+POLICY_LOADED = "policy.loaded"  # in the reserved `system` run: a policy's text and content hash
+POLICY_REJECTED = "policy.rejected"  # in `system`: a changed policy file that failed validation
+POLICY_APPLIED = "policy.applied"  # in a run's log: from which entry on a policy evaluated it
+
+# Events that concern the whole installation, not one run, live in this reserved run's log;
+# the launcher refuses it as a run name.
+SYSTEM_RUN = "system"
 
 KNOWN_TYPES = frozenset(
     {
@@ -49,14 +57,19 @@ KNOWN_TYPES = frozenset(
         CHECKPOINT_SAVED,
         CHECKPOINT_DELETED,
         NOTIFICATION_SENT,
+        TICK,
+        POLICY_LOADED,
+        POLICY_REJECTED,
+        POLICY_APPLIED,
     }
 )
 
 # Types written by the workers as the result of processing a run. A feed entry holding only
 # these needs no further processing by the workers (the notifier still reads them).
 WORKER_OUTPUT_TYPES = frozenset(
-    {ANOMALY_OPENED, ANOMALY_RESOLVED, EVIDENCE_BUILT, STOP_DONE, STOP_FAILED, NOTIFICATION_SENT}
-)
+    {ANOMALY_OPENED, ANOMALY_RESOLVED, EVIDENCE_BUILT, STOP_DONE, STOP_FAILED, NOTIFICATION_SENT, POLICY_LOADED,
+     POLICY_REJECTED, POLICY_APPLIED}
+)  # fmt: skip
 
 # Decision values, strongest first: STOP beats WAIT beats CONTINUE.
 STOP = "STOP"

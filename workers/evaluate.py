@@ -9,7 +9,7 @@ from events import types as t
 from events.envelope import Event, make_event
 from events.projection import apply
 from events.store import Malformed
-from policies.engine import evaluate
+from policies.engine import apply_policy, evaluate
 from policies.model import Policy
 from workers.checkpoint import ACTION_EVIDENCE, ACTION_STOP, Checkpoint
 
@@ -36,10 +36,18 @@ def evaluate_entries(
     """Fold `entries` into `cp` (in place) and collect what must be appended with it.
 
     Side effects are not performed here: a STOP decision or a stop request read from the log
-    becomes a pending action in the checkpoint, carried out after the commit.
+    becomes a pending action in the checkpoint, carried out after the commit. When `policy` is not
+    the one that evaluated the run so far, a `policy.applied` event records from which entry on it
+    does, so `trainwarden replay --verify` can re-evaluate each entry with the policy that did.
     """
     step = Step()
     producer = evaluator_producer(run)
+    switch = [] if not entries or cp.policy.policy == policy.hash else apply_policy(policy, cp.policy)
+    for outcome in switch:
+        data = {**outcome.data, "from": entries[0][0]} if outcome.type == t.POLICY_APPLIED else outcome.data
+        cp.emitted += 1
+        step.outputs.append(make_event(outcome.type, run=run, host=host, producer=producer, seq=cp.emitted, data=data,
+                                       ts=now))  # fmt: skip
     for sid, item in entries:
         cp.after = sid
         if isinstance(item, Malformed):
