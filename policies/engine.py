@@ -72,19 +72,22 @@ def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
     startup = now - state.start < policy.startup_s
     out: list[Outcome] = []
     changed = state.dirty
-    rules = policy.rules
-    concerned = policy.index.concerned(event)
+    rules, index, states = policy.rules, policy.index, state.rules
+    concerned = index.concerned(event)
     for i in concerned:
         rule = rules[i]
-        rs = state.rules.get(rule.id) or _new_rule_state(policy, state, i, start=state.start)
+        rs = states.get(rule.id) or _new_rule_state(policy, state, i, start=state.start)
         cond = rule.kind.observe(rs["k"], event, now)
-        if cond is None and not rule.time_sensitive:
-            continue
+        if cond is None:
+            if i not in index.timed:
+                continue
+        elif not cond and not rs["c"] and rs["open"] is None:
+            continue  # the common case: healthy, and was healthy
         changed = _advance(policy, state, rule, rs, cond, event=event, startup=startup, out=out) or changed
-    for i in policy.index.timed:
+    for i in index.timed:
         if i not in concerned:
             rule = rules[i]
-            rs = state.rules.get(rule.id)
+            rs = states.get(rule.id)
             if rs is not None and (rs["c"] or rs["open"] is not None):
                 changed = _advance(policy, state, rule, rs, None, event=event, startup=startup, out=out) or changed
     if changed or state.decision is None:

@@ -20,9 +20,11 @@ from events.errors import EnvelopeError
 from trainwarden import defaults
 from trainwarden.errors import ConfigError
 
-TOP_LEVEL = {"redis_url", "rq_redis_url", "host", "namespace", "queue", "evidence_dir", "agent", "workers"}
+TOP_LEVEL = {"redis_url", "rq_redis_url", "host", "namespace", "queue", "evidence_dir", "agent", "workers", "policy",
+             "findings_file"}  # fmt: skip
 AGENT_KEYS = {"state_file", "poll_interval_s", "watch"}
-WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s"}
+WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s", "tick_startup_s", "tick_steady_s",
+               "tick_max_silence_s"}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +41,11 @@ class Settings:
     reclaim_idle_s: float = defaults.RECLAIM_IDLE_S
     lock_timeout_s: float = defaults.LOCK_TIMEOUT_S
     job_timeout_s: int = defaults.JOB_TIMEOUT_S
+    policy_path: Path | None = None  # None: the default policy shipped with trainwarden
+    findings_file: Path = Path(defaults.FINDINGS_FILE)
+    tick_startup_s: float = defaults.TICK_STARTUP_S
+    tick_steady_s: float = defaults.TICK_STEADY_S
+    tick_max_silence_s: float = defaults.TICK_MAX_SILENCE_S
     source: str = "defaults"
 
 
@@ -86,13 +93,15 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
         for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
             if key in top:
                 values[key] = _scalar(path, top[key], str, key)
-        if "evidence_dir" in top:
-            values["evidence_dir"] = (path.parent / _scalar(path, top["evidence_dir"], str, "evidence_dir")).resolve()
+        for key, attr in (("evidence_dir", "evidence_dir"), ("policy", "policy_path"), ("findings_file", "findings_file")):
+            if key in top:
+                values[attr] = (path.parent / Path(_scalar(path, top[key], str, key)).expanduser()).resolve()
         if "agent" in top:
             values.update(_agent(path, top["agent"]))
         if "workers" in top:
             w = _mapping(path, top["workers"], WORKER_KEYS, "workers")
-            for key, kind in (("reclaim_idle_s", float), ("lock_timeout_s", float), ("job_timeout_s", int)):
+            for key, kind in (("reclaim_idle_s", float), ("lock_timeout_s", float), ("job_timeout_s", int),
+                              ("tick_startup_s", float), ("tick_steady_s", float), ("tick_max_silence_s", float)):
                 if key in w:
                     values[key] = _scalar(path, w[key], kind, f"workers.{key}")
     return _with_env(Settings(**values), env)

@@ -14,10 +14,12 @@ from agent.runner import Agent, LogWatch
 from bot.notifier import Notifier, Sink
 from events.keys import Keys
 from events.store import EventStore
-from policies.default import default_policy
+from trainwarden import defaults
 from trainwarden.settings import Settings
 from workers.context import WorkerContext
 from workers.dispatcher import Dispatcher
+from workers.policy_source import PolicySource
+from workers.schedule import Ticker, TickSettings
 from workers.transport import LocalTmuxController
 
 
@@ -54,24 +56,39 @@ def agent(settings: Settings, *, watches: tuple[LogWatch, ...] | None = None, st
 
 
 def dispatcher(settings: Settings) -> Dispatcher:
+    events = store(settings)
     return Dispatcher(
-        store=store(settings),
+        store=events,
         queue=queue(settings),
         consumer=consumer_name("dispatcher"),
         reclaim_idle_ms=int(settings.reclaim_idle_s * 1000),
         job_timeout_s=settings.job_timeout_s,
+        ticker=Ticker(store=events, host=settings.host, retry_s=settings.tick_steady_s),
+        tick_check_s=defaults.TICK_CHECK_S,
     )
+
+
+def policy_source(settings: Settings) -> PolicySource:
+    """The configured policy file (PolicyError if it is invalid), or the packaged default."""
+    return PolicySource(host=settings.host, path=settings.policy_path)
 
 
 def worker_context(settings: Settings) -> WorkerContext:
     return WorkerContext(
         store=store(settings),
         host=settings.host,
-        policy=default_policy(),
+        policies=policy_source(settings),
         controller=LocalTmuxController(),
         evidence_dir=settings.evidence_dir.resolve(),
+        findings_file=settings.findings_file.resolve(),
+        ticks=tick_settings(settings),
         lock_timeout_s=settings.lock_timeout_s,
     )
+
+
+def tick_settings(settings: Settings) -> TickSettings:
+    return TickSettings(startup_s=settings.tick_startup_s, steady_s=settings.tick_steady_s,
+                        max_silence_s=settings.tick_max_silence_s)  # fmt: skip
 
 
 def notifier(settings: Settings, sink: Sink) -> Notifier:
