@@ -93,15 +93,22 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
         for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
             if key in top:
                 values[key] = _scalar(path, top[key], str, key)
-        for key, attr in (("evidence_dir", "evidence_dir"), ("policy", "policy_path"), ("findings_file", "findings_file")):
+        paths = (("evidence_dir", "evidence_dir"), ("policy", "policy_path"), ("findings_file", "findings_file"))
+        for key, attr in paths:
             if key in top:
                 values[attr] = (path.parent / Path(_scalar(path, top[key], str, key)).expanduser()).resolve()
         if "agent" in top:
             values.update(_agent(path, top["agent"]))
         if "workers" in top:
             w = _mapping(path, top["workers"], WORKER_KEYS, "workers")
-            for key, kind in (("reclaim_idle_s", float), ("lock_timeout_s", float), ("job_timeout_s", int),
-                              ("tick_startup_s", float), ("tick_steady_s", float), ("tick_max_silence_s", float)):
+            for key, kind in (
+                ("reclaim_idle_s", float),
+                ("lock_timeout_s", float),
+                ("job_timeout_s", int),
+                ("tick_startup_s", float),
+                ("tick_steady_s", float),
+                ("tick_max_silence_s", float),
+            ):
                 if key in w:
                     values[key] = _scalar(path, w[key], kind, f"workers.{key}")
     return _with_env(Settings(**values), env)
