@@ -45,6 +45,17 @@ def run_failed(event: Event) -> str:
     return f"FAILED {where(event)}: the training process exited with code {code}."
 
 
+def policy_rejected(event: Event) -> str:
+    d = event.data
+    problems = d.get("problems") or []
+    first = problems[0] if problems else "unknown problem"
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    return (
+        f"POLICY REJECTED: {d.get('source')} has errors, still using policy {d.get('kept')}: {first}{more}. "
+        "Fix it (check with `trainwarden policy check FILE`); workers reload it at their next job."
+    )
+
+
 def notification_text(event: Event, *, evidence_path: str | None = None) -> str | None:
     """The line for an event that needs a person, or None for everything else (healthy news)."""
     if event.type == t.ANOMALY_OPENED:
@@ -59,6 +70,8 @@ def notification_text(event: Event, *, evidence_path: str | None = None) -> str 
         text = stop_failed(event)
     elif event.type == t.RUN_FAILED:
         text = run_failed(event)
+    elif event.type == t.POLICY_REJECTED:
+        text = policy_rejected(event)
     else:
         return None
     return redact_text(text)

@@ -26,8 +26,9 @@ log = logging.getLogger(__name__)
 
 # Feed entries carrying none of these types are acknowledged without reading the run's log.
 NOTIFY_INPUT_TYPES = frozenset(
-    {t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.DECISION, t.STOP_DONE, t.STOP_FAILED, t.RUN_FAILED, t.EVIDENCE_BUILT}
-)
+    {t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.DECISION, t.STOP_DONE, t.STOP_FAILED, t.RUN_FAILED, t.EVIDENCE_BUILT,
+     t.POLICY_REJECTED}
+)  # fmt: skip
 DEDUP_TTL_S = 30 * 24 * 3600
 DEFAULT_RECLAIM_IDLE_MS = 30_000
 

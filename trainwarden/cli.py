@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import getpass
-import json
 import logging
 import signal
 import sys
@@ -17,10 +16,8 @@ from agent.runner import LogWatch
 from events import types as t
 from events.envelope import make_event, time_seq
 from events.errors import EnvelopeError, TrainwardenError
-from events.projection import fold
 from events.redact import redact_text
-from events.store import Malformed
-from trainwarden import render, wiring
+from trainwarden import policy_commands, render, replay_commands, wiring
 from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings, load_settings
 
@@ -124,24 +121,6 @@ def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
-    store = wiring.store(settings)
-    entries = list(store.iter_run(args.run))
-    if not entries:
-        raise ConfigError(f"run {args.run!r} has no events (see `trainwarden runs`)")
-    state = fold(item for _, item in entries if not isinstance(item, Malformed))
-    if args.json:
-        print(json.dumps(state.to_dict(), default=str, indent=2))
-        return 0
-    print(f"Timeline of {args.run} ({len(entries)} entries)")
-    for sid, item in entries:
-        print("  " + render.timeline_line(sid, item))
-    print("Final state (folded from the log alone)")
-    for line in render.state_lines(state):
-        print("  " + line)
-    return 0
-
-
 def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
     runs = wiring.store(settings).runs()
     if not runs:
@@ -206,10 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reason", default="stopped from the command line")
     s.set_defaults(func=cmd_stop)
 
-    s = sub.add_parser("replay", help="print a run's timeline and its state folded from the log")
-    s.add_argument("run")
-    s.add_argument("--json", action="store_true", help="print the folded state as JSON")
-    s.set_defaults(func=cmd_replay)
+    replay_commands.register(sub)
+    policy_commands.register(sub)
 
     s = sub.add_parser("runs", help="list known runs")
     s.set_defaults(func=cmd_runs)
