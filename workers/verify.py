@@ -54,7 +54,8 @@ def _show(event: Event | None) -> str:
         return "nothing"
     d = event.data
     what = d.get("decision") or d.get("rule") or d.get("policy") or ""
-    return f"{event.type} {event.id} {what} ({d.get('reason') or d.get('trigger') or ''})".rstrip(" ()")
+    why = d.get("reason") or d.get("trigger")
+    return f"{event.type} {event.id} {what}" + (f" ({why})" if why else "")
 
 
 def _key(event: Event) -> tuple[str, str, bytes]:
