@@ -24,6 +24,7 @@ from policies.durations import fmt_duration
 from policies.model import Outcome, Policy, Rule
 
 ENDING = frozenset({t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE})
+_LAUNCHED, _TICK, _METRIC = t.RUN_LAUNCHED, t.TICK, t.METRIC  # module globals: the hot path reads them often
 
 
 @dataclass(slots=True)
@@ -53,43 +54,47 @@ class PolicyState:
 def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
     """Advance `state` (in place) by one event and return the outcomes to append, in order."""
     typ = event.type
-    if typ == t.RUN_LAUNCHED:
+    if typ == _LAUNCHED:
         _reset(state, event)
         return []
     if typ in ENDING:
         state.ended = True
         return []
-    if state.ended or typ not in policy.index.input_types:
+    index = policy.index
+    if state.ended or typ not in index.input_types:
         return []
     now = event.ts if state.now is None or event.ts > state.now else state.now
     state.now = now
     if state.start is None:
         state.start = now
-    if typ != t.TICK:
+    if typ != _TICK:
         state.last_input = now
-        if typ == t.METRIC and "step" in event.data:
+        if typ == _METRIC and "step" in event.data:
             state.step = event.data["step"]
     startup = now - state.start < policy.startup_s
     out: list[Outcome] = []
     changed = state.dirty
-    rules, index, states = policy.rules, policy.index, state.rules
-    concerned = index.concerned(event)
-    for i in concerned:
-        rule = rules[i]
-        rs = states.get(rule.id) or _new_rule_state(policy, state, i, start=state.start)
-        cond = rule.kind.observe(rs["k"], event, now)
+    rules, states, timed_set = policy.rules, state.rules, index.timed_set
+    startup_only = () if startup else index.startup_only
+    observed, timed = index.concerned(event)
+    for i, rule_id, observe, name in observed:
+        rs = states.get(rule_id)
+        if rs is None:
+            rs = _new_rule_state(policy, state, i, start=state.start)
+        elif i in startup_only and not rs["c"] and rs["open"] is None:
+            continue  # past the startup phase this rule can never open again (until a relaunch)
+        cond = observe(rs["k"], event, now, name)
         if cond is None:
-            if i not in index.timed:
+            if i not in timed_set:
                 continue
         elif not cond and not rs["c"] and rs["open"] is None:
             continue  # the common case: healthy, and was healthy
-        changed = _advance(policy, state, rule, rs, cond, event=event, startup=startup, out=out) or changed
-    for i in index.timed:
-        if i not in concerned:
-            rule = rules[i]
-            rs = states.get(rule.id)
-            if rs is not None and (rs["c"] or rs["open"] is not None):
-                changed = _advance(policy, state, rule, rs, None, event=event, startup=startup, out=out) or changed
+        changed = _advance(policy, state, rules[i], rs, cond, event=event, startup=startup, out=out) or changed
+    for i in timed:
+        rule = rules[i]
+        rs = states.get(rule.id)
+        if rs is not None and (rs["c"] or rs["open"] is not None):
+            changed = _advance(policy, state, rule, rs, None, event=event, startup=startup, out=out) or changed
     if changed or state.decision is None:
         state.dirty = False
         out.extend(_decide(policy, state, event, out))
@@ -182,7 +187,7 @@ def _advance(
         return True
     if not rs["c"]:
         out.append(Outcome(t.ANOMALY_RESOLVED, {
-            "rule": rule.id, "reason": "cleared", "values": _current_values(rule, rs),
+            "rule": rule.id, "reason": "cleared",
             "trigger": event.id, "opened_by": rs["open"], "policy": policy.hash,
         }))  # fmt: skip
         rs["open"], rs["esc"], rs["resolved"] = None, False, now
@@ -200,14 +205,6 @@ def _escalate(rule: Rule, rs: dict[str, Any], state: PolicyState) -> bool:
     if t.DECISION_RANK[esc.decision] > t.DECISION_RANK.get(state.deciding.get(rule.id, t.CONTINUE), 0):
         state.deciding[rule.id] = esc.decision
     return True
-
-
-def _current_values(rule: Rule, rs: dict[str, Any]) -> dict[str, Any]:
-    """The values a resolve reports: what the kind last saw, if it saw anything since its state began."""
-    try:
-        return dict(rule.kind.explain(rs["k"])[1])
-    except KeyError:
-        return {}
 
 
 def _explain(rule: Rule, rs: dict[str, Any], state: PolicyState) -> tuple[str, dict[str, Any]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -15,6 +16,7 @@ PHASES = ("startup", "steady", "any")
 SEVERITIES = ("info", "warning", "critical")
 DECISIONS = (t.STOP, t.WAIT)
 DEFAULT_STARTUP_S = 1800.0  # the seed's "active watch": the first 30 minutes of a run
+CACHE_SHAPES = 4096  # event shapes remembered per policy (bounded: data keys come from outside)
 
 
 class Kind(Protocol):
@@ -23,7 +25,9 @@ class Kind(Protocol):
     `observe` returns True/False when the event tells something about the condition, None when it
     does not (the rule's persistence is then left alone). `explain` turns the state into a reason
     and the offending values, and is called only when something is emitted, to keep the hot path small.
-    `initial` gets the launch config (where baselines live) and the run's start time.
+    `initial` gets the launch config (where baselines live) and the run's start time. `observe`
+    gets `name`: the first of `keys` present in the event (the index resolves it once per event
+    shape), or None for kinds that look at whole events (`keys` None).
     """
 
     kind: ClassVar[str]
@@ -33,7 +37,7 @@ class Kind(Protocol):
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]: ...
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None: ...
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None: ...
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]: ...
 
@@ -92,6 +96,10 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+Observer = tuple[int, str, Callable[..., bool | None], str | None]  # rule index, id, its kind's observe, key
+Concerned = tuple[tuple[Observer, ...], tuple[int, ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class Index:
     """Which rules look at an event: by type, then by the data keys present (so cost ~ rules concerned)."""
@@ -100,6 +108,12 @@ class Index:
     unkeyed: dict[str, tuple[int, ...]]
     timed: tuple[int, ...]
     input_types: frozenset[str]
+    rules: tuple[Rule, ...]
+    timed_set: frozenset[int]
+    startup_only: frozenset[int]  # rules that can open only in the startup phase
+    # (type, data keys) -> concerned rules with the key each reads, and the time-sensitive rules not
+    # among them: computed once per event shape (a run's events share a few shapes)
+    cache: dict[tuple[str, tuple[str, ...]], Concerned] = field(default_factory=dict)
 
     @classmethod
     def build(cls, rules: tuple[Rule, ...]) -> Index:
@@ -117,20 +131,32 @@ class Index:
             unkeyed={typ: tuple(v) for typ, v in unkeyed.items()},
             timed=tuple(i for i, r in enumerate(rules) if r.time_sensitive),
             input_types=frozenset(keyed) | frozenset(unkeyed) | {t.TICK},
+            rules=rules,
+            timed_set=frozenset(i for i, r in enumerate(rules) if r.time_sensitive),
+            startup_only=frozenset(i for i, r in enumerate(rules) if r.phase == "startup"),
         )
 
-    def concerned(self, event: Event) -> list[int]:
-        """Indexes of the rules that observe `event`, in policy order."""
-        found = list(self.unkeyed.get(event.type, ()))
-        by_key = self.keyed.get(event.type)
-        if by_key:
+    def concerned(self, event: Event) -> Concerned:
+        """The rules that observe `event` (policy order, each with the data key it reads), and the
+        time-sensitive rules that do not (they are looked at because time moved on)."""
+        shape = (event.type, tuple(event.data))
+        found = self.cache.get(shape)
+        if found is None:
+            hits = set(self.unkeyed.get(event.type, ()))
+            by_key = self.keyed.get(event.type, {})
             for key in event.data:
-                hit = by_key.get(key)
-                if hit:
-                    found.extend(hit)
-            if len(found) > 1:
-                found = sorted(set(found))
+                hits.update(by_key.get(key, ()))
+            present = set(event.data)
+            observed = tuple((i, self.rules[i].id, self.rules[i].kind.observe, _first(self.rules[i].kind.keys, present))
+                             for i in sorted(hits))  # fmt: skip
+            found = (observed, tuple(i for i in self.timed if i not in hits))
+            if len(self.cache) < CACHE_SHAPES:
+                self.cache[shape] = found
         return found
+
+
+def _first(keys: tuple[str, ...] | None, present: set[str]) -> str | None:
+    return None if keys is None else next(k for k in keys if k in present)
 
 
 @dataclass(frozen=True, slots=True)

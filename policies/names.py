@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from math import isfinite
 from typing import Any
 
 BUILTIN_ALIASES: dict[str, tuple[str, ...]] = {
@@ -52,8 +53,13 @@ def number(value: Any) -> float | None:
 
 
 def finite(value: Any) -> float | None:
-    v = number(value)
-    return v if v is not None and math.isfinite(v) else None
+    """A finite metric value as a float, else None (one call: it is on every rule's hot path)."""
+    kind = type(value)
+    if kind is float:
+        return value if isfinite(value) else None
+    if kind is int or kind is bool:
+        return float(value)
+    return None
 
 
 def fmt(value: Any) -> str:

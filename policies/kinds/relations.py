@@ -34,16 +34,16 @@ class Divergence:
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {"s": 0.0, "n": 0, "last": None, "pt": None, "pv": None, "r": 0}
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None:
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         data = event.data
+        if name in self.falling:  # no eval in this event (`name` is the first key present, evals first)
+            self._train(st, name, data[name])
+            return None
         train = pick(data, self.falling)
-        if train is not None and (tv := finite(train[1])) is not None:
-            st["s"] += tv
-            st["n"] += 1
-            st["last"] = tv
-            st["tm"] = train[0]
-        val = pick(data, self.rising)
-        if val is None or (v := finite(val[1])) is None:
+        if train is not None:
+            self._train(st, train[0], train[1])
+        v = finite(data[name])
+        if v is None:
             return None
         cur_train = st["s"] / st["n"] if st["n"] else st["last"]
         if cur_train is None:
@@ -51,9 +51,18 @@ class Divergence:
         pv, pt = st["pv"], st["pt"]
         if pv is not None and pt is not None:
             st["r"] = st["r"] + 1 if (v > pv and cur_train < pt) else 0
-        st["vm"], st["was"], st["pv"], st["ptw"], st["pt"] = val[0], pv, v, pt, cur_train
+        st["vm"], st["was"], st["pv"], st["ptw"], st["pt"] = name, pv, v, pt, cur_train
         st["s"], st["n"] = 0.0, 0
         return st["r"] >= self.count
+
+    @staticmethod
+    def _train(st: dict[str, Any], name: str, value: Any) -> None:
+        tv = finite(value)
+        if tv is not None:
+            st["s"] += tv
+            st["n"] += 1
+            st["last"] = tv
+            st["tm"] = name
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         train = st.get("tm", self.falling[0])
@@ -103,12 +112,12 @@ class Baseline:
         base = self.value if self.value is not None else lookup(config, self.config_key or "")
         return {"b": finite(base)}
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None:
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         b = st["b"]
         if b is None:
             return None
-        found = pick(event.data, self.names)
-        if found is None or (v := finite(found[1])) is None:
+        found = (name, event.data[name])
+        if (v := finite(found[1])) is None:
             return None
         better = (b - v) if self.mode == "min" else (v - b)
         band = self.tolerance * abs(b)
@@ -148,34 +157,34 @@ class LrSchedule:
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {"peak": None, "trough": None, "pos": False}
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None:
-        found = pick(event.data, self.names)
-        if found is None:
-            return None
-        v = number(found[1])
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        v = number(event.data[name])
         if v is None:
             return None
-        st["m"], st["v"] = found[0], v
         if not math.isfinite(v):
-            st["why"] = "non-finite"
-            return True
+            return self._firing(st, name, v, "non-finite")
         if v <= 0:
-            st["why"] = "zero"
-            return self.zero and st["pos"]
-        st["pos"] = True
-        peak = st["peak"]
-        if peak is None or (v > peak and st["trough"] is None):
-            st["peak"] = v
-        elif st["trough"] is None and v < peak * (1 - self.tolerance):
-            st["trough"] = v
-        trough = st["trough"]
+            return self._firing(st, name, v, "zero") if self.zero and st["pos"] else False
+        if not st["pos"]:
+            st["pos"] = True
+        peak, trough = st["peak"], st["trough"]
         if trough is None:
+            if peak is None or v > peak:
+                st["peak"] = v
+            elif v < peak * (1 - self.tolerance):
+                st["trough"] = v
             return False
         if v < trough:
             st["trough"] = v
             return False
-        st["why"] = "rising"
-        return self.schedule == "decay" and v > trough * (1 + self.tolerance)
+        if self.schedule == "decay" and v > trough * (1 + self.tolerance):
+            return self._firing(st, name, v, "rising")
+        return False
+
+    @staticmethod
+    def _firing(st: dict[str, Any], name: str | None, v: float, why: str) -> bool:
+        st["m"], st["v"], st["why"] = name, v, why  # kept only when firing: that is what `explain` reports
+        return True
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         m, v = st["m"], st["v"]

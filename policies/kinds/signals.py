@@ -35,7 +35,7 @@ class Absence:
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {} if start is None else {"seen": start}
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None:
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         if "seen" not in st:
             st["seen"] = now
         if event.type in self.watch and (
@@ -68,7 +68,7 @@ class LogPattern:
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {}
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None:
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         if event.type == t.METRIC:
             return False
         line = event.data.get("line")
@@ -103,7 +103,7 @@ class Status:
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {}
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None:
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         if self.field_name not in event.data:
             return None
         value = event.data[self.field_name]

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from events import types as t
 from events.envelope import Event
-from policies.names import finite, fmt, number, pick
+from policies.names import finite, fmt, number
 
 METRIC_EVENTS = frozenset({t.METRIC})
 
@@ -34,15 +34,14 @@ class NonFinite:
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {}
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None:
-        found = pick(event.data, self.names)
-        if found is None:
-            return None
-        v = number(found[1])
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        v = number(event.data[name])
         if v is None:
             return None
-        st["m"], st["v"] = found[0], v
-        return not math.isfinite(v)
+        if math.isfinite(v):
+            return False
+        st["m"], st["v"] = name, v  # kept only when firing: that is what `explain` reports
+        return True
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return f"{st['m']}={fmt(st['v'])}", {st["m"]: st["v"]}
@@ -69,15 +68,15 @@ class Threshold:
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {}
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None:
-        found = pick(event.data, self.names)
-        if found is None:
-            return None
-        v = finite(found[1])
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        raw = event.data[name]
+        v = finite(raw)
         if v is None:
-            return None if number(found[1]) is None else False
-        st["m"], st["v"] = found[0], v
-        return (self.above is not None and v > self.above) or (self.below is not None and v < self.below)
+            return None if number(raw) is None else False
+        if (self.above is not None and v > self.above) or (self.below is not None and v < self.below):
+            st["m"], st["v"] = name, v  # kept only when firing: that is what `explain` reports
+            return True
+        return False
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         v = st["v"]
@@ -111,36 +110,39 @@ class Spike:
         return self.names
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        return {"w": [], "o": []}  # window in arrival order; the same values sorted (median)
+        return {"w": [], "o": [], "s": 0.0}  # window in arrival order; sorted (median); its sum (mean)
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None:
-        found = pick(event.data, self.names)
-        if found is None:
-            return None
-        v = finite(found[1])
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        v = finite(event.data[name])
         if v is None:
             return None
         window: list[float] = st["w"]
+        median = self.stat == "median"
         base: float | None = None
         if len(window) >= self.min_samples:
-            if self.stat == "median":
+            if median:
                 ordered: list[float] = st["o"]
                 mid = len(ordered) // 2
                 base = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
             else:
-                base = sum(window) / len(window)
+                base = st["s"] / len(window)
         up = self.direction == "up"
         fired = base is not None and base > 0 and (v > self.ratio * base if up else v * self.ratio < base)
-        st["m"], st["v"], st["b"] = found[0], v, base
-        if not fired:
-            window.append(v)
-            if self.stat == "median":
-                bisect.insort(st["o"], v)
-            if len(window) > self.window:
-                old = window.pop(0)
-                if self.stat == "median":
-                    del st["o"][bisect.bisect_left(st["o"], old)]
-        return fired
+        if fired:
+            st["m"], st["v"], st["b"] = name, v, base
+            return True
+        window.append(v)
+        if median:
+            bisect.insort(st["o"], v)
+        else:
+            st["s"] += v
+        if len(window) > self.window:
+            old = window.pop(0)
+            if median:
+                del st["o"][bisect.bisect_left(st["o"], old)]
+            else:
+                st["s"] -= old
+        return False
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         v, b = st["v"], st["b"]
@@ -175,10 +177,8 @@ class Trend:
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {"h": [], "r": 0}
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None:
-        found = pick(event.data, self.names)
-        if found is None:
-            return None
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        found = (name, event.data[name])
         v = finite(found[1])
         if v is None:
             return None
@@ -222,10 +222,8 @@ class Plateau:
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {"w": []}
 
-    def observe(self, st: dict[str, Any], event: Event, now: float) -> bool | None:
-        found = pick(event.data, self.names)
-        if found is None:
-            return None
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        found = (name, event.data[name])
         v = finite(found[1])
         if v is None:
             return None

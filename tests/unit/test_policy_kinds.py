@@ -59,6 +59,16 @@ def test_divergence_needs_both_directions():
     assert not any(typ == t.ANOMALY_OPENED for typ, _ in run(pol, together))
 
 
+def test_divergence_with_train_and_eval_in_the_same_event():
+    pol = policy("  - {id: d, kind: divergence, rising: v, falling: m, count: 2}\n")
+    c = Clock()
+    events = [c.metric(i, m=2.0 - i / 10, v=1.0 + i / 10) for i in range(4)]
+    out = run(pol, events)
+    assert [d["reason"] for typ, d in out if typ == t.ANOMALY_OPENED] == [
+        "v rose to 1.2 (from 1.1) while m fell to 1.8 (from 1.9), 2 evals in a row"
+    ]
+
+
 def test_absence_of_one_event_type_and_of_a_finite_metric():
     c = Clock()
     hb = policy("  - {id: hb, kind: absence, event: agent.heartbeat, duration: 90s}\n")
