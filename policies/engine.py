@@ -77,12 +77,12 @@ def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
     rules, states, timed_set = policy.rules, state.rules, index.timed_set
     startup_only = () if startup else index.startup_only
     observed, timed = index.concerned(event)
-    for i, rule_id, observe, name in observed:
+    for i, rule_id, observe, name, clear_only in observed:
         rs = states.get(rule_id)
         if rs is None:
             rs = _new_rule_state(policy, state, i, start=state.start)
-        elif i in startup_only and not rs["c"] and rs["open"] is None:
-            continue  # past the startup phase this rule can never open again (until a relaunch)
+        elif (clear_only or i in startup_only) and not rs["c"] and rs["open"] is None:
+            continue  # quiet, and this event cannot make it fire (or its phase is over until a relaunch)
         cond = observe(rs["k"], event, now, name)
         if cond is None:
             if i not in timed_set:

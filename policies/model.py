@@ -27,7 +27,9 @@ class Kind(Protocol):
     and the offending values, and is called only when something is emitted, to keep the hot path small.
     `initial` gets the launch config (where baselines live) and the run's start time. `observe`
     gets `name`: the first of `keys` present in the event (the index resolves it once per event
-    shape), or None for kinds that look at whole events (`keys` None).
+    shape), or None for kinds that look at whole events (`keys` None). A kind may declare
+    `clear_only`: event types that can only clear its condition (a metric after a log match); the
+    engine does not call `observe` for those while the rule is quiet.
     """
 
     kind: ClassVar[str]
@@ -96,7 +98,8 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-Observer = tuple[int, str, Callable[..., bool | None], str | None]  # rule index, id, its kind's observe, key
+# rule index, id, its kind's observe, the key it reads, whether this event can only clear it
+Observer = tuple[int, str, Callable[..., bool | None], str | None, bool]
 Concerned = tuple[tuple[Observer, ...], tuple[int, ...]]
 
 
@@ -147,16 +150,16 @@ class Index:
             for key in event.data:
                 hits.update(by_key.get(key, ()))
             present = set(event.data)
-            observed = tuple((i, self.rules[i].id, self.rules[i].kind.observe, _first(self.rules[i].kind.keys, present))
-                             for i in sorted(hits))  # fmt: skip
+            observed = tuple(self._observer(i, event.type, present) for i in sorted(hits))
             found = (observed, tuple(i for i in self.timed if i not in hits))
             if len(self.cache) < CACHE_SHAPES:
                 self.cache[shape] = found
         return found
 
-
-def _first(keys: tuple[str, ...] | None, present: set[str]) -> str | None:
-    return None if keys is None else next(k for k in keys if k in present)
+    def _observer(self, i: int, event_type: str, present: set[str]) -> Observer:
+        kind = self.rules[i].kind
+        key = None if kind.keys is None else next(k for k in kind.keys if k in present)
+        return i, self.rules[i].id, kind.observe, key, event_type in getattr(kind, "clear_only", ())
 
 
 @dataclass(frozen=True, slots=True)

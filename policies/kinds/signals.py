@@ -60,6 +60,7 @@ class LogPattern:
 
     kind: ClassVar[str] = "log_pattern"
     time_driven: ClassVar[bool] = False
+    clear_only: ClassVar[frozenset[str]] = frozenset({t.METRIC})
     pattern: str
     regex: re.Pattern[str] = field(compare=False, repr=False)
     events: frozenset[str] = frozenset({t.LOG_LINE, t.METRIC})
