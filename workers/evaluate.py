@@ -13,6 +13,8 @@ from policies.engine import apply_policy, evaluate
 from policies.model import Policy
 from workers.checkpoint import ACTION_EVIDENCE, ACTION_STOP, Checkpoint
 
+_ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED})  # read back from the log, they become pending actions
+
 
 @dataclass(slots=True)
 class Step:
@@ -48,19 +50,24 @@ def evaluate_entries(
         cp.emitted += 1
         step.outputs.append(make_event(outcome.type, run=run, host=host, producer=producer, seq=cp.emitted, data=data,
                                        ts=now))  # fmt: skip
+    run_state, policy_state = cp.run, cp.policy
     for sid, item in entries:
-        cp.after = sid
-        if isinstance(item, Malformed):
+        if type(item) is Malformed:
             step.dead.append(item)
             continue
         event = item
-        apply(cp.run, event)
-        if event.type == t.DECISION and event.data.get("decision") == t.STOP:
-            cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
-        elif event.type == t.STOP_REQUESTED:
-            cp.pending.append({"kind": ACTION_STOP, "sid": sid, "id": event.id})
-        for outcome in evaluate(policy, cp.policy, event):
-            data = {**outcome.data, "run_host": cp.run.host or event.host}
+        apply(run_state, event)
+        typ = event.type
+        if typ in _ACTION_TYPES:
+            if typ == t.STOP_REQUESTED:
+                cp.pending.append({"kind": ACTION_STOP, "sid": sid, "id": event.id})
+            elif event.data.get("decision") == t.STOP:
+                cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
+        outcomes = evaluate(policy, policy_state, event)
+        if not outcomes:
+            continue
+        for outcome in outcomes:
+            data = {**outcome.data, "run_host": run_state.host or event.host}
             cp.emitted += 1
             out = make_event(outcome.type, run=run, host=host, producer=producer, seq=cp.emitted, data=data, ts=now)
             step.outputs.append(out)
@@ -72,4 +79,6 @@ def evaluate_entries(
                     make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
                                data=request, ts=now)
                 )  # fmt: skip
+    if entries:
+        cp.after = entries[-1][0]
     return step

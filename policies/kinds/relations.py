@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from events.envelope import Event
-from policies.kinds.values import METRIC_EVENTS
+from policies.kinds.values import METRIC_EVENTS, OneMetric
 from policies.names import finite, fmt, number, pick
 
 
@@ -87,7 +87,7 @@ def lookup(config: dict[str, Any], path: str) -> Any:
 
 
 @dataclass(frozen=True, slots=True)
-class Baseline:
+class Baseline(OneMetric):
     """An eval metric against the experiment's expected baseline: improving, flat or worse.
 
     The baseline is a number in the rule (`value:`) or a path into the launch config
@@ -103,10 +103,6 @@ class Baseline:
     tolerance: float = 0.02  # relative band counted as flat
     fire_on: tuple[str, ...] = ("worse",)
     events: frozenset[str] = METRIC_EVENTS
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return self.names
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         base = self.value if self.value is not None else lookup(config, self.config_key or "")
@@ -138,7 +134,7 @@ class Baseline:
 
 
 @dataclass(frozen=True, slots=True)
-class LrSchedule:
+class LrSchedule(OneMetric):
     """The learning rate is non-finite, drops to zero after having been positive, or (with
     `schedule: decay`) rises again after the decay began (peak left by more than `tolerance`)."""
 
@@ -149,10 +145,6 @@ class LrSchedule:
     tolerance: float = 0.01
     zero: bool = True
     events: frozenset[str] = METRIC_EVENTS
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return self.names
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {"peak": None, "trough": None, "pos": False}

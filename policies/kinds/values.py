@@ -18,14 +18,11 @@ from policies.names import finite, fmt, number
 METRIC_EVENTS = frozenset({t.METRIC})
 
 
-@dataclass(frozen=True, slots=True)
-class NonFinite:
-    """NaN or +/-Inf: the run is broken and nothing will recover it."""
+class OneMetric:
+    """What kinds reading one metric (under any of its names) share: the index looks them up by name."""
 
-    kind: ClassVar[str] = "nonfinite"
-    time_driven: ClassVar[bool] = False
+    __slots__ = ()
     names: tuple[str, ...]
-    events: frozenset[str] = METRIC_EVENTS
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -33,6 +30,16 @@ class NonFinite:
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {}
+
+
+@dataclass(frozen=True, slots=True)
+class NonFinite(OneMetric):
+    """NaN or +/-Inf: the run is broken and nothing will recover it."""
+
+    kind: ClassVar[str] = "nonfinite"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    events: frozenset[str] = METRIC_EVENTS
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         v = number(event.data[name])
@@ -51,7 +58,7 @@ class NonFinite:
 
 
 @dataclass(frozen=True, slots=True)
-class Threshold:
+class Threshold(OneMetric):
     """A finite value above `above` or below `below` (NaN is the nonfinite kind's business)."""
 
     kind: ClassVar[str] = "threshold"
@@ -60,13 +67,6 @@ class Threshold:
     above: float | None = None
     below: float | None = None
     events: frozenset[str] = METRIC_EVENTS
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return self.names
-
-    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        return {}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         raw = event.data[name]
@@ -88,7 +88,7 @@ class Threshold:
 
 
 @dataclass(frozen=True, slots=True)
-class Spike:
+class Spike(OneMetric):
     """A value `ratio` times above (or below, `direction: down`) its trailing mean or median.
 
     Values that fire are kept out of the trailing window, so a spike that persists keeps firing
@@ -105,17 +105,15 @@ class Spike:
     min_samples: int = 5
     events: frozenset[str] = METRIC_EVENTS
 
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return self.names
-
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {"w": [], "o": [], "s": 0.0}  # window in arrival order; sorted (median); its sum (mean)
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
-        v = finite(event.data[name])
-        if v is None:
-            return None
+        v = event.data[name]
+        if type(v) is not float or not math.isfinite(v):  # the hot path: inlined `finite`
+            v = finite(v)
+            if v is None:
+                return None
         window: list[float] = st["w"]
         median = self.stat == "median"
         base: float | None = None
@@ -159,7 +157,7 @@ class Spike:
 
 
 @dataclass(frozen=True, slots=True)
-class Trend:
+class Trend(OneMetric):
     """Rising (or falling) `count` evaluations in a row, each by more than `min_delta` (relative)."""
 
     kind: ClassVar[str] = "trend"
@@ -169,10 +167,6 @@ class Trend:
     count: int = 3
     min_delta: float = 0.0
     events: frozenset[str] = METRIC_EVENTS
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return self.names
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {"h": [], "r": 0}
@@ -204,7 +198,7 @@ class Trend:
 
 
 @dataclass(frozen=True, slots=True)
-class Plateau:
+class Plateau(OneMetric):
     """Relative improvement below `eps` between the older and the newer half of the last `window` values."""
 
     kind: ClassVar[str] = "plateau"
@@ -214,10 +208,6 @@ class Plateau:
     eps: float = 0.01
     mode: str = "min"  # min: lower is better (loss); max: higher is better (accuracy)
     events: frozenset[str] = METRIC_EVENTS
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        return self.names
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         return {"w": []}
