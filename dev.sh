@@ -3,7 +3,7 @@
 #   ./dev.sh demo    install what is missing, then run the NaN -> STOP demo
 #   ./dev.sh test    install what is missing, then lint and run the whole test suite
 #   ./dev.sh bench   install what is missing, then run the benchmarks under bench/
-# Installs (only where missing): python3-venv, redis-server, tmux (apt-get), and a .venv with the project.
+# Installs (only where missing): python3-venv, redis-server, tmux, openssh-server (apt-get), and a .venv.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -65,6 +65,7 @@ ensure_venv() {
 ensure_services() {
   need_command redis-server redis-server
   need_command tmux tmux
+  [ -x /usr/sbin/sshd ] || command -v sshd >/dev/null 2>&1 || apt_install openssh-server  # remote-run tests
 }
 
 cmd=${1:-help}

@@ -4,8 +4,9 @@
     ├── EventError                   an event or envelope that breaks the schema
     │   ├── EnvelopeError            building an event with bad fields (caller bug)
     │   └── DecodeError              a stored entry that cannot be read back
-    └── StoreError                   talking to the event log failed
-        └── StoreUnavailable         Redis unreachable or timed out (retryable)
+    ├── StoreError                   talking to the event log failed
+    │   └── StoreUnavailable         Redis unreachable or timed out (retryable)
+    └── YamlFileError                a config, policy or plan file that does not match its schema
 
 Other packages hang their own trees under `TrainwardenError` in their errors.py.
 """
@@ -52,3 +53,7 @@ class StoreUnavailable(StoreError):
     """Redis cannot be reached or timed out; the operation may be retried safely (appends are idempotent)."""
 
     retryable = True
+
+
+class YamlFileError(TrainwardenError):
+    """A YAML file (settings, servers, experiments, plans) is invalid; the message starts with file:line:col."""

@@ -47,6 +47,10 @@ class Keys:
     def dead_letters(self) -> str:
         return f"{self.namespace}:dead"
 
+    def agent_control(self, host: str) -> str:
+        """Stream an agent reads to learn which runs to watch on its host (written by launches)."""
+        return f"{self.namespace}:agent:{{{host}}}:control"
+
     def notified(self, key: str) -> str:
         return f"{self.namespace}:notified:{key}"
 

@@ -27,6 +27,7 @@ class RunState:
     host: str = ""
     status: str = "unknown"
     launch: dict[str, Any] = field(default_factory=dict)
+    launch_seq: int | None = None  # seq of the latest run.launched: ends of that launch use it
     step: int | None = None
     last_metrics: dict[str, Any] = field(default_factory=dict)
     recent_metrics: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_METRICS))
@@ -114,6 +115,7 @@ def _history(items: list[dict[str, Any]], item: dict[str, Any]) -> None:
 @on(t.RUN_LAUNCHED)
 def _launched(state: RunState, event: Event) -> None:
     state.launch = dict(event.data)
+    state.launch_seq = event.seq
     state.host = event.data.get("host", event.host)
     state.status = "launched"
     state.decision = None

@@ -24,6 +24,12 @@ COMMAND_DENIED = "command.denied"
 CHECKPOINT_SAVED = "checkpoint.saved"
 CHECKPOINT_DELETED = "checkpoint.deleted"
 NOTIFICATION_SENT = "notification.sent"
+PREFLIGHT = "preflight"
+LAUNCH_REFUSED = "launch.refused"
+PLAN_STARTED = "plan.started"
+PLAN_STEP = "plan.step"
+PLAN_FINISHED = "plan.finished"
+RESUME_SKIPPED = "resume.skipped"
 TICK = "tick"  # a scheduled evaluation of a quiet run (workers/schedule.py)
 POLICY_LOADED = "policy.loaded"  # in the reserved `system` run: a policy's text and content hash
 POLICY_REJECTED = "policy.rejected"  # in `system`: a changed policy file that failed validation
@@ -57,6 +63,12 @@ KNOWN_TYPES = frozenset(
         CHECKPOINT_SAVED,
         CHECKPOINT_DELETED,
         NOTIFICATION_SENT,
+        PREFLIGHT,
+        LAUNCH_REFUSED,
+        PLAN_STARTED,
+        PLAN_STEP,
+        PLAN_FINISHED,
+        RESUME_SKIPPED,
         TICK,
         POLICY_LOADED,
         POLICY_REJECTED,
@@ -67,9 +79,20 @@ KNOWN_TYPES = frozenset(
 # Types written by the workers as the result of processing a run. A feed entry holding only
 # these needs no further processing by the workers (the notifier still reads them).
 WORKER_OUTPUT_TYPES = frozenset(
-    {ANOMALY_OPENED, ANOMALY_RESOLVED, EVIDENCE_BUILT, STOP_DONE, STOP_FAILED, NOTIFICATION_SENT, POLICY_LOADED,
-     POLICY_REJECTED, POLICY_APPLIED}
-)  # fmt: skip
+    {
+        ANOMALY_OPENED,
+        ANOMALY_RESOLVED,
+        EVIDENCE_BUILT,
+        STOP_DONE,
+        STOP_FAILED,
+        NOTIFICATION_SENT,
+        PREFLIGHT,
+        RESUME_SKIPPED,
+        POLICY_LOADED,
+        POLICY_REJECTED,
+        POLICY_APPLIED,
+    }
+)
 
 # Decision values, strongest first: STOP beats WAIT beats CONTINUE.
 STOP = "STOP"

@@ -6,9 +6,7 @@ import argparse
 import dataclasses
 import getpass
 import logging
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,18 +15,12 @@ from events import types as t
 from events.envelope import make_event, time_seq
 from events.errors import EnvelopeError, TrainwardenError
 from events.redact import redact_text
-from trainwarden import policy_commands, render, replay_commands, wiring
+from trainwarden import cli_remote, policy_commands, render, replay_commands, wiring
 from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings, load_settings
+from trainwarden.signals import stop_on_signals
 
 log = logging.getLogger("trainwarden")
-
-
-def _stop_on_signals() -> threading.Event:
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    return stop
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -52,14 +44,14 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
         raise ConfigError("nothing to watch: pass --watch RUN=PATH or list runs under agent.watch in the settings file")
     agent = wiring.agent(settings, watches=tuple(watches), state_file=args.state_file)
     log.info("agent on %s watching %s", settings.host, ", ".join(f"{w.run}={w.path}" for w in watches))
-    agent.run(burst=args.burst, stop=_stop_on_signals())
+    agent.run(burst=args.burst, stop=stop_on_signals())
     return 0
 
 
 def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
     dispatcher = wiring.dispatcher(settings)
     log.info("dispatcher reading the feed into queue %r", settings.queue)
-    dispatcher.run(burst=args.burst, stop=_stop_on_signals())
+    dispatcher.run(burst=args.burst, stop=stop_on_signals())
     return 0
 
 
@@ -84,7 +76,7 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
 
     notifier = wiring.notifier(settings, ConsoleSink())
     log.info("no Slack token configured: notifications go to this console")
-    notifier.run(burst=args.burst, stop=_stop_on_signals())
+    notifier.run(burst=args.burst, stop=stop_on_signals())
     return 0
 
 
@@ -92,6 +84,8 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
     from workers.launch import LaunchSpec, launch_local
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        return cli_remote.launch_experiment(args, settings)
     workdir = Path(args.workdir).resolve()
     spec = LaunchSpec(
         run=args.run,
@@ -171,8 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--burst", action="store_true", help="post what is there, then exit")
     s.set_defaults(func=cmd_bot)
 
-    s = sub.add_parser("launch", help="start a run on this host in a detached tmux session")
-    s.add_argument("run")
+    s = sub.add_parser(
+        "launch",
+        help="start a run: `launch EXP` (an experiment from experiments_dir, on its server over SSH) or "
+        "`launch RUN -- COMMAND...` (on this host)",
+    )
+    s.add_argument("run", help="experiment name (remote) or run name (with -- COMMAND, local)")
+    cli_remote.launch_args(s)
     s.add_argument("--workdir", default=".", help="directory to run in (default: here)")
     s.add_argument("--log", help="log file (default: WORKDIR/RUN.log)")
     s.add_argument("--tmux-socket", help="tmux socket name (tmux -L)")
@@ -194,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("dead-letters", help="show entries that could not be decoded")
     s.add_argument("--count", type=int, default=20)
     s.set_defaults(func=cmd_dead_letters)
+
+    cli_remote.register(sub)
 
     s = sub.add_parser("demo", help="run the whole NaN -> STOP path on this machine, self-contained")
     s.add_argument("--nan-at", type=int, default=25, help="step at which the synthetic loss turns NaN")

@@ -20,8 +20,20 @@ from events.errors import EnvelopeError
 from trainwarden import defaults
 from trainwarden.errors import ConfigError
 
-TOP_LEVEL = {"redis_url", "rq_redis_url", "host", "namespace", "queue", "evidence_dir", "agent", "workers", "policy",
-             "findings_file"}  # fmt: skip
+TOP_LEVEL = {
+    "redis_url",
+    "rq_redis_url",
+    "host",
+    "namespace",
+    "queue",
+    "evidence_dir",
+    "agent",
+    "workers",
+    "servers_file",
+    "experiments_dir",
+    "policy",
+    "findings_file",
+}
 AGENT_KEYS = {"state_file", "poll_interval_s", "watch"}
 WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s", "tick_startup_s", "tick_steady_s",
                "tick_max_silence_s"}  # fmt: skip
@@ -41,6 +53,8 @@ class Settings:
     reclaim_idle_s: float = defaults.RECLAIM_IDLE_S
     lock_timeout_s: float = defaults.LOCK_TIMEOUT_S
     job_timeout_s: int = defaults.JOB_TIMEOUT_S
+    servers_file: Path | None = None  # servers.yaml: remote runs over SSH
+    experiments_dir: Path | None = None  # holds experiments/exp-*.yaml
     policy_path: Path | None = None  # None: the default policy shipped with trainwarden
     findings_file: Path = Path(defaults.FINDINGS_FILE)
     tick_startup_s: float = defaults.TICK_STARTUP_S
@@ -93,7 +107,13 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
         for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
             if key in top:
                 values[key] = _scalar(path, top[key], str, key)
-        paths = (("evidence_dir", "evidence_dir"), ("policy", "policy_path"), ("findings_file", "findings_file"))
+        paths = (
+            ("servers_file", "servers_file"),
+            ("experiments_dir", "experiments_dir"),
+            ("evidence_dir", "evidence_dir"),
+            ("policy", "policy_path"),
+            ("findings_file", "findings_file"),
+        )
         for key, attr in paths:
             if key in top:
                 values[attr] = (path.parent / Path(_scalar(path, top[key], str, key)).expanduser()).resolve()

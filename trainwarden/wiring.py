@@ -15,12 +15,21 @@ from bot.notifier import Notifier, Sink
 from events.keys import Keys
 from events.store import EventStore
 from trainwarden import defaults
+from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings
 from workers.context import WorkerContext
 from workers.dispatcher import Dispatcher
+from workers.fleet import Fleet, experiment_files, load_fleet
+from workers.planner import PlanRunner
 from workers.policy_source import PolicySource
+from workers.remote_control import SshController
+from workers.remote_launch import RemoteLauncher
 from workers.schedule import Ticker, TickSettings
-from workers.transport import LocalTmuxController
+from workers.ssh import SshPool
+from workers.transport import LocalTmuxController, RoutingController, RunController
+
+SECRET_ENV_FOR_RUNS = ("WANDB_API_KEY",)  # copied into each remote run's 0600 env file
+_ssh_pool = SshPool()
 
 
 def consumer_name(role: str) -> str:
@@ -73,16 +82,50 @@ def policy_source(settings: Settings) -> PolicySource:
     return PolicySource(host=settings.host, path=settings.policy_path)
 
 
+def fleet(settings: Settings, *, required: bool = False) -> Fleet | None:
+    """Servers and experiments, when the settings name a servers file."""
+    if settings.servers_file is None:
+        if required:
+            raise ConfigError("no servers configured: set servers_file (and experiments_dir) in the settings file")
+        return None
+    directory = settings.experiments_dir or settings.servers_file.parent / "experiments"
+    return load_fleet(settings.servers_file, experiment_files(directory))
+
+
+def ssh_pool() -> SshPool:
+    return _ssh_pool
+
+
+def remote_launcher(settings: Settings, the_fleet: Fleet, client_store: EventStore | None = None) -> RemoteLauncher:
+    secrets = {name: os.environ[name] for name in SECRET_ENV_FOR_RUNS if os.environ.get(name)}
+    return RemoteLauncher(shell=ssh_pool(), store=client_store or store(settings), fleet=the_fleet,
+                          host=settings.host, secrets=secrets)  # fmt: skip
+
+
+def controller(the_fleet: Fleet | None) -> RunController:
+    remote = SshController(shell=ssh_pool(), servers=the_fleet.servers) if the_fleet else None
+    return RoutingController(local=LocalTmuxController(), remote=remote)
+
+
+def plan_runner(settings: Settings, the_fleet: Fleet) -> PlanRunner:
+    shared = store(settings)
+    return PlanRunner(store=shared, launcher=remote_launcher(settings, the_fleet, shared), shell=ssh_pool(),
+                      fleet=the_fleet, host=settings.host)  # fmt: skip
+
+
 def worker_context(settings: Settings) -> WorkerContext:
+    the_fleet = fleet(settings)
+    shared = store(settings)
     return WorkerContext(
-        store=store(settings),
+        store=shared,
         host=settings.host,
         policies=policy_source(settings),
-        controller=LocalTmuxController(),
+        controller=controller(the_fleet),
         evidence_dir=settings.evidence_dir.resolve(),
         findings_file=settings.findings_file.resolve(),
         ticks=tick_settings(settings),
         lock_timeout_s=settings.lock_timeout_s,
+        launcher=remote_launcher(settings, the_fleet, shared) if the_fleet else None,
     )
 
 

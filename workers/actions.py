@@ -14,8 +14,9 @@ from events import types as t
 from events.envelope import Event, make_event
 from events.store import Malformed
 from workers.chart import render_chart
-from workers.checkpoint import ACTION_EVIDENCE, ACTION_STOP, Checkpoint
+from workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 from workers.context import WorkerContext
+from workers.errors import LaunchError
 from workers.evidence import build_pack, read_log_tail, triggering_metric, write_pack
 from workers.findings import append_note, findings_note
 from workers.transport import StopTarget, tmux_argv
@@ -42,6 +43,12 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
     if action["kind"] == ACTION_STOP:
         event_type, data = stop_run(ctx, run, cp, source)
         return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=data, ts=now)
+    if action["kind"] == ACTION_RESUME:
+        skipped = resume_run(ctx, run, cp, action["sid"])
+        if skipped is None:
+            return None  # relaunched: the launcher recorded run.launched (attempt n+1)
+        return make_event(t.RESUME_SKIPPED, run=run, host=ctx.host, producer=producer, seq=1,
+                          data={"reason": skipped, "failure": source.id}, ts=now)  # fmt: skip
     log.error("unknown pending action kind %r for %s; dropping it", action["kind"], run)
     return None
 
@@ -84,3 +91,25 @@ def stop_run(ctx: WorkerContext, run: str, cp: Checkpoint, request: Event) -> tu
         else "stop the training process by hand"
     )
     return t.STOP_FAILED, {**base, "error": result.detail, "hint": hint}
+
+
+def resume_run(ctx: WorkerContext, run: str, cp: Checkpoint, failure_sid: str) -> str | None:
+    """Relaunch a run that died, from its latest checkpoint; returns why not, or None once relaunched."""
+    launch = cp.run.launch
+    attempt = int(launch.get("attempt", 1))
+    if ctx.launcher is None:
+        return "no servers.yaml is configured on the workers"
+    experiment = ctx.launcher.fleet.experiments.get(launch.get("experiment", run))
+    if experiment is None or experiment.resume_command is None:
+        return "the experiment has no resume_command"
+    if attempt - 1 >= experiment.max_restarts:
+        return f"max_restarts ({experiment.max_restarts}) reached after {attempt} attempts"
+    for _, later in ctx.store.iter_run(run, after=failure_sid):
+        if isinstance(later, Event) and later.type == t.RUN_LAUNCHED and later.data.get("attempt") == attempt + 1:
+            return None  # this action ran before (crash before its commit): already relaunched
+    try:
+        ctx.launcher.launch(experiment.name, gpu_ids=launch.get("gpus"), resume=True, attempt=attempt + 1,
+                            extra={k: launch[k] for k in ("plan",) if k in launch})  # fmt: skip
+    except LaunchError as exc:
+        return f"relaunch refused: {exc}"
+    return None

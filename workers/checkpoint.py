@@ -15,6 +15,7 @@ from policies.engine import PolicyState
 
 ACTION_EVIDENCE = "evidence"
 ACTION_STOP = "stop"
+ACTION_RESUME = "resume"
 
 
 @dataclass(slots=True)

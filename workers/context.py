@@ -18,6 +18,7 @@ from events.feed import DISPATCH_GROUP
 from events.store import EventStore
 from workers.errors import NoWorkerContext
 from workers.policy_source import PolicySource
+from workers.remote_launch import RemoteLauncher
 from workers.schedule import TickSettings
 from workers.transport import RunController
 
@@ -36,6 +37,7 @@ class WorkerContext:
     clock: Callable[[], float] = time.time  # wall clock for output timestamps and tick scheduling only
     lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
     feed_group: str = DISPATCH_GROUP
+    launcher: RemoteLauncher | None = None  # set when servers.yaml is configured (resumes, /launch)
 
     @property
     def redis(self) -> redis.Redis:

@@ -33,3 +33,35 @@ class LaunchError(WorkerError):
 
 class StopError(WorkerError):
     """The run controller could not attempt the stop at all."""
+
+
+class PreflightFailed(LaunchError):
+    """A preflight check failed; the launch is refused."""
+
+
+class WandbGuardRefused(LaunchError):
+    """The experiment would run with W&B offline or disabled (an offline run is invalid)."""
+
+
+class SshError(WorkerError):
+    """Talking to a server over SSH failed."""
+
+
+class HostKeyRejected(SshError):
+    """The host key is not in known_hosts or differs from it: the connection is refused."""
+
+
+class SshAuthFailed(SshError):
+    """The server refused our key."""
+
+
+class SshUnreachable(SshError):
+    """The server cannot be reached; the operation may be retried."""
+
+    retryable = True
+
+
+class SshTimeout(SshError):
+    """A remote command did not finish in time."""
+
+    retryable = True

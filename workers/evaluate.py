@@ -11,9 +11,10 @@ from events.projection import apply
 from events.store import Malformed
 from policies.engine import apply_policy, evaluate
 from policies.model import Policy
-from workers.checkpoint import ACTION_EVIDENCE, ACTION_STOP, Checkpoint
+from workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 
-_ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED})  # read back from the log, they become pending actions
+# Read back from the log, these may become pending actions.
+_ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED})
 
 
 @dataclass(slots=True)
@@ -56,11 +57,15 @@ def evaluate_entries(
             step.dead.append(item)
             continue
         event = item
+        stopped_by_us = run_state.status in ("stopping", "stopped")
         apply(run_state, event)
         typ = event.type
         if typ in _ACTION_TYPES:
             if typ == t.STOP_REQUESTED:
                 cp.pending.append({"kind": ACTION_STOP, "sid": sid, "id": event.id})
+            elif typ == t.RUN_FAILED:
+                if run_state.launch.get("resumable") and not stopped_by_us:
+                    cp.pending.append({"kind": ACTION_RESUME, "sid": sid, "id": event.id})
             elif event.data.get("decision") == t.STOP:
                 cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
         outcomes = evaluate(policy, policy_state, event)

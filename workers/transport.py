@@ -1,22 +1,35 @@
-"""Stopping a run: one small interface, a local tmux implementation (SSH comes behind the same one)."""
+"""Stopping a run: one small interface, the same stop procedure on this host and over SSH.
+
+The procedure (the seed's): the run's `stop_command` if it has one; else Ctrl-C to its tmux
+session, wait up to a grace period for it to exit, then kill the session. A run that already
+ended is a no-op success.
+"""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from workers.errors import StopError
+
 STOP_COMMAND_TIMEOUT_S = 60.0
 TMUX_TIMEOUT_S = 10.0
+DEFAULT_GRACE_S = 10.0
+POLL_S = 0.05
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StopTarget:
     run: str
     host: str
+    server: str | None = None  # a server from servers.yaml: stop over SSH; None: this host
     session: str | None = None
     tmux_socket: str | None = None
     stop_command: tuple[str, ...] | None = None
+    workdir: str | None = None  # where stop_command runs
+    grace_s: float = DEFAULT_GRACE_S
 
     @classmethod
     def from_launch(cls, run: str, launch: dict[str, Any], *, default_host: str) -> StopTarget:
@@ -24,16 +37,19 @@ class StopTarget:
         return cls(
             run=run,
             host=launch.get("host") or default_host,
+            server=launch.get("server"),
             session=launch.get("session"),
             tmux_socket=launch.get("tmux_socket"),
             stop_command=tuple(stop_command) if stop_command else None,
+            workdir=launch.get("workdir"),
+            grace_s=float(launch.get("stop_grace_s", DEFAULT_GRACE_S)),
         )
 
 
 @dataclass(frozen=True, slots=True)
 class StopResult:
     ok: bool
-    method: str  # "stop_command" | "tmux kill-session" | "none"
+    method: str  # "stop_command" | "ctrl-c" | "tmux kill-session" | "none"
     detail: str
 
 
@@ -52,39 +68,102 @@ def session_name(run: str) -> str:
     return "train-" + run.replace(".", "_").replace(":", "_")
 
 
+def stop_script(*, socket: str | None, session: str, grace_s: float) -> str:
+    """One shell script for the whole procedure, so a remote stop costs one SSH round trip:
+    Ctrl-C, poll until the session is gone or `grace_s` passed, then kill it."""
+    has = shlex.join(tmux_argv(socket, "has-session", "-t", f"={session}"))
+    ticks = max(1, int(grace_s / POLL_S))
+    return (
+        f"{has} 2>/dev/null || {{ echo ALREADY; exit 0; }}\n"
+        # A pane target: "=name:" is the session's current pane.
+        f"{shlex.join(tmux_argv(socket, 'send-keys', '-t', f'={session}:', 'C-c'))}\n"
+        f"i=0; while [ $i -lt {ticks} ]; do {has} 2>/dev/null || {{ echo EXITED $i; exit 0; }}; "
+        f"sleep {POLL_S}; i=$((i+1)); done\n"
+        f"{shlex.join(tmux_argv(socket, 'kill-session', '-t', f'={session}'))} && {{ echo KILLED; exit 0; }}\n"
+        f"{has} 2>/dev/null || {{ echo KILLED; exit 0; }}\n"
+        "echo FAILED; exit 1\n"
+    )
+
+
+def parse_stop(output: str, stderr: str, *, session: str, grace_s: float) -> StopResult:
+    words = output.split()
+    if words[:1] == ["ALREADY"]:
+        return StopResult(True, "tmux kill-session", f"session {session} already ended")
+    if words[:1] == ["EXITED"]:
+        waited = int(words[1]) * POLL_S if len(words) > 1 and words[1].isdigit() else 0.0
+        return StopResult(True, "ctrl-c", f"sent Ctrl-C to {session}; it exited after {waited:.1f}s")
+    if words[:1] == ["KILLED"]:
+        return StopResult(
+            True, "tmux kill-session", f"Ctrl-C ignored for {grace_s:.0f}s; killed tmux session {session}"
+        )
+    return StopResult(False, "tmux kill-session", f"could not stop {session}: {(stderr or output).strip()[-300:]}")
+
+
+def running_script(socket: str | None, session: str) -> str:
+    has = shlex.join(tmux_argv(socket, "has-session", "-t", f"={session}"))
+    return f"{has} >/dev/null 2>&1 && echo RUNNING || echo GONE"
+
+
+def judge_stop_command(status: int, stderr: str) -> StopResult:
+    if status == 0:
+        return StopResult(True, "stop_command", "stop_command exited 0")
+    return StopResult(False, "stop_command", f"stop_command exited {status}: {stderr.strip()[-300:]}")
+
+
 class LocalTmuxController:
-    """Stops runs on this machine: the run's `stop_command` if it has one, else kill its tmux session."""
+    """Stops runs on this machine."""
 
     def stop(self, target: StopTarget) -> StopResult:
         if target.stop_command:
-            return self._run_stop_command(target.stop_command)
+            return self._run_stop_command(target.stop_command, target.workdir)
         if not target.session:
             return StopResult(False, "none", "the run has no tmux session or stop_command recorded in run.launched")
-        if not self.is_running(target):
-            return StopResult(True, "tmux kill-session", f"session {target.session} already ended")
-        proc = _run(tmux_argv(target.tmux_socket, "kill-session", "-t", f"={target.session}"), TMUX_TIMEOUT_S)
-        if proc.returncode == 0 or not self.is_running(target):
-            return StopResult(True, "tmux kill-session", f"killed tmux session {target.session}")
-        return StopResult(False, "tmux kill-session", f"tmux kill-session failed: {proc.stderr.strip()}")
+        script = stop_script(socket=target.tmux_socket, session=target.session, grace_s=target.grace_s)
+        proc = _run(["bash", "-c", script], target.grace_s + TMUX_TIMEOUT_S)
+        return parse_stop(proc.stdout, proc.stderr, session=target.session, grace_s=target.grace_s)
 
     def is_running(self, target: StopTarget) -> bool:
         if not target.session:
             return False
-        proc = _run(tmux_argv(target.tmux_socket, "has-session", "-t", f"={target.session}"), TMUX_TIMEOUT_S)
-        return proc.returncode == 0
+        return _run(
+            ["bash", "-c", running_script(target.tmux_socket, target.session)], TMUX_TIMEOUT_S
+        ).stdout.startswith("RUNNING")
 
-    def _run_stop_command(self, argv: tuple[str, ...]) -> StopResult:
+    @staticmethod
+    def _run_stop_command(argv: tuple[str, ...], workdir: str | None) -> StopResult:
         # An argv list, never a shell string: nothing in it is interpreted.
         try:
-            proc = _run(list(argv), STOP_COMMAND_TIMEOUT_S)
+            proc = _run(list(argv), STOP_COMMAND_TIMEOUT_S, cwd=workdir)
         except FileNotFoundError:
             return StopResult(False, "stop_command", f"stop_command not found: {argv[0]}")
         except subprocess.TimeoutExpired:
             return StopResult(False, "stop_command", f"stop_command did not finish in {STOP_COMMAND_TIMEOUT_S:.0f}s")
-        if proc.returncode == 0:
-            return StopResult(True, "stop_command", "stop_command exited 0")
-        return StopResult(False, "stop_command", f"stop_command exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        return judge_stop_command(proc.returncode, proc.stderr)
 
 
-def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+class RoutingController:
+    """Runs launched on a configured server are stopped over SSH; the rest on this host."""
+
+    def __init__(self, *, local: RunController, remote: RunController | None) -> None:
+        self.local = local
+        self.remote = remote
+
+    def stop(self, target: StopTarget) -> StopResult:
+        if target.server is None:
+            return self.local.stop(target)
+        if self.remote is None:
+            return StopResult(False, "none", f"run is on server {target.server!r} but no servers.yaml is configured")
+        return self.remote.stop(target)
+
+    def is_running(self, target: StopTarget) -> bool:
+        if target.server is None:
+            return self.local.is_running(target)
+        if self.remote is None:
+            raise StopError(f"run is on server {target.server!r} but no servers.yaml is configured", run=target.run)
+        return self.remote.is_running(target)
+
+
+def _run(argv: list[str], timeout: float, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False, cwd=cwd
+    )

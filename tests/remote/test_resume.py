@@ -1,0 +1,109 @@
+"""kill -9 of the training process: the run fails, the workers relaunch it from its latest
+checkpoint up to max_restarts times, each attempt an event."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from events import types as t
+from tests.helpers import events_of, wait_for
+from tests.remote.conftest import experiment, launcher
+from workers import context
+from workers.context import WorkerContext
+from workers.fleet import CheckpointConfig
+from workers.liveness import check_remote_run, ended_event
+from workers.policy_source import PolicySource
+from workers.process import process_run
+from workers.remote_control import SshController
+from workers.transport import LocalTmuxController, RoutingController
+
+pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.ssh, pytest.mark.slow]
+
+
+def kill_training(run_dir: Path) -> None:
+    """kill -9 the python process the run's wrapper started (not the wrapper itself)."""
+    wrapper = int((run_dir / "pid").read_text())
+    children = Path(f"/proc/{wrapper}/task/{wrapper}/children").read_text().split()
+    for pid in children:
+        if b"train.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            os.kill(int(pid), signal.SIGKILL)
+            return
+    raise AssertionError(f"no training process under {wrapper}: {children}")
+
+
+def notice_end(store, pool, gpu_server, run):
+    """What the host's agent (or a plan runner) does: see the run ended and record it once."""
+    from events.projection import fold
+
+    state = fold(e for _, e in store.iter_run(run))
+    ended = wait_for(lambda: check_remote_run(pool, gpu_server.server, state.launch), what="the run to end")
+    store.append_one(ended_event(run, state.launch, state.launch_seq, ended, host="agent", now=time.time()))
+
+
+def test_killed_run_is_resumed_from_its_latest_checkpoint_then_gives_up(pool, store, gpu_server, tmp_path):
+    ckpt = gpu_server.code / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "epoch_1.pt").write_text("w1")
+    (ckpt / "epoch_2.pt").write_text("w2")
+    os.utime(ckpt / "epoch_1.pt", (1, 1))
+    exp = experiment(resume_command=("python", "train.py", "--resume", "{checkpoint}"), max_restarts=1,
+                     checkpoints=CheckpointConfig(dir=str(ckpt)))  # fmt: skip
+    tw = launcher(pool, store, gpu_server, exp)
+    tw.launch("exp01")
+    run_dir = gpu_server.root / "work" / ".trainwarden" / "runs" / "exp01"
+    log = run_dir / "train.log"
+    wait_for(lambda: log.exists() and "step=2" in log.read_text(), what="first attempt running")
+    remote = SshController(shell=pool, servers={"gpu1": gpu_server.server})
+    ctx = WorkerContext(store=store, host="worker", policies=PolicySource(host="worker"), evidence_dir=tmp_path / "ev",
+                        controller=RoutingController(local=LocalTmuxController(), remote=remote),
+                        launcher=tw, lock_timeout_s=2)  # fmt: skip
+    context.install(ctx)
+    try:
+        kill_training(run_dir)
+        notice_end(store, pool, gpu_server, "exp01")
+        (failed,) = events_of(store, "exp01", t.RUN_FAILED)
+        assert failed.data["exit_code"] == 137
+        process_run("exp01", [])
+        launches = events_of(store, "exp01", t.RUN_LAUNCHED)
+        assert [(e.data["attempt"], e.data["resume"]) for e in launches] == [(1, False), (2, True)]
+        assert launches[1].data["command"] == ["python", "train.py", "--resume", str(ckpt / "epoch_2.pt")]
+        wait_for(lambda: f"argv ['--resume', '{ckpt / 'epoch_2.pt'}']" in log.read_text(), what="the resumed run")
+        process_run("exp01", [])  # a repeat changes nothing: still two launches
+        assert len(events_of(store, "exp01", t.RUN_LAUNCHED)) == 2
+
+        kill_training(run_dir)  # the resumed run printed its argv above, so it is running
+        notice_end(store, pool, gpu_server, "exp01")
+        process_run("exp01", [])
+        assert len(events_of(store, "exp01", t.RUN_LAUNCHED)) == 2
+        (skipped,) = events_of(store, "exp01", t.RESUME_SKIPPED)
+        assert "max_restarts (1) reached" in skipped.data["reason"]
+    finally:
+        context.install(None)
+
+
+def test_a_run_we_stopped_is_not_resumed(pool, store, gpu_server, tmp_path):
+    exp = experiment(resume_command=("python", "train.py"), max_restarts=3, stop_grace_s=2)
+    tw = launcher(pool, store, gpu_server, exp)
+    tw.launch("exp01")
+    log = gpu_server.root / "work" / ".trainwarden" / "runs" / "exp01" / "train.log"
+    wait_for(lambda: log.exists() and "step=2" in log.read_text(), what="the run")
+    ctx = WorkerContext(store=store, host="worker", policies=PolicySource(host="worker"), evidence_dir=tmp_path / "ev",
+                        controller=SshController(shell=pool, servers={"gpu1": gpu_server.server}),
+                        launcher=tw, lock_timeout_s=2)  # fmt: skip
+    context.install(ctx)
+    try:
+        from events.envelope import make_event, time_seq
+
+        store.append_one(make_event(t.STOP_REQUESTED, run="exp01", host="cli", producer="cli/x", seq=time_seq(),
+                                    data={"by": "cli", "reason": "test"}))  # fmt: skip
+        process_run("exp01", [])
+        assert events_of(store, "exp01", t.STOP_DONE)
+        notice_end(store, pool, gpu_server, "exp01")
+        process_run("exp01", [])
+        assert len(events_of(store, "exp01", t.RUN_LAUNCHED)) == 1
+        assert events_of(store, "exp01", t.RESUME_SKIPPED) == []
+    finally:
+        context.install(None)

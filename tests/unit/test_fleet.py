@@ -1,0 +1,108 @@
+import re
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from events.errors import YamlFileError
+from workers.fleet import Experiment, Server, WandbConfig, load_fleet
+from workers.runscript import default_run_name, env_file, run_script, split_env, wandb_guard
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+GOOD_SERVERS = """\
+servers:
+  - name: ic2
+    host: 10.0.0.5
+    user: alice
+    work_dir: /home/alice/proj
+    gpus: [0, 1]
+    conda_env: torch
+"""
+
+
+def expectation(path: Path) -> tuple[str, str]:
+    m = re.match(r"# expect: (\d+:\d+): (.*)", path.read_text().splitlines()[0])
+    assert m, f"{path} lacks its '# expect:' line"
+    return m.group(1), m.group(2)
+
+
+@pytest.mark.parametrize("path", sorted((FIXTURES / "servers_invalid").glob("*.yaml")), ids=lambda p: p.stem)
+def test_invalid_servers_file(path):
+    where, message = expectation(path)
+    with pytest.raises(YamlFileError) as info:
+        load_fleet(path, [])
+    assert f"{path}:{where}: " in str(info.value)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("path", sorted((FIXTURES / "experiments_invalid").glob("*.yaml")), ids=lambda p: p.stem)
+def test_invalid_experiment_file(path, tmp_path):
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(GOOD_SERVERS)
+    where, message = expectation(path)
+    with pytest.raises(YamlFileError) as info:
+        load_fleet(servers, [path])
+    assert f"{path}:{where}: " in str(info.value)
+    assert message in str(info.value)
+
+
+def test_cycle_is_reported(tmp_path):
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(GOOD_SERVERS)
+    for a, b in (("a", "b"), ("b", "a")):
+        (tmp_path / f"exp-{a}.yaml").write_text(f"name: {a}\nserver: ic2\ncommand: python t.py\ndepends_on: [{b}]\n")
+    with pytest.raises(YamlFileError, match="cycle: a -> b -> a"):
+        load_fleet(servers, sorted(tmp_path.glob("exp-*.yaml")))
+
+
+def test_good_fleet(tmp_path):
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(GOOD_SERVERS)
+    (tmp_path / "exp-a.yaml").write_text(
+        "name: a\nserver: ic2\ngpus: 2\ncommand: python train.py --lr 3e-4\nenv: {WANDB_PROJECT: p, SEED: 1}\n"
+        "wandb: {project: p, group: g}\nparams: {lr: 3e-4}\nstop_command: [touch, STOP]\n"
+    )
+    fleet = load_fleet(servers, [tmp_path / "exp-a.yaml"])
+    exp = fleet.experiments["a"]
+    assert exp.command == ("python", "train.py", "--lr", "3e-4")
+    assert exp.gpus == 2 and exp.gpu_ids is None
+    assert exp.env == {"WANDB_PROJECT": "p", "SEED": "1"}
+    assert exp.stop_command == ("touch", "STOP")
+    assert fleet.server_of(exp).conda_env == "torch"
+
+
+SERVER = Server(name="ic2", host="h", user="u", work_dir="/w d", conda_env="torch")
+
+
+def exp(**kw):
+    return Experiment(**{"name": "e1", "server": "ic2", "command": ("python", "t.py"), **kw})
+
+
+def test_wandb_guard():
+    assert wandb_guard(exp(env={"WANDB_MODE": "offline"})) == "env sets WANDB_MODE=offline"
+    assert wandb_guard(exp(env={"WANDB_MODE": "Disabled"})) == "env sets WANDB_MODE=disabled"
+    assert wandb_guard(exp(env={"WANDB_DISABLED": "true"})) == "env sets WANDB_DISABLED"
+    assert wandb_guard(exp(command=("env", "WANDB_MODE=offline", "python"))) == "the command sets WANDB_MODE=offline"
+    assert wandb_guard(exp(env={"WANDB_MODE": "online"})) is None
+    assert wandb_guard(exp(env={"WANDB_MODE": "offline"}, allow_offline_wandb=True)) is None
+
+
+def test_default_run_name_holds_date_and_differing_params():
+    a = exp(name="a", params={"lr": "3e-4", "bs": "32"}, wandb=WandbConfig(group="g"))
+    b = exp(name="b", params={"lr": "1e-3", "bs": "32"}, wandb=WandbConfig(group="g"))
+    assert default_run_name(a, [a, b], date(2026, 12, 2)) == "a-20261202-lr3e-4"
+    assert default_run_name(a, [a], date(2026, 12, 2)) == "a-20261202-bs32-lr3e-4"
+
+
+def test_secrets_go_to_the_env_file_only():
+    e = exp(env={"HF_TOKEN": "hf-x", "SEED": "1"})
+    plain, secret = split_env(e, {"WANDB_API_KEY": "k$(id)"})
+    assert plain == {"SEED": "1"}
+    assert env_file(secret) == "HF_TOKEN=hf-x\nWANDB_API_KEY='k$(id)'\n"
+    script = run_script(experiment=e, server=SERVER, run="e1", gpu_ids=[0, 1], wandb_run_name="n",
+                        plain_env=plain, command=("python", "t.py", "$(reboot)"))  # fmt: skip
+    assert "hf-x" not in script and "k$(id)" not in script
+    assert "export CUDA_VISIBLE_DEVICES=0,1" in script
+    assert "cd '/w d'" in script
+    assert "python t.py '$(reboot)' 2>&1 | tee -a" in script
+    assert "conda activate torch" in script

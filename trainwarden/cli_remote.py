@@ -1,0 +1,177 @@
+"""CLI for remote runs: config check, preflight, launch EXP, plans, checkpoint retention, collect."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from events import types as t
+from events.envelope import make_event, time_seq
+from events.projection import fold
+from events.store import Malformed
+from events.yamlfile import Doc
+from trainwarden import wiring
+from trainwarden.collect import collect
+from trainwarden.errors import ConfigError
+from trainwarden.settings import Settings
+from trainwarden.signals import stop_on_signals
+from workers.fleet import Fleet
+from workers.plan import parse_plan
+from workers.retention import delete_checkpoints, list_checkpoints, plan_retention
+
+
+def _gpus(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(g) for g in text.split(",") if g.strip())
+    except ValueError:
+        raise ConfigError(f"--gpus expects comma-separated GPU indices like 0,1; got {text!r}") from None
+
+
+def cmd_config_check(args: argparse.Namespace, settings: Settings) -> int:
+    fleet = wiring.fleet(settings)
+    print(f"settings: {settings.source}: ok")
+    if fleet is None:
+        print("servers: none configured (servers_file not set)")
+        return 0
+    print(f"servers: {settings.servers_file}: {len(fleet.servers)} ok ({', '.join(sorted(fleet.servers))})")
+    print(f"experiments: {len(fleet.experiments)} ok ({', '.join(sorted(fleet.experiments))})")
+    return 0
+
+
+def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:
+    fleet = wiring.fleet(settings, required=True)
+    assert fleet is not None
+    launcher = wiring.remote_launcher(settings, fleet)
+    experiment = launcher.experiment(args.experiment)
+    gpus = launcher.gpu_ids(experiment, _gpus(args.gpus))
+    results = launcher.preflight(experiment, gpus)
+    for r in results:
+        print(f"{'ok  ' if r.ok else 'FAIL'} {r.name:12} {r.detail}" + (f"\n     fix: {r.remedy}" if not r.ok else ""))
+    failed = [r for r in results if not r.ok]
+    print(
+        f"preflight {'failed' if failed else 'passed'} for {experiment.name} on {experiment.server} GPUs {list(gpus)}"
+    )
+    return 1 if failed else 0
+
+
+def launch_experiment(args: argparse.Namespace, settings: Settings) -> int:
+    fleet = wiring.fleet(settings, required=True)
+    assert fleet is not None
+    launched = wiring.remote_launcher(settings, fleet).launch(
+        args.run, gpu_ids=_gpus(args.gpus), resume=args.resume, preflight=not args.no_preflight
+    )
+    d = launched.data
+    print(f"launched {args.run} on {d['server']} GPUs {d['gpus']} in tmux session {d['session']} (pid {d['pid']})")
+    print(f"log: {d['server']}:{d['log_path']}")
+    return 0
+
+
+def _plan(args: argparse.Namespace, settings: Settings) -> tuple[Fleet, Any]:
+    fleet = wiring.fleet(settings, required=True)
+    assert fleet is not None
+    return fleet, parse_plan(Doc(Path(args.plan)), fleet)
+
+
+def cmd_plan_run(args: argparse.Namespace, settings: Settings) -> int:
+    fleet, plan = _plan(args, settings)
+    runner = wiring.plan_runner(settings, fleet)
+    runner.report = lambda text: print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+    print(f"running plan {plan.name}: {', '.join(plan.experiments)} (Ctrl-C stops watching; runs keep going)")
+    final = runner.run(plan, stop=stop_on_signals())
+    return 0 if final.finished and all(final.state_of(n) == "finished" for n in plan.experiments) else 1
+
+
+def cmd_plan_status(args: argparse.Namespace, settings: Settings) -> int:
+    fleet, plan = _plan(args, settings)
+    state = wiring.plan_runner(settings, fleet).state(plan)
+    print(f"plan {plan.name}: {'finished' if state.finished else 'started' if state.started else 'not started'}")
+    for name in plan.experiments:
+        step = state.steps.get(name, {})
+        deps = fleet.experiments[name].depends_on
+        extra = f" GPUs {step['gpus']} on {step.get('server', '?')}" if step.get("gpus") else ""
+        reason = f" - {step['reason']}" if step.get("reason") else ""
+        after = f" (after {', '.join(deps)})" if deps else ""
+        print(f"  {name:24} {state.state_of(name):10}{extra}{after}{reason}")
+    return 0
+
+
+def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
+    fleet = wiring.fleet(settings, required=True)
+    assert fleet is not None
+    experiment = wiring.remote_launcher(settings, fleet).experiment(args.experiment)
+    if experiment.checkpoints is None:
+        raise ConfigError(f"{experiment.name} has no checkpoints section in {experiment.source}")
+    server = fleet.server_of(experiment)
+    store = wiring.store(settings)
+    events = [e for _, e in store.iter_run(experiment.name) if not isinstance(e, Malformed)]
+    state = fold(events)
+    saved = {
+        Path(e.data["path"]).name: float(e.data["metric"])
+        for e in events
+        if e.type == t.CHECKPOINT_SAVED and isinstance(e.data.get("metric"), int | float) and e.data.get("path")
+    }
+    files = list_checkpoints(wiring.ssh_pool(), server, experiment.checkpoints, saved)  # fmt: skip
+    plan = plan_retention(files, experiment.checkpoints, failed=state.status == "failed")
+    for name, reasons in plan.keep.items():
+        print(f"keep    {name}  ({'; '.join(reasons)})")
+    for name in plan.delete:
+        print(f"delete  {name}")
+    for note in plan.notes:
+        print(f"note: {note}")
+    if not args.apply:
+        print(f"dry run: {len(plan.delete)} file(s), {plan.freed_bytes / 1e9:.2f} GB would be freed; "
+              "add --apply to delete")  # fmt: skip
+        return 0
+    gone = delete_checkpoints(wiring.ssh_pool(), server, experiment.checkpoints, plan.delete)
+    directory = experiment.checkpoints.dir.rstrip("/")
+    store.append([
+        make_event(t.CHECKPOINT_DELETED, run=experiment.name, host=settings.host, producer=f"retention/{settings.host}",
+                   seq=time_seq(), data={"path": f"{directory}/{name}", "server": server.name,
+                                         "reason": "retention: not the latest, the best or a milestone"})
+        for name in gone
+    ])  # fmt: skip
+    print(f"deleted {len(gone)} file(s) on {server.name}")
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
+    written = collect(wiring.store(settings), out=Path(args.out), runs=args.runs or None)
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser("config", help="check the settings, servers and experiments files")
+    s.add_argument("action", choices=["check"])
+    s.set_defaults(func=cmd_config_check)
+
+    s = sub.add_parser("preflight", help="run the pre-launch checks of an experiment on its server")
+    s.add_argument("experiment")
+    s.add_argument("--gpus", help="GPU indices to check, e.g. 0,1 (default: the experiment's)")
+    s.set_defaults(func=cmd_preflight)
+
+    s = sub.add_parser("plan", help="run or show a plan: a DAG of experiments on free GPUs")
+    s.add_argument("action", choices=["run", "status"])
+    s.add_argument("plan", help="plan YAML file")
+    s.set_defaults(func=lambda a, st: cmd_plan_run(a, st) if a.action == "run" else cmd_plan_status(a, st))
+
+    s = sub.add_parser("checkpoints", help="apply the checkpoint retention policy (dry run unless --apply)")
+    s.add_argument("experiment")
+    s.add_argument("--apply", action="store_true", help="really delete")
+    s.set_defaults(func=cmd_checkpoints)
+
+    s = sub.add_parser("collect", help="write training/runs.yaml, checkpoints.yaml and status.yaml from the log")
+    s.add_argument("runs", nargs="*", help="runs to include (default: all)")
+    s.add_argument("--out", default=".", help="project directory (default: here)")
+    s.set_defaults(func=cmd_collect)
+
+
+def launch_args(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--gpus", help="remote: GPU indices, e.g. 0,1 (default: the experiment's or the first free)")
+    s.add_argument("--resume", action="store_true", help="remote: use the experiment's resume_command")
+    s.add_argument("--no-preflight", action="store_true", help="remote: skip the preflight checks")

@@ -1,0 +1,165 @@
+"""Plans (the seed's Step 5): a DAG of experiments run on free GPUs across servers.
+
+Pure: the plan file, the plan's state folded from its events, and `next_steps` deciding what to
+launch, block or record next. `workers/planner.py` does the I/O.
+
+States of an experiment in a plan: pending -> launching -> running -> finished | failed | stopped,
+or pending -> blocked (a parent did not finish) | refused (the launch was refused, e.g. preflight).
+`launching` is written before the launch, so a runner that dies mid-launch is followed by one
+that adopts the run it started (or launches again) instead of starting it twice.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from events import types as t
+from events.envelope import RUN_NAME_RE, Event
+from events.projection import RunState
+from events.yamlfile import Doc
+from workers.fleet import Fleet
+
+TERMINAL = frozenset({"finished", "failed", "stopped", "blocked", "refused"})
+NOT_FINISHED = frozenset({"failed", "stopped", "blocked", "refused"})
+ACTIVE = frozenset({"launching", "running"})
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    name: str
+    experiments: tuple[str, ...]
+    max_parallel: int | None = None
+    source: str = ""
+
+    @property
+    def stream(self) -> str:
+        """The plan's events live in their own log, named like a run."""
+        return f"plan-{self.name}"
+
+
+def parse_plan(doc: Doc, fleet: Fleet) -> Plan:
+    m = doc.mapping(
+        doc.root, "a plan", allowed={"name", "experiments", "max_parallel"}, required={"name", "experiments"}
+    )
+    name = doc.string(m["name"], "plan name")
+    if not RUN_NAME_RE.match(f"plan-{name}"):
+        raise doc.error(m["name"], f"plan name {name!r} must be letters, digits, '_', '.', '-'")
+    names = doc.strings(m["experiments"], "experiments")
+    for node, exp in zip(doc.sequence(m["experiments"], "experiments"), names, strict=True):
+        if exp not in fleet.experiments:
+            close = difflib.get_close_matches(exp, list(fleet.experiments), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise doc.error(node, f"unknown experiment {exp!r}{hint}")
+        for dep in fleet.experiments[exp].depends_on:
+            if dep not in names:
+                raise doc.error(node, f"{exp} depends on {dep}, which is not in the plan; add it to experiments")
+    if len(set(names)) != len(names):
+        raise doc.error(m["experiments"], "an experiment is listed twice")
+    max_parallel = doc.number(m["max_parallel"], "max_parallel", kind=int, minimum=1) if "max_parallel" in m else None
+    return Plan(name=name, experiments=tuple(names), max_parallel=max_parallel, source=str(doc.path))
+
+
+@dataclass(slots=True)
+class PlanState:
+    started: bool = False
+    finished: bool = False
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)  # experiment -> latest plan.step data
+
+    def state_of(self, experiment: str) -> str:
+        return self.steps.get(experiment, {}).get("state", "pending")
+
+
+def fold_plan(events: Iterable[Event]) -> PlanState:
+    state = PlanState()
+    for e in events:
+        if e.type == t.PLAN_STARTED:
+            state.started = True
+        elif e.type == t.PLAN_STEP:
+            state.steps[e.data["experiment"]] = dict(e.data)
+        elif e.type == t.PLAN_FINISHED:
+            state.finished = True
+    return state
+
+
+def run_status(run: RunState, *, since_seq: int | None) -> str:
+    """How the plan's launch of a run is doing: running | finished | failed | stopped.
+
+    A failed attempt that the workers will resume (restarts left) still counts as running.
+    """
+    if since_seq is not None and (run.launch_seq or 0) < since_seq:
+        return "running"  # the log has not caught up with our launch yet
+    if run.status == "finished":
+        return "finished"
+    if run.status == "stopped":
+        return "stopped"
+    if run.status == "failed":
+        attempt = int(run.launch.get("attempt", 1))
+        restarts_left = int(run.launch.get("max_restarts", 0)) - (attempt - 1)
+        return "running" if restarts_left > 0 and run.launch.get("resumable") else "failed"
+    return "running"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    experiment: str
+    state: str  # the new state: running (launch it) | finished | failed | stopped | blocked
+    gpus: tuple[int, ...] = ()
+    reason: str = ""
+
+
+def next_steps(plan: Plan, state: PlanState, statuses: Mapping[str, str], fleet: Fleet) -> list[Step]:
+    """What to record or launch now, in plan order. Pure."""
+    steps: list[Step] = []
+    current = {name: state.state_of(name) for name in plan.experiments}
+    for name in plan.experiments:
+        if current[name] == "running" and statuses.get(name, "running") != "running":
+            current[name] = statuses[name]
+            steps.append(Step(name, statuses[name]))
+    held: dict[str, set[int]] = {}
+    for name in plan.experiments:
+        if current[name] in ACTIVE:
+            held.setdefault(fleet.experiments[name].server, set()).update(state.steps.get(name, {}).get("gpus", ()))
+    running = sum(1 for s in current.values() if s in ACTIVE)
+    changed = True
+    while changed:  # a block can block grandchildren in the same pass
+        changed = False
+        for name in plan.experiments:
+            if current[name] != "pending":
+                continue
+            bad = [d for d in fleet.experiments[name].depends_on if current[d] in NOT_FINISHED]
+            if bad:
+                current[name] = "blocked"
+                steps.append(Step(name, "blocked", reason=f"{bad[0]} {current[bad[0]]}; it must finish first"))
+                changed = True
+    for name in plan.experiments:
+        experiment = fleet.experiments[name]
+        if current[name] != "pending" or any(current[d] != "finished" for d in experiment.depends_on):
+            continue
+        if plan.max_parallel is not None and running >= plan.max_parallel:
+            break
+        gpus = allocate(experiment.gpus, experiment.gpu_ids, fleet.servers[experiment.server].gpus,
+                        held.get(experiment.server, set()))  # fmt: skip
+        if gpus is None:
+            continue
+        held.setdefault(experiment.server, set()).update(gpus)
+        current[name] = "running"
+        running += 1
+        steps.append(Step(name, "running", gpus=gpus))
+    return steps
+
+
+def allocate(
+    count: int, pinned: Sequence[int] | None, server_gpus: Sequence[int], held: set[int]
+) -> tuple[int, ...] | None:
+    """GPUs for a run, never one another run of the plan holds; None when they are not free now."""
+    if pinned is not None:
+        return tuple(pinned) if not set(pinned) & held else None
+    free = [g for g in (server_gpus or range(count)) if g not in held]
+    return tuple(free[:count]) if len(free) >= count else None
+
+
+def is_done(plan: Plan, state: PlanState) -> bool:
+    return all(state.state_of(name) in TERMINAL for name in plan.experiments)

@@ -1,0 +1,196 @@
+"""Launch an experiment on its server (the seed's Steps 1-3): guard, preflight, write, start, record.
+
+1. W&B guard: an experiment that would log offline/disabled is refused (unless it opts out).
+2. Preflight: every check recorded as a `preflight` event; a failure refuses the launch.
+3. Write the run dir over SFTP: `run.sh` (generated, quoted), `env` (0600, secrets only).
+4. Start `bash run.sh` in a detached tmux session `train-<run>`; wait for its pid.
+5. Record `run.launched` and `run.started`; tell the server's agent to watch the log.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from datetime import date
+from typing import Any
+
+from events import types as t
+from events.envelope import Event, make_event, time_seq
+from events.redact import redact
+from events.store import EventStore
+from workers.errors import LaunchError, PreflightFailed, WandbGuardRefused
+from workers.fleet import Experiment, Fleet, Server
+from workers.preflight import CheckResult, preflight_checks, run_checks
+from workers.runscript import (
+    RunPaths,
+    default_run_name,
+    env_file,
+    run_paths,
+    run_script,
+    split_env,
+    tmux,
+    wandb_guard,
+)
+from workers.ssh import RemoteShell
+from workers.transport import session_name
+
+PID_WAIT_S = 15.0
+PID_POLL_S = 0.02
+CHECKPOINT_TOKEN = "{checkpoint}"
+
+
+def start_and_report_pid(server: Server, session: str, paths: RunPaths) -> str:
+    """One round trip: start the session, then wait on the server for the wrapper's pid file."""
+    ticks = int(PID_WAIT_S / PID_POLL_S)
+    pid = shlex.quote(paths.pid_file)
+    return (
+        f"{tmux(server, 'new-session', '-d', '-s', session, 'bash', paths.script)} || exit 1\n"
+        f"i=0; while [ $i -lt {ticks} ]; do [ -s {pid} ] && {{ cat {pid}; exit 0; }}; sleep {PID_POLL_S}; "
+        "i=$((i+1)); done\necho NOPID\n"
+    )
+
+
+class RemoteLauncher:
+    def __init__(
+        self,
+        *,
+        shell: RemoteShell,
+        store: EventStore,
+        fleet: Fleet,
+        host: str,
+        secrets: Mapping[str, str],
+        today: Callable[[], date] = date.today,
+    ) -> None:
+        self.shell = shell
+        self.store = store
+        self.fleet = fleet
+        self.host = host
+        self.secrets = dict(secrets)
+        self.today = today
+
+    def _event(self, event_type: str, run: str, data: dict[str, Any]) -> Event:
+        event = make_event(event_type, run=run, host=self.host, producer=f"launch/{self.host}", seq=time_seq(),
+                           data=redact(data))  # fmt: skip
+        self.store.append_one(event)
+        return event
+
+    def experiment(self, name: str) -> Experiment:
+        try:
+            return self.fleet.experiments[name]
+        except KeyError:
+            known = ", ".join(sorted(self.fleet.experiments)) or "none configured"
+            raise LaunchError(f"unknown experiment {name!r}; known: {known}") from None
+
+    def gpu_ids(self, experiment: Experiment, requested: Sequence[int] | None) -> tuple[int, ...]:
+        if requested is not None:
+            return tuple(requested)
+        if experiment.gpu_ids is not None:
+            return experiment.gpu_ids
+        server = self.fleet.server_of(experiment)
+        return tuple(server.gpus[: experiment.gpus]) if server.gpus else tuple(range(experiment.gpus))
+
+    def preflight(self, experiment: Experiment, gpu_ids: Sequence[int]) -> list[CheckResult]:
+        server = self.fleet.server_of(experiment)
+        results = run_checks(self.shell, server, preflight_checks(experiment, server, gpu_ids, self.secrets))
+        for r in results:
+            self._event(t.PREFLIGHT, experiment.name, {"experiment": experiment.name, "server": server.name,
+                                                       "check": r.name, "ok": r.ok, "detail": r.detail,
+                                                       "remedy": r.remedy})  # fmt: skip
+        return results
+
+    def launch(
+        self,
+        name: str,
+        *,
+        gpu_ids: Sequence[int] | None = None,
+        resume: bool = False,
+        attempt: int = 1,
+        preflight: bool = True,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Event:
+        """Launch `name`; returns the `run.launched` event. Raises LaunchError subclasses on refusal."""
+        experiment = self.experiment(name)
+        server = self.fleet.server_of(experiment)
+        gpus = self.gpu_ids(experiment, gpu_ids)
+        reason = wandb_guard(experiment)
+        if reason:
+            self._refuse(experiment, server, "wandb_guard", f"W&B would not record this run ({reason}); an offline "
+                         "run is invalid. Remove it, or set allow_offline_wandb: true in the experiment")  # fmt: skip
+            raise WandbGuardRefused(f"{name}: W&B offline/disabled ({reason})", run=name)
+        if preflight:
+            failed = [r for r in self.preflight(experiment, gpus) if not r.ok]
+            if failed:
+                text = "; ".join(f"{r.name}: {r.detail} (fix: {r.remedy})" for r in failed)
+                self._refuse(experiment, server, failed[0].name, text)
+                raise PreflightFailed(f"{name}: preflight failed: {text}", run=name)
+        command = self._command(experiment, server, resume)
+        return self._start(experiment, server, gpus, command, attempt=attempt, resume=resume, extra=extra or {})
+
+    def _refuse(self, experiment: Experiment, server: Server, check: str, reason: str) -> None:
+        self._event(t.LAUNCH_REFUSED, experiment.name, {"experiment": experiment.name, "server": server.name,
+                                                         "check": check, "reason": reason})  # fmt: skip
+
+    def _command(self, experiment: Experiment, server: Server, resume: bool) -> tuple[str, ...]:
+        if not resume:
+            return experiment.command
+        if experiment.resume_command is None:
+            raise LaunchError(f"{experiment.name} has no resume_command", run=experiment.name)
+        command = experiment.resume_command
+        if any(CHECKPOINT_TOKEN in arg for arg in command):
+            latest = self.latest_checkpoint(experiment, server)
+            if latest is None:
+                raise LaunchError(f"{experiment.name}: no checkpoint to resume from", run=experiment.name)
+            command = tuple(arg.replace(CHECKPOINT_TOKEN, latest) for arg in command)
+        return command
+
+    def latest_checkpoint(self, experiment: Experiment, server: Server) -> str | None:
+        if experiment.checkpoints is None:
+            return None
+        c = experiment.checkpoints
+        done = self.shell.run(server, f"find {shlex.quote(c.dir)} -maxdepth 1 -type f -name {shlex.quote(c.pattern)} "
+                                      "-printf '%T@ %p\\n'", timeout=30)  # fmt: skip
+        entries = [line.split(" ", 1) for line in done.stdout.splitlines() if " " in line]
+        return max(entries, key=lambda e: float(e[0]))[1] if entries else None
+
+    def _start(self, experiment: Experiment, server: Server, gpus: Sequence[int], command: Sequence[str], *,
+               attempt: int, resume: bool, extra: Mapping[str, Any]) -> Event:  # fmt: skip
+        run = experiment.name
+        paths = run_paths(server, run)
+        session = session_name(run)
+        plain, secret = split_env(experiment, self.secrets)
+        wandb_name = experiment.wandb.run_name or default_run_name(
+            experiment, list(self.fleet.experiments.values()), self.today()
+        )
+        script = run_script(experiment=experiment, server=server, run=run, gpu_ids=gpus, wandb_run_name=wandb_name,
+                            plain_env=plain, command=command)  # fmt: skip
+        self.shell.write_files(
+            server,
+            {paths.env_file: (env_file(secret).encode(), 0o600), paths.script: (script.encode(), 0o700)},
+            remove=(paths.pid_file, paths.exit_file),
+        )
+        started = self.shell.run(server, start_and_report_pid(server, session, paths), timeout=PID_WAIT_S + 15)
+        if not started.ok:
+            raise LaunchError(f"tmux on {server.name} could not start session {session}: "
+                              f"{(started.stderr or started.stdout).strip()}", run=run)  # fmt: skip
+        pid = int(started.stdout.split()[-1]) if started.stdout.split()[-1:] != ["NOPID"] else None
+        wandb = experiment.wandb
+        launched = self._event(t.RUN_LAUNCHED, run, {
+            "experiment": run, "server": server.name, "host": server.name, "session": session,
+            "tmux_socket": server.tmux_socket, "pid": pid, "log_path": paths.log, "exit_file": paths.exit_file,
+            "run_dir": paths.run_dir, "workdir": experiment.code_dir or server.work_dir, "gpus": list(gpus),
+            "command": list(command),
+            "stop_command": list(experiment.stop_command) if experiment.stop_command else None,
+            "stop_grace_s": experiment.stop_grace_s, "attempt": attempt, "resume": resume,
+            "max_restarts": experiment.max_restarts, "resumable": experiment.resume_command is not None,
+            "wandb": {"project": wandb.project, "group": wandb.group, "run_name": wandb_name, "entity": wandb.entity},
+            "total_steps": experiment.total_steps, "epochs": experiment.epochs, "baseline": experiment.baseline,
+            "config": {"source": experiment.source, "env": dict(experiment.env), "params": dict(experiment.params)},
+            **extra,
+        })  # fmt: skip
+        self._event(t.RUN_STARTED, run, {"pid": pid, "server": server.name, "launch": launched.id})
+        self.store.redis.xadd(
+            self.store.keys.agent_control(server.name),
+            {"op": "watch", "run": run, "log": paths.log, "exit_file": paths.exit_file, "session": session,
+             "tmux_socket": server.tmux_socket or "", "pid": str(pid or "")},
+        )  # fmt: skip
+        return launched

@@ -1,0 +1,105 @@
+"""Checkpoint retention (the seed's policy): keep the latest, the best and the milestones.
+
+`plan_retention` is pure. Rules, in order of strength:
+- never delete the best checkpoint, nor the only one;
+- a finished or running run keeps its latest, its best and its milestone epochs;
+- a failed run keeps its logs, metrics and config but loses its weights, except the best (or,
+  when no metric says which is best, the latest), so nothing is ever left without a checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from workers.fleet import CheckpointConfig, Server
+from workers.ssh import RemoteShell
+
+EPOCH_RE = re.compile(r"(?i)(?<![a-z])(?:epoch|ep)[_=-]?(\d+)")
+STEP_RE = re.compile(r"(?i)(?<![a-z])(?:step|iter|it)[_=-]?(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointFile:
+    name: str
+    size: int
+    mtime: float
+    epoch: int | None = None
+    step: int | None = None
+    metric: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPlan:
+    keep: Mapping[str, tuple[str, ...]]  # name -> why kept
+    delete: tuple[str, ...]
+    freed_bytes: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def parse_name(name: str, best_metric: str | None) -> tuple[int | None, int | None, float | None]:
+    """(epoch, step, metric) read from a file name like `epoch_25_val_loss=2.31.pt`."""
+    epoch = int(m.group(1)) if (m := EPOCH_RE.search(name)) else None
+    step = int(m.group(1)) if (m := STEP_RE.search(name)) else None
+    metric = None
+    if best_metric:
+        pattern = re.escape(best_metric) + r"[_=-]?([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+        if m := re.search(pattern, name):
+            metric = float(m.group(1))
+    return epoch, step, metric
+
+
+def plan_retention(files: Sequence[CheckpointFile], config: CheckpointConfig, *, failed: bool) -> RetentionPlan:
+    if not files:
+        return RetentionPlan(keep={}, delete=(), notes=("no checkpoints found",))
+    keep: dict[str, list[str]] = {}
+    order = sorted(files, key=lambda f: (f.step or -1, f.epoch or -1, f.mtime))
+    latest = order[-1]
+    scored = [f for f in files if f.metric is not None]
+    best = (min if config.mode == "min" else max)(scored, key=lambda f: f.metric) if scored else None  # type: ignore[arg-type,return-value]
+    notes = [] if best or not config.best_metric else [f"no file name carries {config.best_metric}: best unknown"]
+    if best is not None:
+        keep.setdefault(best.name, []).append(f"best {config.best_metric}={best.metric}")
+    if failed:
+        if best is None:
+            keep.setdefault(latest.name, []).append("latest (failed run: weights dropped except one)")
+        notes.append("failed run: keeps logs, metrics and config; weights dropped except the best")
+    else:
+        keep.setdefault(latest.name, []).append("latest")
+        for f in files:
+            if f.epoch is not None and f.epoch in config.milestones:
+                keep.setdefault(f.name, []).append(f"milestone epoch {f.epoch}")
+    delete = tuple(f.name for f in order if f.name not in keep)
+    freed = sum(f.size for f in files if f.name in delete)
+    return RetentionPlan(keep={k: tuple(v) for k, v in keep.items()}, delete=delete, freed_bytes=freed,
+                         notes=tuple(notes))  # fmt: skip
+
+
+def list_checkpoints(shell: RemoteShell, server: Server, config: CheckpointConfig,
+                     metrics: Mapping[str, float] | None = None) -> list[CheckpointFile]:  # fmt: skip
+    """Files matching the pattern in the checkpoint dir; `metrics` (name -> value, e.g. from
+    `checkpoint.saved` events) win over values parsed from file names."""
+    done = shell.run(server, f"find {shlex.quote(config.dir)} -maxdepth 1 -type f -name {shlex.quote(config.pattern)}"
+                             " -printf '%f\\t%s\\t%T@\\n'", timeout=60)  # fmt: skip
+    out = []
+    for line in done.stdout.splitlines():
+        name, size, mtime = line.split("\t")
+        epoch, step, metric = parse_name(name, config.best_metric)
+        if metrics and name in metrics:
+            metric = metrics[name]
+        out.append(CheckpointFile(name=name, size=int(size), mtime=float(mtime), epoch=epoch, step=step, metric=metric))
+    return out
+
+
+def delete_checkpoints(shell: RemoteShell, server: Server, config: CheckpointConfig, names: Sequence[str]) -> list[str]:
+    """Delete `names` (plain file names inside the checkpoint dir); returns those actually gone."""
+    safe = [n for n in names if "/" not in n and n not in (".", "..")]
+    if not safe:
+        return []
+    paths = [f"{config.dir.rstrip('/')}/{n}" for n in safe]
+    shell.run(server, "rm -f -- " + " ".join(shlex.quote(p) for p in paths), timeout=120)
+    left = shell.run(server, "ls -1 -- " + " ".join(shlex.quote(p) for p in paths) + " 2>/dev/null", timeout=60)
+    remaining = {line.rsplit("/", 1)[-1] for line in left.stdout.splitlines()}
+    return [n for n in safe if n not in remaining]
