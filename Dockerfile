@@ -17,7 +17,7 @@ COPY policies ./policies
 COPY workers ./workers
 COPY bot ./bot
 COPY trainwarden ./trainwarden
-RUN pip install --no-cache-dir . && mkdir -p /app/evidence && chown trainwarden /app/evidence
+RUN pip install --no-cache-dir '.[bot]' && mkdir -p /app/evidence && chown trainwarden /app/evidence
 
 USER trainwarden
 ENTRYPOINT ["trainwarden"]

@@ -1,18 +1,79 @@
-"""Every user-facing notification line, built by a named function.
+"""Every user-facing line the bot writes, built by a named function.
 
-The text is what a phone's lock screen shows, so each carries the whole meaning in one line:
-what happened, to which run on which host, the value that triggered it, and the rule.
+Notification texts are what a phone's lock screen shows, so each carries the whole meaning in one
+line: what happened, to which run on which host, the value that triggered it, and the rule.
+Replies to commands say what was refused and how to fix it. Nothing here touches I/O.
 """
 
 from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from events import types as t
 from events.envelope import Event
 from events.redact import redact_text
 
+SPARK = "▁▂▃▄▅▆▇█"
+BAR_WIDTH = 10
+
+
+# -- formatting helpers ---------------------------------------------------------------------------
+
 
 def where(event: Event) -> str:
     return f"{event.run}@{event.data.get('run_host') or event.host}"
+
+
+def clock(ts: float) -> str:
+    return time.strftime("%H:%M UTC", time.gmtime(ts))
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds >= 86400 and seconds % 3600 == 0:
+        return f"{seconds // 86400}d" if seconds % 86400 == 0 else f"{seconds // 3600}h"
+    if seconds >= 3600:
+        h, m = divmod(seconds // 60, 60)
+        return f"{h}h" if m == 0 else f"{h}h{m:02d}m"
+    if seconds >= 60:
+        m, s = divmod(seconds, 60)
+        return f"{m}m" if s == 0 else f"{m}m{s:02d}s"
+    return f"{seconds}s"
+
+
+def sparkline(values: Sequence[float]) -> str:
+    """Recent values as block characters; a non-finite value shows as '!'."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return "!" * len(values)
+    low, high = min(finite), max(finite)
+    span = (high - low) or 1.0
+    return "".join(SPARK[int((v - low) / span * (len(SPARK) - 1))] if math.isfinite(v) else "!" for v in values)
+
+
+def progress_bar(done: int, total: int) -> str:
+    filled = max(0, min(BAR_WIDTH, round(BAR_WIDTH * done / total))) if total > 0 else 0
+    return f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total}"
+
+
+def epoch(value: object) -> str:
+    return f"epoch {number(value)}"
+
+
+def step(value: int | None) -> str:
+    return f"step {value if value is not None else '?'}"
+
+
+def number(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+# -- notifications ---------------------------------------------------------------------------------
 
 
 def anomaly_opened(event: Event) -> str:
@@ -30,6 +91,19 @@ def decision(event: Event) -> str:
     return f"{d.get('decision')} {where(event)}: {d.get('reason')} ({d.get('rule')})"
 
 
+def guarded_stop(event: Event) -> str:
+    d = event.data
+    return f"Stopping {where(event)} in {duration(d.get('confirm_s', 0))}: {d.get('reason')} ({d.get('rule')})"
+
+
+def flapping(event: Event, *, openings: int, window_s: float) -> str:
+    rule = event.data.get("rule")
+    return (
+        f"FLAPPING {where(event)}: {rule} opened {openings} times in {duration(window_s)}; "
+        f"quiet until it settles. Last: {event.data.get('reason')}"
+    )
+
+
 def stop_done(event: Event, evidence_path: str | None) -> str:
     pack = f" Evidence: {evidence_path}" if evidence_path else ""
     return f"STOPPED {where(event)}: {event.data.get('detail')}.{pack}"
@@ -38,6 +112,14 @@ def stop_done(event: Event, evidence_path: str | None) -> str:
 def stop_failed(event: Event) -> str:
     d = event.data
     return f"STOP FAILED {where(event)}: {d.get('error')}. Stop it by hand: {d.get('hint')}"
+
+
+def stop_cancelled(event: Event) -> str:
+    d = event.data
+    return (
+        f"KEPT RUNNING {where(event)}: <@{d.get('user')}> pressed Keep running; "
+        f"{d.get('rule')} is snoozed until {clock(d.get('until', event.ts))}."
+    )
 
 
 def run_failed(event: Event) -> str:
@@ -56,22 +138,241 @@ def policy_rejected(event: Event) -> str:
     )
 
 
+def launched(event: Event) -> str:
+    d = event.data
+    gpus = ",".join(str(g) for g in d.get("gpus") or []) or "-"
+    return (
+        f"LAUNCHED {event.run}@{d.get('server') or event.host} by <@{d.get('requested_by')}>: GPUs {gpus}, "
+        f"tmux session {d.get('session')}, log {d.get('log_path')}"
+    )
+
+
+def launch_failed(event: Event) -> str:
+    d = event.data
+    return f"LAUNCH FAILED {event.run}@{d.get('server')} (asked by <@{d.get('user')}>): {d.get('error')}"
+
+
+def watchdog_stalled(event: Event) -> str:
+    return f"TRAINWARDEN STALLED: {event.data.get('detail')}. Runs are not being watched until it recovers."
+
+
+def watchdog_recovered(event: Event) -> str:
+    return f"TRAINWARDEN RECOVERED after {duration(event.data.get('stalled_s', 0))}: {event.data.get('detail')}."
+
+
+def no_dispatcher() -> str:
+    return "no dispatcher has reported (start `trainwarden dispatcher`)"
+
+
+def dispatcher_silent(seconds: float) -> str:
+    return f"the dispatcher has not reported for {duration(seconds)}"
+
+
+def workers_behind(pending: int, seconds: float) -> str:
+    return f"{pending} feed entries wait for the workers, the oldest for {duration(seconds)} (are workers running?)"
+
+
+def progress_again() -> str:
+    return "the dispatcher and the workers are making progress again"
+
+
 def notification_text(event: Event, *, evidence_path: str | None = None) -> str | None:
     """The line for an event that needs a person, or None for everything else (healthy news)."""
+    d = event.data
+    text: str | None = None
     if event.type == t.ANOMALY_OPENED:
         text = anomaly_opened(event)
     elif event.type == t.ANOMALY_RESOLVED:
         text = anomaly_resolved(event)
-    elif event.type == t.DECISION and event.data.get("decision") in (t.STOP, t.WAIT):
+    elif event.type == t.DECISION and d.get("decision") == t.STOP and d.get("confirm_s"):
+        text = guarded_stop(event)
+    elif event.type == t.DECISION and d.get("decision") in (t.STOP, t.WAIT):
         text = decision(event)
     elif event.type == t.STOP_DONE:
         text = stop_done(event, evidence_path)
     elif event.type == t.STOP_FAILED:
         text = stop_failed(event)
+    elif event.type == t.STOP_CANCELLED:
+        text = stop_cancelled(event)
     elif event.type == t.RUN_FAILED:
         text = run_failed(event)
     elif event.type == t.POLICY_REJECTED:
         text = policy_rejected(event)
+    elif event.type == t.RUN_LAUNCHED and d.get("requested_by"):
+        text = launched(event)
+    elif event.type == t.LAUNCH_FAILED:
+        text = launch_failed(event)
+    elif event.type == t.WATCHDOG_STALLED:
+        text = watchdog_stalled(event)
+    elif event.type == t.WATCHDOG_RECOVERED:
+        text = watchdog_recovered(event)
+    return None if text is None else redact_text(text)
+
+
+def thread_parent(headline: str, open_rules: Sequence[str]) -> str:
+    """The run's parent message after an update: its first line and what is open now."""
+    state = f"open: {', '.join(open_rules)}" if open_rules else "all anomalies resolved"
+    return f"{headline} [{state}]"
+
+
+def guard_closed(headline: str, outcome: str) -> str:
+    return f"{headline} [{outcome}]"
+
+
+def guard_outcome_stopped(by: str | None) -> str:
+    return f"stopped by <@{by}>" if by else "stopped: nobody answered in time"
+
+
+def guard_outcome_kept(by: str | None) -> str:
+    return f"kept running by <@{by}>"
+
+
+def metric_trend(name: str, values: Sequence[float]) -> str:
+    return f"{name} {sparkline(values)} (last {len(values)}: {number(values[-1])})"
+
+
+def remedy(text: str) -> str:
+    return f"Try: {text}"
+
+
+def wandb_link(url: str) -> str:
+    return f"<{url}|W&B run>"
+
+
+def evidence_link(path: str) -> str:
+    return f"Evidence pack: `{path}`"
+
+
+# -- buttons ---------------------------------------------------------------------------------------
+
+BUTTON_STOP_NOW = "Stop now"
+BUTTON_KEEP_RUNNING = "Keep running"
+BUTTON_STOP_RUN = "Stop run"
+BUTTON_CANCEL = "Cancel"
+
+
+def button_snooze(seconds: float) -> str:
+    return f"Snooze {duration(seconds)}"
+
+
+def confirm_stop_title() -> str:
+    return "Stop this run?"
+
+
+def confirm_stop_body(run: str) -> str:
+    return f"The workers will stop {run} (tmux kill-session or its stop_command) and save evidence."
+
+
+def confirm_stop_yes() -> str:
+    return "Stop it"
+
+
+# -- command replies -------------------------------------------------------------------------------
+
+
+def denied(command: str) -> str:
+    return f"Sorry, you are not allowed to use {command} here. Ask an admin to add your Slack user id to slack.allow."
+
+
+def refused(reason: str) -> str:
+    return f"Refused, nothing was run: {reason}."
+
+
+def too_long(limit: int, length: int) -> str:
+    return f"the text is {length} characters long; the limit is {limit}"
+
+
+def forbidden_chars(chars: str) -> str:
+    return f"it contains the characters {chars}, which run names, experiments and reasons never need"
+
+
+def control_chars() -> str:
+    return "it contains control characters"
+
+
+def usage(command: str) -> str:
+    return {
+        "status": "Usage: /status [RUN]",
+        "launch": "Usage: /launch EXPERIMENT [SERVER]",
+        "stop": "Usage: /stop RUN [REASON]",
+        "snooze": "Usage: /snooze RUN [RULE] DURATION (like 30m, 2h, 1d)",
+    }.get(command, f"Unknown command {command}")
+
+
+def unknown_name(kind: str, name: str, closest: Sequence[str], known: Sequence[str]) -> str:
+    if closest:
+        hint = f" Did you mean {', '.join(closest)}?"
+    elif known:
+        more = f" (and {len(known) - 5} more)" if len(known) > 5 else ""
+        hint = f" Known {kind}s: {', '.join(sorted(known)[:5])}{more}."
     else:
-        return None
-    return redact_text(text)
+        hint = f" No {kind}s are known yet."
+    return f"Unknown {kind} {name!r}.{hint}"
+
+
+def bad_duration(text: str) -> str:
+    return f"{text!r} is not a duration; use a number with s, m, h or d, like 30m or 2h"
+
+
+def launching(experiment: str, server: str) -> str:
+    return f"Launching {experiment} on {server}; the outcome goes to the run's thread."
+
+
+def no_experiments() -> str:
+    return "No experiments are configured: set servers_file and experiments_dir in the settings file."
+
+
+def wrong_server(experiment: str, configured: str, asked: str) -> str:
+    return f"{experiment} runs on {configured} (its experiment file says so), not {asked}"
+
+
+def stop_confirm(run: str, reason: str) -> str:
+    return f"Stop {run}? Reason: {reason}"
+
+
+def stop_requested(run: str, user: str) -> str:
+    return f"Stop of {run} requested by <@{user}>; the outcome goes to the run's thread."
+
+
+def stop_dismissed(run: str) -> str:
+    return f"Kept {run} running; nothing was done."
+
+
+def snoozed(run: str, rule: str | None, until: float, user: str) -> str:
+    what = f"{rule} on {run}" if rule else f"all anomalies of {run}"
+    return f"<@{user}> snoozed {what} until {clock(until)} ({duration(until - time.time())})."
+
+
+def kept_running(run: str, rule: str, until: float, user: str) -> str:
+    return f"<@{user}> kept {run} running; {rule} is snoozed until {clock(until)}."
+
+
+def guard_already_closed(run: str) -> str:
+    return f"The stop of {run} was already decided; nothing changed."
+
+
+def no_active_runs() -> str:
+    return "No active runs."
+
+
+def status_line(
+    *, run: str, host: str, status: str, progress: str, loss: str, gpu: str, source: str, anomalies: str, age: str
+) -> str:
+    return f"{run}@{host} {status} {progress} loss {loss} gpu {gpu} src {source} anomalies {anomalies} last {age} ago"
+
+
+def status_detail_header(run: str, host: str, status: str) -> str:
+    return f"*{run}@{host}* is {status}"
+
+
+def status_decisions(decisions: Sequence[Mapping[str, Any]]) -> str:
+    lines = [f"{d.get('decision')} at {clock(d.get('ts', 0))}: {d.get('reason')}" for d in decisions]
+    return "Decisions: " + ("; ".join(lines) if lines else "none yet")
+
+
+def status_report(path: str | None) -> str:
+    return f"Last training-check report: `{path}/report.md`" if path else "No training-check report yet."
+
+
+def internal_error() -> str:
+    return "Something went wrong on trainwarden's side; nothing was run. The bot's log has the details."

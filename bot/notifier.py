@@ -1,124 +1,204 @@
-"""The notification path as named stages: observe -> select -> dedup -> render -> send.
+"""The notifier: feed in, the few messages a person needs out, each posted exactly once.
 
-The notifier reads the feed through its own consumer group (`notify`), so it sees every event the
-workers produce without slowing them down, and picks out the few that need a person.
+It reads the feed through its own consumer group (`notify`) under a stable consumer name, so a
+restarted notifier first finishes what it had read (its own pending entries) in order. For each
+run it keeps a checkpoint (`tw:{run}:notify`: how far it has folded the run's log and the
+noise-control state of bot/stages.py) written after each feed entry; the messages themselves go
+through bot/delivery.py. A Slack outage leaves the entry pending and the run's state is reloaded
+from its checkpoint, so nothing is skipped and nothing is counted twice.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol, TextIO
+from typing import Any
 
-from bot.messages import notification_text
+from bot import messages
+from bot.blocks import notice_blocks, text_blocks
+from bot.deadman import Deadman
+from bot.delivery import Delivery
+from bot.errors import SlackUnavailable
+from bot.sink import Message, Sink
+from bot.stages import GUARD, INPUT_TYPES, Notice, NotifyState, Pipeline, posted
 from events import types as t
-from events.envelope import Event
 from events.errors import DecodeError
-from events.feed import NOTIFY_GROUP, GroupReader, parse_feed_entry
+from events.feed import NOTIFY_GROUP, FeedEntry, GroupReader, parse_feed_entry
 from events.loop import run_loop
-from events.store import EventStore, Malformed
+from events.store import EventStore, Malformed, redis_errors
+from trainwarden import defaults
+from workers.faults import failpoint
 
 log = logging.getLogger(__name__)
 
-# Feed entries carrying none of these types are acknowledged without reading the run's log.
-NOTIFY_INPUT_TYPES = frozenset(
-    {t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.DECISION, t.STOP_DONE, t.STOP_FAILED, t.RUN_FAILED, t.EVIDENCE_BUILT,
-     t.POLICY_REJECTED}
-)  # fmt: skip
-DEDUP_TTL_S = 30 * 24 * 3600
 DEFAULT_RECLAIM_IDLE_MS = 30_000
+TREND_POINTS = 20
+TRENDED = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT, t.STOP, GUARD})
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
-    key: str  # the event id: deterministic, so a redelivered event maps to the same notification
-    run: str
-    text: str
-    event: Event
-
-
-class Sink(Protocol):
-    def send(self, notification: Notification) -> None: ...
-
-
-class ConsoleSink:
-    """Without a Slack token: the same words, printed."""
-
-    def __init__(self, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stdout
-
-    def send(self, notification: Notification) -> None:
-        stamp = time.strftime("%H:%M:%S", time.localtime(notification.event.ts))
-        print(f"[{stamp}] {notification.text}", file=self.stream, flush=True)
+def stream_id(sid: str) -> tuple[int, int]:
+    ms, _, n = sid.partition("-")
+    return int(ms), int(n or 0)
 
 
 class Notifier:
     def __init__(
-        self, *, store: EventStore, sink: Sink, consumer: str, reclaim_idle_ms: int = DEFAULT_RECLAIM_IDLE_MS
+        self,
+        *,
+        store: EventStore,
+        sink: Sink,
+        consumer: str,
+        channel: str,
+        host: str,
+        pipeline: Pipeline,
+        snooze_s: float = defaults.KEEP_RUNNING_SNOOZE_S,
+        reclaim_idle_ms: int = DEFAULT_RECLAIM_IDLE_MS,
+        deadman: Deadman | None = None,
     ) -> None:
         self.store = store
         self.sink = sink
+        self.channel = channel
+        self.pipeline = pipeline
+        self.snooze_s = snooze_s
         self.reclaim_idle_ms = reclaim_idle_ms
+        self.deadman = deadman
+        self.delivery = Delivery(store=store, sink=sink, host=host)
         self.reader = GroupReader(store.redis, stream=store.keys.feed(), group=NOTIFY_GROUP, consumer=consumer)
-        self.evidence: dict[str, str] = {}  # run -> latest evidence pack path (observed)
-        self.sent = 0
+        self.states: dict[str, tuple[NotifyState, str | None]] = {}  # run -> (state, folded up to)
+        self.suppressed: Counter[str] = Counter()  # why notices were dropped (for tests and logs)
+        self._own_pending = True  # re-read what this consumer had read but not finished first
         self._next_reclaim = 0.0
-
-    # -- stages -----------------------------------------------------------------------------------
-
-    def observe(self, event: Event) -> None:
-        """Remember context later messages refer to."""
-        if event.type == t.EVIDENCE_BUILT and event.data.get("path"):
-            self.evidence[event.run] = event.data["path"]
-
-    def select(self, event: Event) -> Notification | None:
-        text = notification_text(event, evidence_path=self.evidence.get(event.run))
-        return None if text is None else Notification(key=event.id, run=event.run, text=text, event=event)
-
-    def is_duplicate(self, notification: Notification) -> bool:
-        return bool(self.store.redis.exists(self.store.keys.notified(notification.key)))
-
-    def send(self, notification: Notification) -> None:
-        self.sink.send(notification)
-        self.store.redis.set(self.store.keys.notified(notification.key), "1", ex=DEDUP_TTL_S)
-        self.sent += 1
-
-    def handle(self, event: Event) -> None:
-        self.observe(event)
-        notification = self.select(event)
-        if notification is None or self.is_duplicate(notification):
-            return
-        self.send(notification)
 
     # -- loop -------------------------------------------------------------------------------------
 
     def step(self, *, block_ms: int | None = None) -> int:
+        if self.deadman is not None:
+            self.deadman.check()
         entries: list[tuple[str, dict[bytes, bytes]]] = []
+        if self._own_pending:
+            entries = self.reader.read_own_pending()
+            self._own_pending = bool(entries)
         now = time.monotonic()
-        if now >= self._next_reclaim:
+        if not entries and now >= self._next_reclaim:
             self._next_reclaim = now + self.reclaim_idle_ms / 2000
-            entries += self.reader.claim_stale(min_idle_ms=self.reclaim_idle_ms)
-        entries += self.reader.read(block_ms=block_ms)
-        self._consume(entries)
-        return len(entries)
-
-    def _consume(self, entries: Sequence[tuple[str, dict[bytes, bytes]]]) -> None:
-        for fid, fields in entries:
-            try:
-                entry = parse_feed_entry(fid, fields)
-            except DecodeError:
-                self.reader.ack([fid])  # the dispatcher dead-letters it
-                continue
-            if entry.types & NOTIFY_INPUT_TYPES:
-                for _sid, item in self.store.iter_run(entry.run, start=entry.first, until=entry.last):
-                    if not isinstance(item, Malformed):
-                        self.handle(item)
-            self.reader.ack([fid])
+            entries = self.reader.claim_stale(min_idle_ms=self.reclaim_idle_ms)
+        if entries:
+            return self._consume(entries, fresh=False)
+        # Entries delivered for the first time: no notifier has tried them, so no status to read.
+        return self._consume(self.reader.read(block_ms=block_ms), fresh=True)
 
     def run(self, *, burst: bool = False, stop: threading.Event | None = None) -> None:
         self.reader.ensure_group()
         run_loop(lambda block_ms: self.step(block_ms=block_ms), name="notifier", burst=burst, stop=stop)
+
+    def _consume(self, entries: Sequence[tuple[str, dict[bytes, bytes]]], *, fresh: bool) -> int:
+        """Handle entries in order; acknowledge those done in one call (a redelivery is a no-op:
+        the checkpoint says how far each run was folded)."""
+        done: list[str] = []
+        try:
+            for fid, fields in entries:
+                try:
+                    entry = parse_feed_entry(fid, fields)
+                except DecodeError:
+                    done.append(fid)  # the dispatcher dead-letters it
+                    continue
+                if entry.types & INPUT_TYPES:
+                    try:
+                        self._handle_entry(entry, fresh=fresh)
+                    except SlackUnavailable as exc:
+                        self.delivery.flush()  # what was posted before the outage stays recorded
+                        log.warning("Slack unavailable (%s); %s stays pending and is retried", exc, fid)
+                        self.states.pop(entry.run, None)  # reload from the checkpoint: nothing counted twice
+                        self._own_pending = True
+                        time.sleep(min(5.0, self.reclaim_idle_ms / 10000))
+                        break
+                done.append(fid)
+        finally:
+            self.reader.ack(done)
+        return len(done)
+
+    # -- per run ----------------------------------------------------------------------------------
+
+    def _load(self, run: str) -> tuple[NotifyState, str | None]:
+        if run not in self.states:
+            with redis_errors("read the notifier's checkpoint", run=run):
+                raw = self.store.redis.hgetall(self.store.keys.notify(run))
+            if raw:
+                state = NotifyState.from_dict(json.loads(raw[b"state"]))
+                self.states[run] = (state, raw[b"after"].decode() or None)
+            else:
+                self.states[run] = (NotifyState(), None)
+        return self.states[run]
+
+    def _handle_entry(self, entry: FeedEntry, *, fresh: bool) -> None:
+        state, after = self._load(entry.run)
+        if after is not None and stream_id(after) >= stream_id(entry.last):
+            return  # folded before a crash, not yet acknowledged
+        if after is not None and stream_id(after) >= stream_id(entry.first):
+            items = self.store.iter_run(entry.run, after=after, until=entry.last)
+        else:
+            items = self.store.iter_run(entry.run, start=entry.first, until=entry.last)
+        run_state: list[bytes | None] = []  # the workers' run state, read once per entry when needed
+        for _sid, item in items:
+            if isinstance(item, Malformed):
+                continue
+            notice, reason = self.pipeline.process(state, item)
+            if notice is not None:
+                if notice.kind in TRENDED and not run_state:
+                    with redis_errors("read a run's recent metrics", run=entry.run):
+                        run_state.append(self.store.redis.hget(self.store.keys.cursor(entry.run), "run"))
+                trend = trend_of(notice, run_state[0]) if notice.kind in TRENDED else None
+                status = None if fresh else self.delivery.status(entry.run, notice.key)
+                self._post(state, notice, trend=trend, status=status)
+            elif messages.notification_text(item) is not None:
+                self.suppressed[reason] += 1
+        self.states[entry.run] = (state, entry.last)
+        with redis_errors("write the notifier's checkpoint", run=entry.run):
+            pipe = self.store.redis.pipeline(transaction=True)
+            self.delivery.flush(pipe)  # the results of this entry's posts, with the checkpoint
+            pipe.hset(self.store.keys.notify(entry.run), mapping={"after": entry.last,
+                                                                   "state": json.dumps(state.to_dict())})  # fmt: skip
+            pipe.execute()
+        failpoint("notify-after-sent", self.store.redis, self.store.keys)
+
+    def _post(
+        self,
+        state: NotifyState,
+        notice: Notice,
+        *,
+        trend: tuple[str, list[float]] | None,
+        status: dict[str, Any] | None,
+    ) -> None:
+        run = notice.event.run
+        blocks = notice_blocks(notice, state=state, trend=trend, snooze_s=self.snooze_s)
+        message = Message(key=notice.key, run=run, channel=self.channel, text=notice.text, blocks=blocks,
+                          thread_ts=state.thread, broadcast=notice.broadcast and state.thread is not None)  # fmt: skip
+
+        def follow_ups(ts: str) -> None:
+            if notice.update_parent and state.thread and state.headline:
+                text = messages.thread_parent(state.headline, state.open_rules)
+                self.sink.update(channel=self.channel, ts=state.thread, text=text, blocks=text_blocks(text))
+            if notice.close_guard and notice.guard_outcome:
+                guard = self.delivery.status(run, notice.close_guard)
+                if guard is not None and guard.get("ts"):
+                    text = messages.guard_closed(guard["text"], notice.guard_outcome)
+                    self.sink.update(channel=guard["channel"], ts=guard["ts"], text=text, blocks=text_blocks(text))
+
+        ts = self.delivery.deliver(message, status=status, after_post=follow_ups)
+        posted(state, notice, ts)
+
+
+def trend_of(notice: Notice, raw_run: bytes | None) -> tuple[str, list[float]] | None:
+    """The recent values of the metric the notice is about, oldest first, from the run state the
+    workers committed together with the anomaly (their checkpoint's `run`), so no log scan is needed."""
+    values = notice.event.data.get("values") or {}
+    name = next((k for k, v in values.items() if k != "step" and isinstance(v, int | float)), None)
+    if name is None or raw_run is None:
+        return None
+    recent = json.loads(raw_run).get("recent_metrics", [])
+    points = [float(m[name]) for m in recent if isinstance(m.get(name), int | float)]
+    return (name, points[-TREND_POINTS:]) if points else None

@@ -68,6 +68,14 @@ class GroupReader:
             return []
         return [(sid.decode(), fields) for sid, fields in reply[0][1]]
 
+    def read_own_pending(self, *, count: int = 500) -> list[tuple[str, dict[bytes, bytes]]]:
+        """Entries this consumer read earlier but has not acknowledged (after a restart or a failure), in order."""
+        with redis_errors("read the feed", group=self.group):
+            reply = self.redis.xreadgroup(self.group, self.consumer, {self.stream: "0"}, count=count)
+        if not reply:
+            return []
+        return [(sid.decode(), fields or {}) for sid, fields in reply[0][1]]  # trimmed: {} (acked as garbage)
+
     def claim_stale(self, *, min_idle_ms: int, count: int = 500) -> list[tuple[str, dict[bytes, bytes]]]:
         """Take over entries another consumer read but did not acknowledge within `min_idle_ms`."""
         out: list[tuple[str, dict[bytes, bytes]]] = []

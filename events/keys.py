@@ -51,8 +51,17 @@ class Keys:
         """Stream an agent reads to learn which runs to watch on its host (written by launches)."""
         return f"{self.namespace}:agent:{{{host}}}:control"
 
-    def notified(self, key: str) -> str:
-        return f"{self.namespace}:notified:{key}"
+    def notify(self, run: str) -> str:
+        """Hash holding the notifier's checkpoint for the run (read position, noise-control state)."""
+        return f"{self.namespace}:{{{run}}}:notify"
+
+    def notified(self, run: str) -> str:
+        """Hash notification key -> intent or result (exactly-once posting, see bot/delivery.py)."""
+        return f"{self.namespace}:{{{run}}}:notified"
+
+    def heartbeat(self, role: str) -> str:
+        """Wall-clock time of the last loop of a daemon (the bot's dead-man's switch reads it)."""
+        return f"{self.namespace}:heartbeat:{role}"
 
     def fault(self, name: str) -> str:
         """Marker a failpoint sets when reached (see workers/faults.py)."""

@@ -30,14 +30,21 @@ PLAN_STARTED = "plan.started"
 PLAN_STEP = "plan.step"
 PLAN_FINISHED = "plan.finished"
 RESUME_SKIPPED = "resume.skipped"
+# The Slack bot's (issue #5): see docs/design-notes.md, "Slack".
+NOTIFICATION_INTENT = "notification.intent"
+SNOOZE_SET = "snooze.set"
+STOP_CANCELLED = "stop.cancelled"
+LAUNCH_FAILED = "launch.failed"
+WATCHDOG_STALLED = "watchdog.stalled"
+WATCHDOG_RECOVERED = "watchdog.recovered"
 TICK = "tick"  # a scheduled evaluation of a quiet run (workers/schedule.py)
-POLICY_LOADED = "policy.loaded"  # in the reserved `system` run: a policy's text and content hash
-POLICY_REJECTED = "policy.rejected"  # in `system`: a changed policy file that failed validation
+POLICY_LOADED = "policy.loaded"  # in the reserved SYSTEM_RUN: a policy's text and content hash
+POLICY_REJECTED = "policy.rejected"  # in SYSTEM_RUN: a changed policy file that failed validation
 POLICY_APPLIED = "policy.applied"  # in a run's log: from which entry on a policy evaluated it
 
-# Events that concern the whole installation, not one run, live in this reserved run's log;
-# the launcher refuses it as a run name.
-SYSTEM_RUN = "system"
+# Events that concern the whole installation, not one run (policy.loaded, the bot's dead-man's
+# switch, run-less commands), live in this reserved run's log; the launcher refuses it as a run name.
+SYSTEM_RUN = "trainwarden.system"
 
 KNOWN_TYPES = frozenset(
     {
@@ -69,6 +76,12 @@ KNOWN_TYPES = frozenset(
         PLAN_STEP,
         PLAN_FINISHED,
         RESUME_SKIPPED,
+        NOTIFICATION_INTENT,
+        SNOOZE_SET,
+        STOP_CANCELLED,
+        LAUNCH_FAILED,
+        WATCHDOG_STALLED,
+        WATCHDOG_RECOVERED,
         TICK,
         POLICY_LOADED,
         POLICY_REJECTED,
@@ -76,8 +89,9 @@ KNOWN_TYPES = frozenset(
     }
 )
 
-# Types written by the workers as the result of processing a run. A feed entry holding only
-# these needs no further processing by the workers (the notifier still reads them).
+# Types written by the workers as the result of processing a run, and the bot's bookkeeping. A
+# feed entry holding only these needs no further processing by the workers (the notifier still
+# reads them).
 WORKER_OUTPUT_TYPES = frozenset(
     {
         ANOMALY_OPENED,
@@ -88,6 +102,13 @@ WORKER_OUTPUT_TYPES = frozenset(
         NOTIFICATION_SENT,
         PREFLIGHT,
         RESUME_SKIPPED,
+        NOTIFICATION_INTENT,
+        COMMAND_RECEIVED,
+        COMMAND_DENIED,
+        SNOOZE_SET,
+        LAUNCH_FAILED,
+        WATCHDOG_STALLED,
+        WATCHDOG_RECOVERED,
         POLICY_LOADED,
         POLICY_REJECTED,
         POLICY_APPLIED,

@@ -16,6 +16,7 @@ import yaml
 from events.keys import Keys
 from events.store import EventStore
 from tests.helpers import wait_for
+from tests.slack_api import SlackAPI
 from trainwarden.redis_server import RedisServer
 from workers import context
 from workers.context import WorkerContext
@@ -111,4 +112,25 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-__all__ = ["cli_argv", "spawn", "stop_process", "wait_for"]
+def kill_at_failpoint(
+    settings: Path, log: Path, client: redis.Redis, failpoint: str, *args: str, env: dict[str, str] | None = None
+) -> None:
+    """Start a trainwarden process with `failpoint` armed, wait until it is frozen there, kill -9 it."""
+    doomed = spawn(settings, log, *args, env={**(env or {}), "TRAINWARDEN_FAILPOINTS": failpoint})
+    try:
+        wait_for(lambda: client.get(Keys().fault(failpoint)), timeout=30, what=f"failpoint {failpoint}")
+        os.killpg(doomed.pid, 9)
+        doomed.wait()
+    finally:
+        stop_process(doomed)
+
+
+__all__ = ["cli_argv", "kill_at_failpoint", "spawn", "stop_process", "wait_for"]
+
+
+@pytest.fixture
+def slack_api() -> Iterator[SlackAPI]:
+    """A local server speaking the Slack Web API shapes the bot uses (tests/slack_api.py)."""
+    api = SlackAPI()
+    yield api
+    api.close()

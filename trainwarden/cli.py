@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import getpass
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -72,11 +73,22 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
-    from bot.notifier import ConsoleSink
+    from bot.sink import ConsoleSink
 
-    notifier = wiring.notifier(settings, ConsoleSink())
-    log.info("no Slack token configured: notifications go to this console")
-    notifier.run(burst=args.burst, stop=stop_on_signals())
+    stop = stop_on_signals()
+    if os.environ.get("SLACK_BOT_TOKEN") and not args.burst:
+        bot = wiring.slack_bot(settings, os.environ)
+        log.info("Slack bot posting to %s (%s mode)", settings.slack.channel,
+                 "Socket" if os.environ.get("SLACK_APP_TOKEN") else "HTTP")  # fmt: skip
+        bot.run(stop=stop)
+        return 0
+    if os.environ.get("SLACK_BOT_TOKEN"):
+        sink = wiring.slack_sink(settings, os.environ)  # --burst: post what is there, no endpoint
+        notifier = wiring.notifier(settings, sink, channel=settings.slack.channel or "")
+    else:
+        log.info("no Slack token configured: notifications go to this console")
+        notifier = wiring.notifier(settings, ConsoleSink())
+    notifier.run(burst=args.burst, stop=stop)
     return 0
 
 

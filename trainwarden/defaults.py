@@ -12,8 +12,21 @@ RECLAIM_IDLE_S = 30.0  # seconds a feed entry may stay unacknowledged before it 
 LOCK_TIMEOUT_S = 30.0  # seconds a worker may hold a run's lock between progress
 JOB_TIMEOUT_S = 600  # seconds an RQ job may run
 DEMO_TIMEOUT_S = 60.0  # seconds the demo waits for the stop before failing
-FINDINGS_FILE = "findings.md"  # relative to the settings file (or the working directory without one)
+FINDINGS_FILE = "findings.md"  # relative to the working directory (`findings_file:` in settings: to that file)
 TICK_STARTUP_S = 60.0  # seconds between ticks of a quiet run in its startup phase
 TICK_STEADY_S = 900.0  # seconds between ticks of a quiet run after its startup phase
 TICK_MAX_SILENCE_S = 86_400.0  # seconds of silence (event time) after which a run is no longer ticked
 TICK_CHECK_S = 5.0  # seconds between the dispatcher's looks at the tick schedule
+
+# Slack bot
+SLACK_RATE_PER_S = 1.0  # messages per second per channel (Slack allows about one, with short bursts)
+SLACK_BURST = 4  # messages a channel may take at once before the rate applies
+FLAP_THRESHOLD = 3  # openings of one (run, rule) within FLAP_WINDOW_S before it is reported as flapping
+FLAP_WINDOW_S = 3600.0  # seconds
+KEEP_RUNNING_SNOOZE_S = 3600.0  # seconds a rule stays snoozed after "Keep running"
+DEADMAN_S = 120.0  # seconds without dispatcher heartbeat or with a stuck feed entry before the bot alerts
+SLACK_HTTP_HOST = "0.0.0.0"  # HTTP mode: address the endpoint listens on
+SLACK_HTTP_PORT = 3000  # HTTP mode: port of the endpoint Slack posts commands and clicks to
+SLACK_TIMEOUT_S = 10  # seconds one Web API call may take
+SLACK_MAX_ATTEMPTS = 6  # tries of one Web API call on 5xx / connection errors before giving up for now
+SLACK_BACKOFF_S = 0.2  # first pause between such tries, doubled each time (max 10 s)

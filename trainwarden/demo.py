@@ -20,7 +20,7 @@ from typing import TextIO
 
 import yaml
 
-from bot.notifier import ConsoleSink
+from bot.sink import ConsoleSink
 from events import types as t
 from events.envelope import Event
 from events.projection import RunState, fold

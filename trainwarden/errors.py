@@ -44,7 +44,7 @@ class UnknownRun(SetupError):
 
 
 class PolicyNotRecorded(SetupError):
-    """A decision names a policy hash whose text is not in the `system` run's `policy.loaded` events."""
+    """A decision names a policy hash whose text is not in the `trainwarden.system` run's `policy.loaded` events."""
 
 
 class SourceUnavailable(SetupError):

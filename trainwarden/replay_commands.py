@@ -98,7 +98,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
 
 
 class RecordedPolicies:
-    """Policies by content hash, from the `system` run's `policy.loaded` events (their text), the
+    """Policies by content hash, from the `trainwarden.system` run's `policy.loaded` events (their text), the
     default policy, and a file given on the command line."""
 
     def __init__(self, store: EventStore, *, extra: Path | None = None) -> None:

@@ -16,9 +16,14 @@ from typing import Any
 import yaml
 
 from agent.runner import LogWatch
+from bot.config import BotConfig
 from events.errors import EnvelopeError
 from trainwarden import defaults
 from trainwarden.errors import ConfigError
+from trainwarden.slack_settings import parse_slack
+from trainwarden.yaml_nodes import mapping as _mapping
+from trainwarden.yaml_nodes import scalar as _scalar
+from trainwarden.yaml_nodes import where as _where
 
 TOP_LEVEL = {
     "redis_url",
@@ -33,6 +38,7 @@ TOP_LEVEL = {
     "experiments_dir",
     "policy",
     "findings_file",
+    "slack",
 }
 AGENT_KEYS = {"state_file", "poll_interval_s", "watch"}
 WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s", "tick_startup_s", "tick_steady_s",
@@ -53,6 +59,7 @@ class Settings:
     reclaim_idle_s: float = defaults.RECLAIM_IDLE_S
     lock_timeout_s: float = defaults.LOCK_TIMEOUT_S
     job_timeout_s: int = defaults.JOB_TIMEOUT_S
+    slack: BotConfig = field(default_factory=BotConfig)
     servers_file: Path | None = None  # servers.yaml: remote runs over SSH
     experiments_dir: Path | None = None  # holds experiments/exp-*.yaml
     policy_path: Path | None = None  # None: the default policy shipped with trainwarden
@@ -61,37 +68,6 @@ class Settings:
     tick_steady_s: float = defaults.TICK_STEADY_S
     tick_max_silence_s: float = defaults.TICK_MAX_SILENCE_S
     source: str = "defaults"
-
-
-def _where(path: Path, node: yaml.Node | None) -> str:
-    if node is None:
-        return str(path)
-    return f"{path}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
-
-
-def _mapping(path: Path, node: yaml.Node, allowed: set[str], what: str) -> dict[str, yaml.Node]:
-    if not isinstance(node, yaml.MappingNode):
-        raise ConfigError(f"{_where(path, node)}: {what} must be a mapping of keys to values")
-    out: dict[str, yaml.Node] = {}
-    for key_node, value_node in node.value:
-        key = key_node.value
-        if key not in allowed:
-            raise ConfigError(
-                f"{_where(path, key_node)}: unknown key {key!r} in {what}; expected one of {', '.join(sorted(allowed))}"
-            )
-        out[key] = value_node
-    return out
-
-
-def _scalar(path: Path, node: yaml.Node, kind: type, what: str) -> Any:
-    value = yaml.safe_load(yaml.serialize(node))
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise ConfigError(f"{_where(path, node)}: {what} must be a {kind.__name__}, got {value!r}")
-    if kind in (int, float) and value <= 0:
-        raise ConfigError(f"{_where(path, node)}: {what} must be positive, got {value!r}")
-    return value
 
 
 def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
@@ -131,6 +107,8 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
             ):
                 if key in w:
                     values[key] = _scalar(path, w[key], kind, f"workers.{key}")
+        if "slack" in top:
+            values["slack"] = parse_slack(path, top["slack"])
     return _with_env(Settings(**values), env)
 
 

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import redis
 from rq import Queue
 
 from agent.publisher import Publisher
 from agent.runner import Agent, LogWatch
-from bot.notifier import Notifier, Sink
+from bot.deadman import Deadman
+from bot.notifier import Notifier
+from bot.sink import Sink
+from bot.stages import Pipeline
 from events.keys import Keys
 from events.store import EventStore
 from trainwarden import defaults
@@ -30,6 +35,13 @@ from workers.transport import LocalTmuxController, RoutingController, RunControl
 
 SECRET_ENV_FOR_RUNS = ("WANDB_API_KEY",)  # copied into each remote run's 0600 env file
 _ssh_pool = SshPool()
+
+if TYPE_CHECKING:  # Slack's libraries (the `bot` extra) are imported only where the bot uses them
+    from slack_sdk import WebClient
+
+    from bot.handlers import Launcher
+    from bot.service import SlackBot
+    from bot.slack_sink import SlackSink
 
 
 def consumer_name(role: str) -> str:
@@ -134,10 +146,74 @@ def tick_settings(settings: Settings) -> TickSettings:
                         max_silence_s=settings.tick_max_silence_s)  # fmt: skip
 
 
-def notifier(settings: Settings, sink: Sink) -> Notifier:
+def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Notifier:
+    events = store(settings)
+    cfg = settings.slack
     return Notifier(
-        store=store(settings),
+        store=events,
         sink=sink,
-        consumer=consumer_name("notifier"),
+        # stable per host: a restarted notifier finishes its own pending entries first, in order
+        consumer=f"notifier-{socket.gethostname()}",
+        channel=channel,
+        host=settings.host,
+        pipeline=Pipeline(flap_threshold=cfg.flap_threshold, flap_window_s=cfg.flap_window_s),
+        snooze_s=cfg.keep_running_snooze_s,
         reclaim_idle_ms=int(settings.reclaim_idle_s * 1000),
+        deadman=Deadman(store=events, host=settings.host, stall_s=cfg.deadman_s),
     )
+
+
+def slack_client(env: Mapping[str, str]) -> WebClient:
+    """The Web API client; SLACK_API_URL points it elsewhere (a proxy, or the tests' local server)."""
+    from slack_sdk import WebClient
+
+    return WebClient(
+        token=env["SLACK_BOT_TOKEN"],
+        base_url=env.get("SLACK_API_URL") or WebClient.BASE_URL,
+        retry_handlers=[],  # bot/slack_sink.py retries, reconciling first where a post may have landed
+        timeout=defaults.SLACK_TIMEOUT_S,
+    )
+
+
+def slack_sink(settings: Settings, env: Mapping[str, str], client: WebClient | None = None) -> SlackSink:
+    from bot.slack_sink import RateLimiter, SlackSink
+
+    cfg = settings.slack
+    if not cfg.channel:
+        raise ConfigError("SLACK_BOT_TOKEN is set but slack.channel is not: name the channel id to post to")
+    limiter = RateLimiter(rate_per_s=cfg.rate_per_s, burst=cfg.burst)
+    return SlackSink(client=client or slack_client(env), limiter=limiter)
+
+
+def slack_bot(
+    settings: Settings, env: Mapping[str, str], *, the_fleet: Fleet | None = None, launcher: Launcher | None = None
+) -> SlackBot:
+    """The bot in Slack mode: SLACK_BOT_TOKEN set; Socket Mode with SLACK_APP_TOKEN, else HTTP."""
+    from bot.app import build_app
+    from bot.authz import Audit
+    from bot.handlers import Handlers
+    from bot.http_server import SlackHTTPServer
+    from bot.launcher import FleetLauncher
+    from bot.service import Endpoint, SlackBot, SocketModeEndpoint
+
+    cfg = settings.slack
+    secret = env.get("SLACK_SIGNING_SECRET")
+    app_token = env.get("SLACK_APP_TOKEN")
+    if not secret and not app_token:
+        raise ConfigError("HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)")
+    client = slack_client(env)
+    sink = slack_sink(settings, env, client)
+    events = store(settings)
+    if the_fleet is None:
+        the_fleet = fleet(settings)
+    if launcher is None and the_fleet is not None:
+        launcher = FleetLauncher(remote_launcher(settings, the_fleet, events))
+    handlers = Handlers(store=events, config=cfg, host=settings.host, fleet=the_fleet, launcher=launcher)
+    audit = Audit(store=events, host=settings.host, experiments=the_fleet.experiments if the_fleet else ())
+    app = build_app(client=client, signing_secret=secret, config=cfg, handlers=handlers, audit=audit)
+    endpoint: Endpoint
+    if app_token:
+        endpoint = SocketModeEndpoint(app, app_token)
+    else:
+        endpoint = SlackHTTPServer(app, host=cfg.http_host, port=cfg.http_port)
+    return SlackBot(notifier=notifier(settings, sink, channel=cfg.channel or ""), endpoint=endpoint)

@@ -19,7 +19,7 @@ from rq import Queue
 from events.errors import DecodeError
 from events.feed import ALL_GROUPS, DISPATCH_GROUP, GroupReader, parse_feed_entry, trim_feed
 from events.loop import run_loop
-from events.store import EventStore
+from events.store import EventStore, redis_errors
 from events.types import WORKER_OUTPUT_TYPES
 from workers.process import process_run
 from workers.schedule import Ticker
@@ -31,6 +31,7 @@ DEFAULT_JOB_TIMEOUT_S = 600
 DEFAULT_TRIM_INTERVAL_S = 30.0
 DEFAULT_TICK_CHECK_S = 5.0
 READ_COUNT = 1000
+HEARTBEAT_INTERVAL_S = 1.0  # the bot's dead-man's switch reads it (bot/deadman.py)
 RESULT_TTL_S = 60
 FAILURE_TTL_S = 7 * 24 * 3600
 
@@ -59,6 +60,7 @@ class Dispatcher:
         self.ticker = ticker
         self.tick_check_s = tick_check_s
         self._next_tick_check = 0.0
+        self._next_beat = 0.0
         self.enqueued = 0
 
     def setup(self) -> None:
@@ -70,6 +72,10 @@ class Dispatcher:
         """Handle what is there (waiting up to `block_ms` for new entries); returns entries handled."""
         handled = 0
         now = time.monotonic()
+        if now >= self._next_beat:
+            self._next_beat = now + HEARTBEAT_INTERVAL_S
+            with redis_errors("write the dispatcher's heartbeat"):
+                self.store.redis.set(self.store.keys.heartbeat("dispatcher"), repr(time.time()))
         if now >= self._next_reclaim:
             self._next_reclaim = now + self.reclaim_idle_ms / 2000
             handled += self._route(self.reader.claim_stale(min_idle_ms=self.reclaim_idle_ms), reclaimed=True)

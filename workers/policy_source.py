@@ -2,7 +2,7 @@
 
 At each job start `refresh()` looks at the file (one stat; the text is read only when the size or
 mtime moved, and parsed only when its content changed). A valid new file becomes the policy and
-is announced with a `policy.loaded` event (its text and content hash) in the reserved `system`
+is announced with a `policy.loaded` event (its text and content hash) in the reserved `trainwarden.system`
 run; an invalid one is announced with `policy.rejected` (every file:line:column problem) and the
 old policy stays. Event ids derive from the content, so several workers announcing the same
 change append it once.
@@ -57,7 +57,7 @@ class PolicySource:
         self._pending: list[Event] = [self._loaded(self.policy)]
 
     def refresh(self) -> list[Event]:
-        """Pick up a changed file; returns the `system` events still to record (call `recorded()` after)."""
+        """Pick up a changed file; returns the `trainwarden.system` events still to record (call `recorded()` after)."""
         if self.path is not None:
             stat = self._stat_of(self.path)
             if stat != self._stat:

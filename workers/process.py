@@ -40,7 +40,7 @@ def process_run(run: str, feed_ids: list[str]) -> dict[str, int]:
 
 
 def record_policy_events(ctx: WorkerContext) -> None:
-    """Pick up a changed policy file and record `policy.loaded` / `policy.rejected` (in `system`)."""
+    """Pick up a changed policy file and record `policy.loaded` / `policy.rejected` (in `trainwarden.system`)."""
     events = ctx.policies.refresh()
     if events:
         ctx.store.append(events)

@@ -1,14 +1,12 @@
 """kill -9 of an RQ worker in the middle of a job: every decision and side effect still happens once."""
 
-import os
-import signal
 import sys
 
 import pytest
 from rq import Queue
 
 from events import types as t
-from tests.conftest import REPO, spawn, stop_process
+from tests.conftest import REPO, kill_at_failpoint, spawn
 from tests.helpers import events_of, metric, nan_metric, wait_for
 from workers.dispatcher import Dispatcher
 from workers.launch import LaunchSpec, launch_local
@@ -31,14 +29,7 @@ def test_worker_killed_mid_job(failpoint, store, r, tmp_path, tmux_socket, setti
     dispatcher.step()
     assert queue.count == 1
 
-    doomed = spawn(settings_file, tmp_path / "doomed.log", "worker",
-                   env={"TRAINWARDEN_FAILPOINTS": failpoint})  # fmt: skip
-    try:
-        wait_for(lambda: r.get(store.keys.fault(failpoint)), timeout=20, what=f"failpoint {failpoint}")
-        os.killpg(doomed.pid, signal.SIGKILL)
-        doomed.wait()
-    finally:
-        stop_process(doomed)
+    kill_at_failpoint(settings_file, tmp_path / "doomed.log", r, failpoint, "worker")
 
     if failpoint == "before-commit":
         assert events_of(store, "exp01", t.DECISION) == []  # nothing half-written

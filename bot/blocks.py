@@ -1,0 +1,102 @@
+"""Block Kit for notifications and command replies. Texts come from bot/messages.py; this module
+only arranges them. Button values are small JSON objects the action handlers read back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from bot import messages
+from bot.stages import GUARD, Notice, NotifyState
+from events import types as t
+
+ACTION_STOP_NOW = "tw_stop_now"  # guarded stop: stop at once
+ACTION_KEEP_RUNNING = "tw_keep_running"  # guarded stop: cancel it and snooze the rule
+ACTION_STOP_RUN = "tw_stop_run"  # anomaly or /stop: stop the run (after Slack's confirm dialog)
+ACTION_SNOOZE = "tw_snooze"  # anomaly: snooze its rule
+ACTION_CANCEL = "tw_cancel"  # /stop: dismiss
+ACTIONS = (ACTION_STOP_NOW, ACTION_KEEP_RUNNING, ACTION_STOP_RUN, ACTION_SNOOZE, ACTION_CANCEL)
+WITH_BUTTONS = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT})
+
+
+def section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def context(lines: Sequence[str]) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": line} for line in lines]}
+
+
+def button(text: str, action_id: str, value: dict[str, Any], *, style: str | None = None,
+           confirm: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    out: dict[str, Any] = {"type": "button", "text": {"type": "plain_text", "text": text}, "action_id": action_id,
+                           "value": json.dumps(value, separators=(",", ":"))}  # fmt: skip
+    if style:
+        out["style"] = style
+    if confirm:
+        out["confirm"] = confirm
+    return out
+
+
+def stop_confirm_dialog(run: str) -> dict[str, Any]:
+    return {
+        "title": {"type": "plain_text", "text": messages.confirm_stop_title()},
+        "text": {"type": "mrkdwn", "text": messages.confirm_stop_body(run)},
+        "confirm": {"type": "plain_text", "text": messages.confirm_stop_yes()},
+        "deny": {"type": "plain_text", "text": messages.BUTTON_CANCEL},
+        "style": "danger",
+    }
+
+
+def notice_blocks(
+    notice: Notice, *, state: NotifyState, trend: tuple[str, list[float]] | None, snooze_s: float
+) -> list[dict[str, Any]]:
+    d = notice.event.data
+    extra: list[str] = []
+    if trend and trend[1]:
+        extra.append(messages.metric_trend(*trend))
+    if d.get("remedy") and notice.kind in WITH_BUTTONS | {GUARD, t.STOP}:
+        extra.append(messages.remedy(d["remedy"]))
+    if state.wandb_url:
+        extra.append(messages.wandb_link(state.wandb_url))
+    if state.evidence and notice.kind in (t.STOP_DONE, t.STOP_FAILED, GUARD, t.STOP):
+        extra.append(messages.evidence_link(state.evidence))
+    blocks = [section(notice.text)]
+    if extra:
+        blocks.append(context(extra))
+    run = notice.event.run
+    value = {"run": run, "rule": notice.rule, "decision": notice.event.id}
+    if notice.kind in WITH_BUTTONS:
+        blocks.append({"type": "actions", "elements": [
+            button(messages.button_snooze(snooze_s), ACTION_SNOOZE, {**value, "seconds": snooze_s}),
+            button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN, {**value, "reason": notice.text[:200]},
+                   style="danger", confirm=stop_confirm_dialog(run)),
+        ]})  # fmt: skip
+    elif notice.kind == GUARD:
+        blocks.append(guard_actions(value))
+    return blocks
+
+
+def guard_actions(value: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "actions", "elements": [
+        button(messages.BUTTON_STOP_NOW, ACTION_STOP_NOW, value, style="danger"),
+        button(messages.BUTTON_KEEP_RUNNING, ACTION_KEEP_RUNNING, value, style="primary"),
+    ]}  # fmt: skip
+
+
+def text_blocks(text: str) -> list[dict[str, Any]]:
+    """A closed message (guard decided, parent refreshed): the text alone, no buttons."""
+    return [section(text)]
+
+
+def stop_prompt(run: str, reason: str) -> list[dict[str, Any]]:
+    """/stop's ephemeral confirmation."""
+    value = {"run": run, "reason": reason}
+    return [
+        section(messages.stop_confirm(run, reason)),
+        {"type": "actions", "elements": [
+            button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN, value, style="danger"),
+            button(messages.BUTTON_CANCEL, ACTION_CANCEL, value),
+        ]},
+    ]  # fmt: skip

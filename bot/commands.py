@@ -1,0 +1,108 @@
+"""Slash-command text in, a validated command out; pure, nothing runs here.
+
+Refused before anything else: text over 200 characters, control characters, and shell
+metacharacters (no command of the bot needs them; refusing them keeps every name and reason
+inert wherever it later travels: tmux session names, log paths, Slack messages).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bot import messages
+from bot.errors import BadInput
+from events.envelope import RUN_NAME_RE
+
+MAX_TEXT = 200
+METACHARACTERS = frozenset(";&|`$<>\\(){}[]*?!~#'\"")
+DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_SNOOZE_S = 7 * 86400
+DEFAULT_STOP_REASON = "stopped from Slack"
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    run: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    experiment: str
+    server: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    run: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snooze:
+    run: str
+    rule: str | None
+    seconds: float
+
+
+Command = Status | Launch | Stop | Snooze
+
+
+def check_text(text: str) -> None:
+    """Raise BadInput saying why `text` is refused."""
+    if len(text) > MAX_TEXT:
+        raise BadInput(messages.refused(messages.too_long(MAX_TEXT, len(text))))
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text):
+        raise BadInput(messages.refused(messages.control_chars()))
+    found = sorted(set(text) & METACHARACTERS)
+    if found:
+        raise BadInput(messages.refused(messages.forbidden_chars(" ".join(found))))
+
+
+def closest(name: str, candidates: Iterable[str]) -> list[str]:
+    return difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.5)
+
+
+def check_name(kind: str, name: str, known: Iterable[str]) -> str:
+    """`name` if it is one of `known`; else BadInput listing the closest names."""
+    known = list(known)
+    if name in known:
+        return name
+    raise BadInput(messages.unknown_name(kind, name, closest(name, known), known))
+
+
+def parse_duration(text: str) -> float:
+    m = DURATION_RE.match(text)
+    if not m:
+        raise BadInput(messages.bad_duration(text))
+    seconds = float(m[1]) * UNIT_S[m[2]]
+    if not 0 < seconds <= MAX_SNOOZE_S:
+        raise BadInput(messages.bad_duration(text))
+    return seconds
+
+
+def _name(text: str, usage: str) -> str:
+    if not RUN_NAME_RE.match(text):
+        raise BadInput(messages.refused(f"{text!r} is not a valid name. {usage}"))
+    return text
+
+
+def parse(command: str, text: str) -> Command:
+    """`command` without its slash ("stop"), `text` as Slack sent it."""
+    check_text(text)
+    words = text.split()
+    usage = messages.usage(command)
+    if command == "status" and len(words) <= 1:
+        return Status(run=_name(words[0], usage) if words else None)
+    if command == "launch" and 1 <= len(words) <= 2:
+        return Launch(experiment=_name(words[0], usage), server=_name(words[1], usage) if len(words) == 2 else None)
+    if command == "stop" and words:
+        return Stop(run=_name(words[0], usage), reason=" ".join(words[1:]) or DEFAULT_STOP_REASON)
+    if command == "snooze" and len(words) in (2, 3):
+        rule = _name(words[1], usage) if len(words) == 3 else None
+        return Snooze(run=_name(words[0], usage), rule=rule, seconds=parse_duration(words[-1]))
+    raise BadInput(usage)

@@ -1,0 +1,102 @@
+"""Dead-man's switch for trainwarden itself: is the dispatcher alive, are the workers keeping up?
+
+Stalled when the dispatcher's heartbeat (`tw:heartbeat:dispatcher`, written once a second by its
+loop) is older than `stall_s`, or when the oldest feed entry still pending in the `dispatch` group
+(waiting for a worker's job to finish it) is older than `stall_s`. The switch appends one
+`watchdog.stalled` event to the `trainwarden.system` log when that starts and one
+`watchdog.recovered` when it ends; the notifier posts them like any other event.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import redis
+
+from bot import messages
+from bot.stages import SYSTEM_RUN
+from events import types as t
+from events.envelope import make_event, time_seq
+from events.feed import DISPATCH_GROUP
+from events.store import EventStore, Malformed, decode_entries, redis_errors
+
+log = logging.getLogger(__name__)
+
+CHECK_INTERVAL_S = 5.0
+DISPATCHER = "dispatcher"
+
+
+class Deadman:
+    def __init__(
+        self,
+        *,
+        store: EventStore,
+        host: str,
+        stall_s: float,
+        clock: Callable[[], float] = time.time,
+        interval_s: float = CHECK_INTERVAL_S,
+    ) -> None:
+        self.store = store
+        self.host = host
+        self.stall_s = stall_s
+        self.clock = clock
+        self.interval_s = interval_s
+        self._next = 0.0
+        self.started = clock()
+        self._stalled_since: float | None = self._last_stall()
+
+    def _last_stall(self) -> float | None:
+        """Whether the system log's last watchdog event says stalled (a restarted bot does not repeat it)."""
+        with redis_errors("read the watchdog's state"):
+            entries = self.store.redis.xrevrange(self.store.keys.log(SYSTEM_RUN), count=200)
+        for _sid, item in decode_entries(entries):
+            if isinstance(item, Malformed):
+                continue
+            if item.type == t.WATCHDOG_STALLED:
+                return float(item.data.get("since", item.ts))
+            if item.type == t.WATCHDOG_RECOVERED:
+                return None
+        return None
+
+    def diagnose(self, now: float) -> str | None:
+        """What is stuck, or None when everything makes progress."""
+        r = self.store.redis
+        with redis_errors("check trainwarden's progress"):
+            beat = r.get(self.store.keys.heartbeat(DISPATCHER))
+            try:
+                pending = r.xpending(self.store.keys.feed(), DISPATCH_GROUP)
+            except redis.ResponseError:  # no group yet: no dispatcher ever ran
+                pending = {"pending": 0}
+        if beat is None:  # give a dispatcher started alongside the bot time to report
+            return messages.no_dispatcher() if now - self.started > self.stall_s else None
+        silent = now - float(beat)
+        if silent > self.stall_s:
+            return messages.dispatcher_silent(silent)
+        if pending["pending"]:
+            oldest = pending["min"].decode() if isinstance(pending["min"], bytes) else pending["min"]
+            waited = now - int(oldest.partition("-")[0]) / 1000
+            if waited > self.stall_s:
+                return messages.workers_behind(int(pending["pending"]), waited)
+        return None
+
+    def check(self) -> None:
+        now = self.clock()
+        if now < self._next:
+            return
+        self._next = now + self.interval_s
+        problem = self.diagnose(now)
+        if problem is not None and self._stalled_since is None:
+            log.error("trainwarden stalled: %s", problem)
+            self._append(t.WATCHDOG_STALLED, {"detail": problem, "since": now}, now)
+            self._stalled_since = now
+        elif problem is None and self._stalled_since is not None:
+            data = {"detail": messages.progress_again(), "stalled_s": now - self._stalled_since}
+            self._append(t.WATCHDOG_RECOVERED, data, now)
+            self._stalled_since = None
+
+    def _append(self, event_type: str, data: dict[str, object], now: float) -> None:
+        event = make_event(event_type, run=SYSTEM_RUN, host=self.host, producer=f"watchdog/{self.host}",
+                           seq=time_seq(), data=data, ts=now)  # fmt: skip
+        self.store.append_one(event)

@@ -1,0 +1,108 @@
+"""Exactly-once posting, keyed by the id of the event that caused the notification.
+
+    status None   -> append `notification.intent` (+ mark the key "intent"), post, then
+                     append `notification.sent`  (+ mark the key "sent" with the message's ts);
+                     the result is written with the next intent or by `flush()` (the notifier
+                     flushes with its checkpoint, before acknowledging the feed entry), which
+                     saves a round trip per message: a crash before it is the "intent" case
+    status intent -> a previous notifier died between the two: look for the key in the channel
+                     (message metadata) and post only if it is not there
+    status sent   -> nothing to do
+
+Each event is appended in one MULTI/EXEC with its mark in the run's `notified` hash, so the mark
+and the audit record never disagree. Failpoints `notify-after-intent`, `notify-after-post` (here) and
+`notify-after-sent` (in the notifier, after the results and its checkpoint are committed) let the
+kill -9 tests freeze the notifier at each step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from redis.client import Pipeline
+
+from bot.sink import Message, Sink
+from events import types as t
+from events.envelope import Event, make_event, time_seq
+from events.store import EventStore, redis_errors
+from workers.faults import failpoint
+
+log = logging.getLogger(__name__)
+
+INTENT = "intent"
+SENT = "sent"
+
+
+class Delivery:
+    def __init__(self, *, store: EventStore, sink: Sink, host: str) -> None:
+        self.store = store
+        self.sink = sink
+        self.host = host
+        self._results: list[tuple[Event, Message, dict[str, Any]]] = []  # posted, not yet recorded
+
+    def status(self, run: str, key: str) -> dict[str, Any] | None:
+        for _event, message, mark in self._results:
+            if message.run == run and message.key == key:
+                return mark
+        with redis_errors("read a notification's status", run=run):
+            raw = self.store.redis.hget(self.store.keys.notified(run), key)
+        return None if raw is None else json.loads(raw)
+
+    def deliver(
+        self, message: Message, *, status: dict[str, Any] | None, after_post: Callable[[str], None] | None = None
+    ) -> str:
+        """Post `message` once (see the module docstring) given its current `status` (from `status()`;
+        None without reading it is right only for events no notifier has tried yet); returns its ts.
+        `after_post` (idempotent follow-ups such as updating the parent message) runs before the
+        result is recorded."""
+        if status is not None and status["state"] == SENT:
+            return str(status["ts"])
+        ts: str | None = None
+        reconciled = False
+        if status is not None:
+            ts = self.sink.find(
+                channel=status["channel"], key=message.key, thread_ts=status.get("thread_ts"), oldest=status["at"]
+            )
+            reconciled = ts is not None
+        else:
+            self._write([*self._results, self._record(message, INTENT, {"at": time.time()})])
+            self._results.clear()
+            failpoint("notify-after-intent", self.store.redis, self.store.keys)
+        if ts is None:
+            ts = self.sink.post(message)
+            failpoint("notify-after-post", self.store.redis, self.store.keys)
+        else:
+            log.info("%s was already in the channel (posted before a crash); not posting again", message.key)
+        if after_post is not None:
+            after_post(ts)
+        self._results.append(self._record(message, SENT, {"ts": ts, "reconciled": reconciled}))
+        return ts
+
+    def flush(self, pipeline: Pipeline | None = None) -> None:
+        """Write the results not yet recorded (into `pipeline`, a MULTI the caller executes, if given)."""
+        if not self._results:
+            return
+        self._write(self._results, pipeline=pipeline)
+        self._results.clear()
+
+    def _record(self, message: Message, state: str, extra: dict[str, Any]) -> tuple[Event, Message, dict[str, Any]]:
+        data = {"key": message.key, "channel": message.channel, "thread_ts": message.thread_ts,
+                "text": message.text, **extra}  # fmt: skip
+        event_type = t.NOTIFICATION_INTENT if state == INTENT else t.NOTIFICATION_SENT
+        event = make_event(event_type, run=message.run, host=self.host, producer=f"notify/{self.host}",
+                           seq=time_seq(), data=data)  # fmt: skip
+        return event, message, {"state": state, **data}
+
+    def _write(self, records: list[tuple[Event, Message, dict[str, Any]]], pipeline: Pipeline | None = None) -> None:
+        """Events and marks in one MULTI/EXEC; records are of one run (the notifier flushes per feed entry)."""
+        pipe = pipeline if pipeline is not None else self.store.redis.pipeline(transaction=True)
+        self.store.append([event for event, _, _ in records], pipeline=pipe)
+        for _, message, mark in records:
+            pipe.hset(self.store.keys.notified(message.run), message.key, json.dumps(mark))
+        if pipeline is None:
+            with redis_errors("record notifications", run=records[0][1].run):
+                pipe.execute()

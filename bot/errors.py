@@ -1,0 +1,45 @@
+"""Errors of the Slack bot.
+
+TrainwardenError (events.errors)
+└── BotError
+    ├── SlackError                 talking to Slack's Web API failed
+    │   ├── SlackUnavailable       5xx, connection reset, timeouts after retries (retryable)
+    │   └── SlackRejected          Slack answered ok=false (bad token, unknown channel): fix the setup
+    └── CommandError               a slash command or button that is not carried out
+        ├── BadInput               refused input (unknown name, shell metacharacters, too long)
+        └── NotAllowed             the user or channel is not on the command's allow-list
+"""
+
+from __future__ import annotations
+
+from events.errors import TrainwardenError
+
+
+class BotError(TrainwardenError):
+    """Base class of errors raised by the bot."""
+
+
+class SlackError(BotError):
+    """A call to Slack's Web API failed."""
+
+
+class SlackUnavailable(SlackError):
+    """Slack could not be reached or failed on its side; the notification stays pending and is retried."""
+
+    retryable = True
+
+
+class SlackRejected(SlackError):
+    """Slack refused the call (ok=false); retrying does not help, the setup must be fixed."""
+
+
+class CommandError(BotError):
+    """A command that is refused; its message is shown to the user as it is."""
+
+
+class BadInput(CommandError):
+    """The command's text is refused before anything runs."""
+
+
+class NotAllowed(CommandError):
+    """The user (or channel) is not allowed to run the command."""

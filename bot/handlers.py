@@ -1,0 +1,161 @@
+"""What each command and button does, apart from Slack: validate, append events, say what happened.
+
+Every change is an event in the run's log (`snooze.set`, `stop.requested`, `stop.cancelled`,
+`launch.failed`); the workers carry out stops, the notifier posts outcomes in the run's thread.
+Methods return a `Reply`; `then`, when set, runs after Slack has been acknowledged (launches).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bot import blocks, commands, messages, status
+from bot.config import BotConfig
+from bot.errors import BadInput
+from events import types as t
+from events.envelope import Event, make_event, time_seq
+from events.errors import TrainwardenError
+from events.redact import redact_text
+from events.store import EventStore, Malformed, decode_entries, redis_errors
+from workers.fleet import Fleet
+
+log = logging.getLogger(__name__)
+
+GUARD_SCAN_PAGE = 1000
+GUARD_SCAN_MAX = 100_000  # entries read back looking for a guarded stop's outcome
+
+
+class Launcher(Protocol):
+    def launch(self, experiment: str, *, user: str) -> Event:
+        """Start the experiment on its server (records `run.launched` with `requested_by`); raises a
+        TrainwardenError saying why not."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    text: str
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    in_channel: bool = False
+    then: Callable[[], None] | None = None
+
+
+class Handlers:
+    def __init__(
+        self, *, store: EventStore, config: BotConfig, host: str, fleet: Fleet | None, launcher: Launcher | None
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.host = host
+        self.fleet = fleet
+        self.launcher = launcher
+
+    def _append(self, event_type: str, run: str, data: dict[str, Any]) -> Event:
+        event = make_event(event_type, run=run, host=self.host, producer=f"slack/{self.host}", seq=time_seq(),
+                           data={"by": "slack", **data})  # fmt: skip
+        self.store.append_one(event)
+        return event
+
+    def _run(self, name: str) -> str:
+        return commands.check_name("run", name, status.known_runs(self.store))
+
+    # -- slash commands ---------------------------------------------------------------------------
+
+    def command(self, name: str, text: str, *, user: str) -> Reply:
+        cmd = commands.parse(name, text)
+        if isinstance(cmd, commands.Status):
+            if cmd.run is None:
+                return Reply(status.overview(self.store))
+            return Reply(status.detail(self.store, self._run(cmd.run)))
+        if isinstance(cmd, commands.Launch):
+            return self.launch(cmd, user=user)
+        if isinstance(cmd, commands.Stop):
+            run = self._run(cmd.run)
+            reason = redact_text(cmd.reason)
+            return Reply(messages.stop_confirm(run, reason), blocks=blocks.stop_prompt(run, reason))
+        run = self._run(cmd.run)
+        until = time.time() + cmd.seconds
+        self._append(t.SNOOZE_SET, run, {"rule": cmd.rule, "until": until, "user": user, "seconds": cmd.seconds})
+        return Reply(messages.snoozed(run, cmd.rule, until, user), in_channel=True)
+
+    def launch(self, cmd: commands.Launch, *, user: str) -> Reply:
+        fleet, launcher = self.fleet, self.launcher
+        if fleet is None or launcher is None:
+            raise BadInput(messages.no_experiments())
+        exp = fleet.experiments[commands.check_name("experiment", cmd.experiment, fleet.experiments)]
+        if cmd.server is not None and commands.check_name("server", cmd.server, fleet.servers) != exp.server:
+            raise BadInput(messages.refused(messages.wrong_server(exp.name, exp.server, cmd.server)))
+
+        def perform() -> None:
+            try:
+                launcher.launch(exp.name, user=user)
+            except TrainwardenError as exc:
+                log.warning("launch of %s failed: %s", exp.name, exc)
+                error = redact_text(str(exc))
+                self._append(t.LAUNCH_FAILED, exp.name, {"server": exp.server, "user": user, "error": error})
+
+        return Reply(messages.launching(exp.name, exp.server), then=perform)
+
+    # -- buttons ----------------------------------------------------------------------------------
+
+    def stop_run(self, value: dict[str, Any], *, user: str) -> Reply:
+        run = self._run(str(value.get("run")))
+        reason = redact_text(str(value.get("reason") or commands.DEFAULT_STOP_REASON))[: commands.MAX_TEXT]
+        self._append(t.STOP_REQUESTED, run, {"user": user, "reason": reason, "decision": value.get("decision")})
+        return Reply(messages.stop_requested(run, user))
+
+    def cancel(self, value: dict[str, Any], *, user: str) -> Reply:
+        return Reply(messages.stop_dismissed(str(value.get("run"))))
+
+    def snooze(self, value: dict[str, Any], *, user: str) -> Reply:
+        run = self._run(str(value.get("run")))
+        until = time.time() + float(value.get("seconds") or self.config.keep_running_snooze_s)
+        self._append(t.SNOOZE_SET, run, {"rule": value.get("rule"), "until": until, "user": user})
+        return Reply(messages.snoozed(run, value.get("rule"), until, user), in_channel=True)
+
+    def stop_now(self, value: dict[str, Any], *, user: str) -> Reply:
+        run = self._run(str(value.get("run")))
+        decision = str(value.get("decision"))
+        if self.guard_outcome(run, decision) is not None:
+            return Reply(messages.guard_already_closed(run))
+        reason = f"{messages.BUTTON_STOP_NOW}: {value.get('rule')}"
+        self._append(t.STOP_REQUESTED, run, {"user": user, "reason": reason, "decision": decision,
+                                             "rule": value.get("rule")})  # fmt: skip
+        return Reply(messages.stop_requested(run, user))
+
+    def keep_running(self, value: dict[str, Any], *, user: str) -> Reply:
+        run = self._run(str(value.get("run")))
+        decision, rule = str(value.get("decision")), str(value.get("rule"))
+        if self.guard_outcome(run, decision) is not None:
+            return Reply(messages.guard_already_closed(run))
+        until = time.time() + self.config.keep_running_snooze_s
+        base = {"by": "slack", "user": user, "rule": rule, "until": until, "decision": decision}
+        producer = f"slack/{self.host}"
+        cancelled = make_event(t.STOP_CANCELLED, run=run, host=self.host, producer=producer, seq=time_seq(), data=base)
+        snoozed = make_event(t.SNOOZE_SET, run=run, host=self.host, producer=producer, seq=time_seq(), data=base)
+        self.store.append([cancelled, snoozed])  # one script call: both or neither
+        return Reply(messages.kept_running(run, rule, until, user))
+
+    def guard_outcome(self, run: str, decision: str) -> Event | None:
+        """The `stop.requested` or `stop.cancelled` that already settled a guarded stop, if any."""
+        key = self.store.keys.log(run)
+        end, scanned = "+", 0
+        while scanned < GUARD_SCAN_MAX:
+            with redis_errors("read a run's recent events", run=run):
+                entries = self.store.redis.xrevrange(key, max=end, count=GUARD_SCAN_PAGE)
+            for _sid, item in decode_entries(entries):
+                if isinstance(item, Malformed):
+                    continue
+                if item.id == decision:
+                    return None
+                if item.type in (t.STOP_REQUESTED, t.STOP_CANCELLED) and item.data.get("decision") == decision:
+                    return item
+            if len(entries) < GUARD_SCAN_PAGE:
+                return None
+            scanned += len(entries)
+            end = f"({entries[-1][0].decode()}"
+        return None

@@ -1,0 +1,180 @@
+"""Posting to Slack through slack-sdk's WebClient: per-channel rate limit, 429 Retry-After,
+retries with backoff on 5xx and dropped connections, and reconciliation before any re-post.
+
+A 5xx or a dropped connection leaves it unknown whether the message was posted, so before trying
+again the sink looks for it in the channel by the key in its metadata (conversations.history, or
+conversations.replies inside a thread). A 429 is unambiguous (nothing was posted): it waits
+Retry-After and tries again.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import time
+import urllib.error
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot.errors import SlackRejected, SlackUnavailable
+from bot.sink import METADATA_TYPE, Message
+from trainwarden import defaults
+
+log = logging.getLogger(__name__)
+
+NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError)
+MAX_RATE_LIMITED = 20  # 429s in a row for one call before giving up for now
+BACKOFF_MAX_S = 10.0
+PAGE = 200
+
+
+class RateLimiter:
+    """A token bucket per channel; `pause` holds a channel back (after a 429)."""
+
+    def __init__(self, *, rate_per_s: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate_per_s
+        self.burst = float(burst)
+        self.clock = clock
+        self._tokens: dict[str, float] = {}
+        self._stamp: dict[str, float] = {}
+        self._paused_until: dict[str, float] = {}
+
+    def delay(self, channel: str) -> float:
+        """Seconds to wait before the next post to `channel` (0 when it may go now; then it is counted)."""
+        held = self.held(channel)
+        if held > 0:
+            return held
+        now = self.clock()
+        refill = (now - self._stamp.get(channel, now)) * self.rate
+        tokens = min(self.burst, self._tokens.get(channel, self.burst) + refill)
+        self._stamp[channel] = now
+        if tokens >= 1:
+            self._tokens[channel] = tokens - 1
+            return 0.0
+        self._tokens[channel] = tokens
+        return (1 - tokens) / self.rate
+
+    def held(self, channel: str) -> float:
+        """Seconds left of a pause Slack asked for (429 Retry-After)."""
+        return max(0.0, self._paused_until.get(channel, 0.0) - self.clock())
+
+    def pause(self, channel: str, seconds: float) -> None:
+        self._paused_until[channel] = max(self._paused_until.get(channel, 0.0), self.clock() + seconds)
+
+
+class SlackSink:
+    def __init__(
+        self,
+        *,
+        client: WebClient,
+        limiter: RateLimiter,
+        max_attempts: int = defaults.SLACK_MAX_ATTEMPTS,
+        backoff_s: float = defaults.SLACK_BACKOFF_S,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = client
+        self.limiter = limiter
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.sleep = sleep
+        self.retries = 0  # calls repeated after 429, 5xx or a dropped connection
+
+    def post(self, message: Message) -> str:
+        kwargs: dict[str, Any] = {"channel": message.channel, "text": message.text, "metadata": message.metadata,
+                                  "unfurl_links": False}  # fmt: skip
+        if message.blocks:
+            kwargs["blocks"] = message.blocks
+        if message.thread_ts:
+            kwargs["thread_ts"] = message.thread_ts
+            kwargs["reply_broadcast"] = message.broadcast
+        started = time.time()
+
+        def recover() -> str | None:
+            return self.find(channel=message.channel, key=message.key, thread_ts=message.thread_ts, oldest=started)
+
+        reply = self._call("chat.postMessage", message.channel, lambda: self.client.chat_postMessage(**kwargs), recover)
+        return str(reply["ts"])
+
+    def update(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
+        """chat.update is idempotent: a repeat after an unclear failure is harmless."""
+        self._call("chat.update", channel, lambda: self.client.chat_update(channel=channel, ts=ts, text=text,
+                                                                          blocks=blocks))  # fmt: skip
+
+    def find(self, *, channel: str, key: str, thread_ts: str | None, oldest: float) -> str | None:
+        for message in self._scan(channel=channel, thread_ts=thread_ts, oldest=oldest):
+            meta = message.get("metadata") or {}
+            if meta.get("event_type") == METADATA_TYPE and (meta.get("event_payload") or {}).get("key") == key:
+                return str(message["ts"])
+        return None
+
+    def _scan(self, *, channel: str, thread_ts: str | None, oldest: float) -> Iterator[dict[str, Any]]:
+        cursor: str | None = None
+        while True:
+            args: dict[str, Any] = {"channel": channel, "include_all_metadata": True, "limit": PAGE}
+            if cursor:
+                args["cursor"] = cursor
+            if thread_ts:
+                page = self._read("conversations.replies", channel, lambda a=args: self.client.conversations_replies(
+                    ts=thread_ts, **a))  # fmt: skip
+            else:
+                page = self._read("conversations.history", channel, lambda a=args: self.client.conversations_history(
+                    oldest=f"{max(0.0, oldest - 5):.6f}", **a))  # fmt: skip
+            yield from page.get("messages") or []
+            cursor = (page.get("response_metadata") or {}).get("next_cursor")
+            if not cursor:
+                return
+
+    def _read(self, method: str, channel: str, call: Callable[[], Any]) -> Any:
+        return self._call(method, channel, call, limited=False)
+
+    def _call(
+        self,
+        method: str,
+        channel: str,
+        call: Callable[[], Any],
+        recover: Callable[[], str | None] | None = None,
+        *,
+        limited: bool = True,
+    ) -> Any:
+        """Run one Web API call through the rate limit and the retry rules; `recover` looks for a
+        post that may have landed before a failure we could not read."""
+        failures = limited_429 = 0
+        unclear = False
+        while True:
+            while (wait := self.limiter.delay(channel) if limited else self.limiter.held(channel)) > 0:
+                self.sleep(wait)
+            if unclear and recover is not None and (ts := recover()) is not None:
+                log.info("%s to %s had landed before the failure; not posting again", method, channel)
+                return {"ts": ts}
+            try:
+                return call()
+            except SlackApiError as exc:
+                status = exc.response.status_code
+                if status == 429 and limited_429 < MAX_RATE_LIMITED:
+                    limited_429 += 1
+                    self.retries += 1
+                    retry_after = float(exc.response.headers.get("Retry-After") or exc.response.headers.get(
+                        "retry-after") or 1)  # fmt: skip
+                    log.warning("Slack rate-limited %s; waiting %.0fs (Retry-After)", method, retry_after)
+                    self.limiter.pause(channel, retry_after)
+                    continue
+                if status < 500 and status != 429:
+                    raise SlackRejected(
+                        f"Slack refused {method}: {exc.response.get('error') or status}; check the bot token's "
+                        "scopes and that the bot was invited to the channel",
+                        channel=channel,
+                    ) from None
+                cause: str = f"HTTP {status}"
+            except NETWORK_ERRORS as exc:
+                cause = f"{type(exc).__name__}: {exc}"
+            failures += 1
+            unclear = True
+            if failures >= self.max_attempts:
+                raise SlackUnavailable(f"{method} failed {failures} times, last: {cause}", channel=channel)
+            self.retries += 1
+            pause = min(BACKOFF_MAX_S, self.backoff_s * 2 ** (failures - 1))
+            log.warning("%s failed (%s); retrying in %.1fs", method, cause, pause)
+            self.sleep(pause)

@@ -1,0 +1,234 @@
+"""The notification pipeline as small pure stages over a per-run state (Alertmanager-style).
+
+    select -> inhibit -> snooze -> dedup -> flap -> (commit)
+
+Each stage takes the run's `NotifyState` and a `Notice` and returns the notice (possibly changed)
+or None with the reason it was dropped. `observe` moves the state forward by the event afterwards,
+whether or not anything is posted. Time is the events' own `ts`, never a clock, so folding a run's
+log again gives the same notices and the same state: snoozes, flapping and inhibition are
+projections of the event log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot import messages
+from events import types as t
+from events.envelope import Event
+
+SYSTEM_RUN = t.SYSTEM_RUN  # the pseudo-run holding the dead-man's switch and run-less commands
+ALL_RULES = "*"
+GUARD = "guard"  # the kind of a STOP decision that waits for confirmation
+
+# Events that change the notifier's state or may be posted; feed entries with none are skipped.
+INPUT_TYPES = frozenset(
+    {t.RUN_LAUNCHED, t.RUN_FINISHED, t.RUN_FAILED, t.DECISION, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED,
+     t.EVIDENCE_BUILT, t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED, t.STOP_CANCELLED, t.SNOOZE_SET,
+     t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED}
+)  # fmt: skip
+# Kinds that are noise control's business; decisions to STOP, stops and failures always go out.
+QUIETABLE = frozenset({t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.WAIT})
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """One message to post, keyed by the id of the event that caused it (exactly-once key)."""
+
+    key: str
+    kind: str  # the event type, or WAIT / STOP / GUARD for decisions
+    event: Event
+    text: str
+    rule: str | None = None
+    broadcast: bool = False  # also show in the channel (a STOP)
+    update_parent: bool = False  # refresh the run's parent message (a resolve)
+    close_guard: str | None = None  # key of a guarded-stop message to close ...
+    guard_outcome: str | None = None  # ... with this outcome
+
+
+@dataclass(slots=True)
+class NotifyState:
+    thread: str | None = None  # ts of the run's parent message
+    headline: str | None = None  # the parent's first text, kept for its updates
+    evidence: str | None = None
+    wandb_url: str | None = None
+    ended: bool = False  # stopped, finished, failed or STOP decided: follow-on symptoms are inhibited
+    open_rules: list[str] = field(default_factory=list)  # open per the log
+    posted_open: dict[str, str] = field(default_factory=dict)  # rule -> key of its posted opening
+    openings: dict[str, list[float]] = field(default_factory=dict)  # rule -> openings in the flap window
+    flapping: dict[str, float] = field(default_factory=dict)  # rule -> time of its last opening
+    snoozes: dict[str, float] = field(default_factory=dict)  # rule or ALL_RULES -> until
+    guard: str | None = None  # key of the open guarded-stop message
+    stop_by: str | None = None  # Slack user who asked for the latest stop
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NotifyState:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+Stage = Callable[[NotifyState, Notice], tuple[Notice | None, str]]
+
+
+def select(state: NotifyState, event: Event) -> Notice | None:
+    """A notice for an event that needs a person; None for healthy news (pure payload predicate)."""
+    text = messages.notification_text(event, evidence_path=state.evidence)
+    if text is None:
+        return None
+    d = event.data
+    kind = event.type
+    if event.type == t.DECISION:
+        kind = GUARD if d.get("decision") == t.STOP and d.get("confirm_s") else d["decision"]
+    close, outcome = None, None
+    if state.guard and event.type in (t.STOP_DONE, t.STOP_FAILED):
+        close, outcome = state.guard, messages.guard_outcome_stopped(state.stop_by)
+    elif state.guard and event.type == t.STOP_CANCELLED:
+        close, outcome = state.guard, messages.guard_outcome_kept(d.get("user"))
+    return Notice(
+        key=event.id,
+        kind=kind,
+        event=event,
+        text=text,
+        rule=d.get("rule"),
+        broadcast=kind in (t.STOP, GUARD),
+        update_parent=event.type in (t.ANOMALY_RESOLVED, t.WATCHDOG_RECOVERED),
+        close_guard=close,
+        guard_outcome=outcome,
+    )
+
+
+def inhibit(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
+    if state.ended and notice.kind in QUIETABLE:
+        return None, "inhibited"  # the run was stopped or has ended
+    return notice, ""
+
+
+def snooze(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
+    if notice.kind not in QUIETABLE:
+        return notice, ""
+    until = max(state.snoozes.get(notice.rule or "", 0.0), state.snoozes.get(ALL_RULES, 0.0))
+    if notice.event.ts < until:
+        return None, "snoozed"
+    return notice, ""
+
+
+def dedup(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
+    rule = notice.rule or ""
+    if notice.kind == t.ANOMALY_OPENED and rule in state.posted_open:
+        return None, "duplicate"  # the rule is already open
+    if notice.kind == t.ANOMALY_RESOLVED and rule not in state.posted_open:
+        return None, "unposted"  # a resolve whose opening was not posted
+    return notice, ""
+
+
+class Flap:
+    """More than `threshold` openings of one rule within `window_s` -> one FLAPPING message, then
+    silence for that rule until it has not opened for a whole window."""
+
+    def __init__(self, *, threshold: int, window_s: float) -> None:
+        self.threshold = threshold
+        self.window_s = window_s
+
+    def __call__(self, state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
+        rule = notice.rule or ""
+        ts = notice.event.ts
+        if notice.kind == t.ANOMALY_RESOLVED and rule in state.flapping:
+            return None, "flapping"
+        if notice.kind != t.ANOMALY_OPENED:
+            return notice, ""
+        if rule in state.flapping:
+            if ts - state.flapping[rule] < self.window_s:
+                state.flapping[rule] = ts
+                return None, "flapping"
+            del state.flapping[rule]
+        recent = [x for x in state.openings.get(rule, []) if x > ts - self.window_s] + [ts]
+        state.openings[rule] = recent
+        if len(recent) <= self.threshold:
+            return notice, ""
+        state.flapping[rule] = ts
+        state.openings[rule] = []
+        text = messages.flapping(notice.event, openings=len(recent), window_s=self.window_s)
+        return dataclasses.replace(notice, kind="flapping", text=text), ""
+
+
+class Pipeline:
+    def __init__(self, *, flap_threshold: int, flap_window_s: float) -> None:
+        self.stages: tuple[Stage, ...] = (
+            inhibit,
+            snooze,
+            dedup,
+            Flap(threshold=flap_threshold, window_s=flap_window_s),
+        )
+
+    def process(self, state: NotifyState, event: Event) -> tuple[Notice | None, str]:
+        """The notice to post for `event` (or None and a one-word reason); moves `state` past the event."""
+        notice = select(state, event)
+        reason = "healthy"
+        if notice is not None:
+            for stage in self.stages:
+                notice, reason = stage(state, notice)
+                if notice is None:
+                    break
+            else:
+                commit(state, notice)
+        observe(state, event)
+        return notice, reason
+
+
+def commit(state: NotifyState, notice: Notice) -> None:
+    """What posting `notice` changes, before it is delivered."""
+    rule = notice.rule or ""
+    if notice.kind == t.ANOMALY_OPENED:
+        state.posted_open[rule] = notice.key
+    elif notice.kind == t.ANOMALY_RESOLVED:
+        state.posted_open.pop(rule, None)
+    elif notice.kind == GUARD:
+        state.guard = notice.key
+    if notice.close_guard:
+        state.guard = None
+
+
+def observe(state: NotifyState, event: Event) -> None:
+    """Move the state forward by one event (context that later notices depend on)."""
+    d = event.data
+    rule = d.get("rule") or ""
+    if event.type == t.RUN_LAUNCHED:
+        wandb_url = (d.get("config") or {}).get("wandb_url") or d.get("wandb_url")
+        fresh = NotifyState(thread=state.thread, headline=state.headline, wandb_url=wandb_url)
+        for f in dataclasses.fields(NotifyState):  # a new launch starts clean, in the same thread
+            setattr(state, f.name, getattr(fresh, f.name))
+    elif event.type == t.ANOMALY_OPENED and rule not in state.open_rules:
+        state.open_rules.append(rule)
+    elif event.type == t.ANOMALY_RESOLVED and rule in state.open_rules:
+        state.open_rules.remove(rule)
+    elif ends_run(event):
+        state.ended = True
+    elif event.type == t.STOP_REQUESTED:
+        state.stop_by = d.get("user") if d.get("by") == "slack" else None
+    elif event.type == t.STOP_CANCELLED:
+        state.ended = False
+    elif event.type == t.EVIDENCE_BUILT and d.get("path"):
+        state.evidence = d["path"]
+    elif event.type == t.SNOOZE_SET:
+        key = d.get("rule") or ALL_RULES
+        state.snoozes[key] = max(state.snoozes.get(key, 0.0), float(d.get("until", 0.0)))
+
+
+def ends_run(event: Event) -> bool:
+    """After this, symptoms like "GPU idle" or "run silent" are follow-ons, not news."""
+    if event.type == t.DECISION:
+        return event.data.get("decision") == t.STOP and not event.data.get("confirm_s")
+    return event.type in (t.STOP_DONE, t.RUN_FINISHED, t.RUN_FAILED)
+
+
+def posted(state: NotifyState, notice: Notice, ts: str) -> None:
+    """The first message of a run becomes its thread's parent."""
+    if state.thread is None:
+        state.thread = ts
+        state.headline = notice.text

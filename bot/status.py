@@ -1,0 +1,100 @@
+"""/status: each run's state read from the projections (the workers' checkpoint plus the tail of
+the log it has not folded yet), rendered one line per run."""
+
+from __future__ import annotations
+
+import time
+
+from bot import messages
+from bot.stages import SYSTEM_RUN
+from events import types as t
+from events.projection import RunState, fold, is_finite_number
+from events.store import EventStore, Malformed, decode_entries, redis_errors
+from workers.checkpoint import decode_checkpoint
+
+ACTIVE = frozenset({"launched", "running", "stopping"})
+GPU_SCAN = 500  # entries read back to find the last gpu sample
+GPU_KEYS = ("util", "gpu_util", "utilization")
+SPARK_POINTS = 12
+
+
+def run_state(store: EventStore, run: str) -> RunState:
+    """The run's state: the workers' folded checkpoint, moved over the events after it."""
+    with redis_errors("read a run's checkpoint", run=run):
+        cp = decode_checkpoint(store.redis.hgetall(store.keys.cursor(run)))
+    tail = (item for _, item in store.iter_run(run, after=cp.after) if not isinstance(item, Malformed))
+    return fold(tail, cp.run)
+
+
+def known_runs(store: EventStore) -> list[str]:
+    return [run for run, _ in store.runs() if run != SYSTEM_RUN]
+
+
+def last_gpu_util(store: EventStore, run: str) -> float | None:
+    with redis_errors("read a run's recent events", run=run):
+        entries = store.redis.xrevrange(store.keys.log(run), count=GPU_SCAN)
+    for _sid, item in decode_entries(entries):
+        if isinstance(item, Malformed) or item.type != t.GPU:
+            continue
+        for key in GPU_KEYS:
+            if is_finite_number(item.data.get(key)):
+                return float(item.data[key])
+    return None
+
+
+def loss_values(state: RunState) -> list[float]:
+    out = [m.get("loss", m.get("train/loss")) for m in state.recent_metrics]
+    return [float(v) for v in out if isinstance(v, int | float) and not isinstance(v, bool)][-SPARK_POINTS:]
+
+
+def progress(state: RunState) -> str:
+    """Step / total steps (from the experiment, recorded at launch), else epochs, else the step."""
+    total, epochs = state.launch.get("total_steps"), state.launch.get("epochs")
+    if isinstance(total, int) and total > 0 and state.step is not None:
+        return messages.progress_bar(state.step, total)
+    epoch = state.last_metrics.get("epoch")
+    if isinstance(epoch, int | float) and isinstance(epochs, int) and epochs > 0:
+        return messages.progress_bar(int(epoch), epochs)
+    if epoch is not None:
+        return messages.epoch(epoch)
+    return messages.step(state.step)
+
+
+def line(store: EventStore, state: RunState, now: float) -> str:
+    losses = loss_values(state)
+    loss = f"{messages.number(losses[-1])} {messages.sparkline(losses)}" if losses else "n/a"
+    gpu = last_gpu_util(store, state.run)
+    return messages.status_line(
+        run=state.run,
+        host=state.host or "?",
+        status=state.status,
+        progress=progress(state),
+        loss=loss,
+        gpu=f"{gpu:.0f}%" if gpu is not None else "n/a",
+        source=state.source or "n/a",
+        anomalies=", ".join(state.open_anomalies) or "none",
+        age=messages.duration(now - state.last_ts) if state.last_ts else "?",
+    )
+
+
+def overview(store: EventStore, *, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    lines = []
+    for run in known_runs(store):
+        state = run_state(store, run)
+        if state.status in ACTIVE:
+            lines.append(line(store, state, now))
+    return "\n".join(lines) if lines else messages.no_active_runs()
+
+
+def detail(store: EventStore, run: str, *, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    state = run_state(store, run)
+    return "\n".join(
+        [
+            messages.status_detail_header(run, state.host or "?", state.status),
+            line(store, state, now),
+            messages.status_decisions(state.decisions[-5:]),
+            messages.status_report(state.evidence[-1] if state.evidence else None),
+        ]
+    )

@@ -1,0 +1,221 @@
+"""The notifier posting to a local Slack Web API server: threads, texts, blocks, noise control."""
+
+import json
+import math
+
+import pytest
+
+from bot.deadman import Deadman
+from bot.notifier import Notifier
+from bot.stages import SYSTEM_RUN, Pipeline
+from events import types as t
+from events.envelope import make_event
+from events.projection import fold
+from tests.helpers import events_of, metric
+from tests.slack_api import sink_for
+from workers.checkpoint import Checkpoint, encode_checkpoint
+
+pytestmark = pytest.mark.redis
+
+
+def notifier(store, api, *, threshold=3, window_s=3600.0, deadman=None):
+    n = Notifier(store=store, sink=sink_for(api), consumer="n1", channel="C1", host="bot",
+                    pipeline=Pipeline(flap_threshold=threshold, flap_window_s=window_s), deadman=deadman)  # fmt: skip
+    n.reader.ensure_group()
+    return n
+
+
+class Evaluator:
+    """Builds the events the workers write for a run, with increasing seqs and times."""
+
+    def __init__(self, run, host="gpu1"):
+        self.run, self.host, self.seq = run, host, 0
+
+    def __call__(self, event_type, ts=None, **data):
+        self.seq += 1
+        ts = ts if ts is not None else 2000.0 + self.seq
+        return make_event(event_type, run=self.run, host="worker", producer=f"eval/{self.run}", seq=self.seq,
+                          data={"run_host": self.host, **data}, ts=ts)  # fmt: skip
+
+    def opened(self, rule, reason, **kw):
+        return self(t.ANOMALY_OPENED, rule=rule, reason=reason, severity="warning", values={"loss": 9.0}, **kw)
+
+    def resolved(self, rule, **kw):
+        return self(t.ANOMALY_RESOLVED, rule=rule, **kw)
+
+
+def drain(n):
+    while n.step() > 0:
+        pass
+
+
+def test_one_thread_per_run_with_phone_readable_lines(store, slack_api):
+    ev = Evaluator("exp01-baseline", host="ic2")
+    metrics = [metric("exp01-baseline", i, step=i, loss=3.0 - i / 10) for i in range(1, 8)]
+    store.append(metrics)
+    # the workers' checkpoint holds the run state the anomaly was committed with (trends come from it)
+    store.redis.hset(store.keys.cursor("exp01-baseline"), mapping=encode_checkpoint(Checkpoint(run=fold(metrics))))
+    store.append([
+        ev(t.DECISION, decision="CONTINUE", reason="healthy", rule=None),
+        ev.opened("loss-spike", "loss=9 > 2x recent average 2.4", remedy="lower the learning rate"),
+        ev.opened("grad-norm", "grad_norm=180 > 100"),
+        ev.resolved("grad-norm"),
+        ev(t.DECISION, decision="STOP", rule="loss-nonfinite", reason="loss=nan at step 1200",
+           values={"loss": math.nan, "step": 1200}),
+        ev(t.EVIDENCE_BUILT, path="/ev/exp01/pack"),
+        ev(t.STOP_DONE, detail="killed tmux session train-exp01-baseline"),
+    ])  # fmt: skip
+    n = notifier(store, slack_api)
+    drain(n)
+
+    parent, *replies = slack_api.messages
+    assert parent.thread_ts is None
+    headline = (
+        "ANOMALY exp01-baseline@ic2: loss=9 > 2x recent average 2.4 (loss-spike, warning). "
+        "Try: lower the learning rate."
+    )
+    assert events_of(store, "exp01-baseline", t.NOTIFICATION_SENT)[0].data["text"] == headline
+    assert [r.thread_ts for r in replies] == [parent.ts] * 4
+    assert [r.text for r in replies] == [
+        "ANOMALY exp01-baseline@ic2: grad_norm=180 > 100 (grad-norm, warning).",
+        "RESOLVED exp01-baseline@ic2: grad-norm is healthy again.",
+        "STOP exp01-baseline@ic2: loss=nan at step 1200 (loss-nonfinite)",
+        "STOPPED exp01-baseline@ic2: killed tmux session train-exp01-baseline. Evidence: /ev/exp01/pack",
+    ]
+    assert [r.broadcast for r in replies] == [False, False, True, False]  # the STOP is also in the channel
+    # the resolve refreshed the parent: its first line and what is still open
+    assert parent.updates == [f"{headline} [open: loss-spike]"]
+    # blocks: the trend as a sparkline, the remedy, buttons
+    blocks = next(c for name, c in slack_api.calls if name == "chat.postMessage")["blocks"]
+    context = next(b for b in blocks if b["type"] == "context")
+    lines = [e["text"] for e in context["elements"]]
+    assert lines[0].startswith("loss █") and lines[0].endswith("▁ (last 7: 2.3)")  # falling loss, last value
+    assert "Try: lower the learning rate" in lines
+    actions = next(b for b in blocks if b["type"] == "actions")
+    assert [e["action_id"] for e in actions["elements"]] == ["tw_snooze", "tw_stop_run"]
+    assert json.loads(actions["elements"][0]["value"])["rule"] == "loss-spike"
+    assert "confirm" in actions["elements"][1]
+    # exactly-once bookkeeping is in the run's log: one intent and one sent per message
+    sent = events_of(store, "exp01-baseline", t.NOTIFICATION_SENT)
+    assert len(sent) == len(events_of(store, "exp01-baseline", t.NOTIFICATION_INTENT)) == 5
+    assert {e.data["ts"] for e in sent} == {m.ts for m in slack_api.messages}
+
+
+def test_noise_control_dedup_snooze_inhibit(store, slack_api):
+    ev = Evaluator("exp02")
+    store.append([
+        ev.opened("gpu-util-low", "gpu util 12% < 40% for 30m"),
+        ev.opened("gpu-util-low", "again"),  # still open: no second message
+        ev(t.SNOOZE_SET, rule="tokens-per-s", until=5000.0, user="U1"),
+        ev.opened("tokens-per-s", "tokens/s halved"),  # snoozed
+        ev.resolved("tokens-per-s"),  # its opening was not posted: no resolve either
+        ev(t.DECISION, decision="STOP", rule="loss-nonfinite", reason="loss=nan"),
+        ev(t.STOP_DONE, detail="killed"),
+        ev.opened("run-silent", "no event for 10m"),  # follow-on symptom of the stop: inhibited
+        ev.resolved("gpu-util-low"),  # inhibited too
+    ])  # fmt: skip
+    n = notifier(store, slack_api)
+    drain(n)
+    assert [m.text.split(":")[0] for m in slack_api.messages] == [
+        "ANOMALY exp02@gpu1", "STOP exp02@gpu1", "STOPPED exp02@gpu1"
+    ]  # fmt: skip
+    assert n.suppressed == {"duplicate": 1, "snoozed": 2, "inhibited": 2}
+
+
+def test_a_snooze_ends_when_it_says(store, slack_api):
+    ev = Evaluator("exp03")
+    store.append([ev(t.SNOOZE_SET, rule=None, until=2010.0, user="U1"), ev.opened("a", "x", ts=2005.0),
+                  ev.resolved("a", ts=2006.0), ev.opened("a", "y", ts=2011.0)])  # fmt: skip
+    drain(notifier(store, slack_api))
+    assert slack_api.texts() == ["ANOMALY exp03@gpu1: y (a, warning)."]
+
+
+def test_flood_of_flapping_anomalies_stays_bounded(store, slack_api):
+    runs, rules, flips, threshold = 100, 2, 25, 3  # 100 runs x 2 rules x 25 x (open + resolve) = 10,000 events
+    for r in range(runs):
+        ev = Evaluator(f"flood{r:03d}")
+        batch = []
+        for i in range(flips):
+            for rule in (f"rule{k}" for k in range(rules)):
+                batch += [ev.opened(rule, f"flip {i}"), ev.resolved(rule)]
+        store.append(batch)
+    n = notifier(store, slack_api, threshold=threshold)
+    drain(n)
+    per_pair = threshold * 2 + 1  # N openings, N resolves, then one FLAPPING message
+    assert len(slack_api.messages) == runs * rules * per_pair
+    flapping = [m for m in slack_api.messages if m.text.startswith("FLAPPING")]
+    assert len(flapping) == runs * rules
+    assert flapping[0].text == (
+        "FLAPPING flood000@gpu1: rule0 opened 4 times in 1h; quiet until it settles. Last: flip 3"
+    )
+    assert len(slack_api.parents()) == runs  # one thread per run
+
+
+def test_flapping_ends_after_a_quiet_window(store, slack_api):
+    ev = Evaluator("exp04")
+    events = []
+    for i in range(4):
+        events += [ev.opened("a", f"flip {i}", ts=1000.0 + i), ev.resolved("a", ts=1000.5 + i)]
+    events.append(ev.opened("a", "back after a quiet hour", ts=1003.0 + 3700))
+    store.append(events)
+    drain(notifier(store, slack_api, window_s=3600))
+    texts = slack_api.texts()
+    assert texts[6].startswith("FLAPPING")
+    assert texts[7] == "ANOMALY exp04@gpu1: back after a quiet hour (a, warning)."
+    assert len(texts) == 8
+
+
+def test_guarded_stop_is_announced_with_buttons_and_closed_by_its_outcome(store, slack_api):
+    ev = Evaluator("exp05")
+    decision = ev(t.DECISION, decision="STOP", rule="val-loss-rising", reason="val loss rose 3 evals in a row",
+                  confirm_s=300)  # fmt: skip
+    store.append([decision])
+    n = notifier(store, slack_api)
+    drain(n)
+    (guard,) = slack_api.messages
+    assert guard.text == "Stopping exp05@gpu1 in 5m: val loss rose 3 evals in a row (val-loss-rising)"
+    actions = next(b for b in guard.blocks if b["type"] == "actions")
+    assert [e["action_id"] for e in actions["elements"]] == ["tw_stop_now", "tw_keep_running"]
+    assert json.loads(actions["elements"][0]["value"]) == {"run": "exp05", "rule": "val-loss-rising",
+                                                             "decision": decision.id}  # fmt: skip
+    store.append([ev(t.STOP_CANCELLED, user="U1", rule="val-loss-rising", until=9000.0, decision=decision.id)])
+    drain(n)
+    assert slack_api.messages[1].text.startswith("KEPT RUNNING exp05@gpu1: <@U1> pressed Keep running")
+    assert guard.updates[-1].endswith("[kept running by <@U1>]")
+    assert not any(b["type"] == "actions" for b in guard.blocks)
+
+
+def test_restart_resumes_from_the_checkpoint_without_reposting(store, slack_api):
+    ev = Evaluator("exp06")
+    store.append([ev.opened("a", "x"), ev.opened("b", "y")])
+    drain(notifier(store, slack_api))
+    store.append([ev.resolved("a"), ev.opened("a", "z")])
+    drain(notifier(store, slack_api))  # a new process: state from the checkpoint, thread from it too
+    assert len(slack_api.messages) == 4
+    assert len(slack_api.parents()) == 1
+    assert slack_api.messages[2].text == "RESOLVED exp06@gpu1: a is healthy again."
+
+
+def test_dead_mans_switch_alerts_once_and_says_when_it_recovers(store, slack_api, r):
+    now = [10_000.0]
+    deadman = Deadman(store=store, host="bot", stall_s=60, clock=lambda: now[0], interval_s=0)
+    n = notifier(store, slack_api, deadman=deadman)
+    r.set(store.keys.heartbeat("dispatcher"), repr(now[0]))
+    drain(n)
+    assert slack_api.messages == []
+    now[0] += 120  # the dispatcher stopped reporting
+    for _ in range(3):
+        drain(n)
+    (alert,) = slack_api.messages
+    assert alert.text == (
+        "TRAINWARDEN STALLED: the dispatcher has not reported for 2m. Runs are not being watched until it recovers."
+    )
+    r.set(store.keys.heartbeat("dispatcher"), repr(now[0]))
+    now[0] += 10
+    drain(n)
+    drain(n)
+    assert slack_api.messages[1].text == ("TRAINWARDEN RECOVERED after 10s: the dispatcher and the workers are "
+                                          "making progress again.")  # fmt: skip
+    assert slack_api.messages[1].thread_ts == alert.ts
+    assert [e.type for e in events_of(store, SYSTEM_RUN) if e.type.startswith("watchdog")] == [
+        t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED]  # fmt: skip

@@ -1,0 +1,57 @@
+"""The noise-control stages, pure: a fold of events gives notices and a state, twice the same."""
+
+import copy
+
+from bot.stages import NotifyState, Pipeline
+from events import types as t
+from events.envelope import make_event
+
+
+def ev(seq, event_type, ts=None, **data):
+    return make_event(event_type, run="r1", host="w", producer="eval/r1", seq=seq, ts=ts or 100.0 + seq,
+                      data={"run_host": "gpu1", **data})  # fmt: skip
+
+
+def fold(events, state=None, threshold=2, window_s=100.0):
+    pipeline = Pipeline(flap_threshold=threshold, flap_window_s=window_s)
+    state = state or NotifyState()
+    out = []
+    for e in events:
+        notice, reason = pipeline.process(state, e)
+        out.append(notice.kind if notice else reason)
+    return out, state
+
+
+def test_fold_is_deterministic_and_state_round_trips():
+    events = [ev(1, t.ANOMALY_OPENED, rule="a", reason="x"), ev(2, t.ANOMALY_RESOLVED, rule="a"),
+              ev(3, t.ANOMALY_OPENED, rule="a", reason="x"), ev(4, t.ANOMALY_RESOLVED, rule="a"),
+              ev(5, t.ANOMALY_OPENED, rule="a", reason="x"), ev(6, t.ANOMALY_RESOLVED, rule="a"),
+              ev(7, t.ANOMALY_OPENED, rule="a", reason="x")]  # fmt: skip
+    first, state = fold(events)
+    second, again = fold(events)
+    assert first == second == [t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED,
+                               "flapping", "unposted", "flapping"]  # fmt: skip
+    assert NotifyState.from_dict(copy.deepcopy(state.to_dict())) == again
+
+
+def test_a_relaunch_starts_clean_in_the_same_thread():
+    state = NotifyState(thread="1.0", headline="h", ended=True, posted_open={"a": "k"}, snoozes={"*": 1e12})
+    out, state = fold([ev(1, t.RUN_LAUNCHED, config={"wandb_url": "https://wandb.test/r1"}),
+                       ev(2, t.ANOMALY_OPENED, rule="a", reason="x")], state)  # fmt: skip
+    assert out == ["healthy", t.ANOMALY_OPENED]
+    assert state.thread == "1.0" and state.wandb_url == "https://wandb.test/r1" and not state.ended
+
+
+def test_stop_and_failures_are_never_quieted():
+    events = [ev(1, t.SNOOZE_SET, rule=None, until=1e12), ev(2, t.DECISION, decision="WAIT", rule="a", reason="x"),
+              ev(3, t.DECISION, decision="STOP", rule="a", reason="x"), ev(4, t.STOP_FAILED, error="e", hint="h"),
+              ev(5, t.RUN_FAILED, exit_code=1)]  # fmt: skip
+    out, _ = fold(events)
+    assert out == ["healthy", "snoozed", t.STOP, t.STOP_FAILED, t.RUN_FAILED]
+
+
+def test_guarded_stop_does_not_end_the_run_until_it_is_carried_out():
+    out, state = fold([ev(1, t.DECISION, decision="STOP", rule="a", reason="x", confirm_s=300),
+                       ev(2, t.ANOMALY_OPENED, rule="b", reason="y")])  # fmt: skip
+    assert out == ["guard", t.ANOMALY_OPENED]
+    assert state.guard == "eval/r1:1" and not state.ended
