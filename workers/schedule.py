@@ -65,7 +65,6 @@ class Ticker:
         self.retry_s = retry_s
         self.clock = clock
         self.batch = batch
-        self.ticked = 0
 
     def step(self) -> int:
         now = self.clock()
@@ -83,6 +82,5 @@ class Ticker:
         self.store.append(events)
         with redis_errors("update the tick schedule"):
             self.store.redis.zadd(key, {run: now + self.retry_s for run, _ in due}, xx=True)
-        self.ticked += len(events)
         log.debug("ticked %d quiet runs", len(events))
         return len(events)
