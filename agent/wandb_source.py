@@ -14,15 +14,18 @@ history rows come from the W&B API (behind `HistoryApi`, polled every `api_inter
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from agent import procfs
 from agent.errors import WandbFileError, WandbUnavailable
+from agent.names import normalise
 from agent.wandb_file import RunFile, RunInfo
 from agent.watch import RunWatch
+from events import types as t
+from events.envelope import Event, make_event
 
 RUN_DIR_RE = re.compile(r"^(?:offline-)?run-\d{8}_\d{6}-([A-Za-z0-9]+)$")
 DEFAULT_BASE_URL = "https://wandb.ai"
@@ -216,3 +219,28 @@ class RunWandb:
                 rows.append(Row(producer, step + 1, metrics, float(ts) if ts is not None else None, step))
             self._api_step = max(self._api_step, step + 1)
         return Reading(True, f"reading the W&B API for {path}", url, rows)
+
+
+def history_events(run_dir: Path, *, run: str, host: str = "backtest") -> Iterator[Event]:
+    """A finished (or still running) W&B run directory's history as metric events, offline.
+
+    The same numbering and names as the agent's live reading (`producer:seq` from file offsets),
+    for `trainwarden policy backtest --wandb-dir`.
+    """
+    path = run_file(run_dir)
+    if path is None:
+        raise WandbFileError(f"no run-*.wandb file in {run_dir}: expected a W&B run directory (wandb/run-... )")
+    reader = RunFile(path)
+    producer = f"{host}/wandb/{run}/{run_dir.name}"
+    while True:
+        before = reader.offset
+        decoded = reader.poll()
+        for h in decoded.history:
+            if not h.metrics:
+                continue
+            data = normalise(h.metrics)
+            if "step" not in data and h.step is not None:
+                data["step"] = h.step
+            yield make_event(t.METRIC, run=run, host=host, producer=producer, seq=h.end, data=data, ts=h.ts or 0.0)
+        if reader.offset == before:
+            return

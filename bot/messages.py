@@ -127,6 +127,17 @@ def run_failed(event: Event) -> str:
     return f"FAILED {where(event)}: the training process exited with code {code}."
 
 
+def policy_rejected(event: Event) -> str:
+    d = event.data
+    problems = d.get("problems") or []
+    first = problems[0] if problems else "unknown problem"
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    return (
+        f"POLICY REJECTED: {d.get('source')} has errors, still using policy {d.get('kept')}: {first}{more}. "
+        "Fix it (check with `trainwarden policy check FILE`); workers reload it at their next job."
+    )
+
+
 def launched(event: Event) -> str:
     d = event.data
     gpus = ",".join(str(g) for g in d.get("gpus") or []) or "-"
@@ -185,6 +196,8 @@ def notification_text(event: Event, *, evidence_path: str | None = None) -> str 
         text = stop_cancelled(event)
     elif event.type == t.RUN_FAILED:
         text = run_failed(event)
+    elif event.type == t.POLICY_REJECTED:
+        text = policy_rejected(event)
     elif event.type == t.RUN_LAUNCHED and d.get("requested_by"):
         text = launched(event)
     elif event.type == t.LAUNCH_FAILED:

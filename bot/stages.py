@@ -20,7 +20,7 @@ from bot import messages
 from events import types as t
 from events.envelope import Event
 
-SYSTEM_RUN = "trainwarden.system"  # the pseudo-run holding the dead-man's switch and run-less commands
+SYSTEM_RUN = t.SYSTEM_RUN  # the pseudo-run holding the dead-man's switch and run-less commands
 ALL_RULES = "*"
 GUARD = "guard"  # the kind of a STOP decision that waits for confirmation
 
@@ -28,7 +28,7 @@ GUARD = "guard"  # the kind of a STOP decision that waits for confirmation
 INPUT_TYPES = frozenset(
     {t.RUN_LAUNCHED, t.RUN_FINISHED, t.RUN_FAILED, t.DECISION, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED,
      t.EVIDENCE_BUILT, t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED, t.STOP_CANCELLED, t.SNOOZE_SET,
-     t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED}
+     t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED}
 )  # fmt: skip
 # Kinds that are noise control's business; decisions to STOP, stops and failures always go out.
 QUIETABLE = frozenset({t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.WAIT})

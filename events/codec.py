@@ -18,7 +18,7 @@ FIELD = "e"
 FIELD_BYTES = b"e"
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=True, ensure_ascii=False).encode
-_loads = json.loads
+_loads = json.JSONDecoder().decode  # accepts NaN/Infinity like json.loads, without its per-call checks
 
 # (type, version) -> function turning that version's data into the next version's data.
 Upgrader = Callable[[dict[str, Any]], dict[str, Any]]
@@ -44,7 +44,7 @@ def encode(event: Event) -> bytes:
 def decode(raw: bytes | str) -> Event:
     """Parse and validate one stored event; raises DecodeError saying what is wrong."""
     try:
-        obj = _loads(raw)
+        obj = _loads(raw.decode() if type(raw) is bytes else raw)  # we always write UTF-8
     except (ValueError, UnicodeDecodeError) as exc:
         raise DecodeError(f"not valid JSON: {exc}") from exc
     if type(obj) is not dict:

@@ -40,6 +40,10 @@ class Keys:
         """Sorted set run -> time of its last event."""
         return f"{self.namespace}:runs"
 
+    def schedule(self) -> str:
+        """Sorted set run -> wall-clock time its next tick is due (workers/schedule.py)."""
+        return f"{self.namespace}:schedule"
+
     def dead_letters(self) -> str:
         return f"{self.namespace}:dead"
 

@@ -38,6 +38,14 @@ STOP_CANCELLED = "stop.cancelled"
 LAUNCH_FAILED = "launch.failed"
 WATCHDOG_STALLED = "watchdog.stalled"
 WATCHDOG_RECOVERED = "watchdog.recovered"
+TICK = "tick"  # a scheduled evaluation of a quiet run (workers/schedule.py)
+POLICY_LOADED = "policy.loaded"  # in the reserved SYSTEM_RUN: a policy's text and content hash
+POLICY_REJECTED = "policy.rejected"  # in SYSTEM_RUN: a changed policy file that failed validation
+POLICY_APPLIED = "policy.applied"  # in a run's log: from which entry on a policy evaluated it
+
+# Events that concern the whole installation, not one run (policy.loaded, the bot's dead-man's
+# switch, run-less commands), live in this reserved run's log; the launcher refuses it as a run name.
+SYSTEM_RUN = "trainwarden.system"
 
 KNOWN_TYPES = frozenset(
     {
@@ -76,6 +84,10 @@ KNOWN_TYPES = frozenset(
         LAUNCH_FAILED,
         WATCHDOG_STALLED,
         WATCHDOG_RECOVERED,
+        TICK,
+        POLICY_LOADED,
+        POLICY_REJECTED,
+        POLICY_APPLIED,
     }
 )
 
@@ -99,6 +111,9 @@ WORKER_OUTPUT_TYPES = frozenset(
         LAUNCH_FAILED,
         WATCHDOG_STALLED,
         WATCHDOG_RECOVERED,
+        POLICY_LOADED,
+        POLICY_REJECTED,
+        POLICY_APPLIED,
     }
 )
 

@@ -1,10 +1,20 @@
-"""The policy used when none is configured."""
+"""The policy used when none is configured: `default.yaml`, shipped as package data."""
 
 from __future__ import annotations
 
+from functools import cache
+from importlib import resources
+
+from policies.loader import load_policy
 from policies.model import Policy
-from policies.rules import NonFinite
+
+DEFAULT_SOURCE = "policies/default.yaml"
 
 
+def default_policy_text() -> str:
+    return resources.files("policies").joinpath("default.yaml").read_text(encoding="utf-8")
+
+
+@cache
 def default_policy() -> Policy:
-    return Policy(name="default", rules=(NonFinite(id="loss-nonfinite"),))
+    return load_policy(default_policy_text(), source=DEFAULT_SOURCE)

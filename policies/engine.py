@@ -1,8 +1,16 @@
 """Incremental evaluation: `evaluate(policy, state, event)` -> what to append. Pure; the caller owns I/O.
 
-Semantics (the training-check method): STOP > WAIT > CONTINUE; a STOP is final for the run's
-current launch; an anomaly is opened once per (run, rule) while it stays open and resolved when
-the rule stops firing; every output names the event that triggered it.
+Semantics (the training-check method):
+- STOP > WAIT > CONTINUE. The decision is the strongest one asked by the rules firing now; it is
+  recorded when it changes, and a STOP is final for the run's current launch.
+- Persistence: a rule fires once its condition has held `for` N samples or a duration, so a first
+  fluctuation does not stop a run; `escalate` asks for a stronger decision if it persists longer.
+- Anomalies: `anomaly.opened` once per (run, rule) while it stays open, `anomaly.resolved` when
+  the condition clears. Every output names the event that triggered it.
+- Time comes only from events (`ts`, never the wall clock), so a replay decides exactly the same.
+  `now` is the largest `ts` seen; `tick` events move it forward when a run is quiet.
+- Phases: `startup` is the first `startup` seconds after the run's first event (or its launch);
+  a rule may only open in its phase, and stays open until its condition clears.
 """
 
 from __future__ import annotations
@@ -12,94 +20,231 @@ from typing import Any
 
 from events import types as t
 from events.envelope import Event
-from policies.model import Finding, Outcome, Policy, Rule
+from policies.durations import fmt_duration
+from policies.model import Outcome, Policy, Rule
 
-# Events the policy looks at; its own outputs and the workers' bookkeeping are skipped.
-INPUT_TYPES = frozenset(
-    {t.METRIC, t.GPU, t.HEALTH, t.LOG_LINE, t.SOURCE_STATUS, t.AGENT_HEARTBEAT, t.RUN_STARTED, t.RUN_FINISHED,
-     t.RUN_FAILED}
-)  # fmt: skip
+ENDING = frozenset({t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE})
+_LAUNCHED, _TICK, _METRIC = t.RUN_LAUNCHED, t.TICK, t.METRIC  # module globals: the hot path reads them often
 
 
 @dataclass(slots=True)
 class PolicyState:
+    """Everything the engine remembers about one run; JSON-serialisable, kept in the worker checkpoint."""
+
     decision: str | None = None
-    open: dict[str, str] = field(default_factory=dict)  # rule id -> id of the anomaly.opened trigger
+    policy: str | None = None  # hash of the policy that evaluated the last event
+    start: float | None = None
+    now: float | None = None
+    last_input: float | None = None  # ts of the last input that was not a tick
+    ended: bool = False
+    dirty: bool = False  # the set of open rules changed outside an event (a policy change)
+    step: Any = None
+    config: dict[str, Any] = field(default_factory=dict)  # the launch config (baselines live there)
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    deciding: dict[str, str] = field(default_factory=dict)  # open rule id -> the decision it asks for
 
     def to_dict(self) -> dict[str, Any]:
-        return {"decision": self.decision, "open": dict(self.open)}
+        return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PolicyState:
-        return cls(decision=data.get("decision"), open=dict(data.get("open", {})))
+        return cls(**{k: v for k, v in data.items() if k in cls.__slots__})
 
 
 def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
     """Advance `state` (in place) by one event and return the outcomes to append, in order."""
-    if event.type == t.RUN_LAUNCHED:
-        state.decision = None
-        state.open.clear()
+    typ = event.type
+    if typ == _LAUNCHED:
+        _reset(state, event)
         return []
-    if event.type not in INPUT_TYPES:
+    if typ in ENDING:
+        state.ended = True
         return []
+    index = policy.index
+    if state.ended or typ not in index.input_types:
+        return []
+    now = event.ts if state.now is None or event.ts > state.now else state.now
+    state.now = now
+    if state.start is None:
+        state.start = now
+    if typ != _TICK:
+        state.last_input = now
+        if typ == _METRIC and "step" in event.data:
+            state.step = event.data["step"]
+    startup = now - state.start < policy.startup_s
     out: list[Outcome] = []
-    firing: list[tuple[Rule, Finding]] = []
-    for rule in policy.rules:
-        finding = rule.check(event)
-        if finding is None:
-            continue
-        if finding.firing:
-            firing.append((rule, finding))
-            if rule.id not in state.open:
-                state.open[rule.id] = event.id
-                out.append(Outcome(t.ANOMALY_OPENED, _anomaly(rule, finding, event, policy)))
-        elif rule.id in state.open:
-            opened_by = state.open.pop(rule.id)
-            out.append(
-                Outcome(t.ANOMALY_RESOLVED, {"rule": rule.id, "trigger": event.id, "opened_by": opened_by,
-                                              "values": finding.values, "policy": policy.hash})
-            )  # fmt: skip
-    out.extend(_decide(policy, state, event, firing))
+    changed = state.dirty
+    rules, states, timed_set = policy.rules, state.rules, index.timed_set
+    startup_only = () if startup else index.startup_only
+    observed, timed = index.concerned(event)
+    for i, rule_id, observe, name, clear_only in observed:
+        rs = states.get(rule_id)
+        if rs is None:
+            rs = _new_rule_state(policy, state, i, start=state.start)
+        elif (clear_only or i in startup_only) and not rs["c"] and rs["open"] is None:
+            continue  # quiet, and this event cannot make it fire (or its phase is over until a relaunch)
+        cond = observe(rs["k"], event, now, name)
+        if cond is None:
+            if i not in timed_set:
+                continue
+        elif not cond and not rs["c"] and rs["open"] is None:
+            continue  # the common case: healthy, and was healthy
+        changed = _advance(policy, state, rules[i], rs, cond, event=event, startup=startup, out=out) or changed
+    for i in timed:
+        rule = rules[i]
+        rs = states.get(rule.id)
+        if rs is not None and (rs["c"] or rs["open"] is not None):
+            changed = _advance(policy, state, rule, rs, None, event=event, startup=startup, out=out) or changed
+    if changed or state.decision is None:
+        state.dirty = False
+        out.extend(_decide(policy, state, event, out))
     return out
 
 
-def _decide(policy: Policy, state: PolicyState, event: Event, firing: list[tuple[Rule, Finding]]) -> list[Outcome]:
+def apply_policy(policy: Policy, state: PolicyState) -> list[Outcome]:
+    """Switch a run's state to `policy` (first evaluation, or a hot reload): returns `policy.applied`
+    and the resolution of anomalies whose rule left the policy. Rules whose parameters changed keep
+    their open anomaly but start their window over."""
+    out: list[Outcome] = []
+    sigs = {r.id: sig for r, sig in zip(policy.rules, policy.sigs, strict=True)}
+    for rule_id, rs in list(state.rules.items()):
+        if rule_id not in sigs:
+            if rs["open"] is not None:
+                out.append(Outcome(t.ANOMALY_RESOLVED, {"rule": rule_id, "reason": "rule removed from the policy",
+                                                         "opened_by": rs["open"], "policy": policy.hash}))  # fmt: skip
+                state.dirty = True
+            del state.rules[rule_id]
+            state.deciding.pop(rule_id, None)
+        elif rs["sig"] != sigs[rule_id]:
+            rule = policy.rule(rule_id)
+            assert rule is not None
+            rs.update(sig=sigs[rule_id], k=rule.kind.initial(state.config, state.now), c=False, since=None, n=0,
+                      esc=False)  # fmt: skip
+            if rs["open"] is not None:
+                state.dirty = True
+                if rule.decision:
+                    state.deciding[rule_id] = rule.decision
+                else:
+                    state.deciding.pop(rule_id, None)
+    if state.now is not None:  # rules new to a running run count from now, not from the run's start
+        for i, rule in enumerate(policy.rules):
+            if rule.id not in state.rules:
+                _new_rule_state(policy, state, i, start=state.now)
+    previous, state.policy = state.policy, policy.hash
+    return [Outcome(t.POLICY_APPLIED, {"policy": policy.hash, "name": policy.name, "previous": previous}), *out]
+
+
+def _reset(state: PolicyState, event: Event) -> None:
+    config = event.data.get("config")
+    state.decision = None
+    state.start = event.ts
+    state.now = event.ts if state.now is None else max(state.now, event.ts)
+    state.ended = False
+    state.step = None
+    state.config = dict(config) if isinstance(config, dict) else {}
+    state.rules = {}
+    state.deciding = {}
+
+
+def _new_rule_state(policy: Policy, state: PolicyState, i: int, *, start: float | None) -> dict[str, Any]:
+    rule = policy.rules[i]
+    rs = {"sig": policy.sigs[i], "k": rule.kind.initial(state.config, start), "c": False, "since": None, "n": 0,
+          "open": None, "esc": False, "resolved": None, "reason": "", "values": {}}  # fmt: skip
+    state.rules[rule.id] = rs
+    return rs
+
+
+def _advance(
+    policy: Policy, state: PolicyState, rule: Rule, rs: dict[str, Any], cond: bool | None, *, event: Event,
+    startup: bool, out: list[Outcome],
+) -> bool:  # fmt: skip
+    """Move one rule's persistence and anomaly lifecycle forward; True when what it asks for changed."""
+    if cond is not None:
+        if cond:
+            if rs["c"]:
+                rs["n"] += 1
+            else:
+                rs["c"], rs["since"], rs["n"] = True, state.now, 1
+        elif rs["c"]:
+            rs["c"], rs["since"], rs["n"] = False, None, 0
+    now: float = state.now  # type: ignore[assignment]
+    if rs["open"] is None:
+        if not rs["c"] or not rule.persist.met(rs["n"], now - rs["since"]):
+            return False
+        if rule.phase != "any" and (rule.phase == "startup") != startup:
+            return False
+        if rule.cooldown_s and rs["resolved"] is not None and now - rs["resolved"] < rule.cooldown_s:
+            return False
+        rs["reason"], rs["values"] = _explain(rule, rs, state)
+        rs["open"] = event.id
+        if rule.decision:
+            state.deciding[rule.id] = rule.decision
+        out.append(Outcome(t.ANOMALY_OPENED, {
+            "rule": rule.id, "severity": rule.severity, "reason": rs["reason"], "values": rs["values"],
+            "remedy": rule.remedy, "decision": rule.decision, "trigger": event.id, "policy": policy.hash,
+        }))  # fmt: skip
+        _escalate(rule, rs, state)
+        return True
+    if not rs["c"]:
+        out.append(Outcome(t.ANOMALY_RESOLVED, {
+            "rule": rule.id, "reason": "cleared",
+            "trigger": event.id, "opened_by": rs["open"], "policy": policy.hash,
+        }))  # fmt: skip
+        rs["open"], rs["esc"], rs["resolved"] = None, False, now
+        state.deciding.pop(rule.id, None)
+        return True
+    return _escalate(rule, rs, state)
+
+
+def _escalate(rule: Rule, rs: dict[str, Any], state: PolicyState) -> bool:
+    esc = rule.escalate
+    if esc is None or rs["esc"] or not esc.persist.met(rs["n"], state.now - rs["since"]):  # type: ignore[operator]
+        return False
+    rs["esc"] = True
+    rs["reason"] = f"{rs['reason']}, persisting {esc.persist.describe()}"
+    if t.DECISION_RANK[esc.decision] > t.DECISION_RANK.get(state.deciding.get(rule.id, t.CONTINUE), 0):
+        state.deciding[rule.id] = esc.decision
+    return True
+
+
+def _explain(rule: Rule, rs: dict[str, Any], state: PolicyState) -> tuple[str, dict[str, Any]]:
+    reason, values = rule.kind.explain(rs["k"])
+    values = dict(values)
+    if state.step is not None and "step" not in values:
+        values["step"] = state.step
+        reason += f" at step {state.step}"
+    if rule.persist.seconds:
+        reason += f" for {fmt_duration(state.now - rs['since'])}"  # type: ignore[operator]
+    elif rule.persist.samples > 1:
+        reason += f" ({rs['n']} samples in a row)"
+    return reason, values
+
+
+def _decide(policy: Policy, state: PolicyState, event: Event, out: list[Outcome]) -> list[Outcome]:
     if state.decision == t.STOP:
         return []
-    strongest: tuple[Rule, Finding] | None = None
-    for rule, finding in firing:
-        if rule.decision is None:
-            continue
-        if strongest is None or t.DECISION_RANK[rule.decision] > t.DECISION_RANK[strongest[0].decision or t.CONTINUE]:
-            strongest = (rule, finding)
-    if strongest is not None:
-        rule, finding = strongest
-        decision = rule.decision or t.CONTINUE
-        if decision == state.decision:
+    strongest: Rule | None = None
+    rank = 0
+    if state.deciding:
+        for rule in policy.rules:
+            asked = state.deciding.get(rule.id)
+            if asked is not None and t.DECISION_RANK[asked] > rank:
+                strongest, rank = rule, t.DECISION_RANK[asked]
+    if strongest is None:
+        if state.decision == t.CONTINUE or (state.decision is None and event.type != t.METRIC):
             return []
-        state.decision = decision
-        return [
-            Outcome(t.DECISION, {"decision": decision, "rule": rule.id, "reason": finding.reason,
-                                 "values": finding.values, "severity": rule.severity, "remedy": rule.remedy,
-                                 "trigger": event.id, "policy": policy.hash})
-        ]  # fmt: skip
-    if state.decision is None and event.type == t.METRIC:
+        cleared = [o.data["rule"] for o in out if o.type == t.ANOMALY_RESOLVED]
+        reason = f"healthy again: {', '.join(cleared)} resolved" if state.decision and cleared else "healthy"
         state.decision = t.CONTINUE
-        return [
-            Outcome(t.DECISION, {"decision": t.CONTINUE, "rule": None, "reason": "healthy",
-                                 "trigger": event.id, "policy": policy.hash})
-        ]  # fmt: skip
-    return []
-
-
-def _anomaly(rule: Rule, finding: Finding, event: Event, policy: Policy) -> dict[str, Any]:
-    return {
-        "rule": rule.id,
-        "severity": rule.severity,
-        "reason": finding.reason,
-        "values": finding.values,
-        "remedy": rule.remedy,
-        "decision": rule.decision,
-        "trigger": event.id,
+        return [Outcome(t.DECISION, {"decision": t.CONTINUE, "rule": None, "reason": reason, "trigger": event.id,
+                                     "policy": policy.hash})]  # fmt: skip
+    decision = state.deciding[strongest.id]
+    if decision == state.decision:
+        return []
+    state.decision = decision
+    rs = state.rules[strongest.id]
+    return [Outcome(t.DECISION, {
+        "decision": decision, "rule": strongest.id, "reason": rs["reason"], "values": rs["values"],
+        "severity": strongest.severity, "remedy": strongest.remedy, "anomaly": rs["open"], "trigger": event.id,
         "policy": policy.hash,
-    }
+    })]  # fmt: skip

@@ -1,55 +1,192 @@
-"""What rules conclude and what the engine emits: plain frozen records, no I/O."""
+"""The policy as data: rules with their kind, persistence, phase, decision; plain frozen records, no I/O."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
+from events import types as t
 from events.envelope import Event
+from policies.durations import Persistence
+
+PHASES = ("startup", "steady", "any")
+SEVERITIES = ("info", "warning", "critical")
+DECISIONS = (t.STOP, t.WAIT)
+DEFAULT_STARTUP_S = 1800.0  # the seed's "active watch": the first 30 minutes of a run
+CACHE_SHAPES = 4096  # event shapes remembered per policy (bounded: data keys come from outside)
+
+
+class Kind(Protocol):
+    """What a rule kind implements. `st` is the rule's own state: a JSON-serialisable dict it may mutate.
+
+    `observe` returns True/False when the event tells something about the condition, None when it
+    does not (the rule's persistence is then left alone). `explain` turns the state into a reason
+    and the offending values, and is called only when something is emitted, to keep the hot path small.
+    `initial` gets the launch config (where baselines live) and the run's start time. `observe`
+    gets `name`: the first of `keys` present in the event (the index resolves it once per event
+    shape), or None for kinds that look at whole events (`keys` None). A kind may declare
+    `clear_only`: event types that can only clear its condition (a metric after a log match); the
+    engine does not call `observe` for those while the rule is quiet.
+    """
+
+    kind: ClassVar[str]
+    events: frozenset[str]  # event types the kind observes
+    keys: tuple[str, ...] | None  # data keys of which one must be present; None: every event of those types
+    time_driven: ClassVar[bool]  # its condition changes with time alone (absence)
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]: ...
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None: ...
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]: ...
+
+    def params(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
-    """A rule's verdict on one event it applies to."""
+class Escalation:
+    """A stronger decision once the condition has persisted longer: 'anomaly at once, STOP if it persists'."""
 
-    rule: str
-    firing: bool
-    reason: str = ""
-    values: dict[str, Any] = field(default_factory=dict)
+    decision: str
+    persist: Persistence
 
 
-class Rule(Protocol):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rule:
     id: str
-    decision: str | None  # STOP, WAIT, or None for "anomaly only"
-    severity: str
-    remedy: str
+    kind: Kind
+    persist: Persistence = field(default_factory=Persistence)
+    phase: str = "any"
+    severity: str = "warning"
+    decision: str | None = None  # STOP, WAIT, or None: anomaly only
+    escalate: Escalation | None = None
+    remedy: str = ""
+    cooldown_s: float = 0.0  # after a resolve, the rule does not open again for this long
 
-    def check(self, event: Event) -> Finding | None:
-        """None when the event is not for this rule; else whether the rule fires on it."""
-        ...
+    @property
+    def time_sensitive(self) -> bool:
+        """Whether the rule must be looked at on events it does not observe (time moved on)."""
+        return bool(
+            self.kind.time_driven
+            or self.persist.seconds
+            or self.cooldown_s
+            or (self.escalate is not None and self.escalate.persist.seconds)
+        )
 
     def describe(self) -> dict[str, Any]:
-        """The rule's identity and parameters (hashed into the policy's identity)."""
-        ...
+        """Identity and parameters: hashed into the policy's identity and the rule's state signature."""
+        return {
+            "id": self.id,
+            "kind": self.kind.kind,
+            **self.kind.params(),
+            "for": [self.persist.samples, self.persist.seconds],
+            "phase": self.phase,
+            "severity": self.severity,
+            "decision": self.decision,
+            "escalate": [self.escalate.decision, self.escalate.persist.samples, self.escalate.persist.seconds]
+            if self.escalate
+            else None,
+            "remedy": self.remedy,
+            "cooldown": self.cooldown_s,
+        }
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# rule index, id, its kind's observe, the key it reads, whether this event can only clear it
+Observer = tuple[int, str, Callable[..., bool | None], str | None, bool]
+Concerned = tuple[tuple[Observer, ...], tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    """Which rules look at an event: by type, then by the data keys present (so cost ~ rules concerned)."""
+
+    keyed: dict[str, dict[str, tuple[int, ...]]]
+    unkeyed: dict[str, tuple[int, ...]]
+    timed: tuple[int, ...]
+    input_types: frozenset[str]
+    rules: tuple[Rule, ...]
+    timed_set: frozenset[int]
+    startup_only: frozenset[int]  # rules that can open only in the startup phase
+    # (type, data keys) -> concerned rules with the key each reads, and the time-sensitive rules not
+    # among them: computed once per event shape (a run's events share a few shapes)
+    cache: dict[tuple[str, tuple[str, ...]], Concerned] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, rules: tuple[Rule, ...]) -> Index:
+        keyed: dict[str, dict[str, list[int]]] = {}
+        unkeyed: dict[str, list[int]] = {}
+        for i, rule in enumerate(rules):
+            for typ in rule.kind.events:
+                if rule.kind.keys is None:
+                    unkeyed.setdefault(typ, []).append(i)
+                else:
+                    for key in rule.kind.keys:
+                        keyed.setdefault(typ, {}).setdefault(key, []).append(i)
+        return cls(
+            keyed={typ: {k: tuple(dict.fromkeys(v)) for k, v in m.items()} for typ, m in keyed.items()},
+            unkeyed={typ: tuple(v) for typ, v in unkeyed.items()},
+            timed=tuple(i for i, r in enumerate(rules) if r.time_sensitive),
+            input_types=frozenset(keyed) | frozenset(unkeyed) | {t.TICK},
+            rules=rules,
+            timed_set=frozenset(i for i, r in enumerate(rules) if r.time_sensitive),
+            startup_only=frozenset(i for i, r in enumerate(rules) if r.phase == "startup"),
+        )
+
+    def concerned(self, event: Event) -> Concerned:
+        """The rules that observe `event` (policy order, each with the data key it reads), and the
+        time-sensitive rules that do not (they are looked at because time moved on)."""
+        shape = (event.type, tuple(event.data))
+        found = self.cache.get(shape)
+        if found is None:
+            hits = set(self.unkeyed.get(event.type, ()))
+            by_key = self.keyed.get(event.type, {})
+            for key in event.data:
+                hits.update(by_key.get(key, ()))
+            present = set(event.data)
+            observed = tuple(self._observer(i, event.type, present) for i in sorted(hits))
+            found = (observed, tuple(i for i in self.timed if i not in hits))
+            if len(self.cache) < CACHE_SHAPES:
+                self.cache[shape] = found
+        return found
+
+    def _observer(self, i: int, event_type: str, present: set[str]) -> Observer:
+        kind = self.rules[i].kind
+        key = None if kind.keys is None else next(k for k in kind.keys if k in present)
+        return i, self.rules[i].id, kind.observe, key, event_type in getattr(kind, "clear_only", ())
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
     name: str
     rules: tuple[Rule, ...]
+    startup_s: float = DEFAULT_STARTUP_S
+    text: str | None = field(default=None, compare=False)  # the YAML it was read from (recorded when loaded)
+    source: str = field(default="<built>", compare=False)
+    hash: str = field(init=False, compare=False)
+    sigs: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    index: Index = field(init=False, compare=False, repr=False)
 
-    @property
-    def hash(self) -> str:
-        """Content hash recorded with every decision, so a replay knows which policy made it."""
-        body = json.dumps([r.describe() for r in self.rules], sort_keys=True, default=str)
-        return hashlib.sha256(f"{self.name}\n{body}".encode()).hexdigest()[:16]
+    def __post_init__(self) -> None:
+        described = [r.describe() for r in self.rules]
+        object.__setattr__(self, "sigs", tuple(_digest(d) for d in described))
+        # Content hash recorded with every decision, so a replay knows which policy made it.
+        object.__setattr__(self, "hash", _digest({"name": self.name, "startup": self.startup_s, "rules": described}))
+        object.__setattr__(self, "index", Index.build(self.rules))
+
+    def rule(self, rule_id: str) -> Rule | None:
+        return next((r for r in self.rules if r.id == rule_id), None)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """An event the engine wants appended: `anomaly.opened`, `anomaly.resolved` or `decision`."""
+    """An event the engine wants appended: `anomaly.opened`, `anomaly.resolved`, `decision`, `policy.applied`."""
 
     type: str
     data: dict[str, Any]

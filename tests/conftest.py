@@ -15,12 +15,12 @@ import yaml
 
 from events.keys import Keys
 from events.store import EventStore
-from policies.default import default_policy
 from tests.helpers import wait_for
 from tests.slack_api import SlackAPI
 from trainwarden.redis_server import RedisServer
 from workers import context
 from workers.context import WorkerContext
+from workers.policy_source import PolicySource
 from workers.transport import LocalTmuxController, tmux_argv
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,9 +58,10 @@ def worker_ctx(store: EventStore, tmp_path: Path) -> Iterator[WorkerContext]:
     ctx = WorkerContext(
         store=store,
         host="worker-test",
-        policy=default_policy(),
+        policies=PolicySource(host="worker-test"),
         controller=LocalTmuxController(),
         evidence_dir=tmp_path / "evidence",
+        findings_file=tmp_path / "findings.md",
         lock_timeout_s=2.0,
     )
     context.install(ctx)

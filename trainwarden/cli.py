@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import getpass
-import json
 import logging
 import os
 import sys
@@ -16,10 +15,8 @@ from agent.watch import RunWatch
 from events import types as t
 from events.envelope import make_event, time_seq
 from events.errors import TrainwardenError
-from events.projection import fold
 from events.redact import redact_text
-from events.store import Malformed
-from trainwarden import cli_remote, render, wiring
+from trainwarden import cli_remote, policy_commands, render, replay_commands, wiring
 from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import stop_on_signals
@@ -65,8 +62,11 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from rq import SimpleWorker, Worker
 
     from workers.context import install
+    from workers.process import record_policy_events
 
-    install(wiring.worker_context(settings))
+    ctx = wiring.worker_context(settings)
+    install(ctx)
+    record_policy_events(ctx)  # announce the policy once here, not in every forked job
     queue = wiring.queue(settings)
     worker_class = SimpleWorker if args.simple else Worker
     worker = worker_class([queue], connection=queue.connection)
@@ -126,24 +126,6 @@ def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
     )  # fmt: skip
     store.append_one(event)
     print(f"stop requested for {args.run}; the workers will carry it out (see `trainwarden replay {args.run}`)")
-    return 0
-
-
-def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
-    store = wiring.store(settings)
-    entries = list(store.iter_run(args.run))
-    if not entries:
-        raise ConfigError(f"run {args.run!r} has no events (see `trainwarden runs`)")
-    state = fold(item for _, item in entries if not isinstance(item, Malformed))
-    if args.json:
-        print(json.dumps(state.to_dict(), default=str, indent=2))
-        return 0
-    print(f"Timeline of {args.run} ({len(entries)} entries)")
-    for sid, item in entries:
-        print("  " + render.timeline_line(sid, item))
-    print("Final state (folded from the log alone)")
-    for line in render.state_lines(state):
-        print("  " + line)
     return 0
 
 
@@ -217,10 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reason", default="stopped from the command line")
     s.set_defaults(func=cmd_stop)
 
-    s = sub.add_parser("replay", help="print a run's timeline and its state folded from the log")
-    s.add_argument("run")
-    s.add_argument("--json", action="store_true", help="print the folded state as JSON")
-    s.set_defaults(func=cmd_replay)
+    replay_commands.register(sub)
+    policy_commands.register(sub)
 
     s = sub.add_parser("runs", help="list known runs")
     s.set_defaults(func=cmd_runs)

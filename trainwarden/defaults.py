@@ -19,6 +19,11 @@ RECLAIM_IDLE_S = 30.0  # seconds a feed entry may stay unacknowledged before it 
 LOCK_TIMEOUT_S = 30.0  # seconds a worker may hold a run's lock between progress
 JOB_TIMEOUT_S = 600  # seconds an RQ job may run
 DEMO_TIMEOUT_S = 60.0  # seconds the demo waits for the stop before failing
+FINDINGS_FILE = "findings.md"  # relative to the working directory (`findings_file:` in settings: to that file)
+TICK_STARTUP_S = 60.0  # seconds between ticks of a quiet run in its startup phase
+TICK_STEADY_S = 900.0  # seconds between ticks of a quiet run after its startup phase
+TICK_MAX_SILENCE_S = 86_400.0  # seconds of silence (event time) after which a run is no longer ticked
+TICK_CHECK_S = 5.0  # seconds between the dispatcher's looks at the tick schedule
 
 # Slack bot
 SLACK_RATE_PER_S = 1.0  # messages per second per channel (Slack allows about one, with short bursts)

@@ -134,6 +134,7 @@ class Demo:
         anomaly = next((e for e in events if e.type == t.ANOMALY_OPENED), None)
         stop = next((e for e in events if e.type == t.DECISION and e.data.get("decision") == t.STOP), None)
         done = next((e for e in events if e.type in (t.STOP_DONE, t.STOP_FAILED)), None)
+        built = next((e for e in events if e.type == t.EVIDENCE_BUILT), None)
         target = StopTarget.from_launch(RUN, state.launch, default_host=state.host)
         alive = LocalTmuxController().is_running(target)
         print(file=self.out)
@@ -146,6 +147,8 @@ class Demo:
             print(f"    evidence pack: {path}", file=self.out)
             for f in sorted(Path(path).iterdir()):
                 print(f"                   - {f.name} ({f.stat().st_size} bytes)", file=self.out)
+        if built and built.data.get("summary"):
+            print(f"    {built.data['summary']}", file=self.out)
         if done:
             print(f"    stop:          {done.type}: {render.describe(done)}", file=self.out)
         print(f"    tmux session:  {target.session} {'STILL RUNNING' if alive else 'gone'}", file=self.out)

@@ -4,7 +4,11 @@ TrainwardenError (events.errors)
 └── SetupError              something around trainwarden is missing or misconfigured
     ├── ConfigError         the settings file or environment is invalid (names file:line)
     ├── RedisServerError    a private redis-server could not be started
-    └── DemoError           the demo's run did not go as it should
+    ├── DemoError           the demo's run did not go as it should
+    ├── UsageError          a command-line argument is invalid (says what was expected)
+    ├── UnknownRun          a command names a run that has no events
+    ├── PolicyNotRecorded   replay --verify needs a policy whose text the log does not hold
+    └── SourceUnavailable   a backtest source this build cannot read (yet)
 """
 
 from __future__ import annotations
@@ -26,3 +30,22 @@ class RedisServerError(SetupError):
 
 class DemoError(SetupError):
     """The demo's vertical slice did not complete."""
+
+
+class UsageError(SetupError):
+    """A command-line argument is invalid."""
+
+
+class UnknownRun(SetupError):
+    """The run has no events in the log."""
+
+    def __init__(self, run: str) -> None:
+        super().__init__(f"unknown run {run!r}: it has no events (see `trainwarden runs`)")
+
+
+class PolicyNotRecorded(SetupError):
+    """A decision names a policy hash whose text is not in the `trainwarden.system` run's `policy.loaded` events."""
+
+
+class SourceUnavailable(SetupError):
+    """The history source asked for cannot be read by this build."""

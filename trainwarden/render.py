@@ -54,6 +54,14 @@ def describe(event: Event) -> str:
         return f"{d.get('path')}"
     if event.type == t.LOG_LINE:
         return f"[{d.get('tag')}] {d.get('line')}"
+    if event.type == t.TICK:
+        return "scheduled evaluation of a quiet run"
+    if event.type == t.POLICY_APPLIED:
+        return f"policy {d.get('name')} {d.get('policy')} evaluates from entry {d.get('from')}"
+    if event.type == t.POLICY_LOADED:
+        return f"policy {d.get('name')} {d.get('policy')} loaded from {d.get('source')} ({d.get('rules')} rules)"
+    if event.type == t.POLICY_REJECTED:
+        return f"policy file {d.get('source')} rejected, kept {d.get('kept')}: " + "; ".join(d.get("problems", []))
     note = "" if event.type in t.KNOWN_TYPES else "(unknown type, kept) "
     return note + json.dumps(d, default=str, sort_keys=True)[:300]
 

@@ -36,6 +36,8 @@ TOP_LEVEL = {
     "workers",
     "servers_file",
     "experiments_dir",
+    "policy",
+    "findings_file",
     "slack",
 }
 AGENT_KEYS = {
@@ -49,7 +51,8 @@ WATCH_KEYS = {
     "wandb_path", "gpus",
 }  # fmt: skip
 WATCH_PATHS = ("log", "exit_file", "workdir", "wandb_dir", "wandb_run_dir")
-WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s"}
+WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s", "tick_startup_s", "tick_steady_s",
+               "tick_max_silence_s"}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +81,11 @@ class Settings:
     slack: BotConfig = field(default_factory=BotConfig)
     servers_file: Path | None = None  # servers.yaml: remote runs over SSH
     experiments_dir: Path | None = None  # holds experiments/exp-*.yaml
+    policy_path: Path | None = None  # None: the default policy shipped with trainwarden
+    findings_file: Path = Path(defaults.FINDINGS_FILE)
+    tick_startup_s: float = defaults.TICK_STARTUP_S
+    tick_steady_s: float = defaults.TICK_STEADY_S
+    tick_max_silence_s: float = defaults.TICK_MAX_SILENCE_S
     source: str = "defaults"
 
 
@@ -94,16 +102,28 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
         for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
             if key in top:
                 values[key] = _scalar(path, top[key], str, key)
-        for key in ("servers_file", "experiments_dir"):
+        paths = (
+            ("servers_file", "servers_file"),
+            ("experiments_dir", "experiments_dir"),
+            ("evidence_dir", "evidence_dir"),
+            ("policy", "policy_path"),
+            ("findings_file", "findings_file"),
+        )
+        for key, attr in paths:
             if key in top:
-                values[key] = (path.parent / _scalar(path, top[key], str, key)).expanduser().resolve()
-        if "evidence_dir" in top:
-            values["evidence_dir"] = (path.parent / _scalar(path, top["evidence_dir"], str, "evidence_dir")).resolve()
+                values[attr] = (path.parent / Path(_scalar(path, top[key], str, key)).expanduser()).resolve()
         if "agent" in top:
             values.update(_agent(path, top["agent"]))
         if "workers" in top:
             w = _mapping(path, top["workers"], WORKER_KEYS, "workers")
-            for key, kind in (("reclaim_idle_s", float), ("lock_timeout_s", float), ("job_timeout_s", int)):
+            for key, kind in (
+                ("reclaim_idle_s", float),
+                ("lock_timeout_s", float),
+                ("job_timeout_s", int),
+                ("tick_startup_s", float),
+                ("tick_steady_s", float),
+                ("tick_max_silence_s", float),
+            ):
                 if key in w:
                     values[key] = _scalar(path, w[key], kind, f"workers.{key}")
         if "slack" in top:

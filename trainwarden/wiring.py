@@ -26,7 +26,6 @@ from bot.sink import Sink
 from bot.stages import Pipeline
 from events.keys import Keys
 from events.store import EventStore
-from policies.default import default_policy
 from trainwarden import defaults
 from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings
@@ -34,8 +33,10 @@ from workers.context import WorkerContext
 from workers.dispatcher import Dispatcher
 from workers.fleet import Fleet, experiment_files, load_fleet
 from workers.planner import PlanRunner
+from workers.policy_source import PolicySource
 from workers.remote_control import SshController
 from workers.remote_launch import RemoteLauncher
+from workers.schedule import Ticker, TickSettings
 from workers.ssh import SshPool
 from workers.transport import LocalTmuxController, RoutingController, RunController
 
@@ -125,13 +126,21 @@ def agent(
 
 
 def dispatcher(settings: Settings) -> Dispatcher:
+    events = store(settings)
     return Dispatcher(
-        store=store(settings),
+        store=events,
         queue=queue(settings),
         consumer=consumer_name("dispatcher"),
         reclaim_idle_ms=int(settings.reclaim_idle_s * 1000),
         job_timeout_s=settings.job_timeout_s,
+        ticker=Ticker(store=events, host=settings.host, retry_s=settings.tick_steady_s),
+        tick_check_s=defaults.TICK_CHECK_S,
     )
+
+
+def policy_source(settings: Settings) -> PolicySource:
+    """The configured policy file (PolicyError if it is invalid), or the packaged default."""
+    return PolicySource(host=settings.host, path=settings.policy_path)
 
 
 def fleet(settings: Settings, *, required: bool = False) -> Fleet | None:
@@ -171,12 +180,19 @@ def worker_context(settings: Settings) -> WorkerContext:
     return WorkerContext(
         store=shared,
         host=settings.host,
-        policy=default_policy(),
+        policies=policy_source(settings),
         controller=controller(the_fleet),
         evidence_dir=settings.evidence_dir.resolve(),
+        findings_file=settings.findings_file.resolve(),
+        ticks=tick_settings(settings),
         lock_timeout_s=settings.lock_timeout_s,
         launcher=remote_launcher(settings, the_fleet, shared) if the_fleet else None,
     )
+
+
+def tick_settings(settings: Settings) -> TickSettings:
+    return TickSettings(startup_s=settings.tick_startup_s, steady_s=settings.tick_steady_s,
+                        max_silence_s=settings.tick_max_silence_s)  # fmt: skip
 
 
 def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Notifier:

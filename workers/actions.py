@@ -13,10 +13,12 @@ from typing import Any
 from events import types as t
 from events.envelope import Event, make_event
 from events.store import Malformed
+from workers.chart import render_chart
 from workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 from workers.context import WorkerContext
 from workers.errors import LaunchError
-from workers.evidence import build_pack, read_log_tail, write_pack
+from workers.evidence import build_pack, read_log_tail, triggering_metric, write_pack
+from workers.findings import append_note, findings_note
 from workers.transport import StopTarget, tmux_argv
 
 log = logging.getLogger(__name__)
@@ -52,15 +54,26 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
 
 
 def build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> dict[str, Any]:
+    """Write the pack (JSON, report, chart), append the findings note, log the FINAL_SUMMARY."""
     log_path = cp.run.launch.get("log_path")
     tail = read_log_tail(log_path)
-    pack = build_pack(state=cp.run, decision=decision, log_tail=tail, files_inspected=[log_path] if tail else [])
+    recent = list(cp.run.recent_metrics)
+    values = decision.data.get("values") or {}
+    chart = render_chart(recent, metric=triggering_metric(values, recent), trigger=values,
+                         title=f"{decision.run}: {decision.data.get('reason')}")  # fmt: skip
+    pack = build_pack(state=cp.run, decision=decision, log_tail=tail, files_inspected=[log_path] if tail else [],
+                      root=ctx.evidence_dir, chart=chart)  # fmt: skip
     path = write_pack(ctx.evidence_dir, pack)
+    if ctx.findings_file is not None:
+        append_note(ctx.findings_file, findings_note(pack.evidence, pack_dir=path), decision_id=decision.id)
+    log.info("%s", pack.summary)
     return {
         "decision": decision.id,
         "rule": decision.data.get("rule"),
         "path": str(path),
-        "files": ["evidence.json", "report.md"],
+        "files": pack.files,
+        "findings": str(ctx.findings_file) if ctx.findings_file else None,
+        "summary": pack.summary,
         "run_host": cp.run.host,
     }
 

@@ -7,16 +7,19 @@ inherit it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
 
 from events.feed import DISPATCH_GROUP
 from events.store import EventStore
-from policies.model import Policy
 from workers.errors import NoWorkerContext
+from workers.policy_source import PolicySource
 from workers.remote_launch import RemoteLauncher
+from workers.schedule import TickSettings
 from workers.transport import RunController
 
 DEFAULT_LOCK_TIMEOUT_S = 30.0
@@ -26,9 +29,12 @@ DEFAULT_LOCK_TIMEOUT_S = 30.0
 class WorkerContext:
     store: EventStore
     host: str
-    policy: Policy
+    policies: PolicySource
     controller: RunController
     evidence_dir: Path
+    findings_file: Path | None = None  # where STOP notes are appended (None: nowhere)
+    ticks: TickSettings = field(default_factory=TickSettings)
+    clock: Callable[[], float] = time.time  # wall clock for output timestamps and tick scheduling only
     lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
     feed_group: str = DISPATCH_GROUP
     launcher: RemoteLauncher | None = None  # set when servers.yaml is configured (resumes, /launch)

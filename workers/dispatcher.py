@@ -3,7 +3,8 @@
 It reads the feed through the `dispatch` consumer group. Entries that need work stay pending
 until the job that covers them acknowledges them; entries a dead dispatcher or worker left
 pending are claimed again after `reclaim_idle_ms` and given a new job. An entry that cannot be
-parsed is dead-lettered and acknowledged, and the loop goes on.
+parsed is dead-lettered and acknowledged, and the loop goes on. With a `Ticker`, it also appends
+`tick` events to quiet runs whose next evaluation is due (workers/schedule.py).
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from events.loop import run_loop
 from events.store import EventStore, redis_errors
 from events.types import WORKER_OUTPUT_TYPES
 from workers.process import process_run
+from workers.schedule import Ticker
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RECLAIM_IDLE_MS = 30_000
 DEFAULT_JOB_TIMEOUT_S = 600
 DEFAULT_TRIM_INTERVAL_S = 30.0
+DEFAULT_TICK_CHECK_S = 5.0
 READ_COUNT = 1000
 HEARTBEAT_INTERVAL_S = 1.0  # the bot's dead-man's switch reads it (bot/deadman.py)
 RESULT_TTL_S = 60
@@ -43,6 +46,8 @@ class Dispatcher:
         reclaim_idle_ms: int = DEFAULT_RECLAIM_IDLE_MS,
         job_timeout_s: int = DEFAULT_JOB_TIMEOUT_S,
         trim_interval_s: float = DEFAULT_TRIM_INTERVAL_S,
+        ticker: Ticker | None = None,
+        tick_check_s: float = DEFAULT_TICK_CHECK_S,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -52,6 +57,9 @@ class Dispatcher:
         self.reader = GroupReader(store.redis, stream=store.keys.feed(), group=DISPATCH_GROUP, consumer=consumer)
         self._next_reclaim = 0.0
         self._next_trim = time.monotonic() + trim_interval_s
+        self.ticker = ticker
+        self.tick_check_s = tick_check_s
+        self._next_tick_check = 0.0
         self._next_beat = 0.0
         self.enqueued = 0
 
@@ -71,6 +79,9 @@ class Dispatcher:
         if now >= self._next_reclaim:
             self._next_reclaim = now + self.reclaim_idle_ms / 2000
             handled += self._route(self.reader.claim_stale(min_idle_ms=self.reclaim_idle_ms), reclaimed=True)
+        if self.ticker is not None and now >= self._next_tick_check:
+            self._next_tick_check = now + self.tick_check_s
+            handled += self.ticker.step()
         handled += self._route(self.reader.read(count=READ_COUNT, block_ms=block_ms), reclaimed=False)
         if now >= self._next_trim:
             self._next_trim = now + self.trim_interval_s

@@ -9,9 +9,12 @@ from events import types as t
 from events.envelope import Event, make_event
 from events.projection import apply
 from events.store import Malformed
-from policies.engine import evaluate
+from policies.engine import apply_policy, evaluate
 from policies.model import Policy
 from workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
+
+# Read back from the log, these may become pending actions.
+_ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED})
 
 
 @dataclass(slots=True)
@@ -36,26 +39,40 @@ def evaluate_entries(
     """Fold `entries` into `cp` (in place) and collect what must be appended with it.
 
     Side effects are not performed here: a STOP decision or a stop request read from the log
-    becomes a pending action in the checkpoint, carried out after the commit.
+    becomes a pending action in the checkpoint, carried out after the commit. When `policy` is not
+    the one that evaluated the run so far, a `policy.applied` event records from which entry on it
+    does, so `trainwarden replay --verify` can re-evaluate each entry with the policy that did.
     """
     step = Step()
     producer = evaluator_producer(run)
+    switch = [] if not entries or cp.policy.policy == policy.hash else apply_policy(policy, cp.policy)
+    for outcome in switch:
+        data = {**outcome.data, "from": entries[0][0]} if outcome.type == t.POLICY_APPLIED else outcome.data
+        cp.emitted += 1
+        step.outputs.append(make_event(outcome.type, run=run, host=host, producer=producer, seq=cp.emitted, data=data,
+                                       ts=now))  # fmt: skip
+    run_state, policy_state = cp.run, cp.policy
     for sid, item in entries:
-        cp.after = sid
-        if isinstance(item, Malformed):
+        if type(item) is Malformed:
             step.dead.append(item)
             continue
         event = item
-        stopped_by_us = cp.run.status in ("stopping", "stopped")
-        apply(cp.run, event)
-        if event.type == t.DECISION and event.data.get("decision") == t.STOP:
-            cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
-        elif event.type == t.STOP_REQUESTED:
-            cp.pending.append({"kind": ACTION_STOP, "sid": sid, "id": event.id})
-        elif event.type == t.RUN_FAILED and cp.run.launch.get("resumable") and not stopped_by_us:
-            cp.pending.append({"kind": ACTION_RESUME, "sid": sid, "id": event.id})
-        for outcome in evaluate(policy, cp.policy, event):
-            data = {**outcome.data, "run_host": cp.run.host or event.host}
+        stopped_by_us = run_state.status in ("stopping", "stopped")
+        apply(run_state, event)
+        typ = event.type
+        if typ in _ACTION_TYPES:
+            if typ == t.STOP_REQUESTED:
+                cp.pending.append({"kind": ACTION_STOP, "sid": sid, "id": event.id})
+            elif typ == t.RUN_FAILED:
+                if run_state.launch.get("resumable") and not stopped_by_us:
+                    cp.pending.append({"kind": ACTION_RESUME, "sid": sid, "id": event.id})
+            elif event.data.get("decision") == t.STOP:
+                cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
+        outcomes = evaluate(policy, policy_state, event)
+        if not outcomes:
+            continue
+        for outcome in outcomes:
+            data = {**outcome.data, "run_host": run_state.host or event.host}
             cp.emitted += 1
             out = make_event(outcome.type, run=run, host=host, producer=producer, seq=cp.emitted, data=data, ts=now)
             step.outputs.append(out)
@@ -67,4 +84,6 @@ def evaluate_entries(
                     make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
                                data=request, ts=now)
                 )  # fmt: skip
+    if entries:
+        cp.after = entries[-1][0]
     return step

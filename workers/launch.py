@@ -47,6 +47,9 @@ def shell_line(spec: LaunchSpec) -> str:
 
 def validate(spec: LaunchSpec) -> None:
     check_run_name(spec.run)
+    if spec.run == t.SYSTEM_RUN:
+        raise LaunchError(f"run name {t.SYSTEM_RUN!r} is reserved for trainwarden's own events; pick another",
+                          run=spec.run)  # fmt: skip
     if not spec.command:
         raise LaunchError("the launch command is empty", run=spec.run)
     for name in spec.env:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from typing import Any
 
 import redis
@@ -23,6 +22,7 @@ from workers.context import WorkerContext, current
 from workers.errors import RunBusy
 from workers.evaluate import evaluate_entries
 from workers.faults import failpoint
+from workers.schedule import next_tick
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +33,25 @@ def process_run(run: str, feed_ids: list[str]) -> dict[str, int]:
     """RQ entry point (referenced as workers.process.process_run)."""
     ctx = current()
     ctx.redis.delete(ctx.store.keys.queued(run))
+    record_policy_events(ctx)
     summary = RunProcessor(ctx, run).process()
     ack_feed(ctx.redis, stream=ctx.store.keys.feed(), group=ctx.feed_group, ids=feed_ids)
     return summary
+
+
+def record_policy_events(ctx: WorkerContext) -> None:
+    """Pick up a changed policy file and record `policy.loaded` / `policy.rejected` (in `trainwarden.system`)."""
+    events = ctx.policies.refresh()
+    if events:
+        ctx.store.append(events)
+        ctx.policies.recorded()
 
 
 class RunProcessor:
     def __init__(self, ctx: WorkerContext, run: str) -> None:
         self.ctx = ctx
         self.run = run
+        self.policy = ctx.policies.policy  # one policy for the whole job
         self.keys = ctx.store.keys
         self.summary = {"events": 0, "outputs": 0, "dead_letters": 0, "actions": 0}
 
@@ -73,7 +83,8 @@ class RunProcessor:
                 entries = self.ctx.store.read(self.run, after=cp.after, count=PAGE)
                 if not entries:
                     return
-                step = evaluate_entries(self.ctx.policy, cp, entries, run=self.run, host=self.ctx.host, now=time.time())
+                now = self.ctx.clock()
+                step = evaluate_entries(self.policy, cp, entries, run=self.run, host=self.ctx.host, now=now)
                 failpoint("before-commit", self.ctx.redis, self.keys)
                 pipe.multi()
                 self.ctx.store.append(step.outputs, pipeline=pipe)
@@ -82,6 +93,11 @@ class RunProcessor:
                         source=self.keys.log(self.run), sid=bad.sid, reason=bad.reason, fields=bad.fields, pipeline=pipe
                     )
                 pipe.hset(cursor, mapping=encode_checkpoint(cp))
+                due = next_tick(cp, self.policy, self.ctx.ticks, wall_now=now)
+                if due is None:
+                    pipe.zrem(self.keys.schedule(), self.run)
+                else:
+                    pipe.zadd(self.keys.schedule(), {self.run: due})
                 try:
                     pipe.execute()
                 except redis.WatchError:
@@ -104,7 +120,7 @@ class RunProcessor:
                 if not cp.pending:
                     return
                 action: dict[str, Any] = cp.pending.pop(0)
-                event = perform(self.ctx, self.run, cp, action, now=time.time())
+                event = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())
                 failpoint("after-action", self.ctx.redis, self.keys)
                 pipe.multi()
                 if event is not None:

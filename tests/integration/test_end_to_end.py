@@ -76,7 +76,8 @@ def test_demo_command_passes(tmp_path):
     assert proc.returncode == 0, out + proc.stderr
     assert "ANOMALY demo-nan@" in out
     assert "STOP demo-nan@" in out and "loss=nan at step 6 (loss-nonfinite)" in out
-    assert "evidence pack:" in out and "report.md" in out
+    assert "evidence pack:" in out and "report.md" in out and "chart.png" in out
+    assert "FINAL_SUMMARY run=demo-nan" in out
     assert "tmux session:  train-demo-nan gone" in out
     assert "demo passed" in out
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from events import types as t
-from policies.default import default_policy
 from tests.helpers import events_of, wait_for
 from tests.remote.conftest import experiment, launcher
 from workers import context
 from workers.context import WorkerContext
 from workers.fleet import CheckpointConfig
 from workers.liveness import check_remote_run, ended_event
+from workers.policy_source import PolicySource
 from workers.process import process_run
 from workers.remote_control import SshController
 from workers.transport import LocalTmuxController, RoutingController
@@ -57,7 +57,7 @@ def test_killed_run_is_resumed_from_its_latest_checkpoint_then_gives_up(pool, st
     log = run_dir / "train.log"
     wait_for(lambda: log.exists() and "step=2" in log.read_text(), what="first attempt running")
     remote = SshController(shell=pool, servers={"gpu1": gpu_server.server})
-    ctx = WorkerContext(store=store, host="worker", policy=default_policy(), evidence_dir=tmp_path / "ev",
+    ctx = WorkerContext(store=store, host="worker", policies=PolicySource(host="worker"), evidence_dir=tmp_path / "ev",
                         controller=RoutingController(local=LocalTmuxController(), remote=remote),
                         launcher=tw, lock_timeout_s=2)  # fmt: skip
     context.install(ctx)
@@ -90,7 +90,7 @@ def test_a_run_we_stopped_is_not_resumed(pool, store, gpu_server, tmp_path):
     tw.launch("exp01")
     log = gpu_server.root / "work" / ".trainwarden" / "runs" / "exp01" / "train.log"
     wait_for(lambda: log.exists() and "step=2" in log.read_text(), what="the run")
-    ctx = WorkerContext(store=store, host="worker", policy=default_policy(), evidence_dir=tmp_path / "ev",
+    ctx = WorkerContext(store=store, host="worker", policies=PolicySource(host="worker"), evidence_dir=tmp_path / "ev",
                         controller=SshController(shell=pool, servers={"gpu1": gpu_server.server}),
                         launcher=tw, lock_timeout_s=2)  # fmt: skip
     context.install(ctx)

@@ -55,3 +55,10 @@ def test_guarded_stop_does_not_end_the_run_until_it_is_carried_out():
                        ev(2, t.ANOMALY_OPENED, rule="b", reason="y")])  # fmt: skip
     assert out == ["guard", t.ANOMALY_OPENED]
     assert state.guard == "eval/r1:1" and not state.ended
+
+
+def test_a_rejected_policy_file_is_posted_even_for_an_ended_run():
+    rejected = ev(1, t.POLICY_REJECTED, source="/etc/tw/policy.yaml", kept="abc",
+                  problems=["/etc/tw/policy.yaml:4:11: unknown rule kind 'spikes'"])  # fmt: skip
+    out, _ = fold([rejected], NotifyState(ended=True))
+    assert out == [t.POLICY_REJECTED]

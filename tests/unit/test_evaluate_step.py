@@ -24,15 +24,29 @@ def test_nan_produces_anomaly_decision_and_stop_request_with_deterministic_ids()
     cp = Checkpoint()
     out = step(cp, entries(metric(1, loss=1.0), metric(2, loss=math.nan))).outputs
     assert [(e.type, e.id) for e in out] == [
-        (t.DECISION, "eval/r:1"),
-        (t.ANOMALY_OPENED, "eval/r:2"),
-        (t.DECISION, "eval/r:3"),
-        (t.STOP_REQUESTED, "eval/r:4"),
+        (t.POLICY_APPLIED, "eval/r:1"),
+        (t.DECISION, "eval/r:2"),
+        (t.ANOMALY_OPENED, "eval/r:3"),
+        (t.DECISION, "eval/r:4"),
+        (t.STOP_REQUESTED, "eval/r:5"),
     ]
-    assert out[3].data["decision"] == "eval/r:3"
-    assert all(e.data["run_host"] == "gpu1" for e in out)
+    assert out[0].data == {"policy": default_policy().hash, "name": "default", "previous": None, "from": "1-0"}
+    assert out[4].data["decision"] == "eval/r:4"
+    assert all(e.data["run_host"] == "gpu1" for e in out[1:])
     assert cp.after == "2-0"
-    assert cp.emitted == 4
+    assert cp.emitted == 5
+
+
+def test_a_new_policy_is_recorded_from_the_first_entry_it_evaluates():
+    from policies.loader import load_policy
+
+    cp = Checkpoint()
+    step(cp, entries(metric(1, loss=1.0)))
+    other = load_policy("name: other\nrules:\n  - {id: x, kind: nonfinite, metric: loss}\n", source="x")
+    out = evaluate_entries(other, cp, [("7-0", metric(2, loss=1.0))], run="r", host="w1", now=1.0).outputs
+    assert [(e.type, e.data.get("from"), e.data.get("previous")) for e in out] == [
+        (t.POLICY_APPLIED, "7-0", default_policy().hash)
+    ]
 
 
 def test_same_input_same_output_after_a_checkpoint_round_trip():

@@ -1,10 +1,15 @@
 import json
 import math
+from pathlib import Path
+
+from PIL import Image
 
 from events import types as t
 from events.envelope import make_event
 from events.projection import fold
-from workers.evidence import build_pack, read_log_tail, write_pack
+from workers.chart import render_chart
+from workers.evidence import build_pack, read_log_tail, triggering_metric, write_pack
+from workers.findings import append_note, findings_note
 
 
 def make_state():
@@ -55,9 +60,8 @@ def decision():
 
 
 def test_pack_holds_what_explains_the_stop():
-    pack = build_pack(
-        state=make_state(), decision=decision(), log_tail=["step=20 loss=nan"], files_inspected=["/x.log"]
-    )
+    pack = build_pack(state=make_state(), decision=decision(), log_tail=["step=20 loss=nan"],
+                      files_inspected=["/x.log"], root=Path("/ev"))  # fmt: skip
     ev = pack.evidence
     assert pack.relative_dir == "exp01/20231114T221320Z-loss-nonfinite"
     assert (ev["run"], ev["rule"], ev["decision"]) == ("exp01", "loss-nonfinite", "STOP")
@@ -68,14 +72,22 @@ def test_pack_holds_what_explains_the_stop():
     json.dumps(ev, allow_nan=False)  # strict JSON: opens in any tool
     report = pack.report
     assert report.startswith("## Training Check - 2023-11-14")
-    for heading in ("Recent metrics", "Anomalies", "Evidence", "Last log lines", "Next check"):
+    for heading in ("Data source", "Run", "Recent metrics", "Anomalies", "Decision", "Reason", "Next check"):
+        assert f"- **{heading}**: " in report
+    for heading in ("Recent metrics", "Anomalies", "Evidence", "Last log lines", "FINAL_SUMMARY"):
         assert f"### {heading}" in report
     assert "**Decision**: STOP" in report
+    assert "**Recent metrics**: loss nan (from 2 over 20 samples)" in report
     assert "| 20 | nan |" in report
+    assert pack.summary == (
+        "FINAL_SUMMARY run=exp01 host=gpu1 decision=STOP rule=loss-nonfinite step=20 "
+        "reason='loss=nan at step 20' remedy='lower lr' evidence=/ev/exp01/20231114T221320Z-loss-nonfinite"
+    )
+    assert pack.summary in report
 
 
 def test_write_pack_is_repeatable(tmp_path):
-    pack = build_pack(state=make_state(), decision=decision(), log_tail=[], files_inspected=[])
+    pack = build_pack(state=make_state(), decision=decision(), log_tail=[], files_inspected=[], root=tmp_path)
     first = write_pack(tmp_path, pack)
     second = write_pack(tmp_path, pack)
     assert first == second
@@ -90,3 +102,36 @@ def test_read_log_tail(tmp_path):
     assert read_log_tail(str(log), lines=3) == ["line 97", "line 98", "line 99"]
     assert read_log_tail(str(tmp_path / "missing.log")) == []
     assert read_log_tail(None) == []
+
+
+def test_chart_is_a_png_of_the_triggering_metric_and_loss(tmp_path):
+    state = make_state()
+    recent = list(state.recent_metrics)
+    values = {"loss": math.nan, "step": 20}
+    assert triggering_metric(values, recent) == "loss"
+    png = render_chart(recent, metric="loss", trigger=values, title="exp01: loss=nan at step 20")
+    pack = build_pack(state=state, decision=decision(), log_tail=[], files_inspected=[], root=tmp_path, chart=png)
+    target = write_pack(tmp_path, pack)
+    assert sorted(p.name for p in target.iterdir()) == ["chart.png", "evidence.json", "report.md"]
+    with Image.open(target / "chart.png") as image:
+        assert image.format == "PNG"
+        assert image.size == (800, 400)
+    assert "- Chart: chart.png" in (target / "report.md").read_text()
+
+
+def test_no_chart_without_metrics():
+    assert render_chart([], metric="loss", trigger={}, title="x") is None
+
+
+def test_findings_note_is_appended_once(tmp_path):
+    pack = build_pack(state=make_state(), decision=decision(), log_tail=[], files_inspected=[], root=tmp_path)
+    findings = tmp_path / "notes" / "findings.md"
+    findings.parent.mkdir()
+    findings.write_text("# Findings\n\nbaseline reproduced.\n")
+    note = findings_note(pack.evidence, pack_dir=tmp_path / pack.relative_dir)
+    assert append_note(findings, note, decision_id="eval/exp01:3")
+    assert not append_note(findings, note, decision_id="eval/exp01:3")  # a retried action adds nothing
+    text = findings.read_text()
+    assert text.startswith("# Findings\n\nbaseline reproduced.\n\n## 2023-11-14 22:13 UTC: exp01 stopped by")
+    assert text.count("stopped by loss-nonfinite") == 1
+    assert "- Reason: loss=nan at step 20" in text

@@ -56,3 +56,13 @@ def test_healthy_news_is_not_posted(event_type, data):
 def test_secrets_never_reach_a_message():
     text = notification_text(ev(t.STOP_FAILED, error="auth failed for xoxb-1234567890-secret", hint="x"))
     assert "xoxb-1234567890" not in text
+
+
+def test_a_rejected_policy_says_what_is_wrong_and_how_to_fix_it():
+    problems = ["/etc/tw/policy.yaml:4:11: unknown rule kind 'spikes'", "x:5:1: y"]
+    event = make_event(t.POLICY_REJECTED, run=t.SYSTEM_RUN, host="w1", producer="policy-rejected/abc", seq=1,
+                       data={"source": "/etc/tw/policy.yaml", "kept": "15d20eb4", "problems": problems})  # fmt: skip
+    text = notification_text(event)
+    assert text.startswith("POLICY REJECTED: /etc/tw/policy.yaml has errors, still using policy 15d20eb4: ")
+    assert "unknown rule kind 'spikes' (+1 more)" in text
+    assert "trainwarden policy check FILE" in text

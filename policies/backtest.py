@@ -1,0 +1,75 @@
+"""Backtest: run a policy over a recorded history and say when each rule would have fired, the
+decision timeline, and for a STOP how much earlier the run would have ended. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from events import types as t
+from events.envelope import Event
+from policies.engine import PolicyState, apply_policy, evaluate
+from policies.model import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    """Something the policy said, when, and at which training step."""
+
+    ts: float
+    step: Any
+    rule: str | None
+    what: str  # the decision, or the rule's severity for a firing
+    reason: str
+
+
+@dataclass(slots=True)
+class Backtest:
+    policy: Policy
+    events: int = 0
+    first_ts: float | None = None
+    last_ts: float | None = None
+    first_step: Any = None
+    last_step: Any = None
+    firings: list[Moment] = field(default_factory=list)
+    timeline: list[Moment] = field(default_factory=list)
+
+    @property
+    def stop(self) -> Moment | None:
+        return next((m for m in self.timeline if m.what == t.STOP), None)
+
+    def saved(self, gpus: float = 1.0) -> tuple[Any, float, float] | None:
+        """(steps, minutes, GPU-hours) between the STOP and the run's end; None without a STOP."""
+        stop = self.stop
+        if stop is None or self.last_ts is None:
+            return None
+        steps = (self.last_step - stop.step) if isinstance(self.last_step, int) and isinstance(stop.step, int) else None
+        minutes = max(0.0, (self.last_ts - stop.ts) / 60)
+        return steps, minutes, minutes / 60 * gpus
+
+
+def backtest(policy: Policy, events: Iterable[Event]) -> Backtest:
+    result = Backtest(policy=policy)
+    state = PolicyState()
+    apply_policy(policy, state)
+    for event in events:
+        if event.type not in policy.index.input_types and event.type not in (t.RUN_LAUNCHED, *_ENDS):
+            continue
+        result.events += 1
+        result.first_ts = event.ts if result.first_ts is None else result.first_ts
+        result.last_ts = event.ts
+        step = event.data.get("step") if event.type == t.METRIC else None
+        if isinstance(step, int):
+            result.first_step = step if result.first_step is None else result.first_step
+            result.last_step = step
+        for out in evaluate(policy, state, event):
+            d = out.data
+            if out.type == t.ANOMALY_OPENED:
+                result.firings.append(Moment(event.ts, state.step, d["rule"], d["severity"], d["reason"]))
+            elif out.type == t.DECISION:
+                result.timeline.append(Moment(event.ts, state.step, d.get("rule"), d["decision"], d["reason"]))
+    return result
+
+
+_ENDS = (t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE)

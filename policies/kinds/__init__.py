@@ -1,0 +1,154 @@
+"""Rule kinds and how each is read from a policy file.
+
+| kind | fires when |
+|---|---|
+| nonfinite | the metric is NaN or +/-Inf |
+| threshold | the metric is above `above` or below `below` |
+| spike | the metric is `ratio` x its trailing mean/median (or 1/`ratio`, direction down) |
+| trend | the metric rose (or fell) `count` evaluations in a row |
+| divergence | `rising` rose while `falling` fell, `count` evaluations in a row |
+| plateau | relative improvement < `eps` over the last `window` values |
+| baseline | the eval metric is worse (or flat) vs the experiment's expected baseline |
+| absence | no event of a type (or no finite metric) for `duration` |
+| log_pattern | a log line matches `pattern` |
+| lr_schedule | lr non-finite, zero after being positive, or rising while the schedule decays |
+| status | an event field (`source.status` status) takes one of `values` |
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from events import types as t
+from events.envelope import TYPE_RE
+from policies.kinds.relations import Baseline, Divergence, LrSchedule
+from policies.kinds.signals import Absence, LogPattern, Status
+from policies.kinds.values import NonFinite, Plateau, Spike, Threshold, Trend
+from policies.model import Kind
+from policies.names import expand
+from policies.schema import Reader
+
+
+def _events(r: Reader, default: tuple[str, ...] = (t.METRIC,), key: str = "event") -> frozenset[str]:
+    names = r.strings(key, default=default)
+    bad = [n for n in names if not TYPE_RE.match(n)]
+    if bad:
+        r.fail(key, f"'{key}' must name event types like metric, gpu, health; got {bad[0]!r}")
+        return frozenset(default)
+    return frozenset(names)
+
+
+def _nonfinite(r: Reader) -> Kind:
+    return NonFinite(names=r.metric(), events=_events(r))
+
+
+def _threshold(r: Reader) -> Kind:
+    names = r.metric()
+    above, below = r.number("above"), r.number("below")
+    if above is None and below is None and r.ok and not {"above", "below"} & set(r.fields):
+        r.ctx.problem(r.node, f"{r.what} needs 'above', 'below' or both")
+    return Threshold(names=names, above=above, below=below, events=_events(r))
+
+
+def _spike(r: Reader) -> Kind:
+    window = r.integer("window", default=20, minimum=2)
+    return Spike(
+        names=r.metric(),
+        ratio=r.number("ratio", default=2.0, minimum=1.0) or 2.0,
+        window=window,
+        stat=r.choice("stat", ("mean", "median"), default="mean"),
+        direction=r.choice("direction", ("up", "down"), default="up"),
+        min_samples=min(r.integer("min_samples", default=5), window),
+        events=_events(r),
+    )
+
+
+def _trend(r: Reader) -> Kind:
+    return Trend(
+        names=r.metric(),
+        direction=r.choice("direction", ("rising", "falling"), default="rising"),
+        count=r.integer("count", default=3),
+        min_delta=r.number("min_delta", default=0.0, minimum=0.0) or 0.0,
+        events=_events(r),
+    )
+
+
+def _plateau(r: Reader) -> Kind:
+    return Plateau(
+        names=r.metric(),
+        window=r.integer("window", default=20, minimum=2),
+        eps=r.number("eps", default=0.01, minimum=0.0) or 0.0,
+        mode=r.choice("mode", ("min", "max"), default="min"),
+        events=_events(r),
+    )
+
+
+def _divergence(r: Reader) -> Kind:
+    return Divergence(rising=r.metric("rising"), falling=r.metric("falling"), count=r.integer("count", default=2))
+
+
+def _baseline(r: Reader) -> Kind:
+    value, key = r.number("value"), r.string("config_key")
+    if value is None and key is None and r.ok and not {"value", "config_key"} & set(r.fields):
+        r.ctx.problem(r.node, f"{r.what} needs 'value' (a number) or 'config_key' (a path in the launch config)")
+    fire_on = r.strings("fire_on", default=("worse",))
+    if not set(fire_on) <= {"worse", "flat", "improving"}:
+        r.fail("fire_on", "'fire_on' must list verdicts from: worse, flat, improving")
+        fire_on = ("worse",)
+    return Baseline(
+        names=r.metric(),
+        value=value,
+        config_key=key,
+        mode=r.choice("mode", ("min", "max"), default="min"),
+        tolerance=r.number("tolerance", default=0.02, minimum=0.0) or 0.0,
+        fire_on=fire_on,
+    )
+
+
+def _absence(r: Reader) -> Kind:
+    return Absence(
+        duration=r.duration("duration", required=True, default=900.0),
+        watch=_events(r),
+        names=r.metric(required=False),
+    )
+
+
+def _log_pattern(r: Reader) -> Kind:
+    regex = r.regex("pattern")
+    return LogPattern(pattern=regex.pattern if regex else "", regex=regex or _NEVER)
+
+
+def _lr_schedule(r: Reader) -> Kind:
+    return LrSchedule(
+        names=r.metric(required=False) or expand(("lr",), r.ctx.aliases),
+        schedule=r.choice("schedule", ("decay", "any"), default="decay"),
+        tolerance=r.number("tolerance", default=0.01, minimum=0.0) or 0.0,
+        zero=r.boolean("zero", default=True),
+    )
+
+
+def _status(r: Reader) -> Kind:
+    event = _events(r, default=(t.SOURCE_STATUS,))
+    return Status(
+        event_type=sorted(event)[0],
+        field_name=r.string("field", default="status") or "status",
+        values=r.strings("values", required=True),
+    )
+
+
+_NEVER = re.compile(r"(?!)")  # stands in for a pattern that did not compile
+
+READERS: dict[str, Callable[[Reader], Kind]] = {
+    "nonfinite": _nonfinite,
+    "threshold": _threshold,
+    "spike": _spike,
+    "trend": _trend,
+    "divergence": _divergence,
+    "plateau": _plateau,
+    "baseline": _baseline,
+    "absence": _absence,
+    "log_pattern": _log_pattern,
+    "lr_schedule": _lr_schedule,
+    "status": _status,
+}

@@ -1,0 +1,190 @@
+"""Kinds that judge a metric against something else: another metric (divergence), the experiment's
+expected baseline (baseline), or the learning-rate schedule (lr_schedule)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from events.envelope import Event
+from policies.kinds.values import METRIC_EVENTS, OneMetric
+from policies.names import finite, fmt, number, pick
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """`rising` goes up while `falling` goes down, `count` evaluations of `rising` in a row (overfitting).
+
+    Each evaluation of `rising` compares it with its previous value, and the mean of `falling`
+    since then with the mean over the interval before.
+    """
+
+    kind: ClassVar[str] = "divergence"
+    time_driven: ClassVar[bool] = False
+    rising: tuple[str, ...]
+    falling: tuple[str, ...]
+    count: int = 2
+    events: frozenset[str] = METRIC_EVENTS
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.rising + self.falling
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        return {"s": 0.0, "n": 0, "last": None, "pt": None, "pv": None, "r": 0}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        data = event.data
+        if name in self.falling:  # no eval in this event (`name` is the first key present, evals first)
+            self._train(st, name, data[name])
+            return None
+        train = pick(data, self.falling)
+        if train is not None:
+            self._train(st, train[0], train[1])
+        v = finite(data[name])
+        if v is None:
+            return None
+        cur_train = st["s"] / st["n"] if st["n"] else st["last"]
+        if cur_train is None:
+            return None
+        pv, pt = st["pv"], st["pt"]
+        if pv is not None and pt is not None:
+            st["r"] = st["r"] + 1 if (v > pv and cur_train < pt) else 0
+        st["vm"], st["was"], st["pv"], st["ptw"], st["pt"] = name, pv, v, pt, cur_train
+        st["s"], st["n"] = 0.0, 0
+        return st["r"] >= self.count
+
+    @staticmethod
+    def _train(st: dict[str, Any], name: str, value: Any) -> None:
+        tv = finite(value)
+        if tv is not None:
+            st["s"] += tv
+            st["n"] += 1
+            st["last"] = tv
+            st["tm"] = name
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        train = st.get("tm", self.falling[0])
+        return (
+            f"{st['vm']} rose to {fmt(st['pv'])} (from {fmt(st['was'])}) while {train} fell to {fmt(st['pt'])} "
+            f"(from {fmt(st['ptw'])}), {st['r']} evals in a row",
+            {st["vm"]: st["pv"], train: st["pt"]},
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {"rising": list(self.rising), "falling": list(self.falling), "count": self.count}
+
+
+def lookup(config: dict[str, Any], path: str) -> Any:
+    """`baseline.val_loss` -> config['baseline']['val_loss'], or None."""
+    node: Any = config
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline(OneMetric):
+    """An eval metric against the experiment's expected baseline: improving, flat or worse.
+
+    The baseline is a number in the rule (`value:`) or a path into the launch config
+    (`config_key: baseline.val_loss`, read from `run.launched`); without one the rule stays quiet.
+    """
+
+    kind: ClassVar[str] = "baseline"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    value: float | None = None
+    config_key: str | None = None
+    mode: str = "min"  # min: lower is better
+    tolerance: float = 0.02  # relative band counted as flat
+    fire_on: tuple[str, ...] = ("worse",)
+    events: frozenset[str] = METRIC_EVENTS
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        base = self.value if self.value is not None else lookup(config, self.config_key or "")
+        return {"b": finite(base)}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        b = st["b"]
+        if b is None:
+            return None
+        found = (name, event.data[name])
+        if (v := finite(found[1])) is None:
+            return None
+        better = (b - v) if self.mode == "min" else (v - b)
+        band = self.tolerance * abs(b)
+        st["m"], st["v"] = found[0], v
+        st["c"] = "improving" if better > band else ("worse" if better < -band else "flat")
+        return st["c"] in self.fire_on
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{st['m']}={fmt(st['v'])} is {st['c']} vs the expected baseline {fmt(st['b'])} "
+            f"(tolerance {self.tolerance:.0%})",
+            {st["m"]: st["v"], "baseline": st["b"], "verdict": st["c"]},
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "value": self.value, "config_key": self.config_key, "mode": self.mode,
+                "tolerance": self.tolerance, "fire_on": list(self.fire_on)}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class LrSchedule(OneMetric):
+    """The learning rate is non-finite, drops to zero after having been positive, or (with
+    `schedule: decay`) rises again after the decay began (peak left by more than `tolerance`)."""
+
+    kind: ClassVar[str] = "lr_schedule"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    schedule: str = "decay"  # decay | any
+    tolerance: float = 0.01
+    zero: bool = True
+    events: frozenset[str] = METRIC_EVENTS
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        return {"peak": None, "trough": None, "pos": False}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        v = number(event.data[name])
+        if v is None:
+            return None
+        if not math.isfinite(v):
+            return self._firing(st, name, v, "non-finite")
+        if v <= 0:
+            return self._firing(st, name, v, "zero") if self.zero and st["pos"] else False
+        if not st["pos"]:
+            st["pos"] = True
+        peak, trough = st["peak"], st["trough"]
+        if trough is None:
+            if peak is None or v > peak:
+                st["peak"] = v
+            elif v < peak * (1 - self.tolerance):
+                st["trough"] = v
+            return False
+        if v < trough:
+            st["trough"] = v
+            return False
+        if self.schedule == "decay" and v > trough * (1 + self.tolerance):
+            return self._firing(st, name, v, "rising")
+        return False
+
+    @staticmethod
+    def _firing(st: dict[str, Any], name: str | None, v: float, why: str) -> bool:
+        st["m"], st["v"], st["why"] = name, v, why  # kept only when firing: that is what `explain` reports
+        return True
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        m, v = st["m"], st["v"]
+        if st.get("why") == "rising":
+            return f"{m}={fmt(v)} rose above {fmt(st['trough'])} while the schedule decays", {m: v}
+        if st.get("why") == "zero":
+            return f"{m}={fmt(v)}: the learning rate dropped to zero", {m: v}
+        return f"{m}={fmt(v)} (non-finite)", {m: v}
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "schedule": self.schedule, "tolerance": self.tolerance, "zero": self.zero}

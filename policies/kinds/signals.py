@@ -1,0 +1,120 @@
+"""Kinds that judge what arrives (or does not): absence, log_pattern, status."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from events import types as t
+from events.envelope import Event
+from policies.durations import fmt_duration
+from policies.names import finite, pick
+
+# Every event the engine evaluates; absence rules look at all of them, because time moves with each.
+ANY_INPUT = frozenset({t.METRIC, t.GPU, t.HEALTH, t.LOG_LINE, t.SOURCE_STATUS, t.AGENT_HEARTBEAT, t.RUN_STARTED,
+                       t.TICK})  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Absence:
+    """No event of type `watch` (with a finite value of `names`, when given) for `duration` seconds.
+
+    The clock starts at the run's start (its launch, or its first event), or when the rule came
+    into the policy; "first finite loss within 10 min" is `absence` of `loss` for 10m.
+    """
+
+    kind: ClassVar[str] = "absence"
+    time_driven: ClassVar[bool] = True
+    duration: float
+    watch: frozenset[str] = frozenset({t.METRIC})
+    names: tuple[str, ...] = ()
+    events: frozenset[str] = ANY_INPUT
+    keys: None = None
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        return {} if start is None else {"seen": start}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        if "seen" not in st:
+            st["seen"] = now
+        if event.type in self.watch and (
+            not self.names or ((found := pick(event.data, self.names)) is not None and finite(found[1]) is not None)
+        ):
+            st["seen"] = now
+        st["now"] = now
+        return now - st["seen"] >= self.duration
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        what = "/".join(self.names[:1]) or "/".join(sorted(self.watch))
+        silent = st["now"] - st["seen"]
+        return f"no {what} for {fmt_duration(silent)}", {"silent_s": round(silent, 3)}
+
+    def params(self) -> dict[str, Any]:
+        return {"duration": self.duration, "watch": sorted(self.watch), "metric": list(self.names)}
+
+
+@dataclass(frozen=True, slots=True)
+class LogPattern:
+    """A log line matching `pattern`. It clears when a later metric arrives: training went on."""
+
+    kind: ClassVar[str] = "log_pattern"
+    time_driven: ClassVar[bool] = False
+    clear_only: ClassVar[frozenset[str]] = frozenset({t.METRIC})
+    pattern: str
+    regex: re.Pattern[str] = field(compare=False, repr=False)
+    events: frozenset[str] = frozenset({t.LOG_LINE, t.METRIC})
+    keys: None = None
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        return {}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        if event.type == t.METRIC:
+            return False
+        line = event.data.get("line")
+        if not isinstance(line, str) or not self.regex.search(line):
+            return None
+        st["line"] = line[:300]
+        return True
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        line = st.get("line", "")
+        return f"log: {line[:160]}", {"line": line}
+
+    def params(self) -> dict[str, Any]:
+        return {"pattern": self.pattern}
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """A status field of an event (`source.status`'s `status`, say) takes one of `values`."""
+
+    kind: ClassVar[str] = "status"
+    time_driven: ClassVar[bool] = False
+    event_type: str
+    field_name: str
+    values: tuple[str, ...]
+    events: frozenset[str] = frozenset()
+    keys: None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "events", frozenset({self.event_type}))
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        return {}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        if self.field_name not in event.data:
+            return None
+        value = event.data[self.field_name]
+        st["v"] = value
+        st["why"] = str(event.data.get("reason") or "")[:200]
+        return value in self.values
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        why = f" ({st['why']})" if st.get("why") else ""
+        return f"{self.field_name}={st['v']}{why}", {self.field_name: st["v"]}
+
+    def params(self) -> dict[str, Any]:
+        return {"event": self.event_type, "field": self.field_name, "values": list(self.values)}

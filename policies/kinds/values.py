@@ -1,0 +1,244 @@
+"""Kinds that judge one metric's values: nonfinite, threshold, spike, trend, plateau.
+
+Each keeps a bounded window at most (never the run's history), so a sample costs the same at
+step 100 and at step 10,000,000, and the state fits in the worker checkpoint as JSON.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from events import types as t
+from events.envelope import Event
+from policies.names import finite, fmt, number
+
+METRIC_EVENTS = frozenset({t.METRIC})
+
+
+class OneMetric:
+    """What kinds reading one metric (under any of its names) share: the index looks them up by name."""
+
+    __slots__ = ()
+    names: tuple[str, ...]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.names
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True, slots=True)
+class NonFinite(OneMetric):
+    """NaN or +/-Inf: the run is broken and nothing will recover it."""
+
+    kind: ClassVar[str] = "nonfinite"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    events: frozenset[str] = METRIC_EVENTS
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        v = number(event.data[name])
+        if v is None:
+            return None
+        if math.isfinite(v):
+            return False
+        st["m"], st["v"] = name, v  # kept only when firing: that is what `explain` reports
+        return True
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return f"{st['m']}={fmt(st['v'])}", {st["m"]: st["v"]}
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "event": sorted(self.events)}
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold(OneMetric):
+    """A finite value above `above` or below `below` (NaN is the nonfinite kind's business)."""
+
+    kind: ClassVar[str] = "threshold"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    above: float | None = None
+    below: float | None = None
+    events: frozenset[str] = METRIC_EVENTS
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        raw = event.data[name]
+        v = finite(raw)
+        if v is None:
+            return None if number(raw) is None else False
+        if (self.above is not None and v > self.above) or (self.below is not None and v < self.below):
+            st["m"], st["v"] = name, v  # kept only when firing: that is what `explain` reports
+            return True
+        return False
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        v = st["v"]
+        limit = f"> {fmt(self.above)}" if self.above is not None and v > self.above else f"< {fmt(self.below)}"
+        return f"{st['m']}={fmt(v)} {limit}", {st["m"]: v}
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "above": self.above, "below": self.below, "event": sorted(self.events)}
+
+
+@dataclass(frozen=True, slots=True)
+class Spike(OneMetric):
+    """A value `ratio` times above (or below, `direction: down`) its trailing mean or median.
+
+    Values that fire are kept out of the trailing window, so a spike that persists keeps firing
+    instead of becoming its own baseline; a spike that recovers simply stops firing.
+    """
+
+    kind: ClassVar[str] = "spike"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    ratio: float = 2.0
+    window: int = 20
+    stat: str = "mean"  # mean | median
+    direction: str = "up"  # up | down
+    min_samples: int = 5
+    events: frozenset[str] = METRIC_EVENTS
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        return {"w": [], "o": [], "s": 0.0}  # window in arrival order; sorted (median); its sum (mean)
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        v = event.data[name]
+        if type(v) is not float or not math.isfinite(v):  # the hot path: inlined `finite`
+            v = finite(v)
+            if v is None:
+                return None
+        window: list[float] = st["w"]
+        median = self.stat == "median"
+        base: float | None = None
+        if len(window) >= self.min_samples:
+            if median:
+                ordered: list[float] = st["o"]
+                mid = len(ordered) // 2
+                base = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+            else:
+                base = st["s"] / len(window)
+        up = self.direction == "up"
+        fired = base is not None and base > 0 and (v > self.ratio * base if up else v * self.ratio < base)
+        if fired:
+            st["m"], st["v"], st["b"] = name, v, base
+            return True
+        window.append(v)
+        if median:
+            bisect.insort(st["o"], v)
+        else:
+            st["s"] += v
+        if len(window) > self.window:
+            old = window.pop(0)
+            if median:
+                del st["o"][bisect.bisect_left(st["o"], old)]
+            else:
+                st["s"] -= old
+        return False
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        v, b = st["v"], st["b"]
+        times = v / b if b else math.inf
+        if self.direction == "up":
+            why = f"{fmt(times)}x its trailing {self.stat} {fmt(b)}"
+        else:
+            why = f"below 1/{fmt(self.ratio)} of its trailing {self.stat} {fmt(b)}"
+        return f"{st['m']}={fmt(v)} is {why}", {st["m"]: v, f"trailing_{self.stat}": b}
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "ratio": self.ratio, "window": self.window, "stat": self.stat,
+                "direction": self.direction, "min_samples": self.min_samples, "event": sorted(self.events)}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Trend(OneMetric):
+    """Rising (or falling) `count` evaluations in a row, each by more than `min_delta` (relative)."""
+
+    kind: ClassVar[str] = "trend"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    direction: str = "rising"  # rising | falling
+    count: int = 3
+    min_delta: float = 0.0
+    events: frozenset[str] = METRIC_EVENTS
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        return {"h": [], "r": 0}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        found = (name, event.data[name])
+        v = finite(found[1])
+        if v is None:
+            return None
+        history: list[float] = st["h"]
+        if history:
+            prev = history[-1]
+            delta = (v - prev) if self.direction == "rising" else (prev - v)
+            st["r"] = st["r"] + 1 if delta > self.min_delta * abs(prev) else 0
+        history.append(v)
+        if len(history) > self.count + 1:
+            del history[0]
+        st["m"] = found[0]
+        return st["r"] >= self.count
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        verb = "rose" if self.direction == "rising" else "fell"
+        path = " -> ".join(fmt(x) for x in st["h"])
+        return f"{st['m']} {verb} {st['r']} evals in a row ({path})", {st["m"]: st["h"][-1]}
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "direction": self.direction, "count": self.count,
+                "min_delta": self.min_delta, "event": sorted(self.events)}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Plateau(OneMetric):
+    """Relative improvement below `eps` between the older and the newer half of the last `window` values."""
+
+    kind: ClassVar[str] = "plateau"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    window: int = 20
+    eps: float = 0.01
+    mode: str = "min"  # min: lower is better (loss); max: higher is better (accuracy)
+    events: frozenset[str] = METRIC_EVENTS
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        return {"w": []}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        found = (name, event.data[name])
+        v = finite(found[1])
+        if v is None:
+            return None
+        window: list[float] = st["w"]
+        window.append(v)
+        if len(window) > self.window:
+            del window[0]
+        st["m"] = found[0]
+        if len(window) < self.window:
+            return False
+        half = self.window // 2
+        older = sum(window[:half]) / half
+        newer = sum(window[-half:]) / half
+        if older == 0:
+            return False
+        gain = (older - newer) if self.mode == "min" else (newer - older)
+        st["g"] = gain / abs(older)
+        return st["g"] < self.eps
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{st['m']} improved {st['g']:.2%} over the last {self.window} values (< {self.eps:.2%})",
+            {st["m"]: st["w"][-1], "improvement": st["g"]},
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "window": self.window, "eps": self.eps, "mode": self.mode,
+                "event": sorted(self.events)}  # fmt: skip

@@ -1,0 +1,236 @@
+"""The shipped default policy on realistic sequences: each seed threshold fires on the true
+positive, and stays quiet on the near miss next to it."""
+
+import math
+import random
+
+import pytest
+
+from events import types as t
+from policies.default import default_policy
+from tests.policy_helpers import Clock, run, summary
+
+POLICY = default_policy()
+MIN = 60.0
+
+
+def healthy(c: Clock, steps: int, *, start: float = 0.0, every: float = 30.0, seed: int = 1, **extra):
+    """A training curve: loss decaying with noise, lr warming up then decaying, steady throughput."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(steps):
+        step = (i + 1) * 10
+        loss = 1.0 + 3.0 * math.exp(-step / 500) + rnd.uniform(-0.03, 0.03)
+        lr = 3e-4 * min(1.0, step / 100) * (1 - step / 100_000)
+        data = {"step": step, "loss": loss, "lr": lr, "grad_norm": rnd.uniform(0.5, 2.0),
+                "tokens_per_s": 12000 + rnd.uniform(-300, 300), **extra}  # fmt: skip
+        out.append(c.metric(start + i * every, **data))
+    return out
+
+
+def fired(events):
+    return summary(run(POLICY, events))
+
+
+def test_a_healthy_run_only_continues():
+    c = Clock()
+    events = [c.event(t.RUN_LAUNCHED, 0)]
+    events += healthy(c, 200)
+    for i in range(0, 100 * 60, 60):  # GPU samples every minute, busy and cool
+        events.append(c.event(t.GPU, i, util=95, temp=70))
+    events.sort(key=lambda e: e.ts)
+    assert fired(events) == ["CONTINUE"]
+
+
+def test_loss_nan_stops_at_once():
+    c = Clock()
+    events = [*healthy(c, 20), c.metric(20 * 30, step=210, loss=math.nan)]
+    out = run(POLICY, events)
+    assert summary(out)[-2:] == ["opened:loss-nonfinite", "STOP:loss-nonfinite"]
+    assert out[-1][1]["reason"] == "loss=nan at step 210"
+
+
+@pytest.mark.parametrize(("spiked", "expected"), [
+    (3, ["CONTINUE", "opened:loss-spike", "resolved:loss-spike"]),  # recovers within its window: no STOP
+    (6, ["CONTINUE", "opened:loss-spike", "STOP:loss-spike", "resolved:loss-spike"]),  # persists: STOP
+])  # fmt: skip
+def test_loss_spike_is_an_anomaly_and_a_stop_only_if_it_persists(spiked, expected):
+    c = Clock()
+    events = healthy(c, 400)
+    base = events[-1].data["loss"]
+    at = events[-1].ts - 1_800_000_000.0
+    events += [c.metric(at + 30 * (i + 1), step=5000 + i, loss=base * 2.5) for i in range(spiked)]
+    events += [c.metric(at + 30 * (spiked + 1 + i), step=6000 + i, loss=base) for i in range(3)]
+    assert fired(events) == expected
+
+
+def test_loss_at_1_9x_its_average_is_no_spike():
+    c = Clock()
+    events = healthy(c, 400)
+    events.append(c.metric(400 * 30, step=9999, loss=events[-1].data["loss"] * 1.9))
+    assert fired(events) == ["CONTINUE"]
+
+
+@pytest.mark.parametrize(("grad_norm", "expected"), [
+    (150.0, ["opened:grad-norm-high"]), (math.nan, ["opened:grad-norm-nonfinite"]), (99.0, []),
+])  # fmt: skip
+def test_grad_norm_above_100_or_nan_is_an_anomaly(grad_norm, expected):
+    c = Clock()
+    events = [*healthy(c, 5), c.metric(200, step=60, loss=3.0, grad_norm=grad_norm)]
+    assert fired(events)[1:] == expected
+
+
+@pytest.mark.parametrize(("minutes", "expected"), [(31, ["opened:gpu-util-low"]), (29, [])])
+def test_gpu_util_below_40_for_30_minutes(minutes, expected):
+    c = Clock()
+    events = [c.event(t.RUN_LAUNCHED, 0), c.event(t.GPU, 0, util=90)]
+    events += [c.event(t.GPU, 40 * MIN + i * MIN, util=35) for i in range(minutes + 1)]
+    events += healthy(c, (40 + minutes) * 2 + 1)
+    events.sort(key=lambda e: e.ts)
+    assert fired(events) == ["CONTINUE", *expected]
+
+
+@pytest.mark.parametrize(("minutes", "expected"), [(6, ["opened:gpu-temp-high"]), (4, [])])
+def test_gpu_temp_above_83_for_5_minutes(minutes, expected):
+    c = Clock()
+    events = [c.event(t.GPU, 40 * MIN + i * MIN, util=95, temp=85) for i in range(minutes + 1)]
+    events += healthy(c, (40 + minutes) * 2 + 1)
+    events.sort(key=lambda e: e.ts)
+    assert fired(events) == ["CONTINUE", *expected]
+
+
+def test_val_loss_rising_three_evals_in_a_row_stops_early_and_two_does_not():
+    c = Clock()
+    evals = [2.0, 1.9, 1.8, 1.85, 1.9, 1.95]
+    events = [c.metric(i * 600, step=i * 1000, val_loss=v) for i, v in enumerate(evals)]
+    out = run(POLICY, events)
+    assert summary(out)[-2:] == ["opened:val-rising", "STOP:val-rising"]
+    assert out[-1][1]["reason"].startswith("val_loss rose 3 evals in a row (1.8 -> 1.85 -> 1.9 -> 1.95)")
+    c = Clock()
+    dip = [2.0, 1.9, 1.8, 1.85, 1.9, 1.88, 1.95]
+    assert "STOP:val-rising" not in fired([c.metric(i * 600, step=i * 1000, val_loss=v) for i, v in enumerate(dip)])
+
+
+def test_ppl_counts_as_the_eval_metric_too():
+    c = Clock()
+    events = [c.metric(i * 600, step=i, **{"eval/perplexity": v}) for i, v in enumerate([9.0, 9.5, 10.0, 11.0])]
+    assert fired(events)[-1] == "STOP:val-rising"
+
+
+def test_val_rising_while_train_falls_is_overfitting():
+    c = Clock()
+    events = []
+    train = 2.0
+    for k, val in enumerate([1.8, 1.7, 1.75, 1.8]):
+        for j in range(5):
+            train -= 0.01
+            events.append(c.metric(k * 600 + j * 60, step=k * 100 + j, loss=train))
+        events.append(c.metric(k * 600 + 300, step=k * 100 + 50, val_loss=val))
+    assert "opened:overfitting" in fired(events)
+    c = Clock()  # both rising: not overfitting (and not yet three rises)
+    both = [c.metric(i * 600, step=i, loss=1.0 + i / 10, val_loss=1.0 + i / 10) for i in range(3)]
+    assert "opened:overfitting" not in fired(both)
+
+
+def test_tokens_per_second_halving_is_an_io_bottleneck():
+    c = Clock()
+    events = healthy(c, 30)
+    events += [c.metric(1000 + i * 30, step=400 + i, loss=1.5, tokens_per_s=5000.0) for i in range(3)]
+    out = run(POLICY, events)
+    assert summary(out)[-1] == "opened:tokens-drop"
+    assert "I/O bottleneck" in out[-1][1]["remedy"] or "disk" in out[-1][1]["remedy"]
+    c = Clock()
+    dip = healthy(c, 30) + [c.metric(1000 + i * 30, step=400 + i, loss=1.5, tokens_per_s=7000.0) for i in range(3)]
+    assert fired(dip) == ["CONTINUE"]
+
+
+@pytest.mark.parametrize(("line", "rule", "remedy"), [
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "log-oom", "reduce the batch size"),
+    ("FileNotFoundError: [Errno 2] No such file or directory: 'data/train.bin'", "log-file-not-found",
+     "fix the path and restart"),
+    ("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error", "log-nccl", "NCCL_"),
+    ("Traceback (most recent call last):", "log-traceback", "lower the learning rate"),
+])  # fmt: skip
+def test_log_lines_open_anomalies_with_their_remedy(line, rule, remedy):
+    c = Clock()
+    out = run(POLICY, [c.log(0, line)])
+    assert [d["rule"] for typ, d in out if typ == t.ANOMALY_OPENED] == [rule]
+    assert remedy in out[0][1]["remedy"]
+    assert not any(typ == t.DECISION and d["decision"] == t.STOP for typ, d in out)
+
+
+def test_a_log_anomaly_clears_when_training_goes_on():
+    c = Clock()
+    out = run(POLICY, [c.log(0, "Traceback (most recent call last):"), c.metric(30, step=1, loss=2.0)])
+    assert summary(out) == ["opened:log-traceback", "resolved:log-traceback", "CONTINUE"]
+
+
+def test_a_silent_run_waits_and_never_stops():
+    c = Clock()
+    events = [*healthy(c, 60), c.tick(60 * 30 + 14 * MIN), c.tick(60 * 30 + 16 * MIN)]
+    out = run(POLICY, events)
+    assert summary(out)[-2:] == ["opened:run-silent", "WAIT:run-silent"]
+    assert out[-1][1]["reason"].startswith("no metric for 16m")
+
+
+def test_unreachable_data_source_waits_and_never_stops():
+    c = Clock()
+    events = [*healthy(c, 5), c.event(t.SOURCE_STATUS, 200, status="unreachable", reason="wandb api timeout")]
+    events += [c.event(t.SOURCE_STATUS, 200 + i * 900, status="unreachable") for i in range(1, 10)]
+    out = run(POLICY, events)
+    decisions = [d for typ, d in out if typ == t.DECISION]
+    assert [d["decision"] for d in decisions] == [t.CONTINUE, t.WAIT]
+    assert decisions[1]["reason"] == "status=unreachable (wandb api timeout) at step 50"
+
+
+def test_startup_checks():
+    c = Clock()
+    # launched, but no loss and an idle GPU for the first minutes
+    events = [c.event(t.RUN_LAUNCHED, 0), c.event(t.SOURCE_STATUS, 30, status="log_fallback")]
+    events += [c.event(t.GPU, i * MIN, util=0) for i in range(7)]
+    events += [c.tick(11 * MIN), c.event(t.HEALTH, 12 * MIN, alive=False)]
+    opened = [s for s in fired(events) if s.startswith("opened")]
+    assert opened == ["opened:wandb-not-connected", "opened:gpu-idle-at-start", "opened:no-loss-at-start",
+                      "opened:process-dead"]  # fmt: skip
+
+
+def test_startup_checks_pass_for_a_run_that_starts_well():
+    c = Clock()
+    events = [c.event(t.RUN_LAUNCHED, 0), c.event(t.SOURCE_STATUS, 30, status="wandb_ok"),
+              c.event(t.HEALTH, 40, alive=True)]  # fmt: skip
+    events += [c.event(t.GPU, i * MIN, util=0 if i < 2 else 90) for i in range(12)]
+    events += healthy(c, 30, start=60)
+    events.sort(key=lambda e: e.ts)
+    assert fired(events) == ["CONTINUE"]
+
+
+def test_lr_rising_while_the_schedule_decays():
+    c = Clock()
+    lrs = [1e-4, 2e-4, 3e-4, 2.9e-4, 2.8e-4, 2.7e-4]
+    events = [c.metric(i * 30, step=i, lr=v) for i, v in enumerate(lrs)]
+    assert fired(events) == ["CONTINUE"]  # warmup then decay
+    events.append(c.metric(300, step=7, lr=3.5e-4))
+    assert fired(events)[-1] == "opened:lr-schedule"
+
+
+def test_eval_worse_than_the_expected_baseline():
+    c = Clock()
+    launched = c.event(t.RUN_LAUNCHED, 0, config={"baseline": {"val_loss": 2.0}})
+    late = 40 * MIN
+    worse = [launched, c.metric(late, step=1, val_loss=2.3)]
+    out = run(POLICY, worse)
+    assert summary(out) == ["opened:worse-than-baseline", "CONTINUE"]
+    assert "is worse vs the expected baseline 2" in out[0][1]["reason"]
+    c = Clock()
+    flat = [c.event(t.RUN_LAUNCHED, 0, config={"baseline": {"val_loss": 2.0}}), c.metric(late, step=1, val_loss=2.05)]
+    assert fired(flat) == ["CONTINUE"]
+
+
+def test_val_plateau():
+    c = Clock()
+    late = 40 * MIN
+    flat = [c.metric(late + i * 600, step=i, val_loss=1.5 + (0.0001 if i % 2 else 0)) for i in range(10)]
+    assert "opened:val-plateau" in fired(flat)
+    c = Clock()
+    improving = [c.metric(late + i * 600, step=i, val_loss=2.0 - i * 0.05) for i in range(10)]
+    assert "opened:val-plateau" not in fired(improving)

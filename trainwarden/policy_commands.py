@@ -1,0 +1,157 @@
+"""`trainwarden policy check | show | backtest`: validate, print, and try a policy on recorded runs."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from agent.errors import WandbFileError, WandbUnavailable
+from agent.logsource import RunLog
+from agent.tail import LogTail
+from agent.wandb_source import history_events
+from events.envelope import Event
+from events.store import Malformed
+from policies.backtest import Backtest, backtest
+from policies.default import default_policy
+from policies.durations import fmt_duration
+from policies.errors import PolicyError
+from policies.model import Policy
+from trainwarden import wiring
+from trainwarden.errors import SourceUnavailable, UnknownRun
+from trainwarden.settings import Settings
+from workers.policy_source import read_policy_file
+
+BACKTEST_RUN = "backtest"
+# The W&B run-file reader (issue #7) plugs in here: a module with
+# `history_events(run_dir: Path, *, run: str) -> Iterable[Event]`.
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("policy", help="check, show or backtest a policy file")
+    psub = s.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+
+    c = psub.add_parser("check", help="validate policy files; exit 1 if any has a problem (for CI)")
+    c.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    c.set_defaults(func=cmd_check)
+
+    c = psub.add_parser("show", help="print a policy file (default: the configured one, else the default policy)")
+    c.add_argument("file", nargs="?", type=Path, metavar="FILE")
+    c.set_defaults(func=cmd_show)
+
+    c = psub.add_parser("backtest", help="run a policy over a recorded history: when would it have fired?")
+    c.add_argument("policy", metavar="POLICY", help="a policy file, or 'default'")
+    source = c.add_mutually_exclusive_group(required=True)
+    source.add_argument("--run", help="a run in the event log")
+    source.add_argument("--log", type=Path, metavar="FILE", help="a training log file (read offline)")
+    source.add_argument("--wandb-dir", type=Path, metavar="DIR", help="a local W&B run directory")
+    c.add_argument(
+        "--interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="with --log: seconds between two metric lines (a log has no clock; default 10)",
+    )
+    c.add_argument("--gpus", type=float, default=1.0, help="GPUs the run used, for GPU-hours saved (default 1)")
+    c.set_defaults(func=cmd_backtest)  # fmt: skip
+
+
+def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
+    failed = 0
+    for path in args.files:
+        try:
+            policy = read_policy_file(path)
+        except PolicyError as exc:
+            failed += 1
+            print(f"{path}: {len(exc.problems)} problem(s)", file=sys.stderr)
+            for problem in exc.problems:
+                print(f"  {problem}", file=sys.stderr)
+            continue
+        print(f"{path}: ok: policy {policy.name!r}, {len(policy.rules)} rules, hash {policy.hash}")
+    return 1 if failed else 0
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    path = args.file or settings.policy_path
+    policy = read_policy_file(path) if path else default_policy()
+    print(policy.text, end="")
+    return 0
+
+
+def _policy(name: str) -> Policy:
+    return default_policy() if name == "default" else read_policy_file(Path(name))
+
+
+def log_events(path: Path, *, interval: float) -> Iterator[Event]:
+    """A training log turned into events offline, the way the agent reads it (formats, tracebacks);
+    metric lines `interval` s apart."""
+    if not path.is_file():
+        raise SourceUnavailable(f"cannot read log file {path}: no such file")
+    log = RunLog(run=BACKTEST_RUN, host=BACKTEST_RUN, tail=LogTail(path), block_idle_s=float("inf"))
+    ts = 0.0
+    while True:
+        items = log.poll(ts)
+        if not items and log.tail.offset >= path.stat().st_size:
+            break
+        for item in items:
+            yield item.event if item.event.ts == ts else dataclasses.replace(item.event, ts=ts)
+            if item.is_metric:
+                ts += interval
+    yield from (item.event for item in log.finish(ts))
+
+
+def wandb_events(run_dir: Path) -> Iterator[Event]:
+    try:
+        yield from history_events(run_dir, run=BACKTEST_RUN)
+    except (WandbFileError, WandbUnavailable) as exc:
+        raise SourceUnavailable(f"--wandb-dir {run_dir}: {exc}") from None
+
+
+def cmd_backtest(args: argparse.Namespace, settings: Settings) -> int:
+    policy = _policy(args.policy)
+    if args.run:
+        store = wiring.store(settings)
+        entries = list(store.iter_run(args.run))
+        if not entries:
+            raise UnknownRun(args.run)
+        events: Iterator[Event] = (e for _, e in entries if not isinstance(e, Malformed))
+        source = f"run {args.run}"
+    elif args.log:
+        events, source = log_events(args.log, interval=args.interval), f"log {args.log} ({args.interval:g}s per line)"
+    else:
+        events, source = wandb_events(args.wandb_dir), f"W&B run {args.wandb_dir}"
+    result = backtest(policy, events)
+    for line in backtest_lines(result, source=source, gpus=args.gpus):
+        print(line)
+    return 0
+
+
+def _at(result: Backtest, ts: float, step: object) -> str:
+    first = ts if result.first_ts is None else result.first_ts
+    return f"{'+' + fmt_duration(max(0.0, ts - first)):>9}  step {step if step is not None else '-':<8}"
+
+
+def backtest_lines(result: Backtest, *, source: str, gpus: float) -> list[str]:
+    span = fmt_duration((result.last_ts or 0) - (result.first_ts or 0))
+    steps = f"steps {result.first_step}..{result.last_step}, " if result.first_step is not None else ""
+    lines = [f"Backtest of policy {result.policy.name!r} ({result.policy.hash}) over {source}: "
+             f"{result.events} events, {steps}{span}", "", "Rules that would have fired:"]  # fmt: skip
+    lines += [f"  {_at(result, m.ts, m.step)}  {m.rule} ({m.what}): {m.reason}" for m in result.firings] or ["  none"]
+    lines += ["", "Decision timeline:"]
+    lines += [f"  {_at(result, m.ts, m.step)}  {m.what:<8}  {m.rule or '-'}: {m.reason}" for m in result.timeline] or [
+        "  no decision (no metric seen)"
+    ]
+    lines.append("")
+    saved = result.saved(gpus)
+    stop = result.stop
+    if saved is None or stop is None:
+        lines.append("No STOP: this policy would have let the run go to its end.")
+    else:
+        steps_saved, minutes, gpu_hours = saved
+        before = f"{steps_saved} steps and " if steps_saved is not None else ""
+        plural = "s" if gpus != 1 else ""
+        lines.append(f"Would have stopped at step {stop.step} by {stop.rule}: {before}{minutes:.0f} minutes before "
+                     f"the run's end ({gpu_hours:.2f} GPU-hours saved at {gpus:g} GPU{plural}).")  # fmt: skip
+    return lines

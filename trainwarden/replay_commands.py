@@ -1,0 +1,153 @@
+"""`trainwarden replay` (timeline, filters, state as of a time, --verify) and `trainwarden check`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from events import types as t
+from events.envelope import Event
+from events.projection import fold
+from events.store import EventStore, Malformed
+from policies.default import default_policy
+from policies.errors import PolicyError
+from policies.loader import load_policy
+from policies.model import Policy
+from trainwarden import render, wiring
+from trainwarden.errors import PolicyNotRecorded, UnknownRun
+from trainwarden.settings import Settings
+from trainwarden.times import parse_time
+from workers.policy_source import read_policy_file
+from workers.report import check_facts, render_report
+from workers.verify import verify_run
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("replay", help="print a run's timeline and its state folded from the log")
+    s.add_argument("run")
+    s.add_argument("--json", action="store_true", help="print the folded state as JSON")
+    s.add_argument(
+        "--type",
+        action="append",
+        metavar="TYPE",
+        help="only events of this type (repeatable; 'anomaly' matches anomaly.opened and .resolved)",
+    )
+    s.add_argument("--since", metavar="TIME", help="only events at or after TIME (ISO time, unix seconds, or 30m ago)")
+    s.add_argument("--until", metavar="TIME", help="only events at or before TIME")
+    s.add_argument("--as-of", metavar="TIME", help="the run's state at TIME (events after it are ignored)")
+    s.add_argument(
+        "--verify",
+        action="store_true",
+        help="re-evaluate the recorded events with the recorded policy; exit 1 if a decision differs",
+    )
+    s.add_argument(
+        "--policy",
+        type=Path,
+        metavar="FILE",
+        help="with --verify: a policy file to use when the log does not hold the recorded one's text",
+    )
+    s.set_defaults(func=cmd_replay)  # fmt: skip
+
+    s = sub.add_parser("check", help="print the training-check report for a run's current state")
+    s.add_argument("run")
+    s.set_defaults(func=cmd_check)
+
+
+def _entries(store: EventStore, run: str) -> list[tuple[str, Event | Malformed]]:
+    entries = list(store.iter_run(run))
+    if not entries:
+        raise UnknownRun(run)
+    return entries
+
+
+def _selected(item: Event | Malformed, types: list[str] | None, since: float | None, until: float | None) -> bool:
+    if isinstance(item, Malformed):
+        return types is None and since is None and until is None
+    if types is not None and not any(item.type == x or item.type.startswith(x + ".") for x in types):
+        return False
+    return (since is None or item.ts >= since) and (until is None or item.ts <= until)
+
+
+def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    store = wiring.store(settings)
+    entries = _entries(store, args.run)
+    if args.verify:
+        return _verify(store, args.run, entries, args.policy)
+    now = time.time()
+    since = parse_time(args.since, now=now, option="--since") if args.since else None
+    until = parse_time(args.until, now=now, option="--until") if args.until else None
+    as_of = parse_time(args.as_of, now=now, option="--as-of") if args.as_of else None
+    if as_of is not None:
+        until = as_of if until is None else min(until, as_of)
+    state = fold(e for _, e in entries if isinstance(e, Event) and (as_of is None or e.ts <= as_of))
+    if args.json:
+        print(json.dumps(state.to_dict(), default=str, indent=2))
+        return 0
+    shown = [(sid, item) for sid, item in entries if _selected(item, args.type, since, until)]
+    print(f"Timeline of {args.run} ({len(shown)} of {len(entries)} entries)")
+    for sid, item in shown:
+        print("  " + render.timeline_line(sid, item))
+    print(f"State as of {render.fmt_ts(as_of)} (folded from the log alone)" if as_of is not None
+          else "Final state (folded from the log alone)")  # fmt: skip
+    for line in render.state_lines(state):
+        print("  " + line)
+    return 0
+
+
+class RecordedPolicies:
+    """Policies by content hash, from the `trainwarden.system` run's `policy.loaded` events (their text), the
+    default policy, and a file given on the command line."""
+
+    def __init__(self, store: EventStore, *, extra: Path | None = None) -> None:
+        self.texts: dict[str, str] = {}
+        for _, item in store.iter_run(t.SYSTEM_RUN):
+            if isinstance(item, Event) and item.type == t.POLICY_LOADED and item.data.get("text"):
+                self.texts[item.data["policy"]] = item.data["text"]
+        self.known: dict[str, Policy] = {default_policy().hash: default_policy()}
+        if extra is not None:
+            policy = read_policy_file(extra)
+            self.known[policy.hash] = policy
+
+    def get(self, digest: str) -> Policy:
+        if digest not in self.known:
+            text = self.texts.get(digest)
+            if text is None:
+                raise PolicyNotRecorded(
+                    f"policy {digest} made decisions in this run but its text is not in the log (no policy.loaded "
+                    f"for it in run '{t.SYSTEM_RUN}'); pass the policy file with --policy FILE"
+                )
+            try:
+                self.known[digest] = load_policy(text, source=f"policy {digest} (recorded)")
+            except PolicyError as exc:
+                raise PolicyNotRecorded(f"the recorded text of policy {digest} does not load: {exc}") from None
+        return self.known[digest]
+
+
+def _verify(store: EventStore, run: str, entries: list[tuple[str, Event | Malformed]], extra: Path | None) -> int:
+    result = verify_run(run, entries, RecordedPolicies(store, extra=extra).get)
+    used = ", ".join(dict.fromkeys(result.policies)) or "none"
+    print(f"Verify {run}: {result.outputs} recorded evaluator outputs ({result.decisions} decisions), "
+          f"re-evaluated with policy {used}")  # fmt: skip
+    if result.unevaluated:
+        print(f"  {result.unevaluated} entries before the first policy.applied were folded, not re-evaluated")
+    if result.ok:
+        print("  OK: every decision and anomaly matches the log")
+        return 0
+    print(f"  {len(result.differences)} outputs differ:")
+    for diff in result.differences[:50]:
+        print("  " + diff.describe())
+    return 1
+
+
+def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
+    store = wiring.store(settings)
+    state = fold(e for _, e in _entries(store, args.run) if isinstance(e, Event))
+    due: Any = store.redis.zscore(store.keys.schedule(), args.run)
+    next_check = (f"{render.fmt_ts(float(due))} (scheduled tick), or as soon as new events arrive" if due
+                  else "as soon as new events arrive (no tick scheduled: the run ended or went silent)")  # fmt: skip
+    facts = check_facts(state, now=time.time(), next_check=next_check, files_inspected=[f"event log of {args.run}"])
+    print(render_report(facts))
+    return 0

@@ -1,0 +1,86 @@
+"""Ticks: scheduled evaluations of quiet runs, recorded in the log so that replay sees them.
+
+Time-driven rules (`absence`, `for: 10m`) must fire even when nothing arrives, yet decisions must
+come from the log alone. So the worker, at each commit, sets the run's next-tick time in one
+sorted set (`tw:schedule`, run -> wall-clock due time); the dispatcher appends a `tick` event to
+every run that is due, which dispatches a job like any other event. The engine takes its time
+from the tick's `ts`, and `replay --verify` re-evaluates ticks like any other input.
+
+Volume is bounded: a run that keeps sending events is never ticked (each job pushes its due time
+forward); a quiet run gets at most one tick per interval (default 1/min in the startup phase,
+1/15 min after); a run that is finished, failed, stopped or decided STOP gets none; and a run
+silent for `max_silence_s` (event time, default 24 h) stops being ticked until it sends again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from events import types as t
+from events.envelope import make_event
+from events.store import EventStore, redis_errors
+from policies.model import Policy
+from workers.checkpoint import Checkpoint
+
+log = logging.getLogger(__name__)
+
+ENDED_STATUSES = frozenset({"stopping", "stopped", "finished", "failed"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TickSettings:
+    startup_s: float = 60.0  # seconds between ticks of a quiet run in its startup phase
+    steady_s: float = 900.0  # seconds between ticks after it
+    max_silence_s: float = 86_400.0  # a run silent this long (event time) is no longer ticked
+
+
+def next_tick(cp: Checkpoint, policy: Policy, ticks: TickSettings, *, wall_now: float) -> float | None:
+    """When to look at the run again if nothing arrives; None: not at all (it ended, or went silent)."""
+    ps = cp.policy
+    if ps.ended or ps.decision == t.STOP or cp.run.status in ENDED_STATUSES or ps.start is None or ps.now is None:
+        return None
+    if ps.last_input is not None and ps.now - ps.last_input > ticks.max_silence_s:
+        return None
+    in_startup = ps.now - ps.start < policy.startup_s
+    return wall_now + (ticks.startup_s if in_startup else ticks.steady_s)
+
+
+def tick_producer(run: str) -> str:
+    return f"tick/{run}"
+
+
+class Ticker:
+    """The dispatcher's half: append a `tick` to each run that is due, then push its due time back
+    by `retry_s` (the job it causes sets the real next one)."""
+
+    def __init__(
+        self, *, store: EventStore, host: str, retry_s: float, clock: Callable[[], float] = time.time,
+        batch: int = 500,
+    ) -> None:  # fmt: skip
+        self.store = store
+        self.host = host
+        self.retry_s = retry_s
+        self.clock = clock
+        self.batch = batch
+
+    def step(self) -> int:
+        now = self.clock()
+        key = self.store.keys.schedule()
+        with redis_errors("read the tick schedule"):
+            due = self.store.redis.zrangebyscore(key, "-inf", now, start=0, num=self.batch, withscores=True)
+        if not due:
+            return 0
+        # seq from the due time: two dispatchers (or a retry) ticking the same due time append once.
+        events = [
+            make_event(t.TICK, run=run.decode(), host=self.host, producer=tick_producer(run.decode()),
+                       seq=int(score * 1000), data={"due": score}, ts=now)
+            for run, score in due
+        ]  # fmt: skip
+        self.store.append(events)
+        with redis_errors("update the tick schedule"):
+            self.store.redis.zadd(key, {run: now + self.retry_s for run, _ in due}, xx=True)
+        log.debug("ticked %d quiet runs", len(events))
+        return len(events)
