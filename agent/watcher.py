@@ -109,12 +109,14 @@ class RunWatcher:
         if self.ended is not None:
             return out
         sample = self.health.sample(procs, now)
-        if sample is not None:
+        ended = self.health.ended()
+        if sample is not None and not (sample.get("alive") is False and ended is not None):
+            # A run that ended is told by run.finished / run.failed (with its exit code, or none when it
+            # vanished), which the policy judges; "alive: false" would report the same death twice.
             out.append(self._event(t.HEALTH, f"{self.host}/proc/{self.run}", time_seq(), now, sample))
         guard = self.health.guard(procs)
         if guard is not None:
             out.append(self._guard_event(guard, now))
-        ended = self.health.ended()
         if ended is not None:
             out.extend(self.poll(now, set()))  # the lines written before it ended come first
             out.extend(item.event for item in self.log.finish(now))

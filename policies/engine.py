@@ -57,12 +57,27 @@ def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
     if typ == _LAUNCHED:
         _reset(state, event)
         return []
-    if typ in ENDING:
-        state.ended = True
-        return []
     index = policy.index
+    if typ == t.STOP_REQUESTED:
+        # A person asked for the stop (the policy's own requests follow its STOP decision, and where they
+        # land in the log depends on batching, so they must not count): what follows is the stop working.
+        if event.data.get("by") != "policy":
+            state.ended = True
+        return []
+    if typ in ENDING:
+        # Rules may watch how a run ends (`run.failed`), but only an end nobody asked for.
+        asked = state.ended or state.decision == t.STOP
+        out = [] if asked or typ not in index.input_types else _evaluate_input(policy, state, event)
+        state.ended = True
+        return out
     if state.ended or typ not in index.input_types:
         return []
+    return _evaluate_input(policy, state, event)
+
+
+def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
+    typ = event.type
+    index = policy.index
     now = event.ts if state.now is None or event.ts > state.now else state.now
     state.now = now
     if state.start is None:

@@ -88,7 +88,8 @@ class LogPattern:
 
 @dataclass(frozen=True, slots=True)
 class Status:
-    """A status field of an event (`source.status`'s `status`, say) takes one of `values`."""
+    """A status field of an event (`source.status`'s `status`, say) takes one of `values`
+    (compared as text; `"*"` matches any value, e.g. any `exit_code` of `run.failed`)."""
 
     kind: ClassVar[str] = "status"
     time_driven: ClassVar[bool] = False
@@ -110,7 +111,7 @@ class Status:
         value = event.data[self.field_name]
         st["v"] = value
         st["why"] = str(event.data.get("reason") or "")[:200]
-        return value in self.values
+        return "*" in self.values or str(value) in self.values
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         why = f" ({st['why']})" if st.get("why") else ""

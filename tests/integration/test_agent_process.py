@@ -58,6 +58,8 @@ def test_a_run_that_exits_0_is_finished_once(store, tmp_path, tmux_socket):
     agent_for(store, tmp_path).run(burst=True)  # a restarted agent sees the same exit file
     (finished,) = events_of(store, "exp01", t.RUN_FINISHED)
     assert finished.data["exit_code"] == 0 and "log_tail" not in finished.data
+    # the end is told once, by run.finished: no "alive: false" health sample that a policy would call a death
+    assert all(e.data.get("alive") is not False for e in events_of(store, "exp01", t.HEALTH))
 
 
 def test_wandb_guard_health_and_a_killed_session(store, tmp_path, tmux_socket):
@@ -74,6 +76,7 @@ def test_wandb_guard_health_and_a_killed_session(store, tmp_path, tmux_socket):
     (failed,) = drive(agent, lambda: events_of(store, "exp01", t.RUN_FAILED), what="run.failed")
     assert failed.data["exit_code"] is None
     assert failed.data["reason"] == "the process is gone and left no exit code"
+    assert all(e.data.get("alive") is not False for e in events_of(store, "exp01", t.HEALTH))
 
 
 def test_a_real_wandb_run_in_tmux_is_read_from_its_run_files(store, tmp_path, tmux_socket):

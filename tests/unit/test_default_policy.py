@@ -234,3 +234,29 @@ def test_val_plateau():
     c = Clock()
     improving = [c.metric(late + i * 600, step=i, val_loss=2.0 - i * 0.05) for i in range(10)]
     assert "opened:val-plateau" not in fired(improving)
+
+
+def test_a_run_that_fails_opens_an_anomaly_unless_someone_stopped_it():
+    c = Clock()
+    failed = [c.event(t.RUN_LAUNCHED, 0), *healthy(c, 5), c.event(t.RUN_FAILED, 200, exit_code=3)]
+    assert fired(failed)[-1] == "opened:run-failed"
+    stopped = [c.event(t.RUN_LAUNCHED, 0), *healthy(c, 5), c.event(t.STOP_REQUESTED, 190, by="slack", user="U1"),
+               c.event(t.RUN_FAILED, 200, exit_code=130)]  # fmt: skip
+    assert fired(stopped) == ["CONTINUE"]
+    finished = [c.event(t.RUN_LAUNCHED, 0), *healthy(c, 5), c.event(t.RUN_FINISHED, 200, exit_code=0)]
+    assert fired(finished) == ["CONTINUE"]
+
+
+def test_after_the_policy_stopped_a_run_its_end_is_not_another_anomaly():
+    c = Clock()
+    events = [*healthy(c, 5), c.metric(200, step=60, loss=math.nan), c.event(t.RUN_FAILED, 210, exit_code=130)]
+    assert fired(events)[-2:] == ["opened:loss-nonfinite", "STOP:loss-nonfinite"]
+
+
+def test_the_w_and_b_guard_at_run_time():
+    c = Clock()
+    events = [c.event(t.RUN_LAUNCHED, 0), *healthy(c, 3),
+              c.event(t.HEALTH, 100, check="wandb_mode", ok=False, wandb_mode="offline")]  # fmt: skip
+    assert fired(events)[-1] == "opened:wandb-offline"
+    fine = [c.event(t.RUN_LAUNCHED, 0), *healthy(c, 3), c.event(t.HEALTH, 100, alive=True, pid=4)]
+    assert fired(fine) == ["CONTINUE"]
