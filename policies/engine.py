@@ -42,6 +42,7 @@ class PolicyState:
     config: dict[str, Any] = field(default_factory=dict)  # the launch config (baselines live there)
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
     deciding: dict[str, str] = field(default_factory=dict)  # open rule id -> the decision it asks for
+    kept: dict[str, float] = field(default_factory=dict)  # rule id -> until: a person chose "keep running"
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -58,6 +59,8 @@ def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
         _reset(state, event)
         return []
     index = policy.index
+    if typ == t.STOP_CANCELLED:
+        return _keep_running(policy, state, event)
     if typ == t.STOP_REQUESTED:
         # A person asked for the stop (the policy's own requests follow its STOP decision, and where they
         # land in the log depends on batching, so they must not count): what follows is the stop working.
@@ -89,6 +92,11 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
     startup = now - state.start < policy.startup_s
     out: list[Outcome] = []
     changed = state.dirty
+    if state.kept:
+        expired = [rule_id for rule_id, until in state.kept.items() if until <= now]
+        for rule_id in expired:
+            del state.kept[rule_id]  # the rule may decide again (and STOP, if it still fires)
+        changed = changed or bool(expired)
     rules, states, timed_set = policy.rules, state.rules, index.timed_set
     startup_only = () if startup else index.startup_only
     observed, timed = index.concerned(event)
@@ -159,6 +167,7 @@ def _reset(state: PolicyState, event: Event) -> None:
     state.config = dict(config) if isinstance(config, dict) else {}
     state.rules = {}
     state.deciding = {}
+    state.kept = {}
 
 
 def _new_rule_state(policy: Policy, state: PolicyState, i: int, *, start: float | None) -> dict[str, Any]:
@@ -243,7 +252,7 @@ def _decide(policy: Policy, state: PolicyState, event: Event, out: list[Outcome]
     if state.deciding:
         for rule in policy.rules:
             asked = state.deciding.get(rule.id)
-            if asked is not None and t.DECISION_RANK[asked] > rank:
+            if asked is not None and t.DECISION_RANK[asked] > rank and rule.id not in state.kept:
                 strongest, rank = rule, t.DECISION_RANK[asked]
     if strongest is None:
         if state.decision == t.CONTINUE or (state.decision is None and event.type != t.METRIC):
@@ -258,8 +267,31 @@ def _decide(policy: Policy, state: PolicyState, event: Event, out: list[Outcome]
         return []
     state.decision = decision
     rs = state.rules[strongest.id]
-    return [Outcome(t.DECISION, {
+    data = {
         "decision": decision, "rule": strongest.id, "reason": rs["reason"], "values": rs["values"],
         "severity": strongest.severity, "remedy": strongest.remedy, "anomaly": rs["open"], "trigger": event.id,
         "policy": policy.hash,
-    })]  # fmt: skip
+    }  # fmt: skip
+    if decision == t.STOP and strongest.confirm_s:
+        data["confirm_s"] = strongest.confirm_s  # a guarded stop: a person may keep it running
+    return [Outcome(t.DECISION, data)]
+
+
+def _keep_running(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
+    """`stop.cancelled` (Keep running): leave STOP; the rule that asked for it may not decide again
+    until `until`. Other rules still decide."""
+    if state.decision != t.STOP or state.ended:
+        return []
+    rule = event.data.get("rule") or ""
+    until = event.data.get("until")
+    state.kept[rule] = float(until) if isinstance(until, int | float) else float("inf")
+    state.decision = t.CONTINUE
+    who = event.data.get("user") or event.data.get("by") or "someone"
+    kept = f"kept running by {who} ({rule} may not stop it again until {event.data.get('until')})"
+    out = _decide(policy, state, event, [])  # another open rule may still ask for WAIT or STOP
+    if not out:
+        return [Outcome(t.DECISION, {"decision": t.CONTINUE, "rule": None, "reason": kept, "trigger": event.id,
+                                     "policy": policy.hash})]  # fmt: skip
+    for outcome in out:
+        outcome.data["reason"] = f"{kept}; {outcome.data['reason']}"
+    return out

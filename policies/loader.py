@@ -21,6 +21,7 @@ import re
 
 import yaml
 
+from events import types as t
 from policies.durations import Persistence
 from policies.errors import PolicyError
 from policies.kinds import READERS
@@ -97,6 +98,9 @@ def _rule(node: yaml.Node, ctx: Context, seen: dict[str, yaml.Node]) -> Rule | N
     escalate = _escalation(r, ctx)
     remedy = r.string("remedy", default="") or ""
     cooldown = r.duration("cooldown", default=0.0)
+    confirm = r.duration("confirm", default=0.0)
+    if confirm and t.STOP not in (decision, escalate.decision if escalate else None):
+        r.fail("confirm", "'confirm' applies to rules that decide STOP (decision: STOP, or escalate to STOP)")
     if kind_name is None:
         r.finish()
         return None
@@ -108,7 +112,7 @@ def _rule(node: yaml.Node, ctx: Context, seen: dict[str, yaml.Node]) -> Rule | N
     kind = reader(r)
     r.finish()
     return Rule(id=rule_id, kind=kind, persist=persist, phase=phase, severity=severity, decision=decision,
-                escalate=escalate, remedy=remedy, cooldown_s=cooldown)  # fmt: skip
+                escalate=escalate, remedy=remedy, cooldown_s=cooldown, confirm_s=confirm)  # fmt: skip
 
 
 def _decision(r: Reader, key: str) -> str | None:

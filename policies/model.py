@@ -65,6 +65,7 @@ class Rule:
     escalate: Escalation | None = None
     remedy: str = ""
     cooldown_s: float = 0.0  # after a resolve, the rule does not open again for this long
+    confirm_s: float = 0.0  # a STOP it asks for waits this long for a person (Slack buttons); 0: at once
 
     @property
     def time_sensitive(self) -> bool:
@@ -91,6 +92,7 @@ class Rule:
             else None,
             "remedy": self.remedy,
             "cooldown": self.cooldown_s,
+            "confirm": self.confirm_s,
         }
 
 

@@ -25,6 +25,7 @@ class Checkpoint:
     policy: PolicyState = field(default_factory=PolicyState)
     run: RunState = field(default_factory=RunState)
     pending: list[dict[str, Any]] = field(default_factory=list)  # side effects to carry out, in order
+    guard: dict[str, Any] | None = None  # a guarded STOP waiting for a person: decision id, rule, deadline
 
 
 def encode_checkpoint(cp: Checkpoint) -> dict[str, str]:
@@ -34,6 +35,7 @@ def encode_checkpoint(cp: Checkpoint) -> dict[str, str]:
         "policy": json.dumps(cp.policy.to_dict()),
         "run": json.dumps(cp.run.to_dict()),
         "pending": json.dumps(cp.pending),
+        "guard": json.dumps(cp.guard),
     }
 
 
@@ -46,4 +48,5 @@ def decode_checkpoint(fields: dict[bytes, bytes]) -> Checkpoint:
         policy=PolicyState.from_dict(json.loads(fields[b"policy"])),
         run=RunState.from_dict(json.loads(fields[b"run"])),
         pending=json.loads(fields[b"pending"]),
+        guard=json.loads(fields.get(b"guard", b"null")),
     )

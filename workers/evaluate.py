@@ -13,8 +13,8 @@ from policies.engine import apply_policy, evaluate
 from policies.model import Policy
 from workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 
-# Read back from the log, these may become pending actions.
-_ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED})
+# Read back from the log, these may become pending actions (or settle a guarded stop).
+_ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED, t.STOP_CANCELLED})
 
 
 @dataclass(slots=True)
@@ -61,13 +61,17 @@ def evaluate_entries(
         apply(run_state, event)
         typ = event.type
         if typ in _ACTION_TYPES:
-            if typ == t.STOP_REQUESTED:
-                cp.pending.append({"kind": ACTION_STOP, "sid": sid, "id": event.id})
-            elif typ == t.RUN_FAILED:
-                if run_state.launch.get("resumable") and not stopped_by_us:
-                    cp.pending.append({"kind": ACTION_RESUME, "sid": sid, "id": event.id})
-            elif event.data.get("decision") == t.STOP:
-                cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
+            _read_back(cp, sid, event, stopped_by_us=stopped_by_us)
+        guard = cp.guard
+        if guard is not None and not guard.get("requested") and event.ts >= guard["deadline"]:
+            # nobody answered in time: the workers stop the run, whether or not the bot is up
+            guard["requested"] = True
+            cp.emitted += 1
+            reason = f"no answer within {guard['confirm_s']:.0f}s: {guard['reason']}"
+            step.outputs.append(make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
+                                           data={"by": "policy", "rule": guard["rule"], "reason": reason,
+                                                 "decision": guard["decision"], "run_host": run_state.host or host},
+                                           ts=now))  # fmt: skip
         outcomes = evaluate(policy, policy_state, event)
         if not outcomes:
             continue
@@ -76,7 +80,7 @@ def evaluate_entries(
             cp.emitted += 1
             out = make_event(outcome.type, run=run, host=host, producer=producer, seq=cp.emitted, data=data, ts=now)
             step.outputs.append(out)
-            if outcome.type == t.DECISION and data["decision"] == t.STOP:
+            if outcome.type == t.DECISION and data["decision"] == t.STOP and not data.get("confirm_s"):
                 cp.emitted += 1
                 request = {"by": "policy", "rule": data["rule"], "reason": data["reason"], "decision": out.id,
                            "run_host": data["run_host"]}  # fmt: skip
@@ -87,3 +91,24 @@ def evaluate_entries(
     if entries:
         cp.after = entries[-1][0]
     return step
+
+
+def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool) -> None:
+    """Events that call for side effects, or settle a guarded stop, as they are read from the log."""
+    typ, data = event.type, event.data
+    guard = cp.guard
+    if typ == t.STOP_REQUESTED:
+        cp.pending.append({"kind": ACTION_STOP, "sid": sid, "id": event.id})
+        if guard is not None and data.get("decision") == guard["decision"]:
+            cp.guard = None  # Stop now (or the deadline): the usual stop path
+    elif typ == t.STOP_CANCELLED:
+        if guard is not None and data.get("decision") == guard["decision"]:
+            cp.guard = None  # Keep running
+    elif typ == t.RUN_FAILED:
+        if cp.run.launch.get("resumable") and not stopped_by_us:
+            cp.pending.append({"kind": ACTION_RESUME, "sid": sid, "id": event.id})
+    elif data.get("decision") == t.STOP:
+        cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
+        if data.get("confirm_s"):
+            cp.guard = {"decision": event.id, "rule": data.get("rule"), "reason": data.get("reason"),
+                        "confirm_s": data["confirm_s"], "deadline": event.ts + data["confirm_s"]}  # fmt: skip

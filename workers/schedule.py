@@ -40,6 +40,8 @@ class TickSettings:
 def next_tick(cp: Checkpoint, policy: Policy, ticks: TickSettings, *, wall_now: float) -> float | None:
     """When to look at the run again if nothing arrives; None: not at all (it ended, or went silent)."""
     ps = cp.policy
+    if cp.guard is not None and not cp.guard.get("requested"):
+        return cp.guard["deadline"]  # a guarded stop: look again when nobody has answered in time
     if ps.ended or ps.decision == t.STOP or cp.run.status in ENDED_STATUSES or ps.start is None or ps.now is None:
         return None
     if ps.last_input is not None and ps.now - ps.last_input > ticks.max_silence_s:
