@@ -78,9 +78,7 @@ class Publisher:
         return sent
 
     def _append(self, batch: list[Event]) -> None:
-        results = self.store.append(batch)
-        assert results is not None
-        stored = sum(1 for sid in results if sid is not None)
+        stored = self.store.append_count(batch)
         self.appended += stored
         self.duplicates += len(batch) - stored
 

@@ -51,6 +51,12 @@ class LogTail:
 
     def poll(self, *, max_bytes: int = READ_CHUNK) -> list[Line]:
         try:
+            quick = os.stat(self.path)
+        except FileNotFoundError:
+            return []
+        if quick.st_ino == self.inode and quick.st_size == self.offset:
+            return []  # nothing new: one stat, no open (most polls of a quiet log end here)
+        try:
             f = open(self.path, "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
             return []

@@ -30,6 +30,7 @@ from events.envelope import Event, make_event
 RUN_DIR_RE = re.compile(r"^(?:offline-)?run-\d{8}_\d{6}-([A-Za-z0-9]+)$")
 DEFAULT_BASE_URL = "https://wandb.ai"
 LAUNCH_SLACK_S = 5.0
+SEARCH_INTERVAL_S = 1.0  # how often a run without a W&B directory yet is looked at again
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,8 @@ class RunWandb:
         self.info: RunInfo | None = None
         self.finished = False
         self._api_next = 0.0
+        self._next_search = 0.0
+        self._missing: Reading | None = None  # the same answer while no run directory is found
         self._api_step = 0
         self._api_reason = ""
         if run_dir is not None:
@@ -159,7 +162,9 @@ class RunWandb:
     def poll(self, now: float, pids: Iterable[int], claimed: set[Path]) -> Reading:
         if not self.watch.wandb:
             return Reading(False, "W&B is turned off for this run (wandb: 0)")
-        if self.file is None:
+        if self.file is None and now >= self._next_search:
+            # looking for a run directory reads /proc and lists directories: not on every 50 ms poll
+            self._next_search = now + SEARCH_INTERVAL_S
             found = find_run_dir(self.watch, pids, claimed)
             if found is not None:
                 self._open(found)
@@ -167,7 +172,9 @@ class RunWandb:
             return self._read_file()
         if self.api is not None and self.watch.wandb_path:
             return self._read_api(now)
-        return Reading(False, self._missing_reason())
+        if self._missing is None:
+            self._missing = Reading(False, self._missing_reason())
+        return self._missing
 
     def _missing_reason(self) -> str:
         where = self.watch.wandb_dir or self.watch.workdir or self.watch.log.parent

@@ -63,13 +63,11 @@ def make_event(
     ts: float | None = None,
 ) -> Event:
     """Build a validated event; raises EnvelopeError naming the bad field."""
-    if not isinstance(event_type, str) or not TYPE_RE.match(event_type):
-        raise EnvelopeError(f"invalid event type {event_type!r}: expected dotted lowercase words like 'anomaly.opened'")
-    check_run_name(run)
-    if not isinstance(producer, str) or not PRODUCER_RE.match(producer):
-        raise EnvelopeError(f"invalid producer {producer!r}: expected 1-200 characters from [A-Za-z0-9_.@/+-]")
-    if not isinstance(host, str) or not host:
-        raise EnvelopeError("host must be a non-empty string", run=run)
+    names = (event_type, run, producer, host)
+    if names not in _VALID_NAMES:
+        _check_names(event_type, run, producer, host)
+        if len(_VALID_NAMES) < _VALID_NAMES_MAX:
+            _VALID_NAMES.add(names)  # a producer makes many events with the same names: check them once
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         raise EnvelopeError(f"seq must be a non-negative integer, got {seq!r}", run=run)
     if data is not None and not isinstance(data, dict):
@@ -83,6 +81,20 @@ def make_event(
         seq=seq,
         data={} if data is None else data,
     )
+
+
+_VALID_NAMES: set[tuple[str, str, str, str]] = set()
+_VALID_NAMES_MAX = 100_000
+
+
+def _check_names(event_type: str, run: str, producer: str, host: str) -> None:
+    if not isinstance(event_type, str) or not TYPE_RE.match(event_type):
+        raise EnvelopeError(f"invalid event type {event_type!r}: expected dotted lowercase words like 'anomaly.opened'")
+    check_run_name(run)
+    if not isinstance(producer, str) or not PRODUCER_RE.match(producer):
+        raise EnvelopeError(f"invalid producer {producer!r}: expected 1-200 characters from [A-Za-z0-9_.@/+-]")
+    if not isinstance(host, str) or not host:
+        raise EnvelopeError("host must be a non-empty string", run=run)
 
 
 class _TimeSeq:
