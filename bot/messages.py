@@ -376,3 +376,8 @@ def status_report(path: str | None) -> str:
 
 def internal_error() -> str:
     return "Something went wrong on trainwarden's side; nothing was run. The bot's log has the details."
+
+
+def plan_status_line(plan: str, experiments: list[tuple[str, str]]) -> str:
+    """/status line of a plan under way: `plan sweep1: e1 finished · e2 running · e3 pending`."""
+    return f"plan {plan}: " + " · ".join(f"{name} {state}" for name, state in experiments)

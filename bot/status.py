@@ -11,6 +11,7 @@ from events import types as t
 from events.projection import RunState, fold, is_finite_number
 from events.store import EventStore, Malformed, decode_entries, redis_errors
 from workers.checkpoint import decode_checkpoint
+from workers.plan import PLAN_PREFIX, fold_plan
 
 ACTIVE = frozenset({"launched", "running", "stopping"})
 GPU_SCAN = 500  # entries read back to find the last gpu sample
@@ -77,10 +78,26 @@ def line(store: EventStore, state: RunState, now: float) -> str:
     )
 
 
+def plan_line(store: EventStore, stream: str) -> str | None:
+    """A plan that is under way, one line: each experiment's state (folded from the plan's stream)."""
+    events = [e for _, e in store.iter_run(stream) if not isinstance(e, Malformed)]
+    started = next((e for e in events if e.type == t.PLAN_STARTED), None)
+    state = fold_plan(events)
+    if started is None or state.finished:
+        return None
+    names = started.data.get("experiments") or list(state.steps)
+    return messages.plan_status_line(started.data.get("plan", stream), [(n, state.state_of(n)) for n in names])
+
+
 def overview(store: EventStore, *, now: float | None = None) -> str:
     now = time.time() if now is None else now
     lines = []
     for run in known_runs(store):
+        if run.startswith(PLAN_PREFIX):
+            plan = plan_line(store, run)
+            if plan is not None:
+                lines.append(plan)
+            continue
         state = run_state(store, run)
         if state.status in ACTIVE:
             lines.append(line(store, state, now))

@@ -18,6 +18,7 @@ from events import types as t
 from events.projection import fold
 from events.store import EventStore, Malformed
 from workers.evidence import json_safe
+from workers.plan import PLAN_PREFIX
 
 
 def _iso(ts: float | None) -> str | None:
@@ -25,7 +26,7 @@ def _iso(ts: float | None) -> str | None:
 
 
 def collect(store: EventStore, *, out: Path, runs: list[str] | None = None) -> list[Path]:
-    names = runs or sorted(name for name, _ in store.runs() if not name.startswith("plan-"))
+    names = runs or sorted(name for name, _ in store.runs() if not name.startswith(PLAN_PREFIX))
     run_entries: list[dict[str, Any]] = []
     checkpoints: dict[str, dict[str, list[Any]]] = {}
     for name in names:

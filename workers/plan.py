@@ -22,6 +22,7 @@ from events.projection import RunState
 from events.yamlfile import Doc
 from workers.fleet import Fleet
 
+PLAN_PREFIX = "plan-"  # a plan's events live in their own log, named like a run
 TERMINAL = frozenset({"finished", "failed", "stopped", "blocked", "refused"})
 NOT_FINISHED = frozenset({"failed", "stopped", "blocked", "refused"})
 ACTIVE = frozenset({"launching", "running"})
@@ -37,7 +38,7 @@ class Plan:
     @property
     def stream(self) -> str:
         """The plan's events live in their own log, named like a run."""
-        return f"plan-{self.name}"
+        return f"{PLAN_PREFIX}{self.name}"
 
 
 def parse_plan(doc: Doc, fleet: Fleet) -> Plan:
@@ -45,7 +46,7 @@ def parse_plan(doc: Doc, fleet: Fleet) -> Plan:
         doc.root, "a plan", allowed={"name", "experiments", "max_parallel"}, required={"name", "experiments"}
     )
     name = doc.string(m["name"], "plan name")
-    if not RUN_NAME_RE.match(f"plan-{name}"):
+    if not RUN_NAME_RE.match(f"{PLAN_PREFIX}{name}"):
         raise doc.error(m["name"], f"plan name {name!r} must be letters, digits, '_', '.', '-'")
     names = doc.strings(m["experiments"], "experiments")
     for node, exp in zip(doc.sequence(m["experiments"], "experiments"), names, strict=True):

@@ -56,6 +56,22 @@ def test_status_lists_active_runs_one_line_each(bot, slack_api, store):
     assert received.data == {"command": "/status", "user": VIEWER, "channel": "C1", "via": "slash", "text": "exp01"}
 
 
+def test_status_shows_a_plan_under_way(bot, slack_api, store):
+    def plan_event(event_type, seq, **data):
+        return make_event(event_type, run="plan-sweep1", host="ctl", producer="plan/ctl", seq=seq, data=data)
+
+    store.append([
+        plan_event(t.PLAN_STARTED, 1, plan="sweep1", experiments=["e1", "e2", "e3"]),
+        plan_event(t.PLAN_STEP, 2, plan="sweep1", experiment="e1", state="finished"),
+        plan_event(t.PLAN_STEP, 3, plan="sweep1", experiment="e2", state="running", gpus=[0]),
+    ])  # fmt: skip
+    _, body = command(bot, slack_api, "status", "")
+    assert "plan sweep1: e1 finished · e2 running · e3 pending" in body["text"].splitlines()
+    store.append([plan_event(t.PLAN_FINISHED, 4, plan="sweep1")])
+    _, body = command(bot, slack_api, "status", "")
+    assert "plan sweep1" not in body["text"]
+
+
 def test_forged_or_stale_requests_are_refused_401(bot, slack_api, store):
     body = urllib.parse.urlencode({"command": "/stop", "text": "exp01", "user_id": ADMIN, "channel_id": "C1"})
     forged = sign(body, "not-the-secret")
