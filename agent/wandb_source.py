@@ -31,6 +31,7 @@ RUN_DIR_RE = re.compile(r"^(?:offline-)?run-\d{8}_\d{6}-([A-Za-z0-9]+)$")
 DEFAULT_BASE_URL = "https://wandb.ai"
 LAUNCH_SLACK_S = 5.0
 SEARCH_INTERVAL_S = 1.0  # how often a run without a W&B directory yet is looked at again
+EAGER_SEARCH_S = 30.0  # ... except in its first seconds, when it is looked at on every poll
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +144,7 @@ class RunWandb:
         self.finished = False
         self._api_next = 0.0
         self._next_search = 0.0
+        self._first_poll: float | None = None
         self._missing: Reading | None = None  # the same answer while no run directory is found
         self._api_step = 0
         self._api_reason = ""
@@ -162,8 +164,12 @@ class RunWandb:
     def poll(self, now: float, pids: Iterable[int], claimed: set[Path]) -> Reading:
         if not self.watch.wandb:
             return Reading(False, "W&B is turned off for this run (wandb: 0)")
-        if self.file is None and now >= self._next_search:
-            # looking for a run directory reads /proc and lists directories: not on every 50 ms poll
+        if self._first_poll is None:
+            self._first_poll = now
+        if self.file is None and (now - self._first_poll < EAGER_SEARCH_S or now >= self._next_search):
+            # Looking for a run directory reads /proc and lists directories. In a run's first seconds
+            # (when wandb creates it) look on every poll, so W&B is the source from the first rows;
+            # after that, once a second is plenty.
             self._next_search = now + SEARCH_INTERVAL_S
             found = find_run_dir(self.watch, pids, claimed)
             if found is not None:

@@ -133,6 +133,8 @@ class RunWatcher:
     def _ended_event(self, ended: Ended, now: float) -> Event:
         seq = self.watch.launch_seq or ended.exit_mtime_us or time_seq()
         data: dict[str, Any] = {"exit_code": ended.exit_code, "by": f"agent@{self.host}"}
+        if self.watch.launch_seq is not None:
+            data["launch"] = self.watch.launch_seq  # which launch ended: a relaunch may already be recorded
         if ended.exit_code != 0:
             data["log_tail"] = log_tail(self.watch.log)
             if ended.exit_code is None:

@@ -188,14 +188,21 @@ def _stop(state: RunState, event: Event) -> None:
         state.status = "stopped"
 
 
+def _of_current_launch(state: RunState, event: Event) -> bool:
+    launch = event.data.get("launch")
+    return type(launch) is not int or state.launch_seq is None or launch == state.launch_seq
+
+
 @on(t.RUN_FINISHED)
 def _finished(state: RunState, event: Event) -> None:
-    state.status = "finished"
+    if _of_current_launch(state, event):  # not the end of an earlier launch, noticed late
+        state.status = "finished"
 
 
 @on(t.RUN_FAILED)
 def _failed(state: RunState, event: Event) -> None:
-    state.status = "failed"
+    if _of_current_launch(state, event):
+        state.status = "failed"
 
 
 @on(t.COMMAND_RECEIVED, t.COMMAND_DENIED)

@@ -42,6 +42,7 @@ class PolicyState:
     config: dict[str, Any] = field(default_factory=dict)  # the launch config (baselines live there)
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)
     deciding: dict[str, str] = field(default_factory=dict)  # open rule id -> the decision it asks for
+    launch_seq: int | None = None  # seq of the run.launched being judged
     kept: dict[str, float] = field(default_factory=dict)  # rule id -> until: a person chose "keep running"
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,6 +69,8 @@ def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
             state.ended = True
         return []
     if typ in ENDING:
+        if not is_current_launch(event, state.launch_seq):
+            return []  # the end of an earlier launch, noticed after the relaunch was recorded
         # Rules may watch how a run ends (`run.failed`), but only an end nobody asked for.
         asked = state.ended or state.decision == t.STOP
         out = [] if asked or typ not in index.input_types else _evaluate_input(policy, state, event)
@@ -157,8 +160,15 @@ def apply_policy(policy: Policy, state: PolicyState) -> list[Outcome]:
     return [Outcome(t.POLICY_APPLIED, {"policy": policy.hash, "name": policy.name, "previous": previous}), *out]
 
 
+def is_current_launch(event: Event, launch_seq: int | None) -> bool:
+    """Whether an ending event (which may name its launch) belongs to the launch `launch_seq`."""
+    launch = event.data.get("launch")
+    return type(launch) is not int or launch_seq is None or launch == launch_seq
+
+
 def _reset(state: PolicyState, event: Event) -> None:
     config = event.data.get("config")
+    state.launch_seq = event.seq
     state.decision = None
     state.start = event.ts
     state.now = event.ts if state.now is None else max(state.now, event.ts)

@@ -105,7 +105,8 @@ def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool) -
         if guard is not None and data.get("decision") == guard["decision"]:
             cp.guard = None  # Keep running
     elif typ == t.RUN_FAILED:
-        if cp.run.launch.get("resumable") and not stopped_by_us:
+        # the projection marks the run failed only when this is the end of its current launch
+        if cp.run.status == "failed" and cp.run.launch.get("resumable") and not stopped_by_us:
             cp.pending.append({"kind": ACTION_RESUME, "sid": sid, "id": event.id})
     elif data.get("decision") == t.STOP:
         cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})

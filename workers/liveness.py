@@ -60,7 +60,7 @@ def check_remote_run(shell: RemoteShell, server: Server, launch: Mapping[str, An
 def ended_event(run: str, launch: Mapping[str, Any], launch_seq: int, ended: Ended, *, host: str, now: float) -> Event:
     """`run.finished` / `run.failed`; its seq is the launch's, so each launch ends exactly once."""
     attempt = int(launch.get("attempt", 1))
-    data: dict[str, Any] = {"exit_code": ended.exit_code, "attempt": attempt}
+    data: dict[str, Any] = {"exit_code": ended.exit_code, "attempt": attempt, "launch": launch_seq}
     if not ended.ok:
         data["log_tail"] = list(ended.log_tail)
         if ended.exit_code is None:

@@ -260,3 +260,22 @@ def test_the_w_and_b_guard_at_run_time():
     assert fired(events)[-1] == "opened:wandb-offline"
     fine = [c.event(t.RUN_LAUNCHED, 0), *healthy(c, 3), c.event(t.HEALTH, 100, alive=True, pid=4)]
     assert fired(fine) == ["CONTINUE"]
+
+
+def test_a_late_end_of_an_earlier_launch_does_not_end_the_new_one():
+    """Relaunch race: the agent reports the old launch's end after the new run.launched is recorded."""
+    from events.envelope import make_event
+    from events.projection import fold
+
+    c = Clock()
+    first = c.event(t.RUN_LAUNCHED, 0)
+    relaunch = make_event(t.RUN_LAUNCHED, run=first.run, host="gpu1", producer="launch/x", seq=first.seq + 1000,
+                          ts=100.0)  # fmt: skip
+    late_end = make_event(t.RUN_FAILED, run=first.run, host="gpu1", producer=f"exit/{first.run}", seq=first.seq,
+                          data={"exit_code": 130, "launch": first.seq}, ts=101.0)  # fmt: skip
+    events = [first, *healthy(c, 2), relaunch, late_end, *healthy(c, 2, start=110), c.metric(200, loss=math.nan)]
+    assert fired(events)[-2:] == ["opened:loss-nonfinite", "STOP:loss-nonfinite"]
+    assert fold(events).status == "running"
+    own_end = make_event(t.RUN_FAILED, run=first.run, host="gpu1", producer=f"exit/{first.run}", seq=relaunch.seq,
+                         data={"exit_code": 1, "launch": relaunch.seq}, ts=300.0)  # fmt: skip
+    assert fold([*events, own_end]).status == "failed"
