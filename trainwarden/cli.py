@@ -61,12 +61,14 @@ def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from rq import SimpleWorker, Worker
 
+    from workers.chart import preload
     from workers.context import install
     from workers.process import record_policy_events
 
     ctx = wiring.worker_context(settings)
     install(ctx)
     record_policy_events(ctx)  # announce the policy once here, not in every forked job
+    preload()
     queue = wiring.queue(settings)
     worker_class = SimpleWorker if args.simple else Worker
     worker = worker_class([queue], connection=queue.connection)
