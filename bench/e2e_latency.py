@@ -62,6 +62,7 @@ def main() -> None:
         config = work / "trainwarden.yaml"
         config.write_text(yaml.safe_dump({
             "redis_url": server.url, "host": "bench", "evidence_dir": str(work / "evidence"),
+            "findings_file": str(work / "findings.md"),
             "agent": {"state_file": str(work / "offsets.json"), "poll_interval_s": 0.02,
                       "watch": [{"run": run, "log": str(log)} for run, log in logs.items()]},
             "slack": {"channel": "C1", "rate_per_s": 1000, "burst": 1000, "http_host": "127.0.0.1",

@@ -77,6 +77,7 @@ def settings_file(redis_server: RedisServer, tmp_path: Path) -> Path:
         "redis_url": redis_server.url,
         "host": "testhost",
         "evidence_dir": str(tmp_path / "evidence"),
+        "findings_file": str(tmp_path / "findings.md"),
         "agent": {"state_file": str(tmp_path / "offsets.json"), "poll_interval_s": 0.02},
         "workers": {"reclaim_idle_s": 1, "lock_timeout_s": 2},
     }

@@ -66,6 +66,7 @@ class Demo:
             "redis_url": redis_url,
             "host": socket.gethostname(),
             "evidence_dir": "evidence",
+            "findings_file": "findings.md",  # in the demo's directory, not where it was started
             "agent": {"state_file": str(self.workdir / "agent-offsets.json"), "poll_interval_s": 0.02,
                       "watch": [{"run": RUN, "log": "train.log"}]},
             "workers": {"reclaim_idle_s": 5},
