@@ -3,18 +3,15 @@
 import dataclasses
 
 import pytest
-from rq import Queue, SimpleWorker
 
 from events import types as t
 from events.envelope import make_event
 from policies.errors import PolicyError
 from policies.loader import load_policy
 from tests.helpers import events_of, metric, nan_metric
-from tests.integration.test_policy_worker import FakeClock
+from tests.ticking import FakeClock, settler
 from workers import context
-from workers.dispatcher import Dispatcher
 from workers.policy_source import PolicySource
-from workers.schedule import Ticker
 
 pytestmark = pytest.mark.redis
 
@@ -31,14 +28,7 @@ def world(store, r, worker_ctx, tmp_path):
     path = tmp_path / "guarded.yaml"
     path.write_text(GUARDED)
     context.install(dataclasses.replace(worker_ctx, clock=clock, policies=PolicySource(host="w", path=path)))
-    queue = Queue("tw-guard", connection=r)
-    dispatcher = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=100, tick_check_s=0,
-                            ticker=Ticker(store=store, host="disp", retry_s=900, clock=clock))  # fmt: skip
-    dispatcher.setup()
-
-    def settle():
-        while dispatcher.step() or queue.count:
-            SimpleWorker([queue], connection=r).work(burst=True, logging_level="WARNING")
+    settle = settler(store, r, clock, queue_name="tw-guard")
 
     store.append([make_event(t.RUN_LAUNCHED, run="exp01", host="gpu1", producer="launch", seq=1, ts=1000.0),
                   metric("exp01", 1, step=1, loss=2.0)])  # fmt: skip

@@ -10,11 +10,10 @@ from PIL import Image
 from events import types as t
 from events.envelope import make_event
 from tests.helpers import events_of, metric, nan_metric
+from tests.ticking import FakeClock, settler
 from workers import context
-from workers.dispatcher import Dispatcher
 from workers.policy_source import PolicySource
 from workers.process import process_run
-from workers.schedule import Ticker
 from workers.verify import verify_run
 
 pytestmark = pytest.mark.redis
@@ -82,27 +81,10 @@ def test_a_second_worker_announcing_the_same_policy_appends_nothing(store, polic
     assert len(events_of(store, t.SYSTEM_RUN, t.POLICY_LOADED)) == 1
 
 
-class FakeClock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_quiet_run_is_ticked_and_waits_when_silent_and_ended_runs_are_not(store, r, worker_ctx):
-    from rq import Queue, SimpleWorker
-
     clock = FakeClock(1000.0)
     context.install(dataclasses.replace(worker_ctx, clock=clock))
-    queue = Queue("tw-test", connection=r)
-    dispatcher = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=100, tick_check_s=0,
-                            ticker=Ticker(store=store, host="disp", retry_s=900, clock=clock))  # fmt: skip
-    dispatcher.setup()
-
-    def settle():
-        while dispatcher.step() or queue.count:
-            SimpleWorker([queue], connection=r).work(burst=True, logging_level="WARNING")
+    settle = settler(store, r, clock, queue_name="tw-test")
 
     store.append([make_event(t.RUN_LAUNCHED, run="exp01", host="gpu1", producer="launch", seq=1, ts=1000.0),
                   metric("exp01", 1, step=1, loss=2.0)])  # fmt: skip
