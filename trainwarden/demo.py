@@ -132,8 +132,9 @@ class Demo:
     def _summary(self, store: EventStore, state: RunState) -> int:
         events = [item for _, item in store.iter_run(RUN) if isinstance(item, Event)]
         nan_metric = next((e for e in events if e.type == t.METRIC and str(e.data.get("loss")) == "nan"), None)
-        anomaly = next((e for e in events if e.type == t.ANOMALY_OPENED), None)
         stop = next((e for e in events if e.type == t.DECISION and e.data.get("decision") == t.STOP), None)
+        rule = stop.data.get("rule") if stop else None
+        anomaly = next((e for e in events if e.type == t.ANOMALY_OPENED and e.data.get("rule") == rule), None)
         done = next((e for e in events if e.type in (t.STOP_DONE, t.STOP_FAILED)), None)
         built = next((e for e in events if e.type == t.EVIDENCE_BUILT), None)
         target = StopTarget.from_launch(RUN, state.launch, default_host=state.host)
