@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from events.codec import decode, encode
+from events.codec import decode, encode_full
 from events.envelope import Event
 from events.errors import DecodeError
 
@@ -53,7 +53,7 @@ class Spool:
         blobs: list[bytes] = []
         room = self.max_bytes - self.size
         for e in events:
-            blob = encode(e) + b"\n"
+            blob = encode_full(e) + b"\n"
             if len(blob) > room:
                 break
             blobs.append(blob)

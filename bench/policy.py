@@ -103,7 +103,7 @@ def main() -> None:
         cp = Checkpoint()
         policy = PolicySource(host="bench").policy
         for k in range(0, len(stored), PAGE):
-            entries = [(sid, decode(item)) for sid, item in stored[k : k + PAGE]]
+            entries = [(sid, decode(item, "bench-tp")) for sid, item in stored[k : k + PAGE]]
             evaluate_entries(policy, cp, entries, run="bench-tp", host="bench", now=0.0)
         return len(stored)
 

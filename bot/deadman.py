@@ -51,7 +51,7 @@ class Deadman:
         """Whether the system log's last watchdog event says stalled (a restarted bot does not repeat it)."""
         with redis_errors("read the watchdog's state"):
             entries = self.store.redis.xrevrange(self.store.keys.log(SYSTEM_RUN), count=200)
-        for _sid, item in decode_entries(entries):
+        for _sid, item in decode_entries(entries, SYSTEM_RUN):
             if isinstance(item, Malformed):
                 continue
             if item.type == t.WATCHDOG_STALLED:

@@ -147,7 +147,7 @@ class Handlers:
         while scanned < GUARD_SCAN_MAX:
             with redis_errors("read a run's recent events", run=run):
                 entries = self.store.redis.xrevrange(key, max=end, count=GUARD_SCAN_PAGE)
-            for _sid, item in decode_entries(entries):
+            for _sid, item in decode_entries(entries, run):
                 if isinstance(item, Malformed):
                     continue
                 if item.id == decision:

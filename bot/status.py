@@ -34,7 +34,7 @@ def known_runs(store: EventStore) -> list[str]:
 def last_gpu_util(store: EventStore, run: str) -> float | None:
     with redis_errors("read a run's recent events", run=run):
         entries = store.redis.xrevrange(store.keys.log(run), count=GPU_SCAN)
-    for _sid, item in decode_entries(entries):
+    for _sid, item in decode_entries(entries, run):
         if isinstance(item, Malformed) or item.type != t.GPU:
             continue
         for key in GPU_KEYS:

@@ -1,13 +1,24 @@
 """Pure encode/decode between `Event` and the bytes stored in one stream-entry field.
 
+Two forms, both one JSON object:
+- the stored form (`encode`), compact because a lab keeps millions of events in Redis memory:
+  short keys; no `run` (the stream key names it; the id's producer says `$r` for it, and `$`
+  cannot occur in a producer name); no `seq` (the id ends with it); no host when the producer
+  starts with it (`host/...`, as the agent's do); no type when it is `metric`; `d` only when
+  there is data and `v` only when it is not 1. Events whose id is not `producer:seq` are
+  stored in the full form;
+- the full form (`encode_full`), self-contained, for files that leave Redis (the agent's spool).
+`decode` reads both (the full form is also what stores written before the compact form hold).
+
 Metric values may be NaN or +/-Inf (that is what the product watches for), so the JSON is
-Python's dialect: `NaN`, `Infinity` and `-Infinity` are written bare. Everything trainwarden
-reads back (replay, archives) uses this codec.
+Python's dialect: `NaN`, `Infinity` and `-Infinity` are written bare.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,6 +30,7 @@ FIELD_BYTES = b"e"
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=True, ensure_ascii=False).encode
 _loads = json.JSONDecoder().decode  # accepts NaN/Infinity like json.loads, without its per-call checks
+DEFAULT_TYPE = "metric"  # by far the most frequent type: the stored form leaves it out
 
 # (type, version) -> function turning that version's data into the next version's data.
 Upgrader = Callable[[dict[str, Any]], dict[str, Any]]
@@ -26,7 +38,31 @@ UPGRADERS: dict[tuple[str, int], Upgrader] = {}
 
 
 def encode(event: Event) -> bytes:
-    """The stored form: one compact JSON object holding the whole envelope."""
+    """The stored form: compact; decoding it needs the run (the stream it was read from)."""
+    producer, _, seq = event.id.rpartition(":")
+    if "$" in producer or seq != str(event.seq):  # not an id make_event builds: keep every field
+        return encode_full(event)
+    short = _abbreviator(event.run)(producer)
+    obj: dict[str, Any] = {"i": f"{short}:{seq}"}
+    if "/" in event.host or not short.startswith(event.host + "/"):
+        obj["h"] = event.host
+    if event.type != DEFAULT_TYPE:
+        obj["t"] = event.type
+    obj["s"] = event.ts
+    if event.data:
+        obj["d"] = event.data
+    if event.v != 1:
+        obj["v"] = event.v
+    return _dumps(obj).encode()
+
+
+@functools.lru_cache(maxsize=4096)
+def _abbreviator(run: str) -> Callable[[str], str]:
+    return functools.partial(re.compile(re.escape(run)).sub, "$r")
+
+
+def encode_full(event: Event) -> bytes:
+    """The self-contained form: every envelope field under its own name."""
     return _dumps(
         {
             "id": event.id,
@@ -41,14 +77,44 @@ def encode(event: Event) -> bytes:
     ).encode()
 
 
-def decode(raw: bytes | str) -> Event:
-    """Parse and validate one stored event; raises DecodeError saying what is wrong."""
+def decode(raw: bytes | str, run: str | None = None) -> Event:
+    """Parse and validate one event in either form; raises DecodeError saying what is wrong.
+
+    `run` is the run whose stream the entry came from; the compact form needs it.
+    """
     try:
         obj = _loads(raw.decode() if type(raw) is bytes else raw)  # we always write UTF-8
     except (ValueError, UnicodeDecodeError) as exc:
         raise DecodeError(f"not valid JSON: {exc}") from exc
     if type(obj) is not dict:
         raise DecodeError(f"expected a JSON object, got {type(obj).__name__}")
+    if "i" in obj:
+        return _decode_compact(obj, run)
+    return _decode_full(obj)
+
+
+def _decode_compact(obj: dict[str, Any], run: str | None) -> Event:
+    short_id = obj["i"]
+    if run is None:
+        raise DecodeError("a stored (compact) event needs its run to be decoded", event_id=short_id)
+    if type(short_id) is not str:
+        raise DecodeError("i must be a string", event_id=short_id)
+    producer, sep, seq_text = short_id.rpartition(":")
+    if not sep or not seq_text.isdigit() or not seq_text.isascii():
+        raise DecodeError(f"id {short_id!r} does not end with ':<seq>'", event_id=short_id)
+    host = obj["h"] if "h" in obj else producer.partition("/")[0]
+    if "$r" in producer:
+        producer = producer.replace("$r", run)
+    event_type = obj.get("t", DEFAULT_TYPE)
+    if type(event_type) is not str or type(host) is not str:
+        raise DecodeError("t and h must be strings", event_id=short_id)
+    if "s" not in obj:
+        raise DecodeError("missing envelope field 's'", event_id=short_id)
+    return _checked(f"{producer}:{seq_text}", event_type=event_type, run=run, host=host, ts=obj["s"],
+                    seq=int(seq_text), data=obj.get("d", {}), version=obj.get("v", 1))  # fmt: skip
+
+
+def _decode_full(obj: dict[str, Any]) -> Event:
     try:
         event_id = obj["id"]
         event_type = obj["type"]
@@ -62,25 +128,33 @@ def decode(raw: bytes | str) -> Event:
         raise DecodeError(f"missing envelope field {exc.args[0]!r}", event_id=obj.get("id")) from None
     if type(event_id) is not str or type(event_type) is not str or type(run) is not str or type(host) is not str:
         raise DecodeError("id, type, run and host must be strings", event_id=event_id)
-    if type(seq) is not int or type(version) is not int or version < 1:
+    if type(seq) is not int:
+        raise DecodeError("seq and v must be integers (v >= 1)", event_id=event_id)
+    if not event_id.endswith(f":{seq}"):
+        raise DecodeError(f"id {event_id!r} does not end with its seq {seq}", event_id=event_id)
+    return _checked(event_id, event_type=event_type, run=run, host=host, ts=ts, seq=seq, data=data, version=version)
+
+
+def _checked(
+    event_id: str, *, event_type: str, run: str, host: str, ts: Any, seq: int, data: Any, version: Any
+) -> Event:
+    if type(version) is not int or version < 1:
         raise DecodeError("seq and v must be integers (v >= 1)", event_id=event_id)
     if type(ts) is not float and type(ts) is not int:
         raise DecodeError(f"ts must be a number, got {type(ts).__name__}", event_id=event_id)
     if type(data) is not dict:
         raise DecodeError(f"data must be an object, got {type(data).__name__}", event_id=event_id)
-    if not event_id.endswith(f":{seq}"):
-        raise DecodeError(f"id {event_id!r} does not end with its seq {seq}", event_id=event_id)
     if version < ENVELOPE_VERSION or (event_type, version) in UPGRADERS:
         version, data = _upgrade(event_type, version, data)
     return Event(id=event_id, type=event_type, run=run, host=host, ts=ts, seq=seq, data=data, v=version)
 
 
-def decode_fields(fields: Mapping[bytes, bytes]) -> Event:
+def decode_fields(fields: Mapping[bytes, bytes], run: str | None = None) -> Event:
     """Decode a stream entry's field map as returned by redis-py (bytes keys)."""
     raw = fields.get(FIELD_BYTES)
     if raw is None:
         raise DecodeError(f"stream entry has no {FIELD!r} field (fields: {sorted(map(repr, fields))})")
-    return decode(raw)
+    return decode(raw, run)
 
 
 def _upgrade(event_type: str, version: int, data: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -104,8 +104,10 @@ def parse_append_reply(reply: Sequence[Any]) -> list[str | None]:
     return [sid.decode() if isinstance(sid, bytes) else None for sid in reply]
 
 
-def decode_entries(entries: Sequence[tuple[bytes, dict[bytes, bytes]]]) -> list[tuple[str, Event | Malformed]]:
-    """Pure: XRANGE reply -> (stream id, Event or Malformed) in order."""
+def decode_entries(
+    entries: Sequence[tuple[bytes, dict[bytes, bytes]]], run: str
+) -> list[tuple[str, Event | Malformed]]:
+    """Pure: XRANGE reply of `run`'s log -> (stream id, Event or Malformed) in order."""
     out: list[tuple[str, Event | Malformed]] = []
     for raw_sid, fields in entries:
         sid = raw_sid.decode()
@@ -113,7 +115,7 @@ def decode_entries(entries: Sequence[tuple[bytes, dict[bytes, bytes]]]) -> list[
         try:
             if raw is None:
                 raise DecodeError(f"entry has no 'e' field (fields: {sorted(k.decode('latin-1') for k in fields)})")
-            out.append((sid, decode(raw)))
+            out.append((sid, decode(raw, run)))
         except DecodeError as exc:
             out.append((sid, Malformed(sid=sid, reason=str(exc), fields=dict(fields))))
     return out
@@ -214,7 +216,7 @@ class EventStore:
         start = "-" if after is None else next_id(after)
         with redis_errors("read a run's events", run=run):
             entries = self.redis.xrange(self.keys.log(run), min=start, max="+", count=count)
-        return decode_entries(entries)
+        return decode_entries(entries, run)
 
     def iter_run(
         self, run: str, *, after: str | None = None, start: str = "-", until: str = "+", page: int = 10_000
@@ -228,7 +230,7 @@ class EventStore:
                 entries = self.redis.xrange(key, min=start, max=until, count=page)
             if not entries:
                 return
-            yield from decode_entries(entries)
+            yield from decode_entries(entries, run)
             if len(entries) < page:
                 return
             start = next_id(entries[-1][0].decode())
@@ -236,7 +238,7 @@ class EventStore:
     def get(self, run: str, sid: str) -> Event | Malformed | None:
         with redis_errors("read an event", run=run):
             entries = self.redis.xrange(self.keys.log(run), min=sid, max=sid, count=1)
-        return decode_entries(entries)[0][1] if entries else None
+        return decode_entries(entries, run)[0][1] if entries else None
 
     def length(self, run: str) -> int:
         with redis_errors("measure a run's log", run=run):

@@ -15,23 +15,23 @@ def sample(**data):
 
 def test_round_trip_keeps_every_envelope_field():
     event = sample(step=3, loss=2.5)
-    assert decode(encode(event)) == event
+    assert decode(encode(event), "exp01") == event
 
 
 @pytest.mark.parametrize("value", [math.inf, -math.inf])
 def test_round_trip_non_finite(value):
-    back = decode(encode(sample(loss=value)))
+    back = decode(encode(sample(loss=value)), "exp01")
     assert back.data["loss"] == value
 
 
 def test_round_trip_nan():
-    back = decode(encode(sample(loss=math.nan)))
+    back = decode(encode(sample(loss=math.nan)), "exp01")
     assert math.isnan(back.data["loss"])
 
 
 def test_unknown_type_survives():
     event = make_event("gpu.xid", run="exp01", host="ic2", producer="p", seq=1, data={"xid": 79})
-    assert decode(encode(event)).type == "gpu.xid"
+    assert decode(encode(event), "exp01").type == "gpu.xid"
 
 
 @pytest.mark.parametrize(
@@ -78,3 +78,51 @@ def test_old_versions_are_upgraded_on_read(monkeypatch):
     event = decode(raw)
     assert event.v == 2
     assert event.data == {"loss": 1.0, "upgraded": True}
+
+
+def agent_metric(**kw):
+    base = dict(run="llama-7b-sft", host="gpu-node-01", producer="gpu-node-01/log/llama-7b-sft/g0", seq=123_456_789)
+    base.update(kw)
+    return make_event("metric", data={"step": 1200, "loss": 2.3456, "lr": 3e-4}, ts=1796278668.1172833, **base)
+
+
+def test_stored_form_is_compact_and_gives_back_every_field():
+    event = agent_metric()
+    raw = encode(event)
+    assert b"llama-7b-sft" not in raw  # the stream key names the run
+    assert b'"t"' not in raw and b'"h"' not in raw  # metric, and a producer that starts with its host
+    assert len(raw) < len(codec.encode_full(event)) * 0.7
+    assert decode(raw, "llama-7b-sft") == event
+
+
+@pytest.mark.parametrize(
+    ("host", "producer"),
+    [
+        ("llama-7b-sft-box", "llama-7b-sft-box/log/llama-7b-sft/g0"),  # the run inside the host name
+        ("a/b", "a/b/log/llama-7b-sft/g0"),  # a host with a slash
+        ("gpu-node-01", "worker@gpu-node-01"),  # a producer that does not start with its host
+        ("h$r", "h/llama-7b-sft"),  # a host holding the run's token
+    ],
+)
+def test_stored_form_round_trips_awkward_names(host, producer):
+    event = agent_metric(host=host, producer=producer)
+    assert decode(encode(event), "llama-7b-sft") == event
+
+
+def test_odd_ids_other_types_and_versions_round_trip():
+    from events.envelope import Event
+
+    odd = Event(id="p$x:7", type="gpu", run="r1", host="h", ts=1.0, seq=7, data={})
+    assert decode(encode(odd), "r1") == odd
+    versioned = Event(id="h/p:8", type="gpu", run="r1", host="h", ts=1.0, seq=8, data={"u": 1}, v=3)
+    assert decode(encode(versioned), "r1") == versioned
+
+
+def test_compact_form_needs_the_run():
+    with pytest.raises(DecodeError, match="needs its run"):
+        decode(encode(agent_metric()))
+
+
+def test_full_form_is_self_contained():
+    event = agent_metric()
+    assert decode(codec.encode_full(event)) == event
