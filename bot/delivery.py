@@ -106,3 +106,4 @@ class Delivery:
         if pipeline is None:
             with redis_errors("record notifications", run=records[0][1].run):
                 pipe.execute()
+            self.store.flush([message.run for _, message, _ in records])

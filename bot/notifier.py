@@ -163,6 +163,7 @@ class Notifier:
             pipe.hset(self.store.keys.notify(entry.run), mapping={"after": entry.last,
                                                                    "state": json.dumps(state.to_dict())})  # fmt: skip
             pipe.execute()
+            self.store.flush([entry.run])
         failpoint("notify-after-sent", self.store.redis, self.store.keys)
 
     def _post(

@@ -32,6 +32,13 @@ class Keys:
         """Set while a processing job for the run waits in the queue (dispatcher dedup)."""
         return f"{self.namespace}:{{{run}}}:queued"
 
+    def outbox(self, run: str) -> str:
+        """List of writes to shared keys waiting to follow the run's committed writes (Redis Cluster only)."""
+        return f"{self.namespace}:{{{run}}}:outbox"
+
+    def outbox_pattern(self) -> str:
+        return f"{self.namespace}:{{*}}:outbox"
+
     def feed(self) -> str:
         """One small entry per append batch: which run changed, which entries, which types."""
         return f"{self.namespace}:feed"

@@ -7,7 +7,6 @@ high-water marks per run, one shared feed stream that says "run R got entries F.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -15,21 +14,25 @@ from typing import Any
 
 import redis
 from redis.client import Pipeline
+from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from events.codec import FIELD_BYTES, decode, encode
 from events.envelope import Event
-from events.errors import DecodeError, StoreError, StoreUnavailable
+from events.errors import DecodeError
 from events.keys import Keys
+from events.outbox import Outbox, encode_item, new_nonce
+from events.redis_errors import redis_errors
 
-# KEYS: log, hwm, feed, runs.  ARGV: run, last_ts, then the batch as four newline-joined lists:
-# producers, seqs, types, payloads (none can hold a raw newline: producers and types are validated,
-# seqs are digits, and JSON escapes newlines), and 'ids' or 'count': the reply is the stream id of
+# KEYS: log, hwm, then feed and runs (one Redis) or outbox (cluster).
+# ARGV: run, last_ts, then the batch as four newline-joined lists: producers, seqs, types,
+# payloads (none can hold a raw newline: producers and types are validated, seqs are digits,
+# and JSON escapes newlines), and 'ids' or 'count': the reply is the stream id of
 # each event (0 for a duplicate), or only how many were stored. Six arguments per batch instead of
 # four per event, and a one-number reply for the agent, keep redis-py's packing and parsing cheap.
 # A seq is stored only if it is above the producer's high-water mark; seqs are compared as
 # decimal strings (length first) because Lua numbers are doubles and lose precision past 2^53.
-APPEND_LUA = """
+_APPEND_BODY = """
 local function above(a, b)
   if #a ~= #b then return #a > #b end
   return a > b
@@ -72,13 +75,29 @@ for producer, _ in pairs(changed) do
 end
 if first ~= nil then
   table.sort(types)
-  redis.call('XADD', KEYS[3], '*', 'r', ARGV[1], 'f', first, 'l', last, 't', table.concat(types, ','))
-  redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
+  SHARED_WRITES
 end
 if ARGV[7] == 'count' then return stored end
 return out
 """
+# One Redis: the feed entry and the runs index are written by the script itself (KEYS[3], KEYS[4]).
+APPEND_LUA = _APPEND_BODY.replace(
+    "SHARED_WRITES",
+    """
+  redis.call('XADD', KEYS[3], '*', 'r', ARGV[1], 'f', first, 'l', last, 't', table.concat(types, ','))
+  redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])""",
+)
+# Redis Cluster: KEYS are the run's only (log, hwm, outbox); the shared writes go to the outbox
+# (events/outbox.py) with the first stream id as nonce; ARGV[8], ARGV[9] name the feed and runs keys.
+APPEND_CLUSTER_LUA = _APPEND_BODY.replace(
+    "SHARED_WRITES",
+    """
+  redis.call('RPUSH', KEYS[3], cjson.encode({n = first, c = {
+    {'XADD', ARGV[8], '*', 'r', ARGV[1], 'f', first, 'l', last, 't', table.concat(types, ',')},
+    {'ZADD', ARGV[9], ARGV[2], ARGV[1]}}}))""",
+)
 APPEND_SHA = hashlib.sha1(APPEND_LUA.encode()).hexdigest()
+APPEND_CLUSTER_SHA = hashlib.sha1(APPEND_CLUSTER_LUA.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,23 +145,17 @@ def next_id(sid: str) -> str:
     return f"({sid}"
 
 
-@contextlib.contextmanager
-def redis_errors(what: str, **context: Any) -> Iterator[None]:
-    """Convert redis-py exceptions into trainwarden's, keeping the cause."""
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise StoreUnavailable(f"Redis unreachable while trying to {what}: {exc}", **context) from exc
-    except redis.ResponseError as exc:
-        raise StoreError(f"Redis refused to {what}: {exc}", **context) from exc
-
-
 class EventStore:
     """Appends and reads events. Every write takes an optional `pipeline=` so callers can group writes."""
 
-    def __init__(self, client: redis.Redis, *, keys: Keys | None = None) -> None:
+    def __init__(self, client: redis.Redis | RedisCluster, *, keys: Keys | None = None) -> None:
         self.redis = client
         self.keys = keys or Keys()
+        self.cluster = isinstance(client, RedisCluster)
+        self.outbox = Outbox(client, self.keys)
+        self._lua, self._sha, self._numkeys = (
+            (APPEND_CLUSTER_LUA, APPEND_CLUSTER_SHA, 3) if self.cluster else (APPEND_LUA, APPEND_SHA, 4)
+        )
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -158,7 +171,7 @@ class EventStore:
         if pipeline is not None:
             for run, batch in _by_run(events):
                 # EVAL, not EVALSHA: a NOSCRIPT error inside MULTI would still commit the rest.
-                pipeline.eval(APPEND_LUA, 4, *self._script_args(run, batch))
+                pipeline.execute_command("EVAL", self._lua, self._numkeys, *self._script_args(run, batch))
             return None
         results: list[str | None] = []
         for reply in self._execute(events, reply="ids"):
@@ -169,19 +182,33 @@ class EventStore:
         """Append like `append`, but reply only how many were stored (not duplicates): the agent's path."""
         return sum(int(r) for r in self._execute(events, reply="count")) if events else 0
 
+    def shared(self, pipeline: Pipeline, run: str, *command: str | int | float) -> None:
+        """Queue a write to a shared key (schedule, dead letters) with `run`'s writes in `pipeline`:
+        inside the MULTI on one Redis, through the run's outbox on a cluster (call `flush` after)."""
+        if self.cluster:
+            pipeline.rpush(self.keys.outbox(run), encode_item(new_nonce(), [command]))
+        else:
+            pipeline.execute_command(*command)
+
+    def flush(self, runs: Sequence[str]) -> None:
+        """After a caller's pipeline with `runs`' writes committed: carry out their outbox (cluster only)."""
+        if self.cluster:
+            self.outbox.flush(runs)
+
     def _execute(self, events: Sequence[Event], *, reply: str) -> list[Any]:
         """One script call per run, pipelined; EVALSHA, falling back to EVAL where the script is not loaded."""
         groups = _by_run(events)
         with redis_errors("append events", run=events[0].run):
             pipe = self.redis.pipeline(transaction=False)
             for run, batch in groups:
-                pipe.evalsha(APPEND_SHA, 4, *self._script_args(run, batch, reply=reply))
+                pipe.execute_command("EVALSHA", self._sha, self._numkeys, *self._script_args(run, batch, reply=reply))
             replies = pipe.execute(raise_on_error=False)
             for i, result in enumerate(replies):
                 if isinstance(result, NoScriptError):  # not run at all: first use, or Redis restarted
-                    replies[i] = self.redis.eval(APPEND_LUA, 4, *self._script_args(*groups[i], reply=reply))
+                    replies[i] = self.redis.eval(self._lua, self._numkeys, *self._script_args(*groups[i], reply=reply))
                 elif isinstance(result, Exception):
                     raise result
+        self.flush([run for run, _ in groups])
         return replies
 
     def append_one(self, event: Event) -> str | None:
@@ -191,23 +218,39 @@ class EventStore:
 
     def _script_args(self, run: str, batch: Sequence[Event], *, reply: str = "ids") -> list[Any]:
         k = self.keys
-        return [
-            k.log(run), k.hwm(run), k.feed(), k.runs(), run, repr(max(e.ts for e in batch)),
+        shared = [k.outbox(run)] if self.cluster else [k.feed(), k.runs()]
+        args = [
+            k.log(run), k.hwm(run), *shared, run, repr(max(e.ts for e in batch)),
             "\n".join([e.producer for e in batch]),
             "\n".join([str(e.seq) for e in batch]),
             "\n".join([e.type for e in batch]),
             b"\n".join([encode(e) for e in batch]),
             reply,
         ]  # fmt: skip
+        return [*args, k.feed(), k.runs()] if self.cluster else args
 
     def dead_letter(
-        self, *, source: str, sid: str, reason: str, fields: dict[bytes, bytes], pipeline: Pipeline | None = None
+        self,
+        *,
+        source: str,
+        sid: str,
+        reason: str,
+        fields: dict[bytes, bytes],
+        pipeline: Pipeline | None = None,
+        run: str | None = None,
     ) -> None:
-        """Keep an unreadable entry with the reason, so nothing is lost and processing moves on."""
+        """Keep an unreadable entry with the reason, so nothing is lost and processing moves on.
+
+        With `pipeline`, `run` names the run whose writes it joins (its outbox, on a cluster)."""
         raw = repr({k.decode("latin-1"): v.decode("utf-8", "replace") for k, v in fields.items()})
-        target = pipeline if pipeline is not None else self.redis
+        command = ("XADD", self.keys.dead_letters(), "*", "source", source, "sid", sid, "reason", reason, "raw", raw)
         with redis_errors("dead-letter an entry"):
-            target.xadd(self.keys.dead_letters(), {"source": source, "sid": sid, "reason": reason, "raw": raw})
+            if pipeline is None:
+                self.redis.execute_command(*command)
+            elif run is not None:
+                self.shared(pipeline, run, *command)
+            else:
+                pipeline.execute_command(*command)
 
     # -- reads ----------------------------------------------------------------------------------
 

@@ -101,3 +101,49 @@ class RedisServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class RedisClusterServers:
+    """A Redis Cluster of `masters` cluster-enabled redis-servers on 127.0.0.1, no replicas (tests, benches)."""
+
+    def __init__(self, directory: Path, *, masters: int = 3) -> None:
+        self.directory = Path(directory)
+        cluster_args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                        "--cluster-node-timeout", "5000"]  # fmt: skip
+        self.servers = [RedisServer(self.directory / f"node{i}", extra_args=cluster_args) for i in range(masters)]
+
+    @property
+    def url(self) -> str:
+        """What trainwarden's settings take: any node's address under the cluster scheme."""
+        return f"redis+cluster://127.0.0.1:{self.servers[0].port}/0"
+
+    def start(self) -> RedisClusterServers:
+        cli = shutil.which("redis-cli")
+        if cli is None:
+            raise RedisServerError("redis-cli not found on PATH (Debian: apt-get install redis-tools)")
+        for server in self.servers:
+            server.start()
+        nodes = [f"127.0.0.1:{s.port}" for s in self.servers]
+        done = subprocess.run([cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        if done.returncode != 0:
+            self.stop()
+            raise RedisServerError(f"redis-cli --cluster create failed: {done.stdout[-1500:]}{done.stderr[-500:]}")
+        deadline = time.monotonic() + START_TIMEOUT_S * 3
+        while time.monotonic() < deadline:
+            infos = [s.client().cluster("info") for s in self.servers]
+            if all(info.get("cluster_state") == "ok" for info in infos):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise RedisServerError(f"the cluster in {self.directory} did not reach cluster_state:ok")
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+    def __enter__(self) -> RedisClusterServers:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

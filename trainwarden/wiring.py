@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import redis
+from redis.cluster import RedisCluster
 from rq import Queue
 
 from agent.control import ControlReader
@@ -55,17 +56,33 @@ def consumer_name(role: str) -> str:
     return f"{role}-{socket.gethostname()}-{os.getpid()}"
 
 
-def events_redis(settings: Settings) -> redis.Redis:
+CLUSTER_SCHEME = "redis+cluster://"
+
+
+def events_redis(settings: Settings) -> redis.Redis | RedisCluster:
+    """The event log's Redis: one server (`redis://`), or a Redis Cluster (`redis+cluster://` and
+    any one node's address; the client discovers the others)."""
+    if settings.redis_url.startswith(CLUSTER_SCHEME):
+        return RedisCluster.from_url(
+            "redis://" + settings.redis_url.removeprefix(CLUSTER_SCHEME), socket_timeout=30, socket_connect_timeout=5
+        )
     return redis.Redis.from_url(
         settings.redis_url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30
     )
 
 
 def rq_redis(settings: Settings) -> redis.Redis:
-    return redis.Redis.from_url(settings.rq_redis_url or settings.redis_url, socket_connect_timeout=5)
+    """RQ's queues: a single Redis (RQ does not run on a cluster), by default the event log's."""
+    url = settings.rq_redis_url or settings.redis_url
+    if url.startswith(CLUSTER_SCHEME):
+        raise ConfigError(
+            f"RQ's queues need a single Redis, not the cluster at {url}: set RQ_REDIS_URL (or rq_redis_url in the "
+            "settings file) to a plain redis:// URL"
+        )
+    return redis.Redis.from_url(url, socket_connect_timeout=5)
 
 
-def store(settings: Settings, client: redis.Redis | None = None) -> EventStore:
+def store(settings: Settings, client: redis.Redis | RedisCluster | None = None) -> EventStore:
     return EventStore(client or events_redis(settings), keys=Keys(settings.namespace))
 
 

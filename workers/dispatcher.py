@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 DEFAULT_RECLAIM_IDLE_MS = 30_000
 DEFAULT_JOB_TIMEOUT_S = 600
 DEFAULT_TRIM_INTERVAL_S = 30.0
+OUTBOX_SWEEP_S = 10.0  # Redis Cluster: how often outboxes a dead writer left are carried out
 DEFAULT_TICK_CHECK_S = 5.0
 READ_COUNT = 1000
 HEARTBEAT_INTERVAL_S = 1.0  # the bot's dead-man's switch reads it (bot/deadman.py)
@@ -61,6 +62,7 @@ class Dispatcher:
         self.tick_check_s = tick_check_s
         self._next_tick_check = 0.0
         self._next_beat = 0.0
+        self._next_sweep = 0.0
         self.enqueued = 0
 
     def setup(self) -> None:
@@ -83,6 +85,11 @@ class Dispatcher:
             self._next_tick_check = now + self.tick_check_s
             handled += self.ticker.step()
         handled += self._route(self.reader.read(count=READ_COUNT, block_ms=block_ms), reclaimed=False)
+        if self.store.cluster and now >= self._next_sweep:
+            self._next_sweep = now + OUTBOX_SWEEP_S
+            swept = self.store.outbox.sweep()
+            if swept:
+                log.info("carried out %d outbox item(s) a writer left behind", swept)
         if now >= self._next_trim:
             self._next_trim = now + self.trim_interval_s
             trimmed = trim_feed(self.store.redis, stream=self.reader.stream)

@@ -89,20 +89,20 @@ class RunProcessor:
                 pipe.multi()
                 self.ctx.store.append(step.outputs, pipeline=pipe)
                 for bad in step.dead:
-                    self.ctx.store.dead_letter(
-                        source=self.keys.log(self.run), sid=bad.sid, reason=bad.reason, fields=bad.fields, pipeline=pipe
-                    )
+                    self.ctx.store.dead_letter(source=self.keys.log(self.run), sid=bad.sid, reason=bad.reason,
+                                               fields=bad.fields, pipeline=pipe, run=self.run)  # fmt: skip
                 pipe.hset(cursor, mapping=encode_checkpoint(cp))
                 due = next_tick(cp, self.policy, self.ctx.ticks, wall_now=now)
                 if due is None:
-                    pipe.zrem(self.keys.schedule(), self.run)
+                    self.ctx.store.shared(pipe, self.run, "ZREM", self.keys.schedule(), self.run)
                 else:
-                    pipe.zadd(self.keys.schedule(), {self.run: due})
+                    self.ctx.store.shared(pipe, self.run, "ZADD", self.keys.schedule(), repr(due), self.run)
                 try:
                     pipe.execute()
                 except redis.WatchError:
                     log.info("checkpoint of %s moved under us; re-reading", self.run)
                     continue
+            self.ctx.store.flush([self.run])
             failpoint("after-commit", self.ctx.redis, self.keys)
             for bad in step.dead:
                 log.warning("dead-lettered entry %s of run %s: %s", bad.sid, self.run, bad.reason)
@@ -130,5 +130,6 @@ class RunProcessor:
                     pipe.execute()
                 except redis.WatchError:
                     continue
+            self.ctx.store.flush([self.run])
             self.summary["actions"] += 1
             lock.reacquire()
