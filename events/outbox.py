@@ -55,43 +55,48 @@ class Outbox:
         self.keys = keys
 
     def flush(self, runs: Iterable[str]) -> int:
-        """Carry out what the runs' outboxes hold, oldest first; returns how many items were done."""
-        done = 0
-        for run in dict.fromkeys(runs):
-            key = self.keys.outbox(run)
-            with redis_errors("read a run's outbox", run=run):
-                items = self.redis.lrange(key, 0, -1)
-            if items:
-                done += self._carry_out(key, items)
-        return done
+        """Carry out what the runs' outboxes hold, oldest first; returns how many items were done.
+
+        Three pipelined round trips whatever the number of runs: read, carry out, remove."""
+        return self._carry_out(self._read([self.keys.outbox(run) for run in dict.fromkeys(runs)]))
 
     def sweep(self) -> int:
         """Flush every outbox a dead writer left behind (the dispatcher calls this now and then)."""
         with redis_errors("look for outboxes left behind"):
             keys = list(self.redis.scan_iter(match=self.keys.outbox_pattern(), _type="list", count=1000))
-        done = 0
-        for key in keys:
-            with redis_errors("read an outbox"):
-                items = self.redis.lrange(key, 0, -1)
-            if items:
-                log.info("carrying out %d outbox item(s) left in %s", len(items), key.decode())
-                done += self._carry_out(key, items)
+        done = self._carry_out(self._read(keys))
+        if done:
+            log.info("carried out %d outbox item(s) left in %d outbox(es)", done, len(keys))
         return done
 
-    def _carry_out(self, key: str | bytes, items: list[bytes]) -> int:
+    def _read(self, keys: Sequence[str | bytes]) -> list[tuple[str | bytes, list[bytes]]]:
+        if not keys:
+            return []
+        with redis_errors("read outboxes"):
+            pipe = self.redis.pipeline(transaction=False)
+            for key in keys:
+                pipe.lrange(key, 0, -1)
+            found = pipe.execute()
+        return [(key, items) for key, items in zip(keys, found, strict=True) if items]
+
+    def _carry_out(self, found: Sequence[tuple[str | bytes, list[bytes]]]) -> int:
+        if not found:
+            return 0
         pipe = self.redis.pipeline(transaction=False)
-        for raw in items:
-            try:
-                commands = decode_item(raw)
-            except DecodeError as exc:
-                log.error("dropping %s from %r: %s", raw[:200], key, exc)
-                continue
-            for command in commands:
-                pipe.execute_command(*command)
+        for key, items in found:
+            for raw in items:
+                try:
+                    commands = decode_item(raw)
+                except DecodeError as exc:
+                    log.error("dropping %s from %r: %s", raw[:200], key, exc)
+                    continue
+                for command in commands:
+                    pipe.execute_command(*command)
         with redis_errors("carry out outbox writes"):
             pipe.execute()
             done = self.redis.pipeline(transaction=False)
-            for raw in items:
-                done.lrem(key, 1, raw)
+            for key, items in found:
+                for raw in items:
+                    done.lrem(key, 1, raw)
             done.execute()
-        return len(items)
+        return sum(len(items) for _, items in found)

@@ -87,9 +87,7 @@ class Dispatcher:
         handled += self._route(self.reader.read(count=READ_COUNT, block_ms=block_ms), reclaimed=False)
         if self.store.cluster and now >= self._next_sweep:
             self._next_sweep = now + OUTBOX_SWEEP_S
-            swept = self.store.outbox.sweep()
-            if swept:
-                log.info("carried out %d outbox item(s) a writer left behind", swept)
+            self.store.outbox.sweep()
         if now >= self._next_trim:
             self._next_trim = now + self.trim_interval_s
             trimmed = trim_feed(self.store.redis, stream=self.reader.stream)
