@@ -19,11 +19,14 @@ from events.keys import Keys
 from events.sids import sid_key, sid_successor
 from events.store import redis_errors
 
-# KEYS: log, archive.  ARGV: first, last, minid (the id after last), file name, record JSON.
-# Trims only if the stream still starts at `first` and still holds `last`: then the entries it
-# removes (every id below minid) are exactly those the archive holds. Reply: {trimmed, ''}, or
-# {-1, the stream's first id} when the head moved, {-2, ''} when `last` is gone.
+# KEYS: log, archive, lease.  ARGV: first, last, minid (the id after last), file name, record JSON,
+# lease holder. Trims only while the archive's lease holds, and only if the stream still starts at
+# `first` and still holds `last`: then the entries it removes (every id below minid) are exactly
+# those the archive holds. Reply: {trimmed, ''}, or {-1, the stream's first id} when the head
+# moved, {-2, ''} when `last` is gone, {-3, holder} when the lease is not this archive's.
 COMMIT_LUA = """
+local holder = redis.call('GET', KEYS[3])
+if holder ~= ARGV[6] then return {-3, holder or ''} end
 local head = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
 if #head == 0 or head[1][1] ~= ARGV[1] then
   return {-1, head[1] and head[1][1] or ''}
@@ -70,24 +73,31 @@ def read_records(client: redis.Redis, keys: Keys, run: str) -> list[ArchiveRecor
     return sorted((ArchiveRecord.from_json(v) for v in raw), key=lambda r: sid_key(r.first))
 
 
-def commit_archive(client: redis.Redis, keys: Keys, run: str, record: ArchiveRecord) -> int:
+def commit_archive(client: redis.Redis, keys: Keys, run: str, record: ArchiveRecord, *, lease: str) -> int:
     """Trim the stream up to `record.last` (exactly: XTRIM MINID, not `~`) and record the file, atomically.
 
     Returns how many entries were trimmed; raises ArchiveConflict when the stream no longer starts
-    at `record.first` (another archive committed meanwhile): nothing is trimmed then.
+    at `record.first` (another archive committed meanwhile) or `lease` no longer holds the run's archive
+    lease (workers/archive_lease.py): nothing is trimmed then.
     """
-    args = [keys.log(run), keys.archive(run), record.first, record.last, sid_successor(record.last), record.name,
-            record.to_json()]  # fmt: skip
+    args = [keys.log(run), keys.archive(run), keys.archiving(run), record.first, record.last,
+            sid_successor(record.last), record.name, record.to_json(), lease]  # fmt: skip
     with redis_errors("trim the archived head of a run's log", run=run):
         try:
-            reply = client.evalsha(COMMIT_SHA, 2, *args)
+            reply = client.evalsha(COMMIT_SHA, 3, *args)
         except redis.exceptions.NoScriptError:
-            reply = client.eval(COMMIT_LUA, 2, *args)
+            reply = client.eval(COMMIT_LUA, 3, *args)
     trimmed, head = int(reply[0]), reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
     if trimmed == -1:
         raise ArchiveConflict(
             f"the log of {run!r} now starts at {head or 'nothing'}, not at {record.first}: another archive of it "
             "committed meanwhile; nothing was trimmed, run the archive again",
+            run=run,
+        )
+    if trimmed == -3:
+        raise ArchiveConflict(
+            f"the archive lease of {run!r} is held by {head or 'nobody'} now, not by this archive (it stalled past "
+            "its lease); nothing was trimmed, run the archive again",
             run=run,
         )
     if trimmed == -2:

@@ -29,6 +29,10 @@ class Keys:
         """Hash archive file name -> what it holds (ids, count, path, hash): where the log's trimmed head went."""
         return f"{self.namespace}:{{{run}}}:archive"
 
+    def archiving(self, run: str) -> str:
+        """Lease held by the one archive of the run in progress (`host:pid:token`; workers/archive_lease.py)."""
+        return f"{self.namespace}:{{{run}}}:archiving"
+
     def lock(self, run: str) -> str:
         return f"{self.namespace}:{{{run}}}:lock"
 

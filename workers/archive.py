@@ -3,6 +3,7 @@
 Steps, each one safe to die after (failpoints `archive-mid-write`, `archive-before-rename`,
 `archive-before-trim`, `archive-after-trim` let the kill -9 tests prove it):
 
+0. Take the run's archive lease (workers/archive_lease.py): one archive of a run at a time.
 1. Clean up after a dead archive: its partial file goes; a final file with no record in Redis
    holds entries that are still in the stream (the record is written with the trim), so it goes
    too, and is written again below.
@@ -11,7 +12,7 @@ Steps, each one safe to die after (failpoints `archive-mid-write`, `archive-befo
 4. Rename it to `<first>_<last>.jsonl.gz` and fsync the directory.
 5. Read the file back: it must hold exactly the entries read from the stream.
 6. Trim the stream exactly up to the last of them and record the file, in one script
-   (events/archive_record.py), which refuses if the stream's head moved meanwhile.
+   (events/archive_record.py), which refuses if the stream's head moved or the lease was lost.
 
 So the stream and the recorded files together hold every entry exactly once at every moment, and
 an archive run again after a crash redoes the work from the stream.
@@ -28,14 +29,16 @@ from pathlib import Path
 from events.archive_file import PARTIAL_GLOB, ArchiveSummary, ArchiveWriter, scan_archive
 from events.archive_format import archive_name, parse_archive_name
 from events.archive_record import ArchiveRecord, commit_archive, read_records
-from events.errors import ArchiveConflict, ArchiveFormatError
+from events.errors import ArchiveFormatError
 from events.store import EventStore, redis_errors
 from workers.archive_holds import Hold, read_checkpoint_holds, read_feed_holds, tightest
+from workers.archive_lease import ArchiveLease, process_alive
 from workers.errors import ArchiveVerifyFailed, ArchiveWriteFailed
 from workers.faults import failpoint
 
 FAILPOINTS = ("archive-mid-write", "archive-before-rename", "archive-before-trim", "archive-after-trim")
 PROGRESS_EVERY = 100_000  # entries between progress lines
+LEASE_EVERY = 10_000  # entries between renewals of the archive lease
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,18 @@ class Archiver:
         self._feed_holds: dict[str, Hold] | None = None
 
     def archive(self, run: str, *, dry_run: bool = False) -> ArchiveResult:
+        """Archive what is safe of `run`'s log (or, with dry_run, only say what would be)."""
+        if dry_run:
+            return self._archive(run, None)  # reads only: no lease needed
+        lease = ArchiveLease(self.store.redis, self.store.keys.archiving(run), run)
+        lease.acquire()
+        try:
+            return self._archive(run, lease)
+        finally:
+            lease.release()
+
+    def _archive(self, run: str, lease: ArchiveLease | None) -> ArchiveResult:
+        dry_run = lease is None
         run_dir = self.root / run
         redis, keys = self.store.redis, self.store.keys
         records = read_records(redis, keys, run)
@@ -91,13 +106,13 @@ class Archiver:
         with redis_errors("read a run's log", run=run):
             tail = redis.xrevrange(keys.log(run), count=1)
         stream_last = tail[0][0].decode() if tail else None
-        if dry_run:
+        if lease is None:
             count, first, last = self._count(run, bound)
             held = hold if hold is not None and last != stream_last else None
             remaining = self.store.length(run) - count
             return ArchiveResult(run=run, path=None, count=count, first=first, last=last, held_by=held,
                                  remaining=remaining, notes=tuple(notes), dry_run=True)  # fmt: skip
-        summary = self._write(run, run_dir, bound)
+        summary = self._write(run, run_dir, bound, lease)
         if summary is None:
             held = hold if stream_last is not None else None
             return ArchiveResult(run=run, path=None, held_by=held, remaining=self.store.length(run), notes=tuple(notes))
@@ -105,12 +120,7 @@ class Archiver:
         record = ArchiveRecord(name=summary.path.name, path=str(summary.path), host=self.host, first=summary.first,
                                last=summary.last, count=summary.count, malformed=summary.malformed,
                                size=summary.size, sha256=summary.sha256, archived_at=self.clock())  # fmt: skip
-        try:
-            trimmed = commit_archive(redis, keys, run, record)
-        except ArchiveConflict:
-            if summary.path.name not in {r.name for r in read_records(redis, keys, run)}:
-                summary.path.unlink(missing_ok=True)  # not recorded: its entries are in the stream or another file
-            raise
+        trimmed = commit_archive(redis, keys, run, record, lease=lease.owner)  # ArchiveConflict: nothing trimmed
         failpoint("archive-after-trim", redis, keys)
         held = hold if hold is not None and summary.last != stream_last else None
         return ArchiveResult(run=run, path=summary.path, count=summary.count, malformed=summary.malformed,
@@ -136,7 +146,7 @@ class Archiver:
         verb = "would remove" if dry_run else "removed"
         for partial in sorted(run_dir.glob(PARTIAL_GLOB)):
             pid = partial.name.removeprefix(".archive-").removesuffix(".partial")
-            if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and process_alive(int(pid)):
                 notes.append(f"left {partial.name}: process {pid} is alive (another archive of {run}?)")
                 continue
             if not dry_run:
@@ -172,7 +182,7 @@ class Archiver:
             last = entries[-1][0].decode()
             start = f"({last}"
 
-    def _write(self, run: str, run_dir: Path, bound: str) -> ArchiveSummary | None:
+    def _write(self, run: str, run_dir: Path, bound: str, lease: ArchiveLease) -> ArchiveSummary | None:
         """Steps 3-5: the file, durable, under its final name and checked; None when there is nothing to take."""
         redis, keys = self.store.redis, self.store.keys
         try:
@@ -185,8 +195,10 @@ class Archiver:
                 if writer.count == 1:
                     writer.flush()
                     failpoint("archive-mid-write", redis, keys)
-                elif writer.count % PROGRESS_EVERY == 0:
-                    self.progress(f"{run}: {writer.count:,} entries written ...")
+                elif writer.count % LEASE_EVERY == 0:
+                    lease.refresh()
+                    if writer.count % PROGRESS_EVERY == 0:
+                        self.progress(f"{run}: {writer.count:,} entries written ...")
             if writer.count == 0:
                 writer.discard()
                 return None
@@ -202,26 +214,19 @@ class Archiver:
             writer.discard()
             raise
         failpoint("archive-before-trim", redis, keys)
+        lease.refresh()
         try:
             check = scan_archive(final)
         except ArchiveFormatError as exc:
+            lease.refresh()  # still ours: no other archive can have written this name meanwhile
             final.unlink(missing_ok=True)
             problem = f"the archive of {run!r} does not read back: {exc}; nothing was trimmed"
             raise ArchiveVerifyFailed(problem) from None
         wanted = (run, written.count, written.first, written.last, written.size, written.sha256)
         got = (check.run, check.count, check.first, check.last, check.size, check.sha256)
         if got != wanted:
+            lease.refresh()
             final.unlink(missing_ok=True)
             raise ArchiveVerifyFailed(f"the archive of {run!r} read back as {got}, written as {wanted}; nothing was "
                                       "trimmed")  # fmt: skip
         return check
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

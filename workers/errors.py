@@ -7,6 +7,7 @@ TrainwardenError (events.errors)
     ├── LaunchError         a run could not be started (names the run and the cause)
     ├── StopError           the run controller could not even attempt a stop
     └── ArchiveError        an archive of a run's log could not be completed (nothing was trimmed)
+        ├── ArchiveBusy           another archive of the run is in progress
         ├── ArchiveWriteFailed    the file could not be written (disk full, permissions)
         └── ArchiveVerifyFailed   the file read back does not hold what was read from the log
 """
@@ -40,6 +41,10 @@ class StopError(WorkerError):
 
 class ArchiveError(WorkerError):
     """An archive did not complete; the log was not trimmed, so nothing is lost."""
+
+
+class ArchiveBusy(ArchiveError):
+    """Another archive of the run holds its lease (or took it over from this one)."""
 
 
 class ArchiveWriteFailed(ArchiveError):

@@ -1,8 +1,10 @@
 """`trainwarden archive` and `replay --from` on a real Redis: nothing lost, nothing doubled, even under kill -9."""
 
+import dataclasses
 import gzip
 import json
 import math
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -20,7 +22,9 @@ from tests.helpers import metric
 from trainwarden.errors import ArchiveNotFound
 from trainwarden.history import load_history
 from workers.archive import FAILPOINTS, Archiver
+from workers.archive_lease import ArchiveLease
 from workers.dispatcher import Dispatcher
+from workers.errors import ArchiveBusy
 from workers.process import process_run
 
 pytestmark = pytest.mark.redis
@@ -258,11 +262,31 @@ def test_a_corrupt_archive_names_the_file_and_line(store, r, settings_file, tmp_
     assert f"trainwarden: error: {bad}:4: not valid JSON" in proc.stderr
 
 
-def test_a_commit_whose_head_moved_trims_nothing(store, r, tmp_path):
+def test_a_commit_trims_nothing_when_the_head_moved_or_the_lease_is_not_its_own(store, r, tmp_path):
     store.append([metric(RUN, i, step=i, loss=1.0) for i in range(1, 6)])
     sids = [sid for sid, _ in store.iter_run(RUN)]
+    lease = ArchiveLease(r, store.keys.archiving(RUN), RUN)
+    lease.acquire()
     stale = ArchiveRecord(name="x.jsonl.gz", path=str(tmp_path / "x"), host="h", first=sids[1], last=sids[3], count=3,
                           malformed=0, size=1, sha256="", archived_at=0.0)  # fmt: skip
     with pytest.raises(ArchiveConflict, match=f"now starts at {sids[0]}, not at {sids[1]}"):
-        commit_archive(r, store.keys, RUN, stale)
+        commit_archive(r, store.keys, RUN, stale, lease=lease.owner)
+    good = dataclasses.replace(stale, first=sids[0])
+    with pytest.raises(ArchiveConflict, match=r"is held by .* now, not by this archive"):
+        commit_archive(r, store.keys, RUN, good, lease="elsewhere:1:x")
     assert store.length(RUN) == 5 and not read_records(r, store.keys, RUN)
+    assert commit_archive(r, store.keys, RUN, good, lease=lease.owner) == 4
+
+
+def test_one_archive_of_a_run_at_a_time_and_a_dead_holder_is_taken_over(store, r, tmp_path):
+    store.append([metric(RUN, i, step=i, loss=1.0) for i in range(1, 6)])
+    live = ArchiveLease(r, store.keys.archiving(RUN), RUN)
+    live.acquire()
+    with pytest.raises(ArchiveBusy, match="another archive of 'exp01' is in progress"):
+        Archiver(store, tmp_path / "arch", host="ops1").archive(RUN)
+    assert store.length(RUN) == 5
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    r.set(store.keys.archiving(RUN), f"{socket.gethostname()}:{gone.pid}:dead")  # its holder was killed
+    assert Archiver(store, tmp_path / "arch", host="ops1").archive(RUN).count == 5
+    assert r.get(store.keys.archiving(RUN)) is None  # released
