@@ -82,7 +82,6 @@ class Archiver:
         self.host = host
         self.clock = clock
         self.progress = progress or (lambda _line: None)
-        self._feed_holds: dict[str, Hold] | None = None
 
     def archive(self, run: str, *, dry_run: bool = False) -> ArchiveResult:
         """Archive what is safe of `run`'s log (or, with dry_run, only say what would be)."""
@@ -101,11 +100,20 @@ class Archiver:
         redis, keys = self.store.redis, self.store.keys
         records = read_records(redis, keys, run)
         notes = self._clean(run_dir, {r.name for r in records}, run, dry_run=dry_run)
-        hold = self._hold(run)
-        bound = hold.bound if hold is not None else "+"
+        # The log's end first, then the holds: every entry up to that end has its feed entry already
+        # (the append script writes both), so the feed scan below sees what points at it.
         with redis_errors("read a run's log", run=run):
             tail = redis.xrevrange(keys.log(run), count=1)
-        stream_last = tail[0][0].decode() if tail else None
+        if not tail:
+            return ArchiveResult(run=run, path=None, notes=tuple(notes), dry_run=dry_run)
+        stream_last = tail[0][0].decode()
+        hold = self._hold(run)
+        bound = hold.bound if hold is not None else stream_last
+        with redis_errors("read a run's log", run=run):
+            takes_any = bool(redis.xrange(keys.log(run), min="-", max=bound, count=1))
+        if not takes_any:
+            return ArchiveResult(run=run, path=None, held_by=hold, remaining=self.store.length(run),
+                                 notes=tuple(notes), dry_run=dry_run)  # fmt: skip
         if lease is None:
             count, first, last = self._count(run, bound)
             held = hold if hold is not None and last != stream_last else None
@@ -113,9 +121,6 @@ class Archiver:
             return ArchiveResult(run=run, path=None, count=count, first=first, last=last, held_by=held,
                                  remaining=remaining, notes=tuple(notes), dry_run=True)  # fmt: skip
         summary = self._write(run, run_dir, bound, lease)
-        if summary is None:
-            held = hold if stream_last is not None else None
-            return ArchiveResult(run=run, path=None, held_by=held, remaining=self.store.length(run), notes=tuple(notes))
         assert summary.first is not None and summary.last is not None
         record = ArchiveRecord(name=summary.path.name, path=str(summary.path), host=self.host, first=summary.first,
                                last=summary.last, count=summary.count, malformed=summary.malformed,
@@ -131,11 +136,10 @@ class Archiver:
     # -- steps ------------------------------------------------------------------------------------
 
     def _hold(self, run: str) -> Hold | None:
-        if self._feed_holds is None:
-            self._feed_holds = read_feed_holds(self.store.redis, self.store.keys)  # once for all runs
         holds = read_checkpoint_holds(self.store.redis, self.store.keys, run)
-        if run in self._feed_holds:
-            holds.append(self._feed_holds[run])
+        feed = read_feed_holds(self.store.redis, self.store.keys)
+        if run in feed:
+            holds.append(feed[run])
         return tightest(holds)
 
     def _clean(self, run_dir: Path, recorded: set[str], run: str, *, dry_run: bool) -> list[str]:
@@ -182,8 +186,8 @@ class Archiver:
             last = entries[-1][0].decode()
             start = f"({last}"
 
-    def _write(self, run: str, run_dir: Path, bound: str, lease: ArchiveLease) -> ArchiveSummary | None:
-        """Steps 3-5: the file, durable, under its final name and checked; None when there is nothing to take."""
+    def _write(self, run: str, run_dir: Path, bound: str, lease: ArchiveLease) -> ArchiveSummary:
+        """Steps 3-5: the file, durable, under its final name and checked."""
         redis, keys = self.store.redis, self.store.keys
         try:
             writer = ArchiveWriter(run_dir, run)
@@ -200,8 +204,7 @@ class Archiver:
                     if writer.count % PROGRESS_EVERY == 0:
                         self.progress(f"{run}: {writer.count:,} entries written ...")
             if writer.count == 0:
-                writer.discard()
-                return None
+                raise ArchiveWriteFailed(f"the log of {run!r} up to {bound} was empty when read; nothing was trimmed")
             written = writer.close()
             failpoint("archive-before-rename", redis, keys)
             assert written.first is not None and written.last is not None

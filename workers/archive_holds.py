@@ -82,8 +82,8 @@ def read_checkpoint_holds(client: redis.Redis, keys: Keys, run: str) -> list[Hol
 def read_feed_holds(client: redis.Redis, keys: Keys) -> dict[str, Hold]:
     """Per run, the earliest entry a feed entry not yet acknowledged by some consumer group points at.
 
-    One pass over what each group has not finished (its pending entries and those after its read
-    position), for all runs at once: an archive of many runs reads the feed once.
+    One pass over what each group has not finished: its pending entries and those after its read
+    position (the dispatcher trims the feed below both, so this is usually short).
     """
     feed = keys.feed()
     holds: dict[str, Hold] = {}
