@@ -72,6 +72,9 @@ def test_archive_then_replay_from_the_file_equals_replay_before(store, r, settin
     assert any(s for s, item in before if "anomaly.opened" in item) and any("Malformed" in item for _, item in before)
     json_before = cli(settings_file, "replay", RUN, "--json").stdout
     timeline_before = cli(settings_file, "replay", RUN).stdout.splitlines()
+    filtered = ("--type", "metric", "--since", "1010", "--as-of", "1020")
+    filtered_before = cli(settings_file, "replay", RUN, *filtered).stdout.splitlines()
+    assert sum(" metric " in line for line in filtered_before) == 11 and "State as of" in "".join(filtered_before)
     verify_before = cli(settings_file, "replay", RUN, "--verify")
     assert verify_before.returncode == 0, verify_before.stdout + verify_before.stderr
     assert json.loads(json_before)["last_metrics"]["acc"] != json.loads(json_before)["last_metrics"]["acc"]  # NaN
@@ -89,6 +92,7 @@ def test_archive_then_replay_from_the_file_equals_replay_before(store, r, settin
     timeline = cli(settings_file, "replay", RUN).stdout.splitlines()
     assert timeline[1:] == timeline_before[1:]
     assert "from 1 archive file(s)" in timeline[0]
+    assert cli(settings_file, "replay", RUN, *filtered).stdout.splitlines()[1:] == filtered_before[1:]
     verify = cli(settings_file, "replay", RUN, "--verify")
     assert verify.returncode == 0 and verify.stdout == verify_before.stdout
 
