@@ -3,9 +3,11 @@
     TrainwardenError                 every error trainwarden raises on purpose
     ├── EventError                   an event or envelope that breaks the schema
     │   ├── EnvelopeError            building an event with bad fields (caller bug)
-    │   └── DecodeError              a stored entry that cannot be read back
+    │   ├── DecodeError              a stored entry that cannot be read back
+    │   └── ArchiveFormatError       an archive file that is not what `trainwarden archive` writes (file:line)
     ├── StoreError                   talking to the event log failed
-    │   └── StoreUnavailable         Redis unreachable or timed out (retryable)
+    │   ├── StoreUnavailable         Redis unreachable or timed out (retryable)
+    │   └── ArchiveConflict          the stream's head moved while an archive of it was written
     └── YamlFileError                a config, policy or plan file that does not match its schema
 
 Other packages hang their own trees under `TrainwardenError` in their errors.py.
@@ -45,6 +47,10 @@ class DecodeError(EventError):
     """Raised when a stored stream entry cannot be decoded; such entries are dead-lettered."""
 
 
+class ArchiveFormatError(EventError):
+    """An archive file (events/archive_format.py) is damaged, cut short or not an archive; says file:line."""
+
+
 class StoreError(TrainwardenError):
     """Raised when the event log rejects or fails an operation."""
 
@@ -53,6 +59,10 @@ class StoreUnavailable(StoreError):
     """Redis cannot be reached or timed out; the operation may be retried safely (appends are idempotent)."""
 
     retryable = True
+
+
+class ArchiveConflict(StoreError):
+    """The run's stream no longer starts where the archive just written does (another archive trimmed it)."""
 
 
 class YamlFileError(TrainwardenError):

@@ -25,6 +25,14 @@ class Keys:
         """Hash holding the workers' checkpoint for the run (read position, rule state, pending actions)."""
         return f"{self.namespace}:{{{run}}}:cursor"
 
+    def archive(self, run: str) -> str:
+        """Hash archive file name -> what it holds (ids, count, path, hash): where the log's trimmed head went."""
+        return f"{self.namespace}:{{{run}}}:archive"
+
+    def archiving(self, run: str) -> str:
+        """Lease held by the one archive of the run in progress (`host:pid:token`; workers/archive_lease.py)."""
+        return f"{self.namespace}:{{{run}}}:archiving"
+
     def lock(self, run: str) -> str:
         return f"{self.namespace}:{{{run}}}:lock"
 

@@ -16,7 +16,7 @@ from events import types as t
 from events.envelope import make_event, time_seq
 from events.errors import TrainwardenError
 from events.redact import redact_text
-from trainwarden import cli_remote, policy_commands, render, replay_commands, wiring
+from trainwarden import archive_commands, cli_remote, policy_commands, render, replay_commands, wiring
 from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import stop_on_signals
@@ -202,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_stop)
 
     replay_commands.register(sub)
+    archive_commands.register(sub)
     policy_commands.register(sub)
 
     s = sub.add_parser("runs", help="list known runs")

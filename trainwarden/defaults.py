@@ -6,6 +6,7 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
 NAMESPACE = "tw"
 QUEUE_NAME = "trainwarden"
 EVIDENCE_DIR = "evidence"  # relative to the working directory
+ARCHIVE_DIR = "archive"  # relative to the working directory (`archive_dir:` in settings: to that file)
 AGENT_STATE_FILE = "~/.trainwarden/agent-state.json"  # read offsets, registered runs (spool/ beside it)
 AGENT_POLL_INTERVAL_S = 0.05  # seconds between log polls when idle
 AGENT_GPU_INTERVAL_S = 10.0  # seconds between GPU samples (NVML)

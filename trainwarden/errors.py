@@ -7,6 +7,7 @@ TrainwardenError (events.errors)
     ├── DemoError           the demo's run did not go as it should
     ├── UsageError          a command-line argument is invalid (says what was expected)
     ├── UnknownRun          a command names a run that has no events
+    ├── ArchiveNotFound     a run's history is in archive files that are not on this machine
     ├── PolicyNotRecorded   replay --verify needs a policy whose text the log does not hold
     └── SourceUnavailable   a backtest source this build cannot read (yet)
 """
@@ -41,6 +42,10 @@ class UnknownRun(SetupError):
 
     def __init__(self, run: str) -> None:
         super().__init__(f"unknown run {run!r}: it has no events (see `trainwarden runs`)")
+
+
+class ArchiveNotFound(SetupError):
+    """The run's events were archived to files this machine does not have (the message names them)."""
 
 
 class PolicyNotRecorded(SetupError):

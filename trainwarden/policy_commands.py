@@ -20,7 +20,8 @@ from policies.durations import fmt_duration
 from policies.errors import PolicyError
 from policies.model import Policy
 from trainwarden import wiring
-from trainwarden.errors import SourceUnavailable, UnknownRun
+from trainwarden.errors import SourceUnavailable
+from trainwarden.history import load_history
 from trainwarden.settings import Settings
 from workers.policy_source import read_policy_file
 
@@ -112,10 +113,7 @@ def wandb_events(run_dir: Path) -> Iterator[Event]:
 def cmd_backtest(args: argparse.Namespace, settings: Settings) -> int:
     policy = _policy(args.policy)
     if args.run:
-        store = wiring.store(settings)
-        entries = list(store.iter_run(args.run))
-        if not entries:
-            raise UnknownRun(args.run)
+        entries = load_history(wiring.store(settings), args.run).entries  # archived files too
         events: Iterator[Event] = (e for _, e in entries if not isinstance(e, Malformed))
         source = f"run {args.run}"
     elif args.log:

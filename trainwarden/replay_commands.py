@@ -1,15 +1,20 @@
-"""`trainwarden replay` (timeline, filters, state as of a time, --verify) and `trainwarden check`."""
+"""`trainwarden replay` (timeline, filters, state as of a time, --verify) and `trainwarden check`.
+
+Both read a run's whole history (trainwarden/history.py): archived files, then the log in Redis.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from events import types as t
 from events.envelope import Event
+from events.errors import StoreUnavailable
 from events.projection import fold
 from events.store import EventStore, Malformed
 from policies.default import default_policy
@@ -17,7 +22,8 @@ from policies.errors import PolicyError
 from policies.loader import load_policy
 from policies.model import Policy
 from trainwarden import render, wiring
-from trainwarden.errors import PolicyNotRecorded, UnknownRun
+from trainwarden.errors import PolicyNotRecorded
+from trainwarden.history import History, load_history
 from trainwarden.settings import Settings
 from trainwarden.times import parse_time
 from workers.policy_source import read_policy_file
@@ -27,7 +33,16 @@ from workers.verify import verify_run
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("replay", help="print a run's timeline and its state folded from the log")
-    s.add_argument("run")
+    s.add_argument("run", nargs="?", help="the run (default with --from: the run the archive files hold)")
+    s.add_argument(
+        "--from",
+        dest="sources",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="read these archive files (or directories of them) first, then the log after them (repeatable)",
+    )
     s.add_argument("--json", action="store_true", help="print the folded state as JSON")
     s.add_argument(
         "--type",
@@ -56,11 +71,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.set_defaults(func=cmd_check)
 
 
-def _entries(store: EventStore, run: str) -> list[tuple[str, Event | Malformed]]:
-    entries = list(store.iter_run(run))
-    if not entries:
-        raise UnknownRun(run)
-    return entries
+def _history(store: EventStore, run: str | None, sources: list[Path] | None = None) -> History:
+    """The run's history; notes (archived entries missing here, Redis unreachable) go to stderr."""
+    history = load_history(store, run, sources or [])
+    for note in history.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return history
 
 
 def _selected(item: Event | Malformed, types: list[str] | None, since: float | None, until: float | None) -> bool:
@@ -73,9 +89,10 @@ def _selected(item: Event | Malformed, types: list[str] | None, since: float | N
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
-    entries = _entries(store, args.run)
+    history = _history(store, args.run, args.sources)
+    run, entries = history.run, history.entries
     if args.verify:
-        return _verify(store, args.run, entries, args.policy)
+        return _verify(store, run, entries, args.policy)
     now = time.time()
     since = parse_time(args.since, now=now, option="--since") if args.since else None
     until = parse_time(args.until, now=now, option="--until") if args.until else None
@@ -87,7 +104,8 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(state.to_dict(), default=str, indent=2))
         return 0
     shown = [(sid, item) for sid, item in entries if _selected(item, args.type, since, until)]
-    print(f"Timeline of {args.run} ({len(shown)} of {len(entries)} entries)")
+    archived = f"; {history.archived} from {len(history.files)} archive file(s)" if history.files else ""
+    print(f"Timeline of {run} ({len(shown)} of {len(entries)} entries{archived})")
     for sid, item in shown:
         print("  " + render.timeline_line(sid, item))
     print(f"State as of {render.fmt_ts(as_of)} (folded from the log alone)" if as_of is not None
@@ -103,7 +121,11 @@ class RecordedPolicies:
 
     def __init__(self, store: EventStore, *, extra: Path | None = None) -> None:
         self.texts: dict[str, str] = {}
-        for _, item in store.iter_run(t.SYSTEM_RUN):
+        try:
+            system = load_history(store, t.SYSTEM_RUN, required=False).entries  # archived too
+        except StoreUnavailable:
+            system = []  # replaying archive files offline: the default policy and --policy only
+        for _, item in system:
             if isinstance(item, Event) and item.type == t.POLICY_LOADED and item.data.get("text"):
                 self.texts[item.data["policy"]] = item.data["text"]
         self.known: dict[str, Policy] = {default_policy().hash: default_policy()}
@@ -144,7 +166,7 @@ def _verify(store: EventStore, run: str, entries: list[tuple[str, Event | Malfor
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
-    state = fold(e for _, e in _entries(store, args.run) if isinstance(e, Event))
+    state = fold(e for _, e in _history(store, args.run).entries if isinstance(e, Event))
     due: Any = store.redis.zscore(store.keys.schedule(), args.run)
     next_check = (f"{render.fmt_ts(float(due))} (scheduled tick), or as soon as new events arrive" if due
                   else "as soon as new events arrive (no tick scheduled: the run ended or went silent)")  # fmt: skip

@@ -32,6 +32,7 @@ TOP_LEVEL = {
     "namespace",
     "queue",
     "evidence_dir",
+    "archive_dir",
     "agent",
     "workers",
     "servers_file",
@@ -63,6 +64,7 @@ class Settings:
     namespace: str = defaults.NAMESPACE
     queue: str = defaults.QUEUE_NAME
     evidence_dir: Path = Path(defaults.EVIDENCE_DIR)
+    archive_dir: Path = Path(defaults.ARCHIVE_DIR)  # `trainwarden archive` writes <archive_dir>/<run>/*.jsonl.gz
     agent_state_file: Path = field(default_factory=lambda: Path(defaults.AGENT_STATE_FILE).expanduser())
     agent_poll_interval_s: float = defaults.AGENT_POLL_INTERVAL_S
     agent_gpu_interval_s: float = defaults.AGENT_GPU_INTERVAL_S
@@ -106,6 +108,7 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
             ("servers_file", "servers_file"),
             ("experiments_dir", "experiments_dir"),
             ("evidence_dir", "evidence_dir"),
+            ("archive_dir", "archive_dir"),
             ("policy", "policy_path"),
             ("findings_file", "findings_file"),
         )

@@ -5,7 +5,11 @@ TrainwardenError (events.errors)
     ├── NoWorkerContext     a job ran in a process that `trainwarden worker` did not set up
     ├── RunBusy             another worker holds the run's lock for too long (retryable)
     ├── LaunchError         a run could not be started (names the run and the cause)
-    └── StopError           the run controller could not even attempt a stop
+    ├── StopError           the run controller could not even attempt a stop
+    └── ArchiveError        an archive of a run's log could not be completed (nothing was trimmed)
+        ├── ArchiveBusy           another archive of the run is in progress
+        ├── ArchiveWriteFailed    the file could not be written (disk full, permissions)
+        └── ArchiveVerifyFailed   the file read back does not hold what was read from the log
 """
 
 from __future__ import annotations
@@ -33,6 +37,22 @@ class LaunchError(WorkerError):
 
 class StopError(WorkerError):
     """The run controller could not attempt the stop at all."""
+
+
+class ArchiveError(WorkerError):
+    """An archive did not complete; the log was not trimmed, so nothing is lost."""
+
+
+class ArchiveBusy(ArchiveError):
+    """Another archive of the run holds its lease (or took it over from this one)."""
+
+
+class ArchiveWriteFailed(ArchiveError):
+    """The archive file could not be written."""
+
+
+class ArchiveVerifyFailed(ArchiveError):
+    """The archive file read back differs from what was read from the log."""
 
 
 class PreflightFailed(LaunchError):

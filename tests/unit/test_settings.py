@@ -9,6 +9,7 @@ GOOD = """\
 redis_url: redis://127.0.0.1:7000/0
 host: ic2
 evidence_dir: ev
+archive_dir: ../old-logs
 agent:
   poll_interval_s: 0.1
   watch:
@@ -24,6 +25,7 @@ def test_good_file(tmp_path):
     assert s.redis_url == "redis://127.0.0.1:7000/0"
     assert s.host == "ic2"
     assert s.evidence_dir == (tmp_path / "ev").resolve()
+    assert s.archive_dir == (tmp_path.parent / "old-logs").resolve()  # relative to the settings file
     assert s.watches[0].run == "exp01"
     assert s.watches[0].log == tmp_path / "logs/exp01.log"
     assert s.reclaim_idle_s == 10.0

@@ -1,0 +1,130 @@
+"""Which entries of a run's log someone still needs: the bound an archive may not pass.
+
+Trimming a log's head is safe only for entries every reader is done with:
+- the workers read strictly after their checkpoint's `after`, and a pending action re-reads the
+  entry that asked for it (workers/actions.py);
+- the notifier reads strictly after its checkpoint's `after` (bot/notifier.py);
+- a feed entry a consumer group has not acknowledged (pending, or not delivered yet) will make its
+  consumer read the run from that entry's first id, checkpoint or not.
+Each becomes a `Hold`; the archive stops at the tightest one and says which it was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import redis
+
+from events.errors import DecodeError
+from events.feed import parse_feed_entry
+from events.keys import Keys
+from events.sids import sid_key
+from events.store import redis_errors
+
+PAGE = 1000
+NOTHING = "0-0"  # below every stream id: a hold here lets nothing go
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Entries up to `sid` (inclusive) or before it (not inclusive) may be archived, for `who`'s sake."""
+
+    sid: str
+    inclusive: bool
+    who: str
+    why: str
+
+    @property
+    def bound(self) -> str:
+        """The XRANGE end for the entries this hold lets go."""
+        return self.sid if self.inclusive else f"({self.sid}"
+
+    def order(self) -> tuple[tuple[int, int], int]:
+        return sid_key(self.sid), int(self.inclusive)
+
+
+def tightest(holds: Iterable[Hold]) -> Hold | None:
+    """The hold that lets the fewest entries go; None when nobody holds anything."""
+    return min(holds, key=Hold.order, default=None)
+
+
+def checkpoint_holds(worker: dict[bytes, bytes], notifier: dict[bytes, bytes]) -> list[Hold]:
+    """Pure: holds from the workers' checkpoint hash (`after`, `pending`) and the notifier's (`after`)."""
+    holds: list[Hold] = []
+    if worker:
+        after = worker.get(b"after", b"").decode()
+        holds.append(
+            Hold(after, True, "the workers", f"the workers have evaluated the log up to {after} (their checkpoint)")
+            if after
+            else Hold(NOTHING, True, "the workers", "the workers have a checkpoint but have evaluated nothing yet")
+        )
+        for action in json.loads(worker.get(b"pending", b"[]") or b"[]"):
+            sid = action.get("sid")
+            if isinstance(sid, str):
+                why = f"a pending {action.get('kind')} action of the workers re-reads entry {sid}"
+                holds.append(Hold(sid, False, "the workers", why))
+    if notifier:
+        after = notifier.get(b"after", b"").decode()
+        why = f"the notifier has read the log up to {after} (its checkpoint)" if after else "the notifier read nothing"
+        holds.append(Hold(after or NOTHING, True, "the notifier", why))
+    return holds
+
+
+def read_checkpoint_holds(client: redis.Redis, keys: Keys, run: str) -> list[Hold]:
+    with redis_errors("read a run's checkpoints", run=run):
+        worker = client.hgetall(keys.cursor(run))
+        notifier = client.hgetall(keys.notify(run))
+    return checkpoint_holds(worker, notifier)
+
+
+def read_feed_holds(client: redis.Redis, keys: Keys) -> dict[str, Hold]:
+    """Per run, the earliest entry a feed entry not yet acknowledged by some consumer group points at.
+
+    One pass over what each group has not finished: its pending entries and those after its read
+    position (the dispatcher trims the feed below both, so this is usually short).
+    """
+    feed = keys.feed()
+    holds: dict[str, Hold] = {}
+
+    def add(group: str, fid: str, fields: dict[bytes, bytes], state: str) -> None:
+        try:
+            entry = parse_feed_entry(fid, fields)
+        except DecodeError:  # the dispatcher dead-letters a garbled entry; it points at nothing
+            return
+        why = f"feed entry {fid} ({entry.first}..{entry.last}) is {state} by consumer group '{group}'"
+        hold = Hold(entry.first, False, f"consumer group '{group}' of the feed", why)
+        if entry.run not in holds or hold.order() < holds[entry.run].order():
+            holds[entry.run] = hold
+
+    with redis_errors("read the feed's consumer groups"):
+        try:
+            groups = client.xinfo_groups(feed)
+        except redis.ResponseError:  # no feed yet
+            return {}
+        for info in groups:
+            group = _text(info["name"])
+            start = "-"
+            while True:  # delivered, not acknowledged
+                pending = client.xpending_range(feed, group, min=start, max="+", count=PAGE)
+                for p in pending:
+                    fid = _text(p["message_id"])
+                    for got, fields in client.xrange(feed, min=fid, max=fid):
+                        add(group, _text(got), fields, "not acknowledged")
+                if len(pending) < PAGE:
+                    break
+                start = "(" + _text(pending[-1]["message_id"])
+            start = "(" + _text(info["last-delivered-id"])
+            while True:  # not delivered yet
+                entries = client.xrange(feed, min=start, max="+", count=PAGE)
+                for fid, fields in entries:
+                    add(group, _text(fid), fields, "not read yet")
+                if len(entries) < PAGE:
+                    break
+                start = "(" + _text(entries[-1][0])
+    return holds
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
