@@ -176,3 +176,26 @@ def test_real_processes_stop_a_nan_run_with_events_on_the_cluster(cstore, cluste
     stops = [e for e in events_of(cstore, "exp01", t.DECISION) if e.data["decision"] == t.STOP]
     assert [(e.data["rule"], e.data["reason"]) for e in stops] == [("loss-nonfinite", "loss=nan at step 8")]
     assert len(events_of(cstore, "exp01", t.STOP_DONE)) == 1
+
+
+def test_archive_and_replay_on_the_cluster(cstore: EventStore, cluster: RedisClusterServers, tmp_path: Path):
+    import subprocess
+
+    import yaml
+
+    from tests.conftest import REPO, cli_argv
+
+    settings = tmp_path / "tw.yaml"
+    settings.write_text(yaml.safe_dump({"redis_url": cluster.url, "archive_dir": str(tmp_path / "arch")}))
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(cli_argv(settings, *args), capture_output=True, text=True, cwd=REPO, check=False,
+                              timeout=120)  # fmt: skip
+
+    cstore.append([metric("exp07", i, step=i, loss=math.nan if i == 30 else 1.0 / i) for i in range(1, 51)])
+    before = cli("replay", "exp07", "--json")
+    assert before.returncode == 0, before.stderr
+    done = cli("archive", "exp07")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert cstore.length("exp07") == 0
+    assert cli("replay", "exp07", "--json").stdout == before.stdout
