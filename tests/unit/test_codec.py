@@ -126,3 +126,19 @@ def test_compact_form_needs_the_run():
 def test_full_form_is_self_contained():
     event = agent_metric()
     assert decode(codec.encode_full(event)) == event
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'{"i": "h/p:1"}', "ts \\('s'\\) must be a number"),
+        (b'{"i": "h/p:x", "s": 1}', "does not end with ':<seq>'"),
+        (b'{"i": 5, "s": 1}', "i must be a string"),
+        (b'{"i": "h/p:1", "s": 1, "d": []}', "data must be an object"),
+        (b'{"i": "h/p:1", "s": 1, "t": 3}', "t and h must be strings"),
+        (b'{"i": "h/p:1", "s": 1, "v": 0}', "v must be an integer"),
+    ],
+)
+def test_strict_decoding_of_the_stored_form(raw, message):
+    with pytest.raises(DecodeError, match=message):
+        decode(raw, "r1")
