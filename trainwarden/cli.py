@@ -16,7 +16,7 @@ from events import types as t
 from events.envelope import make_event, time_seq
 from events.errors import TrainwardenError
 from events.redact import redact_text
-from trainwarden import cli_remote, policy_commands, render, replay_commands, wiring
+from trainwarden import cli_remote, policy_commands, render, replay_commands, simulate, wiring
 from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import stop_on_signals
@@ -149,6 +149,11 @@ def cmd_dead_letters(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
+    return simulate.main_args(args, redis_url=settings.redis_url, namespace=settings.namespace,
+                              stop=stop_on_signals())  # fmt: skip
+
+
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from trainwarden.demo import run_demo
 
@@ -212,6 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_dead_letters)
 
     cli_remote.register(sub)
+
+    s = sub.add_parser("simulate", help="synthetic runs publishing metric events at a fixed rate (load tests)")
+    simulate.add_arguments(s)
+    s.set_defaults(func=cmd_simulate)
 
     s = sub.add_parser("demo", help="run the whole NaN -> STOP path on this machine, self-contained")
     s.add_argument("--nan-at", type=int, default=25, help="step at which the synthetic loss turns NaN")

@@ -9,6 +9,7 @@ TrainwardenError (events.errors)
     ├── UnknownRun          a command names a run that has no events
     ├── PolicyNotRecorded   replay --verify needs a policy whose text the log does not hold
     └── SourceUnavailable   a backtest source this build cannot read (yet)
+SimulateError               a `trainwarden simulate` producer process failed
 """
 
 from __future__ import annotations
@@ -49,3 +50,7 @@ class PolicyNotRecorded(SetupError):
 
 class SourceUnavailable(SetupError):
     """The history source asked for cannot be read by this build."""
+
+
+class SimulateError(TrainwardenError):
+    """A `trainwarden simulate` producer process failed (its traceback is in its output)."""
