@@ -10,6 +10,7 @@ TrainwardenError (events.errors)
     ├── ArchiveNotFound     a run's history is in archive files that are not on this machine
     ├── PolicyNotRecorded   replay --verify needs a policy whose text the log does not hold
     └── SourceUnavailable   a backtest source this build cannot read (yet)
+SimulateError               a `trainwarden simulate` producer process failed
 """
 
 from __future__ import annotations
@@ -54,3 +55,7 @@ class PolicyNotRecorded(SetupError):
 
 class SourceUnavailable(SetupError):
     """The history source asked for cannot be read by this build."""
+
+
+class SimulateError(TrainwardenError):
+    """A `trainwarden simulate` producer process failed (its traceback is in its output)."""

@@ -52,7 +52,7 @@ WATCH_KEYS = {
     "wandb_path", "gpus",
 }  # fmt: skip
 WATCH_PATHS = ("log", "exit_file", "workdir", "wandb_dir", "wandb_run_dir")
-WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s", "tick_startup_s", "tick_steady_s",
+WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s", "runs_per_job", "tick_startup_s", "tick_steady_s",
                "tick_max_silence_s"}  # fmt: skip
 
 
@@ -80,6 +80,7 @@ class Settings:
     reclaim_idle_s: float = defaults.RECLAIM_IDLE_S
     lock_timeout_s: float = defaults.LOCK_TIMEOUT_S
     job_timeout_s: int = defaults.JOB_TIMEOUT_S
+    runs_per_job: int = defaults.RUNS_PER_JOB
     slack: BotConfig = field(default_factory=BotConfig)
     servers_file: Path | None = None  # servers.yaml: remote runs over SSH
     experiments_dir: Path | None = None  # holds experiments/exp-*.yaml
@@ -123,6 +124,7 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
                 ("reclaim_idle_s", float),
                 ("lock_timeout_s", float),
                 ("job_timeout_s", int),
+                ("runs_per_job", int),
                 ("tick_startup_s", float),
                 ("tick_steady_s", float),
                 ("tick_max_silence_s", float),

@@ -150,6 +150,8 @@ def dispatcher(settings: Settings) -> Dispatcher:
         consumer=consumer_name("dispatcher"),
         reclaim_idle_ms=int(settings.reclaim_idle_s * 1000),
         job_timeout_s=settings.job_timeout_s,
+        runs_per_job=settings.runs_per_job,
+        linger_s=defaults.DISPATCH_LINGER_S,
         ticker=Ticker(store=events, host=settings.host, retry_s=settings.tick_steady_s),
         tick_check_s=defaults.TICK_CHECK_S,
     )

@@ -1,27 +1,36 @@
-"""The dispatcher: feed entries in, at most one waiting `process_run` job per run out.
+"""The dispatcher: feed entries in, at most one waiting job per run out.
 
 It reads the feed through the `dispatch` consumer group. Entries that need work stay pending
 until the job that covers them acknowledges them; entries a dead dispatcher or worker left
 pending are claimed again after `reclaim_idle_ms` and given a new job. An entry that cannot be
 parsed is dead-lettered and acknowledged, and the loop goes on. With a `Ticker`, it also appends
 `tick` events to quiet runs whose next evaluation is due (workers/schedule.py).
+
+A job (`process_runs`) covers up to `runs_per_job` runs, each processed as `process_run` would.
+An RQ job costs a few milliseconds whatever it does (a fork, a dozen Redis commands), which at
+1,000 runs sending once a second was most of the work; so while the queue holds waiting jobs
+(the workers are busy anyway) runs that need a job are gathered for up to `linger_s` into fuller
+jobs, and when the queue is empty they go out at once, spread over several jobs for parallel
+workers. The per-run `queued` flags are set for a whole read in one pipelined round trip.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from rq import Queue
 
-from events.errors import DecodeError
+from events.errors import DecodeError, StoreUnavailable
 from events.feed import ALL_GROUPS, DISPATCH_GROUP, GroupReader, parse_feed_entry, trim_feed
 from events.loop import run_loop
 from events.store import EventStore, redis_errors
 from events.types import WORKER_OUTPUT_TYPES
-from workers.process import process_run
+from workers.process import process_runs
 from workers.schedule import Ticker
 
 log = logging.getLogger(__name__)
@@ -35,6 +44,36 @@ READ_COUNT = 1000
 HEARTBEAT_INTERVAL_S = 1.0  # the bot's dead-man's switch reads it (bot/deadman.py)
 RESULT_TTL_S = 60
 FAILURE_TTL_S = 7 * 24 * 3600
+DEFAULT_RUNS_PER_JOB = 32
+DEFAULT_LINGER_S = 0.1
+SPREAD_JOBS = 8  # an idle queue gets a read's runs in at least this many jobs (while there are that many runs)
+
+Work = list[tuple[str, list[str]]]  # (run, feed entry ids) per run, in the order they came
+
+
+def chunk_runs(work: Work, *, runs_per_job: int, spread: int = 1) -> list[Work]:
+    """Pure: split runs into jobs of at most `runs_per_job`, and into at least `spread` jobs while
+    there are that many runs (so that idle workers share a burst)."""
+    if not work:
+        return []
+    size = max(1, min(runs_per_job, len(work) // max(1, spread)))
+    return [work[i : i + size] for i in range(0, len(work), size)]
+
+
+@dataclass(slots=True)
+class Gathering:
+    """Runs whose `queued` flag this dispatcher set but whose job it has not enqueued yet."""
+
+    work: dict[str, list[str]] = field(default_factory=dict)
+    since: float = 0.0  # monotonic time of the oldest
+
+    def add(self, run: str, fids: list[str], now: float) -> None:
+        if not self.work:
+            self.since = now
+        self.work.setdefault(run, []).extend(fids)
+
+    def items(self) -> Work:
+        return list(self.work.items())
 
 
 class Dispatcher:
@@ -49,6 +88,8 @@ class Dispatcher:
         trim_interval_s: float = DEFAULT_TRIM_INTERVAL_S,
         ticker: Ticker | None = None,
         tick_check_s: float = DEFAULT_TICK_CHECK_S,
+        runs_per_job: int = DEFAULT_RUNS_PER_JOB,
+        linger_s: float = DEFAULT_LINGER_S,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -63,7 +104,11 @@ class Dispatcher:
         self._next_tick_check = 0.0
         self._next_beat = 0.0
         self._next_sweep = 0.0
-        self.enqueued = 0
+        self.runs_per_job = max(1, runs_per_job)
+        self.linger_s = linger_s
+        self.gathering = Gathering()
+        self.enqueued = 0  # jobs
+        self.dispatched = 0  # runs in those jobs
 
     def setup(self) -> None:
         """Create every consumer group up front so that feed trimming never drops what a group has not seen."""
@@ -84,7 +129,11 @@ class Dispatcher:
         if self.ticker is not None and now >= self._next_tick_check:
             self._next_tick_check = now + self.tick_check_s
             handled += self.ticker.step()
-        handled += self._route(self.reader.read(count=READ_COUNT, block_ms=block_ms), reclaimed=False)
+        if self.gathering.work and block_ms is not None:
+            block_ms = max(1, min(block_ms, int(1000 * (self.gathering.since + self.linger_s - now))))
+        new = self.reader.read(count=READ_COUNT, block_ms=block_ms)
+        handled += self._route(new, reclaimed=False)
+        self._release(quiet=not new)
         if self.store.cluster and now >= self._next_sweep:
             self._next_sweep = now + OUTBOX_SWEEP_S
             self.store.outbox.sweep()
@@ -98,7 +147,12 @@ class Dispatcher:
     def run(self, *, burst: bool = False, stop: threading.Event | None = None) -> None:
         """Dispatch until `stop` is set; with `burst=True`, return when the feed has nothing new."""
         self.setup()
-        run_loop(lambda block_ms: self.step(block_ms=block_ms), name="dispatcher", burst=burst, stop=stop)
+        try:
+            run_loop(lambda block_ms: self.step(block_ms=block_ms), name="dispatcher", burst=burst, stop=stop)
+        finally:
+            # what is left pending without a job is claimed again by the next dispatcher anyway
+            with contextlib.suppress(StoreUnavailable):
+                self._release_gathered(spread=1)
 
     def _route(self, entries: Sequence[tuple[str, dict[bytes, bytes]]], *, reclaimed: bool) -> int:
         work: dict[str, list[str]] = {}
@@ -115,31 +169,90 @@ class Dispatcher:
                 ack_now.append(fid)
             else:
                 work.setdefault(entry.run, []).append(fid)
-        for run, fids in work.items():
-            if not self._enqueue(run, fids, reclaimed=reclaimed):
-                ack_now.extend(fids)
+        if work:
+            flagged = self._flag(list(work), reclaimed=reclaimed)
+            now = time.monotonic()
+            fresh: Work = []
+            for run, fids in work.items():
+                if run in flagged:
+                    fresh.append((run, fids))
+                elif not reclaimed:
+                    ack_now.extend(fids)  # the waiting job has not started reading yet, so it will see these events
+                # reclaimed entries of a run with a waiting job stay pending and are looked at again later
+            if reclaimed:
+                if fresh:
+                    log.info("re-dispatching stale feed entries of %d run(s)", len(fresh))
+                self._enqueue_jobs(fresh, spread=SPREAD_JOBS)
+            else:
+                for run, fids in fresh:
+                    self.gathering.add(run, fids, now)
         self.reader.ack(ack_now)
         return len(entries)
 
-    def _enqueue(self, run: str, fids: list[str], *, reclaimed: bool) -> bool:
-        """Enqueue a job for `run` covering `fids`; False when a waiting job already covers them."""
-        queued = self.store.keys.queued(run)
+    def _flag(self, runs: list[str], *, reclaimed: bool) -> set[str]:
+        """Set the runs' `queued` flags in one round trip; returns the runs this call flagged.
+
+        A new entry's run is flagged only where no job waits for it (SET NX); a reclaimed entry's run
+        is flagged where the flag is gone (the job that had it is dead or finished without it).
+        """
+        keys = [self.store.keys.queued(run) for run in runs]
         ttl = max(1, self.reclaim_idle_ms // 1000) * 2
-        if reclaimed:
-            if self.store.redis.exists(queued):
-                return True  # a job is waiting; these stay pending and are looked at again later
-            log.info("re-dispatching %d stale feed entries of %s", len(fids), run)
-            self.store.redis.set(queued, "1", ex=ttl)
-        elif not self.store.redis.set(queued, "1", nx=True, ex=ttl):
-            return False  # the waiting job has not started reading yet, so it will see these events
-        self.queue.enqueue(
-            process_run,
-            run,
-            fids,
-            job_timeout=self.job_timeout_s,
-            result_ttl=RESULT_TTL_S,
-            failure_ttl=FAILURE_TTL_S,
-            description=f"process run {run}",
-        )
-        self.enqueued += 1
-        return True
+        with redis_errors("flag runs as queued"):
+            if reclaimed:
+                pipe = self.store.redis.pipeline(transaction=False)
+                for key in keys:
+                    pipe.exists(key)
+                free = [run for run, waiting in zip(runs, pipe.execute(), strict=True) if not waiting]
+                pipe = self.store.redis.pipeline(transaction=False)
+                for run in free:
+                    pipe.set(self.store.keys.queued(run), "1", ex=ttl)
+                pipe.execute()
+                return set(free)
+            pipe = self.store.redis.pipeline(transaction=False)
+            for key in keys:
+                pipe.set(key, "1", nx=True, ex=ttl)
+            return {run for run, was_set in zip(runs, pipe.execute(), strict=True) if was_set}
+
+    def _release(self, *, quiet: bool) -> None:
+        """Enqueue the gathered runs: at once, over several jobs, when the queue is empty (workers may be
+        idle); otherwise in full jobs once a job's worth is there, the feed went quiet, or the oldest
+        waited `linger_s`."""
+        gathered = self.gathering.work
+        if not gathered:
+            return
+        with redis_errors("measure the job queue"):
+            hungry = self.queue.count == 0
+        if hungry:
+            self._release_gathered(spread=SPREAD_JOBS)
+        elif quiet or len(gathered) >= self.runs_per_job or time.monotonic() - self.gathering.since >= self.linger_s:
+            self._release_gathered(spread=1)
+
+    def _release_gathered(self, *, spread: int) -> None:
+        self._enqueue_jobs(self.gathering.items(), spread=spread)
+        self.gathering.work.clear()  # only once enqueued: after a failure they go out with the next try
+
+    def _enqueue_jobs(self, work: Work, *, spread: int) -> None:
+        jobs = chunk_runs(work, runs_per_job=self.runs_per_job, spread=spread)
+        if not jobs:
+            return
+        datas = [
+            Queue.prepare_data(
+                process_runs,
+                args=([[run, fids] for run, fids in job],),
+                timeout=self.job_timeout_s,
+                result_ttl=RESULT_TTL_S,
+                failure_ttl=FAILURE_TTL_S,
+                description=_describe(job),
+            )
+            for job in jobs
+        ]
+        with redis_errors("enqueue jobs"):
+            self.queue.enqueue_many(datas)  # one pipeline for all of them
+        self.enqueued += len(jobs)
+        self.dispatched += len(work)
+
+
+def _describe(job: Work) -> str:
+    runs = [run for run, _ in job]
+    shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
+    return f"process run{'s' if len(runs) > 1 else ''} {shown}"

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import redis
 from redis.lock import Lock
+from rq.timeouts import JobTimeoutException
 
 from events.feed import ack_feed
 from workers.actions import perform
 from workers.checkpoint import decode_checkpoint, encode_checkpoint
 from workers.context import WorkerContext, current
-from workers.errors import RunBusy
+from workers.errors import RunBusy, RunsFailed
 from workers.evaluate import evaluate_entries
 from workers.faults import failpoint
 from workers.schedule import next_tick
@@ -30,13 +33,56 @@ PAGE = 2000
 
 
 def process_run(run: str, feed_ids: list[str]) -> dict[str, int]:
-    """RQ entry point (referenced as workers.process.process_run)."""
+    """RQ entry point for one run (referenced as workers.process.process_run)."""
     ctx = current()
-    ctx.redis.delete(ctx.store.keys.queued(run))
     record_policy_events(ctx)
-    summary = RunProcessor(ctx, run).process()
+    return _process_one(ctx, run, feed_ids)
+
+
+def process_runs(work: Sequence[Sequence[Any]]) -> dict[str, int]:
+    """RQ entry point for a job covering several runs: [(run, feed ids), ...], each as `process_run`.
+
+    Runs are processed one after another, each under its own lock with its own commits. The feed
+    entries of the runs whose work is committed are acknowledged together at the end, also when
+    the job times out (a job killed outright leaves them pending: they are dispatched again and
+    found done). A run that fails does not cost the others their turn: its entries stay pending
+    (claimed again after `reclaim_idle_s`) and the job ends with RunsFailed naming it. A job
+    timeout is not caught: RQ ends the job.
+    """
+    ctx = current()
+    record_policy_events(ctx)
+    total: Counter[str] = Counter()
+    failed: dict[str, str] = {}
+    done: list[str] = []  # feed entries of runs whose work is committed, acknowledged together (one round trip)
+    try:
+        for run, feed_ids in work:
+            try:
+                total.update(_bring_up_to_date(ctx, run))
+            except JobTimeoutException:
+                raise
+            except Exception as exc:  # one run's failure (a bug, a busy lock, Redis) must not hold up the others
+                log.exception("processing run %s failed; its feed entries stay pending and are retried", run)
+                failed[run] = f"{type(exc).__name__}: {exc}"
+                continue
+            done.extend(feed_ids)
+    finally:
+        ack_feed(ctx.redis, stream=ctx.store.keys.feed(), group=ctx.feed_group, ids=done)
+    if failed:
+        raise RunsFailed(failed)
+    return dict(total)
+
+
+def _process_one(ctx: WorkerContext, run: str, feed_ids: list[str]) -> dict[str, int]:
+    summary = _bring_up_to_date(ctx, run)
     ack_feed(ctx.redis, stream=ctx.store.keys.feed(), group=ctx.feed_group, ids=feed_ids)
     return summary
+
+
+def _bring_up_to_date(ctx: WorkerContext, run: str) -> dict[str, int]:
+    # The flag goes before the read: events whose feed entries the dispatcher acknowledged as covered
+    # by this job were appended before the dispatcher saw the flag, so the read below includes them.
+    ctx.redis.delete(ctx.store.keys.queued(run))
+    return RunProcessor(ctx, run).process()
 
 
 def record_policy_events(ctx: WorkerContext) -> None:

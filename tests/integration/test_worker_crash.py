@@ -3,13 +3,14 @@
 import sys
 
 import pytest
-from rq import Queue
+from rq import Queue, SimpleWorker
 
 from events import types as t
 from tests.conftest import REPO, kill_at_failpoint, spawn
 from tests.helpers import events_of, metric, nan_metric, wait_for
 from workers.dispatcher import Dispatcher
 from workers.launch import LaunchSpec, launch_local
+from workers.process import process_runs
 from workers.transport import LocalTmuxController, StopTarget
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.slow]
@@ -55,3 +56,36 @@ def test_worker_killed_mid_job(failpoint, store, r, tmp_path, tmux_socket, setti
     (built,) = events_of(store, "exp01", t.EVIDENCE_BUILT)
     assert (tmp_path / "evidence" / "exp01").is_dir()
     assert len(list((tmp_path / "evidence" / "exp01").iterdir())) == 1, built.data
+
+
+@pytest.mark.parametrize("failpoint", ["before-commit", "after-commit"])
+def test_worker_killed_in_a_job_of_several_runs(failpoint, store, r, tmp_path, settings_file, worker_ctx):
+    """Killed at the first run of a two-run job: both runs are redone, each decision once, nothing left pending."""
+    queue = Queue("trainwarden", connection=r)
+    dispatcher = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=300, linger_s=3600)
+    dispatcher.setup()
+    store.append([metric("exp01", 1, step=1, loss=2.0), nan_metric("exp01", 2), metric("exp02", 1, step=1, loss=2.0)])
+    store.append([metric("exp02", 2, step=2, loss=2.1)])
+    queue.enqueue(process_runs, [])  # a waiting job: the dispatcher gathers both runs into one
+    dispatcher.step()
+    dispatcher.step()
+    assert [[run for run, _ in job.args[0]] for job in queue.get_jobs()][-1] == ["exp01", "exp02"]
+
+    kill_at_failpoint(settings_file, tmp_path / "doomed.log", r, failpoint, "worker")
+
+    def recovered() -> bool:
+        # exp01's entries are claimed again at once; exp02's once the flag of the dead job's turn expires
+        dispatcher._next_reclaim = 0
+        dispatcher.step()
+        SimpleWorker([queue], connection=r).work(burst=True, logging_level="WARNING")
+        return r.xpending(store.keys.feed(), "dispatch")["pending"] == 0
+
+    wait_for(recovered, timeout=30, what="every feed entry of the dead job to be redone and acknowledged")
+
+    assert [e.data["decision"] for e in events_of(store, "exp01", t.DECISION)] == [t.CONTINUE, t.STOP]
+    assert [e.data["decision"] for e in events_of(store, "exp02", t.DECISION)] == [t.CONTINUE]
+    types = [e.type for e in events_of(store, "exp01")]
+    assert types.count(t.STOP_REQUESTED) == 1
+    assert types.count(t.EVIDENCE_BUILT) == 1
+    assert types.count(t.STOP_FAILED) == 1  # no tmux session: the stop is attempted once and says so
+    assert len(events_of(store, "exp02", t.METRIC)) == 2

@@ -1,0 +1,597 @@
+"""Load: 1,000 synthetic runs through the real publisher, dispatcher and RQ workers, up to saturation.
+
+A private redis-server (AOF on, as deployed); `trainwarden dispatcher` and W `trainwarden worker`
+processes; `trainwarden simulate` publishing N runs x R Hz of agent-like metric events through the
+agent's publisher, with a few runs turning NaN (spread over the measuring window) so the policy
+decides STOP and builds evidence as it would for real. Per configuration, over the window after
+the warm-up:
+
+- processed events/s: metric events the workers evaluated (the `metric` count folded into every
+  run's checkpoint), start to end of the window;
+- dispatcher lag: age of the oldest feed entry not yet finished (pending in the `dispatch` group,
+  or not yet read by it), sampled every 0.5 s;
+- RQ queue depth (jobs; a job covers up to 32 runs), sampled;
+- decision latency: NaN metric event's timestamp -> its STOP decision's stream id (Redis clock);
+- Redis memory: used_memory growth / events stored, and the event store alone (MEMORY USAGE of
+  every trainwarden key) per event; a run stream's MEMORY USAGE / XLEN;
+- CPU of Redis, the dispatcher, the workers (with their forked work horses) and the simulator, in
+  cores, to name what saturated.
+
+Parts: (1) 1,000 runs at 1 Hz with 1, 2, 4, 8 workers; (2) capacity: a backlog of 2,000 runs x 10
+events (published while no dispatcher runs) drained by 1, 2, 4, 8 workers (best of 2), timed from the dispatcher's
+first step to the last event evaluated, giving the throughput ratio per doubling of workers,
+T(2k) / (2 T(k)) (1.0 = linear; target >= 0.7) -- under live load the workers cannot be made the
+limit on a small machine, because a job reads all of a run's events since its last one, so a
+slower worker just reads more per job; (3) a ramp of the rate with 2 workers until the system no
+longer keeps up. Baseline, measured in the same run: redis-py pipelined XADD of the same JSON
+envelopes into the same Redis, over the same 1,000 streams. This machine's core count is printed:
+with 2 cores, workers past 2 share the same CPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+import yaml
+from harness import private_redis
+from rq import Queue, Worker
+from rq.registry import StartedJobRegistry
+
+from agent.publisher import Publisher
+from events import types as t
+from events.envelope import Event
+from events.feed import DISPATCH_GROUP
+from events.keys import Keys
+from events.store import EventStore, Malformed
+from trainwarden.simulate import Shard, SimSpec, metric_data, nan_onsets, run_name
+
+REPO = Path(__file__).resolve().parent.parent
+QUEUE = "trainwarden"
+KEYS = Keys()
+TYPE_COUNT_METRIC = re.compile(rb'"type_counts": \{[^}]*"metric": (\d+)')
+SIM_EVENTS_PER_PROCESS = 6000  # events/s one simulate process is given (it manages ~15,000 alone)
+
+
+# -- pure helpers -------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else math.nan
+
+
+def sid_seconds(sid: bytes | str) -> float:
+    text = sid.decode() if isinstance(sid, bytes) else sid
+    return int(text.split("-", 1)[0]) / 1000.0
+
+
+def metric_count(run_json: bytes | None) -> int:
+    """Metric events a checkpoint has folded, read from its run state without parsing all of it."""
+    if not run_json:
+        return 0
+    match = TYPE_COUNT_METRIC.search(run_json)
+    return int(match.group(1)) if match else 0
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of y over x (how many seconds the lag grows per second)."""
+    if len(points) < 2:
+        return 0.0
+    mx = statistics.fmean(x for x, _ in points)
+    my = statistics.fmean(y for _, y in points)
+    var = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / var if var else 0.0
+
+
+def doubling_ratios(throughput: dict[int, float]) -> list[tuple[int, int, float, float]]:
+    """(k, 2k, T(2k)/T(k), T(2k)/(2 T(k))) for each doubling of workers measured."""
+    out = []
+    for k in sorted(throughput):
+        if 2 * k in throughput and throughput[k] > 0:
+            speedup = throughput[2 * k] / throughput[k]
+            out.append((k, 2 * k, speedup, speedup / 2))
+    return out
+
+
+@dataclass(slots=True)
+class Row:
+    runs: int
+    rate: float
+    workers: int
+    offered_eps: float = 0.0
+    published_eps: float = 0.0
+    processed_eps: float = 0.0
+    lag_mean_s: float = 0.0
+    lag_max_s: float = 0.0
+    lag_end_s: float = 0.0  # at the end of the window
+    lag_growth: float = 0.0  # seconds of lag gained per second over the window (0: steady)
+    queue_mean: float = 0.0
+    queue_max: int = 0
+    stop_latency_s: list[float] = field(default_factory=list)
+    stops_asked: int = 0
+    events_stored: int = 0
+    used_memory_per_event: float = 0.0
+    store_memory_per_event: float = 0.0
+    stream_bytes_per_entry: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict)  # cores, over the window
+    machine_busy: float = 0.0  # share of all cores busy over the window
+
+    @property
+    def keeps_up(self) -> bool:
+        """Processed what was offered, and the lag did not keep growing: a fitted growth of over 0.15 s a
+        second that the lag at the end of the window confirms (the window is short, the lag noisy)."""
+        growing = self.lag_growth > 0.15 and self.lag_end_s > self.lag_mean_s + 0.5
+        return not growing and self.processed_eps >= 0.85 * self.offered_eps
+
+    @property
+    def bottleneck(self) -> str:
+        redis_cpu = self.cpu.get("redis", 0.0)
+        if redis_cpu >= 0.9:
+            return f"Redis (one core: {redis_cpu:.2f})"
+        if self.cpu.get("dispatcher", 0.0) >= 0.9:
+            return f"dispatcher (one core: {self.cpu['dispatcher']:.2f})"
+        if self.machine_busy >= 0.85:
+            share = ", ".join(f"{k} {v:.2f}" for k, v in sorted(self.cpu.items(), key=lambda kv: -kv[1]))
+            return f"CPU: all {os.cpu_count()} cores busy ({share} cores)"
+        if self.keeps_up:
+            return "none"
+        return (f"the workers: {self.workers} process(es) at {self.cpu.get('worker', 0.0):.2f} cores, waiting on "
+                f"Redis round trips while {1 - self.machine_busy:.0%} of the CPU is idle: more workers")  # fmt: skip
+
+
+# -- processes ----------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU of a process and every descendant alive now, plus what its reaped children used."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        stats[int(entry.name)] = fields
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        if p in stats:
+            f = stats[p]
+            total += sum(int(x) for x in f[11:15]) / tick  # utime stime cutime cstime
+        todo.extend(children.get(p, []))
+    return total
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) jiffies of all cores."""
+    parts = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = parts[3] + parts[4]
+    return sum(parts) - idle, sum(parts)
+
+
+class Procs:
+    def __init__(self, config: Path, work: Path) -> None:
+        self.config = config
+        self.work = work
+        self.started: dict[str, list[subprocess.Popen[bytes]]] = {}
+
+    def start(self, role: str, *args: str) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, "-m", "trainwarden", "--config", str(self.config), "--log-level", "WARNING", *args]
+        with open(self.work / f"{role}.log", "ab") as sink:
+            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, cwd=REPO)  # fmt: skip
+        self.started.setdefault(role, []).append(proc)
+        return proc
+
+    def cpu(self) -> dict[str, float]:
+        return {role: sum(cpu_seconds(p.pid) for p in procs) for role, procs in self.started.items()}
+
+    def stop(self, role: str) -> None:
+        procs = self.started.pop(role, [])
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def stop_all(self) -> None:
+        for role in list(self.started):
+            self.stop(role)
+
+
+# -- measuring ----------------------------------------------------------------------------------
+
+
+def feed_lag(client: redis.Redis, now: float) -> float:
+    """Age of the oldest feed entry the dispatch group has not finished: pending, or not read yet."""
+    feed = KEYS.feed()
+    oldest: float | None = None
+    summary = client.xpending(feed, DISPATCH_GROUP)
+    if summary["pending"]:
+        oldest = sid_seconds(summary["min"])
+    for info in client.xinfo_groups(feed):
+        if info["name"].decode() == DISPATCH_GROUP:
+            unread = client.xrange(feed, min=f"({info['last-delivered-id'].decode()}", max="+", count=1)
+            if unread:
+                first = sid_seconds(unread[0][0])
+                oldest = first if oldest is None else min(oldest, first)
+    return 0.0 if oldest is None else max(0.0, now - oldest)
+
+
+def processed(client: redis.Redis, runs: list[str]) -> int:
+    pipe = client.pipeline(transaction=False)
+    for run in runs:
+        pipe.hget(KEYS.cursor(run), "run")
+    return sum(metric_count(raw) for raw in pipe.execute())
+
+
+def trainwarden_memory(client: redis.Redis) -> tuple[int, int, int]:
+    """(bytes of every trainwarden key, bytes of the run streams, entries in them)."""
+    total = streams = entries = 0
+    keys = list(client.scan_iter(match=f"{KEYS.namespace}:*", count=1000))
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.memory_usage(key, samples=0)
+    sizes = pipe.execute()
+    pipe = client.pipeline(transaction=False)
+    logs = [(key, size) for key, size in zip(keys, sizes, strict=True) if key.endswith(b":log")]
+    for key, _ in logs:
+        pipe.xlen(key)
+    for (_, size), length in zip(logs, pipe.execute(), strict=True):
+        streams += size or 0
+        entries += length
+    total = sum(size or 0 for size in sizes)
+    return total, streams, entries
+
+
+def stop_latencies(store: EventStore, spec: SimSpec, since: float) -> tuple[list[float], int]:
+    """NaN event ts -> STOP decision (stream id time) for NaN runs whose NaN came after `since`."""
+    latencies, asked = [], 0
+    for run in nan_onsets(spec):
+        entries = list(store.iter_run(run))
+        by_id = {e.id: e for _, e in entries if isinstance(e, Event)}
+        first_nan = next((e for _, e in entries if isinstance(e, Event) and e.type == t.METRIC
+                          and isinstance(e.data.get("loss"), float) and math.isnan(e.data["loss"])), None)  # fmt: skip
+        if first_nan is None or first_nan.ts < since:
+            continue
+        asked += 1
+        for sid, e in entries:
+            if isinstance(e, Malformed) or e.type != t.DECISION or e.data.get("decision") != t.STOP:
+                continue
+            trigger = by_id.get(e.data.get("trigger", ""))
+            if trigger is not None:
+                latencies.append(sid_seconds(sid) - trigger.ts)
+            break
+    return latencies, asked
+
+
+@dataclass(slots=True)
+class Drain:
+    workers: int
+    events: int
+    seconds: float
+    cpu: dict[str, float]  # cores
+    machine_busy: float
+
+    @property
+    def eps(self) -> float:
+        return self.events / self.seconds
+
+
+def publish_backlog(client: redis.Redis, runs: int, per_run: int) -> int:
+    """Each run's events as the agent would send them one a flush (one feed entry each), all at once."""
+    spec = SimSpec(runs=runs, rate_hz=1.0, duration_s=float(per_run), generation=int(time.time()))
+    shard = Shard(spec, 0)
+    publisher = Publisher(EventStore(client, keys=KEYS))
+    for step in range(per_run):
+        publisher.publish(shard.events(step * runs, (step + 1) * runs, time.time()))
+        publisher.flush()
+    return publisher.appended
+
+
+def raw_baseline(client: redis.Redis, runs: int, events: int) -> float:
+    """Pipelined XADD of the same JSON envelopes over the same streams: what Redis takes from one client."""
+    names = [run_name(SimSpec(runs=runs, rate_hz=1), i) for i in range(runs)]
+    payloads = [
+        json.dumps({"id": f"sim/log/{names[i % runs]}/g1:{i // runs + 1}", "type": "metric", "v": 1,
+                    "run": names[i % runs], "host": "sim", "ts": time.time(), "seq": i // runs + 1,
+                    "data": metric_data(i // runs, nan=False)}, separators=(",", ":"))
+        for i in range(events)
+    ]  # fmt: skip
+    keys = [f"bench:raw:{{{name}}}" for name in names]
+    start = time.perf_counter()
+    for lo in range(0, events, 1000):
+        pipe = client.pipeline(transaction=False)
+        for i in range(lo, min(events, lo + 1000)):
+            pipe.xadd(keys[i % runs], {"e": payloads[i]})
+        pipe.execute()
+    rate = events / (time.perf_counter() - start)
+    client.delete(*keys)
+    return rate
+
+
+@dataclass(slots=True)
+class Bench:
+    client: redis.Redis
+    procs: Procs
+    args: argparse.Namespace
+    fork: bool
+    workers_up: int = 0
+
+    def ensure_workers(self, count: int) -> None:
+        """Start (or stop and restart) the worker processes so exactly `count` run."""
+        if self.workers_up == count:
+            return
+        self.procs.stop("worker")
+        for _ in range(count):
+            self.procs.start("worker", "worker", *(["--fork"] if self.fork else []))
+        queue = Queue(QUEUE, connection=self.client)
+        deadline = time.monotonic() + 60
+        while Worker.count(queue=queue) < count:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"only {Worker.count(queue=queue)} of {count} workers registered within 60 s")
+            time.sleep(0.2)
+        self.workers_up = count
+
+    def reset(self) -> None:
+        """Empty the queue, let running jobs finish, drop every trainwarden key."""
+        queue = Queue(QUEUE, connection=self.client)
+        queue.empty()
+        started = StartedJobRegistry(queue=queue)
+        deadline = time.monotonic() + 30
+        while started.get_job_count(cleanup=True) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for keys in _batches(self.client.scan_iter(match=f"{KEYS.namespace}:*", count=1000), 1000):
+            self.client.delete(*keys)
+
+    def measure(self, rate: float, workers: int) -> Row:
+        args = self.args
+        self.ensure_workers(workers)
+        self.reset()
+        row = Row(runs=args.runs, rate=rate, workers=workers, offered_eps=args.runs * rate)
+        spec = SimSpec(runs=args.runs, rate_hz=rate, duration_s=args.duration, nan_fraction=args.nan_fraction,
+                       nan_after_s=args.warmup, nan_spread_s=max(0.0, args.duration - args.warmup - 3.0))  # fmt: skip
+        processes = max(1, math.ceil(row.offered_eps / SIM_EVENTS_PER_PROCESS))
+        runs = [run_name(spec, i) for i in range(args.runs)]
+        self.procs.start("dispatcher", "dispatcher")
+        memory_before = int(self.client.info("memory")["used_memory"])
+        sim = self.procs.start(
+            "simulate", "simulate", "--runs", str(args.runs), "--rate", str(rate), "--duration", str(args.duration),
+            "--processes", str(processes), "--nan-fraction", str(args.nan_fraction), "--nan-after", str(args.warmup),
+            "--nan-spread", str(spec.nan_spread_s), "--report-every", "1000",
+        )  # fmt: skip
+        sim_start = time.time() + 1.0 + 0.2 * processes  # simulate's own start delay
+        window_start, window_end = sim_start + args.warmup, sim_start + args.duration
+        lags: list[tuple[float, float]] = []
+        depths: list[int] = []
+        queue = Queue(QUEUE, connection=self.client)
+        start: tuple[float, int, dict[str, float], float, tuple[float, float]] | None = None
+        while time.time() < window_end:
+            now = time.time()
+            if now >= window_start:
+                start = start or self._mark(runs)
+                lags.append((now, feed_lag(self.client, now)))
+                depths.append(queue.count)
+            time.sleep(0.5)
+        assert start is not None
+        end = self._mark(runs)
+        row.lag_end_s = feed_lag(self.client, time.time())
+        if sim.wait(timeout=60) != 0:
+            raise SystemExit(f"simulate failed: {(self.procs.work / 'simulate.log').read_text()[-2000:]}")
+        span = end[0] - start[0]
+        row.processed_eps = (end[1] - start[1]) / span
+        row.cpu = {role: (end[2].get(role, 0.0) - start[2].get(role, 0.0)) / span for role in end[2]}
+        row.cpu["redis"] = (end[3] - start[3]) / span
+        row.machine_busy = (end[4][0] - start[4][0]) / max(1, end[4][1] - start[4][1])
+        values = [lag for _, lag in lags]
+        row.lag_mean_s, row.lag_max_s, row.lag_growth = statistics.fmean(values), max(values), slope(lags)
+        row.queue_mean, row.queue_max = statistics.fmean(depths), max(depths)
+        found = re.findall(r"= ([\d,]+) events/s", (self.procs.work / "simulate.log").read_text())
+        row.published_eps = float(found[-1].replace(",", "")) if found else math.nan
+        self.procs.started.pop("simulate", None)
+        store = EventStore(self.client, keys=KEYS)
+        drain_until = time.monotonic() + args.drain
+        while True:  # STOPs still on their way are waited for a little, so slow ones are measured too
+            row.stop_latency_s, row.stops_asked = stop_latencies(store, spec, since=window_start)
+            if len(row.stop_latency_s) >= row.stops_asked or time.monotonic() > drain_until:
+                break
+            time.sleep(0.5)
+        self.procs.stop("dispatcher")
+        total, streams, entries = trainwarden_memory(self.client)
+        row.events_stored = entries
+        row.used_memory_per_event = (int(self.client.info("memory")["used_memory"]) - memory_before) / max(1, entries)
+        row.store_memory_per_event = total / max(1, entries)
+        row.stream_bytes_per_entry = streams / max(1, entries)
+        return row
+
+    def drain(self, workers: int) -> Drain:
+        """Time W workers (and the dispatcher) take to evaluate a backlog of runs x per-run events."""
+        args = self.args
+        self.ensure_workers(workers)
+        self.reset()
+        runs = [run_name(SimSpec(runs=args.backlog_runs, rate_hz=1), i) for i in range(args.backlog_runs)]
+        total = publish_backlog(self.client, args.backlog_runs, args.backlog)
+        self.procs.start("dispatcher", "dispatcher")
+        beat = KEYS.heartbeat("dispatcher")
+        deadline = time.monotonic() + 30
+        while not self.client.exists(beat):  # its first step writes it, just before reading the feed
+            if time.monotonic() > deadline:
+                raise SystemExit("the dispatcher did not start within 30 s")
+            time.sleep(0.01)
+        start = self._mark(runs)
+        deadline = time.monotonic() + 300
+        while processed(self.client, runs) < total:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{workers} workers did not drain {total:,} events within 300 s")
+            time.sleep(0.05)
+        end = self._mark(runs)
+        self.procs.stop("dispatcher")
+        span = end[0] - start[0]
+        cpu = {role: (end[2].get(role, 0.0) - start[2].get(role, 0.0)) / span for role in end[2]}
+        cpu["redis"] = (end[3] - start[3]) / span
+        busy = (end[4][0] - start[4][0]) / max(1, end[4][1] - start[4][1])
+        return Drain(workers=workers, events=total, seconds=span, cpu=cpu, machine_busy=busy)
+
+    def _mark(self, runs: list[str]) -> tuple[float, int, dict[str, float], float, tuple[float, float]]:
+        cpu = self.client.info("cpu")
+        redis_cpu = float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+        return time.time(), processed(self.client, runs), self.procs.cpu(), redis_cpu, machine_cpu()
+
+
+def _batches(items, size: int):  # type: ignore[no-untyped-def]
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def print_table(title: str, rows: list[Row]) -> None:
+    print(f"\n{title}")
+    print("  workers  runs x Hz  offered/s  processed/s  lag mean/max/end s  growth  queue mean/max  "
+          "STOP p50/p99 ms (n)   CPU redis/disp/workers/sim  keeps up")  # fmt: skip
+    notes = []
+    for r in rows:
+        ms = [1000 * v for v in r.stop_latency_s]
+        stops = f"{percentile(ms, 0.5):5.0f}/{percentile(ms, 0.99):5.0f} ({len(ms)}/{r.stops_asked})"
+        cpu = "/".join(f"{r.cpu.get(k, 0.0):.2f}" for k in ("redis", "dispatcher", "worker", "simulate"))
+        lag = f"{r.lag_mean_s:.1f}/{r.lag_max_s:.1f}/{r.lag_end_s:.1f}"
+        print(f"  {r.workers:>7}  {r.runs:>5} x {r.rate:<3g}{r.offered_eps:>9,.0f}  {r.processed_eps:>11,.0f}  "
+              f"{lag:>18}  {r.lag_growth:>6.2f}  {r.queue_mean:>7.0f}/{r.queue_max:<6d}  {stops:>19}  {cpu:>26}  "
+              f"{'yes' if r.keeps_up else 'NO'}")  # fmt: skip
+        if not r.keeps_up:
+            notes.append(f"  {r.workers} worker(s) at {r.rate:g} Hz: {r.bottleneck}")
+        if r.published_eps < 0.97 * r.offered_eps:
+            notes.append(f"  {r.workers} worker(s) at {r.rate:g} Hz: simulate published only {r.published_eps:,.0f}/s")
+    print("\n".join(notes))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=1000)
+    p.add_argument("--workers", default="1,2,4,8", help="worker process counts (part 1 and 2)")
+    p.add_argument("--backlog", type=int, default=10, help="events per run in the backlog of part 2")
+    p.add_argument("--backlog-runs", type=int, default=2000, help="runs in the backlog of part 2")
+    p.add_argument("--drain-repeats", type=int, default=2, help="drains per worker count in part 2 (best taken)")
+    p.add_argument("--rates", default="1,2,5,10,20", help="Hz per run for the ramp (3), until it breaks")
+    p.add_argument("--ramp-workers", type=int, default=2)
+    p.add_argument("--duration", type=float, default=16.0, help="seconds each configuration publishes")
+    p.add_argument("--warmup", type=float, default=6.0, help="seconds before the measuring window")
+    p.add_argument("--nan-fraction", type=float, default=0.02, help="runs that turn NaN (STOP latency samples)")
+    p.add_argument("--drain", type=float, default=10.0, help="seconds to wait after a window for STOPs on their way")
+    p.add_argument("--fork", action="store_true", help="forking workers (trainwarden worker --fork)")
+    p.add_argument("--parts", default="1,2,3", help="which parts to run")
+    args = p.parse_args()
+    worker_counts = [int(w) for w in args.workers.split(",")]
+    parts = {int(x) for x in args.parts.split(",")}
+    started = time.monotonic()
+    results: dict[tuple[float, int], Row] = {}
+    with tempfile.TemporaryDirectory(prefix="tw-load-") as d, private_redis() as server:
+        work = Path(d)
+        config = work / "trainwarden.yaml"
+        config.write_text(yaml.safe_dump({
+            "redis_url": server.url, "host": "bench", "evidence_dir": str(work / "evidence"),
+            "findings_file": str(work / "findings.md"),
+        }))  # fmt: skip
+        client = server.client()
+        baseline = raw_baseline(client, args.runs, 100_000)
+        procs = Procs(config, work)
+        bench = Bench(client=client, procs=procs, args=args, fork=args.fork)
+
+        def measure(rate: float, workers: int) -> Row:
+            if (rate, workers) not in results:
+                results[rate, workers] = bench.measure(rate, workers)
+                print(f"  measured {workers} worker(s) at {args.runs} x {rate:g} Hz "
+                      f"({time.monotonic() - started:.0f}s so far)", file=sys.stderr)  # fmt: skip
+            return results[rate, workers]
+
+        drains: dict[int, Drain] = {}
+        try:
+            # Worker counts in order, so each set of workers is started once for parts 1 and 2.
+            for w in worker_counts:
+                if 1 in parts:
+                    measure(1.0, w)
+                if 2 in parts:  # the best of a few drains: each lasts seconds, and this machine is shared
+                    drains[w] = max((bench.drain(w) for _ in range(args.drain_repeats)), key=lambda d: d.eps)
+                    print(f"  drained with {w} worker(s) ({time.monotonic() - started:.0f}s so far)", file=sys.stderr)
+            ramp: list[Row] = []
+            if 3 in parts:
+                for rate in [float(r) for r in args.rates.split(",")]:
+                    ramp.append(measure(rate, args.ramp_workers))
+                    if not ramp[-1].keeps_up:
+                        break
+        finally:
+            procs.stop_all()
+    kind = "forking (--fork)" if args.fork else "non-forking (default)"
+    window = args.duration - args.warmup
+    print(f"load: {args.runs:,} synthetic runs, real publisher, dispatcher and {kind} RQ workers; "
+          f"{os.cpu_count()} cores; window {window:g} s after {args.warmup:g} s warm-up")  # fmt: skip
+    print(f"  raw baseline: redis-py pipelined XADD of the same envelopes over {args.runs:,} streams: "
+          f"{baseline:,.0f} events/s")  # fmt: skip
+    if 1 in parts:
+        print_table(f"1) {args.runs:,} runs at 1 Hz", [results[1.0, w] for w in worker_counts])
+    if 2 in parts:
+        print(f"\n2) capacity: a backlog of {args.backlog_runs:,} runs x {args.backlog} events drained "
+              f"(dispatcher's first step -> last event evaluated; best of {args.drain_repeats})")  # fmt: skip
+        print("  workers  events/s  seconds  CPU redis/disp/workers  machine busy")
+        for d in drains.values():
+            cpu = "/".join(f"{d.cpu.get(k, 0.0):.2f}" for k in ("redis", "dispatcher", "worker"))
+            print(f"  {d.workers:>7}  {d.eps:>8,.0f}  {d.seconds:>7.1f}  {cpu:>21}  {d.machine_busy:>12.0%}")
+        print("  throughput per doubling of workers, T(2k)/(2 T(k)) (1.0 = linear; target >= 0.7):")
+        for k, k2, speedup, eff in doubling_ratios({d.workers: d.eps for d in drains.values()}):
+            print(f"    {k} -> {k2} workers: {speedup:.2f}x, ratio {eff:.2f}")
+        best = max(drains.values(), key=lambda d: d.eps)
+        print(f"  best: {best.eps:,.0f} events/s with {best.workers} workers = {best.eps / baseline:.2f} of raw XADD")
+    if 3 in parts:
+        print_table(f"3) ramp with {args.ramp_workers} workers", ramp)
+        broken = next((r for r in ramp if not r.keeps_up), None)
+        kept = [r for r in ramp if r.keeps_up]
+        if broken is None:
+            print(f"  kept up at every rate tried (up to {ramp[-1].offered_eps:,.0f} events/s)")
+        else:
+            last = f"{kept[-1].offered_eps:,.0f} events/s ({kept[-1].rate:g} Hz)" if kept else "none"
+            print(f"  saturates between {last} and {broken.offered_eps:,.0f} events/s ({broken.rate:g} Hz): "
+                  f"{broken.bottleneck}")  # fmt: skip
+    if results:
+        r = max(results.values(), key=lambda row: row.events_stored)
+        print(f"\nRedis memory, {r.runs:,} x {r.rate:g} Hz with {r.workers} workers: {r.events_stored:,} entries in "
+              f"the run streams ({r.events_stored / r.runs:,.0f} a run), per entry:")  # fmt: skip
+        for label, per in (
+            ("used_memory growth (with RQ's jobs and results, and the feed)", r.used_memory_per_event),
+            ("every trainwarden key (logs, checkpoints, marks, the untrimmed feed)", r.store_memory_per_event),
+            ("the run streams alone (MEMORY USAGE / XLEN)", r.stream_bytes_per_entry),
+        ):
+            print(f"  {label:72} {per:6,.0f} B = {per * 1e6 / 2**20:5,.0f} MiB per 1M events")
+    print(f"  total {time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Jobs covering several runs: how the dispatcher fills them, and what a job owes each of its runs."""
+
+import dataclasses
+import math
+
+import pytest
+from redis.lock import Lock
+from rq import Queue, SimpleWorker
+
+from events import types as t
+from events.feed import DISPATCH_GROUP, GroupReader
+from tests.helpers import events_of, metric
+from workers import context
+from workers.dispatcher import Dispatcher
+from workers.errors import RunsFailed
+from workers.process import process_runs
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def queue(r):
+    return Queue("tw-test", connection=r)
+
+
+def dispatcher_for(store, queue, **options):
+    d = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=100, **options)
+    d.setup()
+    return d
+
+
+def work(queue):
+    SimpleWorker([queue], connection=queue.connection).work(burst=True, logging_level="WARNING")
+
+
+def runs_per_job(queue):
+    return [[run for run, _ in job.args[0]] for job in queue.get_jobs()]
+
+
+def pending(store):
+    return store.redis.xpending(store.keys.feed(), DISPATCH_GROUP)["pending"]
+
+
+def occupy(queue):
+    """A job waiting in the queue: the workers are busy, so the dispatcher gathers runs into fuller jobs."""
+    queue.enqueue(process_runs, [])
+
+
+def test_a_burst_on_an_idle_queue_is_spread_over_jobs_and_every_run_evaluated(store, queue, worker_ctx):
+    store.append([metric(f"run{i:03d}", 1, loss=2.0) for i in range(100)])
+    dispatcher_for(store, queue).step()
+    jobs = runs_per_job(queue)
+    assert [len(job) for job in jobs] == [12] * 8 + [4]  # at least 8 jobs, for parallel workers
+    assert sorted(run for job in jobs for run in job) == [f"run{i:03d}" for i in range(100)]
+    work(queue)
+    assert pending(store) == 0
+    for i in range(100):
+        assert [d.data["decision"] for d in events_of(store, f"run{i:03d}", t.DECISION)] == [t.CONTINUE]
+
+
+def test_while_jobs_wait_runs_are_gathered_into_full_jobs(store, queue):
+    dispatcher = dispatcher_for(store, queue, runs_per_job=10, linger_s=3600)
+    occupy(queue)
+    store.append([metric(f"run{i:02d}", 1, loss=2.0) for i in range(25)])
+    dispatcher.step()
+    assert [len(job) for job in runs_per_job(queue)] == [0, 10, 10, 5]
+    store.append([metric(f"late{i}", 1, loss=2.0) for i in range(3)])
+    dispatcher.step()
+    assert len(queue) == 4  # three runs are not a job's worth: gathered while entries keep coming
+    assert pending(store) == 28  # their entries stay pending until a job covers them
+    dispatcher.step()  # nothing new: the feed went quiet, so waiting longer gains nothing
+    assert runs_per_job(queue)[-1] == ["late0", "late1", "late2"]
+
+
+def test_events_arriving_for_a_gathered_run_are_covered_by_its_job(store, queue, worker_ctx):
+    dispatcher = dispatcher_for(store, queue, linger_s=3600)
+    occupy(queue)
+    store.append([metric("x", 1, step=1, loss=2.0), metric("y", 1, step=1, loss=2.0)])
+    dispatcher.step()
+    dispatcher.step()  # quiet: one job for x and y
+    assert runs_per_job(queue)[-1] == ["x", "y"]
+    store.append([metric("x", 2, step=2, loss=math.nan), metric("y", 2, step=2, loss=2.1)])
+    dispatcher.step()
+    assert len(queue) == 2  # no new job: the waiting one will read these events
+    assert pending(store) == 2  # and the new entries were acknowledged as covered by it
+    work(queue)
+    assert [d.data["decision"] for d in events_of(store, "x", t.DECISION)] == [t.CONTINUE, t.STOP]
+    assert [e.data["step"] for e in events_of(store, "y", t.METRIC)] == [1, 2]
+    assert pending(store) == 0
+
+
+def test_a_run_that_fails_does_not_hold_up_the_others_in_its_job(store, r, worker_ctx):
+    context.install(dataclasses.replace(worker_ctx, lock_timeout_s=0.2))
+    store.append([metric(run, 1, loss=2.0) for run in ("a", "busy", "b")])
+    reader = GroupReader(r, stream=store.keys.feed(), group=DISPATCH_GROUP, consumer="d1")
+    reader.ensure_group()
+    fids = {fields[b"r"].decode(): [fid] for fid, fields in reader.read()}
+    held = Lock(r, store.keys.lock("busy"), timeout=30)
+    assert held.acquire(blocking=False)
+    with pytest.raises(RunsFailed, match="busy: RunBusy"):
+        process_runs([[run, fids[run]] for run in ("a", "busy", "b")])
+    assert events_of(store, "a", t.DECISION) and events_of(store, "b", t.DECISION)
+    assert events_of(store, "busy", t.DECISION) == []
+    assert [e["message_id"].decode() for e in r.xpending_range(store.keys.feed(), DISPATCH_GROUP, "-", "+", 10)] == (
+        fids["busy"]
+    )  # only the failed run's entry is left for the retry
+    held.release()
+    process_runs([["busy", fids["busy"]]])
+    assert [d.data["decision"] for d in events_of(store, "busy", t.DECISION)] == [t.CONTINUE]
+    assert pending(store) == 0
