@@ -111,8 +111,8 @@ class RunProcessor:
         if not lock.acquire():
             raise RunBusy(f"another worker held the lock for over {self.ctx.lock_timeout_s:.0f}s", run=self.run)
         try:
-            self._evaluate(lock)
-            self._perform_pending(lock)
+            if self._evaluate(lock):
+                self._perform_pending(lock)
         finally:
             try:
                 lock.release()
@@ -120,7 +120,13 @@ class RunProcessor:
                 log.warning("lock for %s expired while processing; commits were still guarded by WATCH", self.run)
         return self.summary
 
-    def _evaluate(self, lock: Lock) -> None:
+    def _evaluate(self, lock: Lock) -> bool:
+        """Evaluate the log from the checkpoint on; returns whether actions are pending.
+
+        Reads again only after a full page or after appending outputs (which must be read back:
+        that is how a STOP becomes pending actions). Events appended after the last read are not
+        missed: their feed entries find the run's `queued` flag cleared (before this job read), so
+        the dispatcher gives them a job of their own."""
         cursor = self.keys.cursor(self.run)
         while True:
             with self.ctx.redis.pipeline(transaction=True) as pipe:
@@ -128,7 +134,7 @@ class RunProcessor:
                 cp = decode_checkpoint(pipe.hgetall(cursor))
                 entries = self.ctx.store.read(self.run, after=cp.after, count=PAGE)
                 if not entries:
-                    return
+                    return bool(cp.pending)
                 now = self.ctx.clock()
                 step = evaluate_entries(self.policy, cp, entries, run=self.run, host=self.ctx.host, now=now)
                 failpoint("before-commit", self.ctx.redis, self.keys)
@@ -155,6 +161,8 @@ class RunProcessor:
             self.summary["events"] += len(entries)
             self.summary["outputs"] += len(step.outputs)
             self.summary["dead_letters"] += len(step.dead)
+            if len(entries) < PAGE and not step.outputs:
+                return bool(cp.pending)
             lock.reacquire()
 
     def _perform_pending(self, lock: Lock) -> None:
