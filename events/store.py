@@ -3,6 +3,8 @@
 Layout (see events/keys.py): one stream per run holding the encoded events, a hash of producer
 high-water marks per run, one shared feed stream that says "run R got entries F..L of types T"
 (what the dispatcher and the notifier consume through consumer groups), and a sorted set of runs.
+On a Redis Cluster the script touches only the run's slot and leaves the feed and runs writes in
+the run's outbox, carried out right after (events/outbox.py).
 """
 
 from __future__ import annotations
