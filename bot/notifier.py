@@ -29,6 +29,7 @@ from events import types as t
 from events.errors import DecodeError
 from events.feed import NOTIFY_GROUP, FeedEntry, GroupReader, parse_feed_entry
 from events.loop import run_loop
+from events.sids import sid_key
 from events.store import EventStore, Malformed, redis_errors
 from trainwarden import defaults
 from workers.faults import failpoint
@@ -38,11 +39,6 @@ log = logging.getLogger(__name__)
 DEFAULT_RECLAIM_IDLE_MS = 30_000
 TREND_POINTS = 20
 TRENDED = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT, t.STOP, GUARD})
-
-
-def stream_id(sid: str) -> tuple[int, int]:
-    ms, _, n = sid.partition("-")
-    return int(ms), int(n or 0)
 
 
 class Notifier:
@@ -136,9 +132,9 @@ class Notifier:
 
     def _handle_entry(self, entry: FeedEntry, *, fresh: bool) -> None:
         state, after = self._load(entry.run)
-        if after is not None and stream_id(after) >= stream_id(entry.last):
+        if after is not None and sid_key(after) >= sid_key(entry.last):
             return  # folded before a crash, not yet acknowledged
-        if after is not None and stream_id(after) >= stream_id(entry.first):
+        if after is not None and sid_key(after) >= sid_key(entry.first):
             items = self.store.iter_run(entry.run, after=after, until=entry.last)
         else:
             items = self.store.iter_run(entry.run, start=entry.first, until=entry.last)

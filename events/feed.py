@@ -14,6 +14,7 @@ import redis
 from redis.client import Pipeline
 
 from events.errors import DecodeError
+from events.sids import sid_key
 from events.store import redis_errors
 
 DISPATCH_GROUP = "dispatch"
@@ -127,13 +128,8 @@ def trim_feed(client: redis.Redis, *, stream: str, groups: Sequence[str] = ALL_G
             summary = client.xpending(stream, g)
             low = summary["min"] if summary["pending"] else infos[g]["last-delivered-id"]
             low = low.decode() if isinstance(low, bytes) else low
-            if floor is None or _id_key(low) < _id_key(floor):
+            if floor is None or sid_key(low) < sid_key(floor):
                 floor = low
         if floor is None or floor == "0-0":
             return 0
         return int(client.xtrim(stream, minid=floor, approximate=False))
-
-
-def _id_key(sid: str) -> tuple[int, int]:
-    ms, _, n = sid.partition("-")
-    return int(ms), int(n or 0)

@@ -30,7 +30,7 @@ from events.archive_file import PARTIAL_GLOB, ArchiveSummary, ArchiveWriter, sca
 from events.archive_format import archive_name, parse_archive_name
 from events.archive_record import ArchiveRecord, commit_archive, read_records
 from events.errors import ArchiveFormatError
-from events.store import EventStore, redis_errors
+from events.store import EventStore, next_id, redis_errors
 from workers.archive_holds import Hold, read_checkpoint_holds, read_feed_holds, tightest
 from workers.archive_lease import ArchiveLease, process_alive
 from workers.errors import ArchiveVerifyFailed, ArchiveWriteFailed
@@ -184,7 +184,7 @@ class Archiver:
             count += len(entries)
             first = first or entries[0][0].decode()
             last = entries[-1][0].decode()
-            start = f"({last}"
+            start = next_id(last)
 
     def _write(self, run: str, run_dir: Path, bound: str, lease: ArchiveLease) -> ArchiveSummary:
         """Steps 3-5: the file, durable, under its final name and checked."""

@@ -21,7 +21,7 @@ from events.errors import DecodeError
 from events.feed import parse_feed_entry
 from events.keys import Keys
 from events.sids import sid_key
-from events.store import redis_errors
+from events.store import next_id, redis_errors
 
 PAGE = 1000
 NOTHING = "0-0"  # below every stream id: a hold here lets nothing go
@@ -39,7 +39,7 @@ class Hold:
     @property
     def bound(self) -> str:
         """The XRANGE end for the entries this hold lets go."""
-        return self.sid if self.inclusive else f"({self.sid}"
+        return self.sid if self.inclusive else next_id(self.sid)
 
     def order(self) -> tuple[tuple[int, int], int]:
         return sid_key(self.sid), int(self.inclusive)
@@ -114,15 +114,15 @@ def read_feed_holds(client: redis.Redis, keys: Keys) -> dict[str, Hold]:
                         add(group, _text(got), fields, "not acknowledged")
                 if len(pending) < PAGE:
                     break
-                start = "(" + _text(pending[-1]["message_id"])
-            start = "(" + _text(info["last-delivered-id"])
+                start = next_id(_text(pending[-1]["message_id"]))
+            start = next_id(_text(info["last-delivered-id"]))
             while True:  # not delivered yet
                 entries = client.xrange(feed, min=start, max="+", count=PAGE)
                 for fid, fields in entries:
                     add(group, _text(fid), fields, "not read yet")
                 if len(entries) < PAGE:
                     break
-                start = "(" + _text(entries[-1][0])
+                start = next_id(_text(entries[-1][0]))
     return holds
 
 
