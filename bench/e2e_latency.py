@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import yaml
-from harness import private_redis
+from harness import percentile, private_redis, sid_seconds
 
 from events import types as t
 from events.envelope import Event
@@ -36,15 +36,6 @@ from workers.launch import LaunchSpec, launch_local
 from workers.transport import tmux_argv
 
 SOCKET = f"tw-e2e-{os.getpid()}"
-
-
-def sid_time(sid: str) -> float:
-    return int(sid.split("-", maxsplit=1)[0]) / 1000.0
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def main() -> None:
@@ -119,12 +110,12 @@ def main() -> None:
                         if not isinstance(e, Event):
                             continue
                         if "metric" not in found and e.type == t.METRIC and str(e.data.get("loss")) == "nan":
-                            found["metric"] = sid_time(sid)
+                            found["metric"] = sid_seconds(sid)
                         elif "decision" not in found and e.type == t.DECISION and e.data.get("decision") == "STOP":
-                            found["decision"] = sid_time(sid)
+                            found["decision"] = sid_seconds(sid)
                             found["decision_id"] = e.id  # type: ignore[assignment]
                         elif "done" not in found and e.type == t.STOP_DONE:
-                            found["done"] = sid_time(sid)
+                            found["done"] = sid_seconds(sid)
                     key = found.get("decision_id")
                     if key is not None and key in api.post_times:
                         found["notified"] = api.post_times[key] + perf_to_wall  # type: ignore[index]

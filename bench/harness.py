@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import tempfile
 import time
@@ -30,3 +31,15 @@ def best_of(repeats: int, setup: Callable[[], None], work: Callable[[], int]) ->
         elapsed = time.perf_counter() - start
         best = max(best, n / elapsed)
     return best
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The value at quantile `q` of `values` (nearest rank); NaN for none."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else math.nan
+
+
+def sid_seconds(sid: bytes | str) -> float:
+    """The Redis clock time (seconds) a stream id was assigned at."""
+    text = sid.decode() if isinstance(sid, bytes) else sid
+    return int(text.split("-", 1)[0]) / 1000.0

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import redis
 import yaml
-from harness import private_redis
+from harness import percentile, private_redis, sid_seconds
 from rq import Queue, Worker
 from rq.registry import StartedJobRegistry
 
@@ -66,16 +66,6 @@ SIM_EVENTS_PER_PROCESS = 6000  # events/s one simulate process is given (it mana
 
 
 # -- pure helpers -------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else math.nan
-
-
-def sid_seconds(sid: bytes | str) -> float:
-    text = sid.decode() if isinstance(sid, bytes) else sid
-    return int(text.split("-", 1)[0]) / 1000.0
 
 
 def metric_count(run_json: bytes | None) -> int:
