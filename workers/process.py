@@ -36,7 +36,9 @@ def process_run(run: str, feed_ids: list[str]) -> dict[str, int]:
     """RQ entry point for one run (referenced as workers.process.process_run)."""
     ctx = current()
     record_policy_events(ctx)
-    return _process_one(ctx, run, feed_ids)
+    summary = _bring_up_to_date(ctx, run)
+    ack_feed(ctx.redis, stream=ctx.store.keys.feed(), group=ctx.feed_group, ids=feed_ids)
+    return summary
 
 
 def process_runs(work: Sequence[Sequence[Any]]) -> dict[str, int]:
@@ -70,12 +72,6 @@ def process_runs(work: Sequence[Sequence[Any]]) -> dict[str, int]:
     if failed:
         raise RunsFailed(failed)
     return dict(total)
-
-
-def _process_one(ctx: WorkerContext, run: str, feed_ids: list[str]) -> dict[str, int]:
-    summary = _bring_up_to_date(ctx, run)
-    ack_feed(ctx.redis, stream=ctx.store.keys.feed(), group=ctx.feed_group, ids=feed_ids)
-    return summary
 
 
 def _bring_up_to_date(ctx: WorkerContext, run: str) -> dict[str, int]:
