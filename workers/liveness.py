@@ -43,14 +43,17 @@ def judge(exit_text: str | None, session_alive: bool) -> int | bool | None:
 def check_remote_run(shell: RemoteShell, server: Server, launch: Mapping[str, Any]) -> Ended | None:
     """None while the run is going; else how it ended."""
     exit_file, log = launch["exit_file"], launch["log_path"]
+    # The session is probed before the exit file is read. The wrapper writes the exit file and
+    # then its session ends, so "gone" followed by "no exit file" really means it died without one.
+    # (The other order misses a run that ends between the two probes and records exit code None.)
     command = (
-        f"cat {shlex.quote(exit_file)} 2>/dev/null || echo MISSING; echo ---; "
         f"{tmux(server, 'has-session', '-t', '=' + launch['session'])} >/dev/null 2>&1 && echo ALIVE || echo GONE; "
+        f"echo ---; cat {shlex.quote(exit_file)} 2>/dev/null || echo MISSING; "
         f"echo ---; tail -n {LOG_TAIL_LINES} {shlex.quote(log)} 2>/dev/null"
     )
     done = shell.run(server, command, timeout=30)
-    exit_part, _, rest = done.stdout.partition("---\n")
-    alive_part, _, tail = rest.partition("---\n")
+    alive_part, _, rest = done.stdout.partition("---\n")
+    exit_part, _, tail = rest.partition("---\n")
     verdict = judge(None if "MISSING" in exit_part else exit_part, "ALIVE" in alive_part)
     if verdict is True:
         return None

@@ -39,6 +39,10 @@ def test_nan_in_a_live_run_is_stopped_with_evidence(store, tmp_path, tmux_socket
     finally:
         for p in procs:
             stop_process(p)
+        # shown by pytest only when the test fails: what each process said, and the run's events
+        for name in ("agent", "dispatcher", "worker"):
+            print(f"--- {name}.log (tail)\n" + (tmp_path / f"{name}.log").read_text(errors="replace")[-3000:])
+        print("--- events:", [(e.type, e.data.get("decision")) for e in events_of(store, "exp01")])
 
     events = events_of(store, "exp01")
     types = [e.type for e in events]
