@@ -53,11 +53,14 @@ ensure_venv() {
     fi
   fi
   local stamp
-  stamp=$(sha256sum pyproject.toml | cut -d' ' -f1)
+  # Strict editable mode: the installed package is a tree of links to the checkout's files, which a type
+  # checker resolves as trainwarden.events etc.; a new module needs a reinstall, so the stamp covers them.
+  stamp=$( { cat pyproject.toml setup.py; find trainwarden events agent policies workers bot -name '*.py' | sort; } \
+    | sha256sum | cut -d' ' -f1)
   if [ ! -f .venv/.dev-stamp ] || [ "$(cat .venv/.dev-stamp)" != "$stamp" ]; then
     say "installing trainwarden and its test tools into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[test]'
+    .venv/bin/python -m pip install -q -e '.[test]' --config-settings editable_mode=strict
     echo "$stamp" > .venv/.dev-stamp
   fi
 }

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from agent.logsource import Item
-from agent.wandb_source import Reading, Row
+from trainwarden.agent.logsource import Item
+from trainwarden.agent.wandb_source import Reading, Row
 
 WANDB_OK = "wandb_ok"
 LOG_FALLBACK = "log_fallback"

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.parse import MAX_LINE_CHARS, strip_rank, strongest, tag_of
-from agent.tail import Line
+from trainwarden.agent.parse import MAX_LINE_CHARS, strip_rank, strongest, tag_of
+from trainwarden.agent.tail import Line
 
 TRACEBACK_START = "Traceback (most recent call last)"
 CHAIN_MARKERS = ("During handling of the above exception", "The above exception was the direct cause")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import logging
 
 import redis
-
-from agent.errors import ControlMessageError
-from agent.watch import ControlMessage, parse_control
-from events.store import redis_errors
+from trainwarden.agent.errors import ControlMessageError
+from trainwarden.agent.watch import ControlMessage, parse_control
+from trainwarden.events.store import redis_errors
 
 log = logging.getLogger(__name__)
 

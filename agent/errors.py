@@ -13,7 +13,7 @@ A source error never stops the agent: it becomes a `source.status` event or a he
 
 from __future__ import annotations
 
-from events.errors import TrainwardenError
+from trainwarden.events.errors import TrainwardenError
 
 
 class AgentError(TrainwardenError):

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.xid import describe
+from trainwarden.agent.xid import describe
 
 
 @dataclass(frozen=True, slots=True)

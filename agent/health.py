@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent import procfs
-from agent.watch import RunWatch
-from events.redact import redact_text
+from trainwarden.agent import procfs
+from trainwarden.agent.watch import RunWatch
+from trainwarden.events.redact import redact_text
 
 LOG_TAIL_LINES = 20
 LOG_TAIL_BYTES = 16384

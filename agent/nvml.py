@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from agent.errors import GpuUnavailable
-from agent.gpu import GpuSample, Xid
+from trainwarden.agent.errors import GpuUnavailable
+from trainwarden.agent.gpu import GpuSample, Xid
 
 T = TypeVar("T")
 

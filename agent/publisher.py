@@ -11,10 +11,10 @@ import logging
 import time
 from collections.abc import Iterable
 
-from agent.spool import Spool
-from events.envelope import Event
-from events.errors import StoreUnavailable
-from events.store import EventStore
+from trainwarden.agent.spool import Spool
+from trainwarden.events.envelope import Event
+from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.store import EventStore
 
 log = logging.getLogger(__name__)
 

@@ -16,18 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent import procfs
-from agent import state as agent_state
-from agent.control import ControlReader
-from agent.gpu import GpuSample, GpuSampler, Xid
-from agent.heartbeat import heartbeat_data
-from agent.publisher import Publisher
-from agent.wandb_source import HistoryApi
-from agent.watch import RunWatch
-from agent.watcher import RunWatcher, WatchOptions
-from events import types as t
-from events.envelope import Event, make_event, time_seq
-from events.errors import StoreUnavailable
+from trainwarden.agent import procfs
+from trainwarden.agent import state as agent_state
+from trainwarden.agent.control import ControlReader
+from trainwarden.agent.gpu import GpuSample, GpuSampler, Xid
+from trainwarden.agent.heartbeat import heartbeat_data
+from trainwarden.agent.publisher import Publisher
+from trainwarden.agent.wandb_source import HistoryApi
+from trainwarden.agent.watch import RunWatch
+from trainwarden.agent.watcher import RunWatcher, WatchOptions
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

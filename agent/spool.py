@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from events.codec import decode, encode_full
-from events.envelope import Event
-from events.errors import DecodeError
+from trainwarden.events.codec import decode, encode_full
+from trainwarden.events.envelope import Event
+from trainwarden.events.errors import DecodeError
 
 log = logging.getLogger(__name__)
 

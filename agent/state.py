@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.errors import ControlMessageError
-from agent.watch import RunWatch
+from trainwarden.agent.errors import ControlMessageError
+from trainwarden.agent.watch import RunWatch
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.errors import WandbFileError, WandbUnavailable
+from trainwarden.agent.errors import WandbFileError, WandbUnavailable
 
 HEADER = b":W&B" + struct.pack("<HB", 0xBEE1, 0)
 BLOCK = 32768

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent import procfs
-from agent.errors import WandbFileError, WandbUnavailable
-from agent.names import normalise
-from agent.wandb_file import RunFile, RunInfo
-from agent.watch import RunWatch
-from events import types as t
-from events.envelope import Event, make_event
+from trainwarden.agent import procfs
+from trainwarden.agent.errors import WandbFileError, WandbUnavailable
+from trainwarden.agent.names import normalise
+from trainwarden.agent.wandb_file import RunFile, RunInfo
+from trainwarden.agent.watch import RunWatch
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event
 
 RUN_DIR_RE = re.compile(r"^(?:offline-)?run-\d{8}_\d{6}-([A-Za-z0-9]+)$")
 DEFAULT_BASE_URL = "https://wandb.ai"

@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from agent.errors import ControlMessageError
-from events.envelope import check_run_name
-from events.errors import EnvelopeError
+from trainwarden.agent.errors import ControlMessageError
+from trainwarden.events.envelope import check_run_name
+from trainwarden.events.errors import EnvelopeError
 
 WATCH = "watch"
 UNWATCH = "unwatch"

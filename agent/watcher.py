@@ -22,17 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent import procfs
-from agent.arbiter import STALE_S, STARTUP_GRACE_S, Arbiter
-from agent.health import Ended, GuardFinding, ProcessHealth, log_tail
-from agent.logsource import BLOCK_IDLE_S, RunLog
-from agent.names import normalise
-from agent.state import LogPosition, WandbPosition
-from agent.tail import LogTail
-from agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, RunWandb
-from agent.watch import RunWatch
-from events import types as t
-from events.envelope import Event, make_event, time_seq
+from trainwarden.agent import procfs
+from trainwarden.agent.arbiter import STALE_S, STARTUP_GRACE_S, Arbiter
+from trainwarden.agent.health import Ended, GuardFinding, ProcessHealth, log_tail
+from trainwarden.agent.logsource import BLOCK_IDLE_S, RunLog
+from trainwarden.agent.names import normalise
+from trainwarden.agent.state import LogPosition, WandbPosition
+from trainwarden.agent.tail import LogTail
+from trainwarden.agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, RunWandb
+from trainwarden.agent.watch import RunWatch
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event, time_seq
 
 METRICS_SOURCE = "metrics"  # `source` of source.status events about where metrics come from
 

@@ -24,12 +24,11 @@ import time
 from pathlib import Path
 
 from harness import private_redis
-
-from agent.formats import parse_metrics
-from agent.logsource import RunLog
-from agent.names import normalise
-from agent.parse import tag_of
-from agent.tail import LogTail
+from trainwarden.agent.formats import parse_metrics
+from trainwarden.agent.logsource import RunLog
+from trainwarden.agent.names import normalise
+from trainwarden.agent.parse import tag_of
+from trainwarden.agent.tail import LogTail
 
 RUNS = 8
 LINES_PER_S = 100
@@ -126,9 +125,9 @@ SERVE = """
 import sys, json, threading, signal
 sys.path.insert(0, {repo!r})
 from pathlib import Path
-from agent.gpu import RecordedGpuSampler, GpuSample, frame_of
-from agent.runner import Agent, AgentConfig
-from agent.watch import RunWatch
+from trainwarden.agent.gpu import RecordedGpuSampler, GpuSample, frame_of
+from trainwarden.agent.runner import Agent, AgentConfig
+from trainwarden.agent.watch import RunWatch
 from trainwarden import wiring
 from trainwarden.settings import load_settings
 cfg = json.loads(sys.argv[1])

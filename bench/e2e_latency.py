@@ -25,15 +25,15 @@ from pathlib import Path
 
 import yaml
 from harness import percentile, private_redis, sid_seconds
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.events.keys import Keys
+from trainwarden.events.store import EventStore
+from trainwarden.remote.local_launch import LaunchSpec, launch_local
+from trainwarden.remote.stop import tmux_argv
 
-from events import types as t
-from events.envelope import Event
-from events.keys import Keys
-from events.store import EventStore
 from tests.slack_api import SlackAPI
 from trainwarden.redis_server import free_port
-from workers.launch import LaunchSpec, launch_local
-from workers.transport import tmux_argv
 
 SOCKET = f"tw-e2e-{os.getpid()}"
 

@@ -11,11 +11,10 @@ import argparse
 import json
 
 from harness import best_of, private_redis
-
-from agent.publisher import Publisher
-from events.envelope import make_event
-from events.keys import Keys
-from events.store import EventStore
+from trainwarden.agent.publisher import Publisher
+from trainwarden.events.envelope import make_event
+from trainwarden.events.keys import Keys
+from trainwarden.events.store import EventStore
 
 
 def main() -> None:

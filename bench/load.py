@@ -49,13 +49,13 @@ import yaml
 from harness import percentile, private_redis, sid_seconds
 from rq import Queue, Worker
 from rq.registry import StartedJobRegistry
+from trainwarden.agent.publisher import Publisher
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.events.feed import DISPATCH_GROUP
+from trainwarden.events.keys import Keys
+from trainwarden.events.store import EventStore, Malformed
 
-from agent.publisher import Publisher
-from events import types as t
-from events.envelope import Event
-from events.feed import DISPATCH_GROUP
-from events.keys import Keys
-from events.store import EventStore, Malformed
 from trainwarden.simulate import Shard, SimSpec, metric_data, nan_onsets, run_name
 
 REPO = Path(__file__).resolve().parent.parent

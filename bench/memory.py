@@ -16,11 +16,10 @@ import argparse
 import time
 
 from harness import private_redis
-
-from events.codec import encode_full
-from events.envelope import make_event
-from events.keys import Keys
-from events.store import EventStore
+from trainwarden.events.codec import encode_full
+from trainwarden.events.envelope import make_event
+from trainwarden.events.keys import Keys
+from trainwarden.events.store import EventStore
 
 
 def typical(run: str, i: int) -> object:

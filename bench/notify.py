@@ -18,19 +18,19 @@ import time
 
 from harness import private_redis
 from slack_sdk import WebClient
+from trainwarden.bot.blocks import notice_blocks
+from trainwarden.bot.notifier import Notifier
+from trainwarden.bot.sink import Message
+from trainwarden.bot.stages import NotifyState, Pipeline, select
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.events.keys import Keys
+from trainwarden.events.projection import fold
+from trainwarden.events.store import EventStore
+from trainwarden.workers.checkpoint import Checkpoint, encode_checkpoint
 
-from bot.blocks import notice_blocks
-from bot.notifier import Notifier
-from bot.sink import Message
-from bot.stages import NotifyState, Pipeline, select
-from events import types as t
-from events.envelope import make_event
-from events.keys import Keys
-from events.projection import fold
-from events.store import EventStore
 from tests.helpers import metric, wait_for
 from tests.slack_api import SlackAPI, sink_for
-from workers.checkpoint import Checkpoint, encode_checkpoint
 
 
 def anomaly(run: str, seq: int, rule: str):

@@ -18,18 +18,17 @@ import time
 from pathlib import Path
 
 from harness import best_of, private_redis
-
-from events.codec import decode, encode
-from events.envelope import Event, make_event
-from events.keys import Keys
-from events.store import EventStore
-from workers import context
-from workers.checkpoint import Checkpoint
-from workers.context import WorkerContext
-from workers.evaluate import evaluate_entries
-from workers.policy_source import PolicySource
-from workers.process import process_run
-from workers.transport import LocalTmuxController
+from trainwarden.events.codec import decode, encode
+from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.keys import Keys
+from trainwarden.events.store import EventStore
+from trainwarden.remote.stop import LocalTmuxController
+from trainwarden.workers import context
+from trainwarden.workers.checkpoint import Checkpoint
+from trainwarden.workers.context import WorkerContext
+from trainwarden.workers.evaluate import evaluate_entries
+from trainwarden.workers.policy_source import PolicySource
+from trainwarden.workers.process import process_run
 
 PAGE = 2000
 

@@ -18,16 +18,16 @@ import time
 from pathlib import Path
 
 from harness import private_redis
+from trainwarden.events import types as t
+from trainwarden.events.keys import Keys
+from trainwarden.events.store import EventStore
+from trainwarden.remote.control import SshController
+from trainwarden.remote.fleet import Experiment, Fleet, Server, WandbConfig
+from trainwarden.remote.launch import RemoteLauncher
+from trainwarden.remote.ssh import SshPool
+from trainwarden.remote.stop import StopTarget
 
-from events import types as t
-from events.keys import Keys
-from events.store import EventStore
 from tests.sshd import SshServer
-from workers.fleet import Experiment, Fleet, Server, WandbConfig
-from workers.remote_control import SshController
-from workers.remote_launch import RemoteLauncher
-from workers.ssh import SshPool
-from workers.transport import StopTarget
 
 
 def main() -> None:

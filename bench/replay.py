@@ -12,11 +12,10 @@ import json
 import time
 
 from harness import best_of, private_redis
-
-from events.envelope import make_event
-from events.keys import Keys
-from events.projection import fold
-from events.store import EventStore, Malformed
+from trainwarden.events.envelope import make_event
+from trainwarden.events.keys import Keys
+from trainwarden.events.projection import fold
+from trainwarden.events.store import EventStore, Malformed
 
 PAGE = 10_000
 

@@ -15,12 +15,11 @@ from typing import Any
 
 from slack_bolt import Ack, App, Respond
 from slack_sdk import WebClient
-
-from bot import blocks, messages
-from bot.authz import Audit, Authorize
-from bot.config import COMMANDS, BotConfig
-from bot.errors import CommandError
-from bot.handlers import Handlers, Reply
+from trainwarden.bot import blocks, messages
+from trainwarden.bot.authz import Audit, Authorize
+from trainwarden.bot.config import COMMANDS, BotConfig
+from trainwarden.bot.errors import CommandError
+from trainwarden.bot.handlers import Handlers, Reply
 
 log = logging.getLogger(__name__)
 

@@ -16,14 +16,13 @@ from typing import Any
 
 from slack_bolt import BoltRequest, BoltResponse
 from slack_bolt.middleware import Middleware
-
-from bot import blocks, messages
-from bot.config import BotConfig
-from bot.stages import SYSTEM_RUN
-from events import types as t
-from events.envelope import RUN_NAME_RE, make_event, time_seq
-from events.redact import redact_text
-from events.store import EventStore
+from trainwarden.bot import blocks, messages
+from trainwarden.bot.config import BotConfig
+from trainwarden.bot.stages import SYSTEM_RUN
+from trainwarden.events import types as t
+from trainwarden.events.envelope import RUN_NAME_RE, make_event, time_seq
+from trainwarden.events.redact import redact_text
+from trainwarden.events.store import EventStore
 
 log = logging.getLogger(__name__)
 

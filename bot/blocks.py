@@ -7,9 +7,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from bot import messages
-from bot.stages import GUARD, Notice, NotifyState
-from events import types as t
+from trainwarden.bot import messages
+from trainwarden.bot.stages import GUARD, Notice, NotifyState
+from trainwarden.events import types as t
 
 ACTION_STOP_NOW = "tw_stop_now"  # guarded stop: stop at once
 ACTION_KEEP_RUNNING = "tw_keep_running"  # guarded stop: cancel it and snooze the rule

@@ -13,9 +13,9 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bot import messages
-from bot.errors import BadInput
-from events.envelope import RUN_NAME_RE
+from trainwarden.bot import messages
+from trainwarden.bot.errors import BadInput
+from trainwarden.events.envelope import RUN_NAME_RE
 
 MAX_TEXT = 200
 METACHARACTERS = frozenset(";&|`$<>\\(){}[]*?!~#'\"")

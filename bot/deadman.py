@@ -14,13 +14,12 @@ import time
 from collections.abc import Callable
 
 import redis
-
-from bot import messages
-from bot.stages import SYSTEM_RUN
-from events import types as t
-from events.envelope import make_event, time_seq
-from events.feed import DISPATCH_GROUP
-from events.store import EventStore, Malformed, decode_entries, redis_errors
+from trainwarden.bot import messages
+from trainwarden.bot.stages import SYSTEM_RUN
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event, time_seq
+from trainwarden.events.feed import DISPATCH_GROUP
+from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
 
 log = logging.getLogger(__name__)
 

@@ -24,12 +24,11 @@ from collections.abc import Callable
 from typing import Any
 
 from redis.client import Pipeline
-
-from bot.sink import Message, Sink
-from events import types as t
-from events.envelope import Event, make_event, time_seq
-from events.store import EventStore, redis_errors
-from workers.faults import failpoint
+from trainwarden.bot.sink import Message, Sink
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.faults import failpoint
+from trainwarden.events.store import EventStore, redis_errors
 
 log = logging.getLogger(__name__)
 

@@ -13,15 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot import blocks, commands, messages, status
-from bot.config import BotConfig
-from bot.errors import BadInput
-from events import types as t
-from events.envelope import Event, make_event, time_seq
-from events.errors import TrainwardenError
-from events.redact import redact_text
-from events.store import EventStore, Malformed, decode_entries, redis_errors
-from workers.fleet import Fleet
+from trainwarden.bot import blocks, commands, messages, status
+from trainwarden.bot.config import BotConfig
+from trainwarden.bot.errors import BadInput
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.errors import TrainwardenError
+from trainwarden.events.redact import redact_text
+from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
+from trainwarden.remote.fleet import Fleet
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from events.envelope import Event
-from workers.remote_launch import RemoteLauncher
+from trainwarden.events.envelope import Event
+from trainwarden.remote.launch import RemoteLauncher
 
 
 class FleetLauncher:

@@ -12,9 +12,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from events import types as t
-from events.envelope import Event
-from events.redact import redact_text
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.events.redact import redact_text
 
 SPARK = "▁▂▃▄▅▆▇█"
 BAR_WIDTH = 10

@@ -18,21 +18,22 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from bot import messages
-from bot.blocks import notice_blocks, text_blocks
-from bot.deadman import Deadman
-from bot.delivery import Delivery
-from bot.errors import SlackUnavailable
-from bot.sink import Message, Sink
-from bot.stages import GUARD, INPUT_TYPES, Notice, NotifyState, Pipeline, posted
-from events import types as t
-from events.errors import DecodeError
-from events.feed import NOTIFY_GROUP, FeedEntry, GroupReader, parse_feed_entry
-from events.loop import run_loop
-from events.sids import sid_key
-from events.store import EventStore, Malformed, redis_errors
+from trainwarden.bot import messages
+from trainwarden.bot.blocks import notice_blocks, text_blocks
+from trainwarden.bot.deadman import Deadman
+from trainwarden.bot.delivery import Delivery
+from trainwarden.bot.errors import SlackUnavailable
+from trainwarden.bot.sink import Message, Sink
+from trainwarden.bot.stages import GUARD, INPUT_TYPES, Notice, NotifyState, Pipeline, posted
+from trainwarden.events import types as t
+from trainwarden.events.errors import DecodeError
+from trainwarden.events.faults import failpoint
+from trainwarden.events.feed import NOTIFY_GROUP, FeedEntry, GroupReader, parse_feed_entry
+from trainwarden.events.loop import run_loop
+from trainwarden.events.sids import sid_key
+from trainwarden.events.store import EventStore, Malformed, redis_errors
+
 from trainwarden import defaults
-from workers.faults import failpoint
 
 log = logging.getLogger(__name__)
 

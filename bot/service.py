@@ -6,7 +6,7 @@ import logging
 import threading
 from typing import Protocol
 
-from bot.notifier import Notifier
+from trainwarden.bot.notifier import Notifier
 
 log = logging.getLogger(__name__)
 

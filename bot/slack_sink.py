@@ -18,9 +18,9 @@ from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
+from trainwarden.bot.errors import SlackRejected, SlackUnavailable
+from trainwarden.bot.sink import METADATA_TYPE, Message
 
-from bot.errors import SlackRejected, SlackUnavailable
-from bot.sink import METADATA_TYPE, Message
 from trainwarden import defaults
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot import messages
-from events import types as t
-from events.envelope import Event
+from trainwarden.bot import messages
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
 
 SYSTEM_RUN = t.SYSTEM_RUN  # the pseudo-run holding the dead-man's switch and run-less commands
 ALL_RULES = "*"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import time
 
-from bot import messages
-from bot.stages import SYSTEM_RUN
-from events import types as t
-from events.projection import RunState, fold, is_finite_number
-from events.store import EventStore, Malformed, decode_entries, redis_errors
-from workers.checkpoint import decode_checkpoint
-from workers.plan import PLAN_PREFIX, fold_plan
+from trainwarden.bot import messages
+from trainwarden.bot.stages import SYSTEM_RUN
+from trainwarden.events import types as t
+from trainwarden.events.projection import RunState, fold, is_finite_number
+from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
+from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
+from trainwarden.workers.checkpoint import decode_checkpoint
 
 ACTIVE = frozenset({"launched", "running", "stopping"})
 GPU_SCAN = 500  # entries read back to find the last gpu sample

@@ -1,11 +1,18 @@
 """The event log: envelope, codec, Redis Streams store, consumer groups, projections."""
 
-from events.codec import decode, encode
-from events.envelope import Event, make_event, time_seq
-from events.errors import DecodeError, EnvelopeError, EventError, StoreError, StoreUnavailable, TrainwardenError
-from events.keys import Keys
-from events.projection import RunState, apply, fold
-from events.store import EventStore, Malformed
+from trainwarden.events.codec import decode, encode
+from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.errors import (
+    DecodeError,
+    EnvelopeError,
+    EventError,
+    StoreError,
+    StoreUnavailable,
+    TrainwardenError,
+)
+from trainwarden.events.keys import Keys
+from trainwarden.events.projection import RunState, apply, fold
+from trainwarden.events.store import EventStore, Malformed
 
 __all__ = [
     "DecodeError",

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from events.envelope import ENVELOPE_VERSION, Event
-from events.errors import DecodeError
+from trainwarden.events.envelope import ENVELOPE_VERSION, Event
+from trainwarden.events.errors import DecodeError
 
 FIELD = "e"
 FIELD_BYTES = b"e"
@@ -170,3 +171,14 @@ def _upgrade(event_type: str, version: int, data: dict[str, Any]) -> tuple[int, 
         data = UPGRADERS[(event_type, version)](data)
         version += 1
     return version, data
+
+
+def json_safe(value: Any) -> Any:
+    """Strict JSON for files people open with other tools: NaN/Inf become the strings 'nan'/'inf'/'-inf'."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value

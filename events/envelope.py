@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from events.errors import EnvelopeError
+from trainwarden.events.errors import EnvelopeError
 
 ENVELOPE_VERSION = 1
 

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 import redis
 from redis.client import Pipeline
-
-from events.errors import DecodeError
-from events.sids import sid_key
-from events.store import redis_errors
+from trainwarden.events.errors import DecodeError
+from trainwarden.events.sids import sid_key
+from trainwarden.events.store import redis_errors
 
 DISPATCH_GROUP = "dispatch"
 NOTIFY_GROUP = "notify"

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from events.errors import StoreUnavailable
+from trainwarden.events.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from events.errors import DecodeError
-from events.keys import Keys
-from events.redis_errors import redis_errors
+from trainwarden.events.errors import DecodeError
+from trainwarden.events.keys import Keys
+from trainwarden.events.redis_errors import redis_errors
 
 log = logging.getLogger(__name__)
 

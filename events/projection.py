@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from events import types as t
-from events.envelope import Event
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
 
 RECENT_METRICS = 50
 RECENT_LOG_LINES = 20

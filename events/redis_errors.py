@@ -7,8 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import redis
-
-from events.errors import StoreError, StoreUnavailable
+from trainwarden.events.errors import StoreError, StoreUnavailable
 
 
 @contextlib.contextmanager

@@ -18,13 +18,12 @@ import redis
 from redis.client import Pipeline
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
-
-from events.codec import FIELD_BYTES, decode, encode
-from events.envelope import Event
-from events.errors import DecodeError
-from events.keys import Keys
-from events.outbox import Outbox, encode_item, new_nonce
-from events.redis_errors import redis_errors
+from trainwarden.events.codec import FIELD_BYTES, decode, encode
+from trainwarden.events.envelope import Event
+from trainwarden.events.errors import DecodeError
+from trainwarden.events.keys import Keys
+from trainwarden.events.outbox import Outbox, encode_item, new_nonce
+from trainwarden.events.redis_errors import redis_errors
 
 # KEYS: log, hwm, then feed and runs (one Redis) or outbox (cluster).
 # ARGV: run, last_ts, then the batch as four newline-joined lists: producers, seqs, types,

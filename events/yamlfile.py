@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from events.errors import YamlFileError
+from trainwarden.events.errors import YamlFileError
 
 
 class Doc:

@@ -7,10 +7,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from events import types as t
-from events.envelope import Event
-from policies.engine import PolicyState, apply_policy, evaluate
-from policies.model import Policy
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.policies.engine import PolicyState, apply_policy, evaluate
+from trainwarden.policies.model import Policy
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-from policies.loader import load_policy
-from policies.model import Policy
+from trainwarden.policies.loader import load_policy
+from trainwarden.policies.model import Policy
 
 DEFAULT_SOURCE = "policies/default.yaml"
 

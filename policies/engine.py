@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from events import types as t
-from events.envelope import Event
-from policies.durations import fmt_duration
-from policies.model import Outcome, Policy, Rule
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.policies.durations import fmt_duration
+from trainwarden.policies.model import Outcome, Policy, Rule
 
 ENDING = frozenset({t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE})
 _LAUNCHED, _TICK, _METRIC = t.RUN_LAUNCHED, t.TICK, t.METRIC  # module globals: the hot path reads them often

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from events.errors import TrainwardenError
+from trainwarden.events.errors import TrainwardenError
 
 
 class PolicyError(TrainwardenError):

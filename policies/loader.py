@@ -20,13 +20,12 @@ from __future__ import annotations
 import re
 
 import yaml
-
-from events import types as t
-from policies.durations import Persistence
-from policies.errors import PolicyError
-from policies.kinds import READERS
-from policies.model import DECISIONS, DEFAULT_STARTUP_S, PHASES, SEVERITIES, Escalation, Policy, Rule
-from policies.schema import Context, Reader, plain
+from trainwarden.events import types as t
+from trainwarden.policies.durations import Persistence
+from trainwarden.policies.errors import PolicyError
+from trainwarden.policies.kinds import READERS
+from trainwarden.policies.model import DECISIONS, DEFAULT_STARTUP_S, PHASES, SEVERITIES, Escalation, Policy, Rule
+from trainwarden.policies.schema import Context, Reader, plain
 
 RULE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from events import types as t
-from events.envelope import Event
-from policies.durations import Persistence
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.policies.durations import Persistence
 
 PHASES = ("startup", "steady", "any")
 SEVERITIES = ("info", "warning", "critical")

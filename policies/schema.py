@@ -14,9 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-
-from policies.durations import DURATION_HINT, PERSISTENCE_HINT, Persistence, parse_duration, parse_persistence
-from policies.names import expand
+from trainwarden.policies.durations import (
+    DURATION_HINT,
+    PERSISTENCE_HINT,
+    Persistence,
+    parse_duration,
+    parse_persistence,
+)
+from trainwarden.policies.names import expand
 
 
 @dataclass(slots=True)

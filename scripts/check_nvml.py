@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.errors import GpuUnavailable
-from agent.gpu import frame_of
+from trainwarden.agent.errors import GpuUnavailable
+from trainwarden.agent.gpu import frame_of
 
 
 def main() -> int:
@@ -38,7 +38,7 @@ def main() -> int:
     p.add_argument("--record", type=Path, help="write the samples as a recording RecordedGpuSampler replays")
     args = p.parse_args()
 
-    from agent.nvml import NvmlSampler
+    from trainwarden.agent.nvml import NvmlSampler
 
     try:
         sampler = NvmlSampler()

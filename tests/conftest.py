@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 import redis
 import yaml
+from trainwarden.events.keys import Keys
+from trainwarden.events.store import EventStore
+from trainwarden.remote.stop import LocalTmuxController, tmux_argv
+from trainwarden.workers import context
+from trainwarden.workers.context import WorkerContext
+from trainwarden.workers.policy_source import PolicySource
 
-from events.keys import Keys
-from events.store import EventStore
 from tests.helpers import wait_for
 from tests.slack_api import SlackAPI
 from trainwarden.redis_server import RedisServer
-from workers import context
-from workers.context import WorkerContext
-from workers.policy_source import PolicySource
-from workers.transport import LocalTmuxController, tmux_argv
 
 REPO = Path(__file__).resolve().parent.parent
 

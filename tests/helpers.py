@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from events import types as t
-from events.envelope import Event, make_event
-from events.store import EventStore, Malformed
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.store import EventStore, Malformed
 
 T = TypeVar("T")
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from events import types as t
-from events.envelope import Event, make_event
-from policies.engine import PolicyState, apply_policy, evaluate
-from policies.loader import load_policy
-from policies.model import Policy
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event
+from trainwarden.policies.engine import PolicyState, apply_policy, evaluate
+from trainwarden.policies.loader import load_policy
+from trainwarden.policies.model import Policy
 
 T0 = 1_800_000_000.0  # a fixed epoch: tests never read the clock
 

@@ -23,8 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from slack_sdk import WebClient
-
-from bot.slack_sink import RateLimiter, SlackSink
+from trainwarden.bot.slack_sink import RateLimiter, SlackSink
 
 
 @dataclass

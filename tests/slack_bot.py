@@ -11,14 +11,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from bot.config import Allow, BotConfig
-from bot.handlers import Launcher
-from bot.service import SlackBot
+from trainwarden.bot.config import Allow, BotConfig
+from trainwarden.bot.handlers import Launcher
+from trainwarden.bot.service import SlackBot
+from trainwarden.remote.fleet import Fleet
+
 from tests.helpers import wait_for
 from tests.slack_api import SlackAPI, sign
 from trainwarden import wiring
 from trainwarden.settings import Settings
-from workers.fleet import Fleet
 
 SECRET = "test-signing-secret-0123"
 ADMIN, VIEWER, STRANGER = "UADMIN", "UVIEWER", "USTRANGER"

@@ -7,10 +7,9 @@ from collections.abc import Callable
 
 import redis
 from rq import Queue, SimpleWorker
-
-from events.store import EventStore
-from workers.dispatcher import Dispatcher
-from workers.schedule import Ticker
+from trainwarden.events.store import EventStore
+from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.schedule import Ticker
 
 
 class FakeClock:

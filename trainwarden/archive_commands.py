@@ -7,14 +7,14 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from events import types as t
-from events.archive_record import read_records
-from events.errors import TrainwardenError
-from policies.durations import parse_duration
 from trainwarden import render, wiring
+from trainwarden.archive.archiver import Archiver, ArchiveResult
+from trainwarden.archive.record import read_records
 from trainwarden.errors import UnknownRun, UsageError
+from trainwarden.events import types as t
+from trainwarden.events.errors import TrainwardenError
+from trainwarden.policies.durations import parse_duration
 from trainwarden.settings import Settings
-from workers.archive import Archiver, ArchiveResult
 
 AGE_HINT = "an age like 30d, 12h, 90m or 3600s"
 

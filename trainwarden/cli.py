@@ -11,13 +11,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agent.watch import RunWatch
-from events import types as t
-from events.envelope import make_event, time_seq
-from events.errors import TrainwardenError
-from events.redact import redact_text
 from trainwarden import archive_commands, cli_remote, policy_commands, render, replay_commands, simulate, wiring
+from trainwarden.agent.watch import RunWatch
 from trainwarden.errors import ConfigError
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event, time_seq
+from trainwarden.events.errors import TrainwardenError
+from trainwarden.events.redact import redact_text
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import stop_on_signals
 
@@ -61,9 +61,9 @@ def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from rq import SimpleWorker, Worker
 
-    from workers.chart import preload
-    from workers.context import install
-    from workers.process import record_policy_events
+    from trainwarden.workers.chart import preload
+    from trainwarden.workers.context import install
+    from trainwarden.workers.process import record_policy_events
 
     ctx = wiring.worker_context(settings)
     install(ctx)
@@ -79,7 +79,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
-    from bot.sink import ConsoleSink
+    from trainwarden.bot.sink import ConsoleSink
 
     stop = stop_on_signals()
     if os.environ.get("SLACK_BOT_TOKEN") and not args.burst:
@@ -99,7 +99,7 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.launch import LaunchSpec, launch_local
+    from trainwarden.remote.local_launch import LaunchSpec, launch_local
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:

@@ -7,19 +7,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from events import types as t
-from events.envelope import make_event, time_seq
-from events.projection import fold
-from events.store import Malformed
-from events.yamlfile import Doc
 from trainwarden import wiring
-from trainwarden.collect import collect
 from trainwarden.errors import ConfigError
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event, time_seq
+from trainwarden.events.projection import fold
+from trainwarden.events.store import Malformed
+from trainwarden.events.yamlfile import Doc
+from trainwarden.remote.collect import collect
+from trainwarden.remote.fleet import Fleet
+from trainwarden.remote.plan import parse_plan
+from trainwarden.remote.retention import delete_checkpoints, list_checkpoints, plan_retention
 from trainwarden.settings import Settings
 from trainwarden.signals import stop_on_signals
-from workers.fleet import Fleet
-from workers.plan import parse_plan
-from workers.retention import delete_checkpoints, list_checkpoints, plan_retention
 
 
 def _gpus(text: str | None) -> tuple[int, ...] | None:

@@ -20,17 +20,17 @@ from typing import TextIO
 
 import yaml
 
-from bot.sink import ConsoleSink
-from events import types as t
-from events.envelope import Event
-from events.projection import RunState, fold
-from events.store import EventStore, Malformed
 from trainwarden import defaults, render, wiring
+from trainwarden.bot.sink import ConsoleSink
 from trainwarden.errors import DemoError
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.events.projection import RunState, fold
+from trainwarden.events.store import EventStore, Malformed
 from trainwarden.redis_server import RedisServer
+from trainwarden.remote.local_launch import LaunchSpec, launch_local
+from trainwarden.remote.stop import LocalTmuxController, StopTarget, tmux_argv
 from trainwarden.settings import load_settings
-from workers.launch import LaunchSpec, launch_local
-from workers.transport import LocalTmuxController, StopTarget, tmux_argv
 
 RUN = "demo-nan"
 PROCESSES = ("agent", "dispatcher", "worker")

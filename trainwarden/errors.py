@@ -15,7 +15,7 @@ SimulateError               a `trainwarden simulate` producer process failed
 
 from __future__ import annotations
 
-from events.errors import TrainwardenError
+from trainwarden.events.errors import TrainwardenError
 
 
 class SetupError(TrainwardenError):

@@ -8,22 +8,22 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent.errors import WandbFileError, WandbUnavailable
-from agent.logsource import RunLog
-from agent.tail import LogTail
-from agent.wandb_source import history_events
-from events.envelope import Event
-from events.store import Malformed
-from policies.backtest import Backtest, backtest
-from policies.default import default_policy
-from policies.durations import fmt_duration
-from policies.errors import PolicyError
-from policies.model import Policy
 from trainwarden import wiring
+from trainwarden.agent.errors import WandbFileError, WandbUnavailable
+from trainwarden.agent.logsource import RunLog
+from trainwarden.agent.tail import LogTail
+from trainwarden.agent.wandb_source import history_events
+from trainwarden.archive.history import load_history
 from trainwarden.errors import SourceUnavailable
-from trainwarden.history import load_history
+from trainwarden.events.envelope import Event
+from trainwarden.events.store import Malformed
+from trainwarden.policies.backtest import Backtest, backtest
+from trainwarden.policies.default import default_policy
+from trainwarden.policies.durations import fmt_duration
+from trainwarden.policies.errors import PolicyError
+from trainwarden.policies.model import Policy
 from trainwarden.settings import Settings
-from workers.policy_source import read_policy_file
+from trainwarden.workers.policy_source import read_policy_file
 
 BACKTEST_RUN = "backtest"
 # The W&B run-file reader (issue #7) plugs in here: a module with

@@ -7,10 +7,10 @@ import math
 import time
 from typing import Any
 
-from events import types as t
-from events.envelope import Event
-from events.projection import RunState, unknown_types
-from events.store import Malformed
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.events.projection import RunState, unknown_types
+from trainwarden.events.store import Malformed
 
 
 def fmt_value(value: Any) -> str:

@@ -12,23 +12,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-from events import types as t
-from events.envelope import Event
-from events.errors import StoreUnavailable
-from events.projection import fold
-from events.store import EventStore, Malformed
-from policies.default import default_policy
-from policies.errors import PolicyError
-from policies.loader import load_policy
-from policies.model import Policy
 from trainwarden import render, wiring
+from trainwarden.archive.history import History, load_history
 from trainwarden.errors import PolicyNotRecorded
-from trainwarden.history import History, load_history
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.projection import fold
+from trainwarden.events.store import EventStore, Malformed
+from trainwarden.policies.default import default_policy
+from trainwarden.policies.errors import PolicyError
+from trainwarden.policies.loader import load_policy
+from trainwarden.policies.model import Policy
 from trainwarden.settings import Settings
 from trainwarden.times import parse_time
-from workers.policy_source import read_policy_file
-from workers.report import check_facts, render_report
-from workers.verify import verify_run
+from trainwarden.workers.policy_source import read_policy_file
+from trainwarden.workers.report import check_facts, render_report
+from trainwarden.workers.verify import verify_run
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
-from agent.errors import ControlMessageError
-from agent.watch import RunWatch
-from bot.config import BotConfig
 from trainwarden import defaults
+from trainwarden.agent.errors import ControlMessageError
+from trainwarden.agent.watch import RunWatch
+from trainwarden.bot.config import BotConfig
 from trainwarden.errors import ConfigError
 from trainwarden.slack_settings import parse_slack
 from trainwarden.yaml_nodes import mapping as _mapping

@@ -26,13 +26,13 @@ from typing import Any, TextIO
 
 import redis
 
-from agent.publisher import Publisher
-from events import types as t
-from events.envelope import Event, check_run_name, make_event
-from events.errors import EnvelopeError
-from events.keys import Keys
-from events.store import EventStore
+from trainwarden.agent.publisher import Publisher
 from trainwarden.errors import SimulateError, UsageError
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, check_run_name, make_event
+from trainwarden.events.errors import EnvelopeError
+from trainwarden.events.keys import Keys
+from trainwarden.events.store import EventStore
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from bot.config import COMMANDS, Allow, BotConfig
+from trainwarden.bot.config import COMMANDS, Allow, BotConfig
 from trainwarden.errors import ConfigError
 from trainwarden.yaml_nodes import mapping, scalar, where
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from policies.durations import parse_duration
 from trainwarden.errors import UsageError
+from trainwarden.policies.durations import parse_duration
 
 HINT = "an ISO time like 2026-12-02T17:38 (local time unless it says +00:00), unix seconds, or a duration ago like 30m"
 

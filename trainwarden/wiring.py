@@ -12,34 +12,34 @@ import redis
 from redis.cluster import RedisCluster
 from rq import Queue
 
-from agent.control import ControlReader
-from agent.errors import GpuUnavailable
-from agent.gpu import GpuSampler
-from agent.publisher import Publisher
-from agent.runner import Agent, AgentConfig
-from agent.spool import Spool
-from agent.wandb_source import PublicApi
-from agent.watch import RunWatch
-from agent.watcher import WatchOptions
-from bot.deadman import Deadman
-from bot.notifier import Notifier
-from bot.sink import Sink
-from bot.stages import Pipeline
-from events.keys import Keys
-from events.store import EventStore
 from trainwarden import defaults
+from trainwarden.agent.control import ControlReader
+from trainwarden.agent.errors import GpuUnavailable
+from trainwarden.agent.gpu import GpuSampler
+from trainwarden.agent.publisher import Publisher
+from trainwarden.agent.runner import Agent, AgentConfig
+from trainwarden.agent.spool import Spool
+from trainwarden.agent.wandb_source import PublicApi
+from trainwarden.agent.watch import RunWatch
+from trainwarden.agent.watcher import WatchOptions
+from trainwarden.bot.deadman import Deadman
+from trainwarden.bot.notifier import Notifier
+from trainwarden.bot.sink import Sink
+from trainwarden.bot.stages import Pipeline
 from trainwarden.errors import ConfigError
+from trainwarden.events.keys import Keys
+from trainwarden.events.store import EventStore
+from trainwarden.remote.control import SshController
+from trainwarden.remote.fleet import Fleet, experiment_files, load_fleet
+from trainwarden.remote.launch import RemoteLauncher
+from trainwarden.remote.planner import PlanRunner
+from trainwarden.remote.ssh import SshPool
+from trainwarden.remote.stop import LocalTmuxController, RoutingController, RunController
 from trainwarden.settings import Settings
-from workers.context import WorkerContext
-from workers.dispatcher import Dispatcher
-from workers.fleet import Fleet, experiment_files, load_fleet
-from workers.planner import PlanRunner
-from workers.policy_source import PolicySource
-from workers.remote_control import SshController
-from workers.remote_launch import RemoteLauncher
-from workers.schedule import Ticker, TickSettings
-from workers.ssh import SshPool
-from workers.transport import LocalTmuxController, RoutingController, RunController
+from trainwarden.workers.context import WorkerContext
+from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.policy_source import PolicySource
+from trainwarden.workers.schedule import Ticker, TickSettings
 
 SECRET_ENV_FOR_RUNS = ("WANDB_API_KEY",)  # copied into each remote run's 0600 env file
 _ssh_pool = SshPool()
@@ -47,9 +47,9 @@ _ssh_pool = SshPool()
 if TYPE_CHECKING:  # Slack's libraries (the `bot` extra) are imported only where the bot uses them
     from slack_sdk import WebClient
 
-    from bot.handlers import Launcher
-    from bot.service import SlackBot
-    from bot.slack_sink import SlackSink
+    from trainwarden.bot.handlers import Launcher
+    from trainwarden.bot.service import SlackBot
+    from trainwarden.bot.slack_sink import SlackSink
 
 
 def consumer_name(role: str) -> str:
@@ -94,7 +94,7 @@ def gpu_sampler(settings: Settings) -> tuple[GpuSampler | None, str | None]:
     """NVML, or (None, why not): the agent then says so in a `source.status` event and goes on."""
     if not settings.agent_nvml:
         return None, "GPU sampling is turned off (agent.nvml: false)"
-    from agent.nvml import NvmlSampler
+    from trainwarden.agent.nvml import NvmlSampler
 
     try:
         return NvmlSampler(), None
@@ -244,7 +244,7 @@ def slack_client(env: Mapping[str, str]) -> WebClient:
 
 
 def slack_sink(settings: Settings, env: Mapping[str, str], client: WebClient | None = None) -> SlackSink:
-    from bot.slack_sink import RateLimiter, SlackSink
+    from trainwarden.bot.slack_sink import RateLimiter, SlackSink
 
     cfg = settings.slack
     if not cfg.channel:
@@ -257,12 +257,12 @@ def slack_bot(
     settings: Settings, env: Mapping[str, str], *, the_fleet: Fleet | None = None, launcher: Launcher | None = None
 ) -> SlackBot:
     """The bot in Slack mode: SLACK_BOT_TOKEN set; Socket Mode with SLACK_APP_TOKEN, else HTTP."""
-    from bot.app import build_app
-    from bot.authz import Audit
-    from bot.handlers import Handlers
-    from bot.http_server import SlackHTTPServer
-    from bot.launcher import FleetLauncher
-    from bot.service import Endpoint, SlackBot, SocketModeEndpoint
+    from trainwarden.bot.app import build_app
+    from trainwarden.bot.authz import Audit
+    from trainwarden.bot.handlers import Handlers
+    from trainwarden.bot.http_server import SlackHTTPServer
+    from trainwarden.bot.launcher import FleetLauncher
+    from trainwarden.bot.service import Endpoint, SlackBot, SocketModeEndpoint
 
     cfg = settings.slack
     secret = env.get("SLACK_SIGNING_SECRET")

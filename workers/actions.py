@@ -10,16 +10,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from events import types as t
-from events.envelope import Event, make_event
-from events.store import Malformed
-from workers.chart import render_chart
-from workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
-from workers.context import WorkerContext
-from workers.errors import LaunchError
-from workers.evidence import build_pack, read_log_tail, triggering_metric, write_pack
-from workers.findings import append_note, findings_note
-from workers.transport import StopTarget, tmux_argv
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.store import Malformed
+from trainwarden.remote.stop import StopTarget, tmux_argv
+from trainwarden.workers.chart import render_chart
+from trainwarden.workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
+from trainwarden.workers.context import WorkerContext
+from trainwarden.workers.errors import LaunchError
+from trainwarden.workers.evidence import build_pack, read_log_tail, triggering_metric, write_pack
+from trainwarden.workers.findings import append_note, findings_note
 
 log = logging.getLogger(__name__)
 

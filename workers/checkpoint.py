@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from events.projection import RunState
-from policies.engine import PolicyState
+from trainwarden.events.projection import RunState
+from trainwarden.policies.engine import PolicyState
 
 ACTION_EVIDENCE = "evidence"
 ACTION_STOP = "stop"

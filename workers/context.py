@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
-
-from events.feed import DISPATCH_GROUP
-from events.store import EventStore
-from workers.errors import NoWorkerContext
-from workers.policy_source import PolicySource
-from workers.remote_launch import RemoteLauncher
-from workers.schedule import TickSettings
-from workers.transport import RunController
+from trainwarden.events.feed import DISPATCH_GROUP
+from trainwarden.events.store import EventStore
+from trainwarden.remote.launch import RemoteLauncher
+from trainwarden.remote.stop import RunController
+from trainwarden.workers.errors import NoWorkerContext
+from trainwarden.workers.policy_source import PolicySource
+from trainwarden.workers.schedule import TickSettings
 
 DEFAULT_LOCK_TIMEOUT_S = 30.0
 
@@ -56,6 +55,6 @@ def current() -> WorkerContext:
     if _Slot.context is None:
         raise NoWorkerContext(
             "this process has no worker context: run jobs with `trainwarden worker` (or call "
-            "workers.context.install() first in tests)"
+            "trainwarden.workers.context.install() first in tests)"
         )
     return _Slot.context

@@ -24,14 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rq import Queue
-
-from events.errors import DecodeError, StoreUnavailable
-from events.feed import ALL_GROUPS, DISPATCH_GROUP, GroupReader, parse_feed_entry, trim_feed
-from events.loop import run_loop
-from events.store import EventStore, redis_errors
-from events.types import WORKER_OUTPUT_TYPES
-from workers.process import process_runs
-from workers.schedule import Ticker
+from trainwarden.events.errors import DecodeError, StoreUnavailable
+from trainwarden.events.feed import ALL_GROUPS, DISPATCH_GROUP, GroupReader, parse_feed_entry, trim_feed
+from trainwarden.events.loop import run_loop
+from trainwarden.events.store import EventStore, redis_errors
+from trainwarden.events.types import WORKER_OUTPUT_TYPES
+from trainwarden.workers.process import process_runs
+from trainwarden.workers.schedule import Ticker
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ TrainwardenError (events.errors)
 
 from __future__ import annotations
 
-from events.errors import TrainwardenError
+from trainwarden.events.errors import TrainwardenError
 
 
 class WorkerError(TrainwardenError):

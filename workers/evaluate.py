@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from events import types as t
-from events.envelope import Event, make_event
-from events.projection import apply
-from events.store import Malformed
-from policies.engine import apply_policy, evaluate
-from policies.model import Policy
-from workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.projection import apply
+from trainwarden.events.store import Malformed
+from trainwarden.policies.engine import apply_policy, evaluate
+from trainwarden.policies.model import Policy
+from trainwarden.workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 
 # Read back from the log, these may become pending actions (or settle a guarded stop).
 _ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED, t.STOP_CANCELLED})

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from events.envelope import Event
-from events.projection import RunState
-from events.redact import redact
-from workers.report import json_safe, render_report, utc
+from trainwarden.events.codec import json_safe
+from trainwarden.events.envelope import Event
+from trainwarden.events.projection import RunState
+from trainwarden.events.redact import redact
+from trainwarden.workers.report import render_report, utc
 
 CHART = "chart.png"
 # Values rules report beside the offending metric; the chart plots the metric itself.

@@ -19,12 +19,12 @@ import logging
 import os
 from pathlib import Path
 
-from events import types as t
-from events.envelope import Event, make_event
-from policies.default import DEFAULT_SOURCE, default_policy
-from policies.errors import PolicyError
-from policies.loader import load_policy
-from policies.model import Policy
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event
+from trainwarden.policies.default import DEFAULT_SOURCE, default_policy
+from trainwarden.policies.errors import PolicyError
+from trainwarden.policies.loader import load_policy
+from trainwarden.policies.model import Policy
 
 log = logging.getLogger(__name__)
 

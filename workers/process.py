@@ -17,15 +17,14 @@ from typing import Any
 import redis
 from redis.lock import Lock
 from rq.timeouts import JobTimeoutException
-
-from events.feed import ack_feed
-from workers.actions import perform
-from workers.checkpoint import decode_checkpoint, encode_checkpoint
-from workers.context import WorkerContext, current
-from workers.errors import RunBusy, RunsFailed
-from workers.evaluate import evaluate_entries
-from workers.faults import failpoint
-from workers.schedule import next_tick
+from trainwarden.events.faults import failpoint
+from trainwarden.events.feed import ack_feed
+from trainwarden.workers.actions import perform
+from trainwarden.workers.checkpoint import decode_checkpoint, encode_checkpoint
+from trainwarden.workers.context import WorkerContext, current
+from trainwarden.workers.errors import RunBusy, RunsFailed
+from trainwarden.workers.evaluate import evaluate_entries
+from trainwarden.workers.schedule import next_tick
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +32,7 @@ PAGE = 2000
 
 
 def process_run(run: str, feed_ids: list[str]) -> dict[str, int]:
-    """RQ entry point for one run (referenced as workers.process.process_run)."""
+    """RQ entry point for one run (referenced as trainwarden.workers.process.process_run)."""
     ctx = current()
     record_policy_events(ctx)
     summary = _bring_up_to_date(ctx, run)

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from events.projection import RunState
+from trainwarden.events.codec import json_safe
+from trainwarden.events.projection import RunState
 
 METRICS_IN_REPORT = 10
 SUMMARY_METRICS = ("loss", "val_loss", "lr", "grad_norm", "tokens_per_s")
@@ -23,17 +24,6 @@ SUMMARY_METRICS = ("loss", "val_loss", "lr", "grad_norm", "tokens_per_s")
 
 def utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
-
-
-def json_safe(value: Any) -> Any:
-    """Strict JSON for files people open with other tools: NaN/Inf become the strings 'nan'/'inf'/'-inf'."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
 
 
 def fmt(value: Any) -> str:

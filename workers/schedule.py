@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from events import types as t
-from events.envelope import make_event
-from events.store import EventStore, redis_errors
-from policies.model import Policy
-from workers.checkpoint import Checkpoint
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.events.store import EventStore, redis_errors
+from trainwarden.policies.model import Policy
+from trainwarden.workers.checkpoint import Checkpoint
 
 log = logging.getLogger(__name__)
 

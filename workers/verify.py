@@ -14,14 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import zip_longest
 
-from events import types as t
-from events.codec import encode
-from events.envelope import Event
-from events.projection import apply
-from events.store import Malformed
-from policies.model import Policy
-from workers.checkpoint import Checkpoint
-from workers.evaluate import evaluate_entries, evaluator_producer
+from trainwarden.events import types as t
+from trainwarden.events.codec import encode
+from trainwarden.events.envelope import Event
+from trainwarden.events.projection import apply
+from trainwarden.events.store import Malformed
+from trainwarden.policies.model import Policy
+from trainwarden.workers.checkpoint import Checkpoint
+from trainwarden.workers.evaluate import evaluate_entries, evaluator_producer
 
 Entries = Sequence[tuple[str, Event | Malformed]]
 

@@ -20,14 +20,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from events import types as t
-from events.envelope import TYPE_RE
-from policies.kinds.relations import Baseline, Divergence, LrSchedule
-from policies.kinds.signals import Absence, LogPattern, Status
-from policies.kinds.values import NonFinite, Plateau, Spike, Threshold, Trend
-from policies.model import Kind
-from policies.names import expand
-from policies.schema import Reader
+from trainwarden.events import types as t
+from trainwarden.events.envelope import TYPE_RE
+from trainwarden.policies.kinds.relations import Baseline, Divergence, LrSchedule
+from trainwarden.policies.kinds.signals import Absence, LogPattern, Status
+from trainwarden.policies.kinds.values import NonFinite, Plateau, Spike, Threshold, Trend
+from trainwarden.policies.model import Kind
+from trainwarden.policies.names import expand
+from trainwarden.policies.schema import Reader
 
 
 def _events(r: Reader, default: tuple[str, ...] = (t.METRIC,), key: str = "event") -> frozenset[str]:

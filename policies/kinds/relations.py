@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from events.envelope import Event
-from policies.kinds.values import METRIC_EVENTS, OneMetric
-from policies.names import finite, fmt, number, pick
+from trainwarden.events.envelope import Event
+from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric
+from trainwarden.policies.names import finite, fmt, number, pick
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from events import types as t
-from events.envelope import Event
-from policies.durations import fmt_duration
-from policies.names import finite, pick
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.policies.durations import fmt_duration
+from trainwarden.policies.names import finite, pick
 
 # Every event the engine evaluates; absence rules look at all of them, because time moves with each.
 ANY_INPUT = frozenset({t.METRIC, t.GPU, t.HEALTH, t.LOG_LINE, t.SOURCE_STATUS, t.AGENT_HEARTBEAT, t.RUN_STARTED,

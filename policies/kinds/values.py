@@ -11,9 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from events import types as t
-from events.envelope import Event
-from policies.names import finite, fmt, number
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.policies.names import finite, fmt, number
 
 METRIC_EVENTS = frozenset({t.METRIC})
 

@@ -3,11 +3,11 @@
 import math
 
 import pytest
+from trainwarden.agent.publisher import Publisher
+from trainwarden.agent.runner import Agent
+from trainwarden.agent.watch import RunWatch
+from trainwarden.events import types as t
 
-from agent.publisher import Publisher
-from agent.runner import Agent
-from agent.watch import RunWatch
-from events import types as t
 from tests.helpers import events_of
 
 pytestmark = pytest.mark.redis

@@ -4,15 +4,15 @@ import subprocess
 import sys
 
 import pytest
+from trainwarden.agent.control import ControlReader
+from trainwarden.agent.publisher import Publisher
+from trainwarden.agent.runner import Agent, AgentConfig
+from trainwarden.events import types as t
+from trainwarden.remote.local_launch import LaunchSpec, launch_local
+from trainwarden.remote.stop import tmux_argv
 
-from agent.control import ControlReader
-from agent.publisher import Publisher
-from agent.runner import Agent, AgentConfig
-from events import types as t
 from tests.helpers import events_of, wait_for
 from tests.wandb_runs import SCRIPT, wandb_env
-from workers.launch import LaunchSpec, launch_local
-from workers.transport import tmux_argv
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux]
 

@@ -7,14 +7,14 @@ import os
 from pathlib import Path
 
 import pytest
+from trainwarden.agent.errors import WandbUnavailable
+from trainwarden.agent.gpu import RecordedGpuSampler
+from trainwarden.agent.publisher import Publisher
+from trainwarden.agent.runner import Agent, AgentConfig
+from trainwarden.agent.watch import RunWatch
+from trainwarden.agent.watcher import WatchOptions
+from trainwarden.events import types as t
 
-from agent.errors import WandbUnavailable
-from agent.gpu import RecordedGpuSampler
-from agent.publisher import Publisher
-from agent.runner import Agent, AgentConfig
-from agent.watch import RunWatch
-from agent.watcher import WatchOptions
-from events import types as t
 from tests.helpers import events_of
 from tests.wandb_runs import write_offline_run
 

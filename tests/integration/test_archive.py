@@ -10,22 +10,22 @@ import time
 from pathlib import Path
 
 import pytest
+from trainwarden.archive.archiver import FAILPOINTS, Archiver
+from trainwarden.archive.file import read_archive
+from trainwarden.archive.history import load_history
+from trainwarden.archive.lease import ArchiveLease
+from trainwarden.archive.record import ArchiveRecord, commit_archive, read_records
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.events.errors import ArchiveConflict
+from trainwarden.events.feed import ALL_GROUPS, GroupReader
+from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.errors import ArchiveBusy
+from trainwarden.workers.process import process_run
 
-from events import types as t
-from events.archive_file import read_archive
-from events.archive_record import ArchiveRecord, commit_archive, read_records
-from events.envelope import make_event
-from events.errors import ArchiveConflict
-from events.feed import ALL_GROUPS, GroupReader
 from tests.conftest import REPO, cli_argv, kill_at_failpoint
 from tests.helpers import metric
 from trainwarden.errors import ArchiveNotFound
-from trainwarden.history import load_history
-from workers.archive import FAILPOINTS, Archiver
-from workers.archive_lease import ArchiveLease
-from workers.dispatcher import Dispatcher
-from workers.errors import ArchiveBusy
-from workers.process import process_run
 
 pytestmark = pytest.mark.redis
 

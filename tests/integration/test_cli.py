@@ -3,8 +3,8 @@
 import subprocess
 
 import pytest
+from trainwarden.events import types as t
 
-from events import types as t
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of, metric
 

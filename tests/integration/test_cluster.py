@@ -9,21 +9,21 @@ from pathlib import Path
 import pytest
 from redis.cluster import RedisCluster
 from rq import SimpleWorker
+from trainwarden.events import types as t
+from trainwarden.events.feed import DISPATCH_GROUP, GroupReader, parse_feed_entry
+from trainwarden.events.keys import Keys
+from trainwarden.events.store import EventStore
+from trainwarden.remote.stop import LocalTmuxController
+from trainwarden.workers import context
+from trainwarden.workers.context import WorkerContext
+from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.policy_source import PolicySource
 
-from events import types as t
-from events.feed import DISPATCH_GROUP, GroupReader, parse_feed_entry
-from events.keys import Keys
-from events.store import EventStore
 from tests.helpers import events_of, metric, nan_metric
 from trainwarden import wiring
 from trainwarden.errors import ConfigError
 from trainwarden.redis_server import RedisClusterServers
 from trainwarden.settings import Settings
-from workers import context
-from workers.context import WorkerContext
-from workers.dispatcher import Dispatcher
-from workers.policy_source import PolicySource
-from workers.transport import LocalTmuxController
 
 pytestmark = pytest.mark.redis
 
@@ -145,10 +145,10 @@ def test_real_processes_stop_a_nan_run_with_events_on_the_cluster(cstore, cluste
     import sys
 
     import yaml
+    from trainwarden.remote.local_launch import LaunchSpec, launch_local
 
     from tests.conftest import REPO, spawn, stop_process
     from tests.helpers import wait_for
-    from workers.launch import LaunchSpec, launch_local
 
     settings = tmp_path / "trainwarden.yaml"
     settings.write_text(yaml.safe_dump({

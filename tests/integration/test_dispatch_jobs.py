@@ -6,14 +6,14 @@ import math
 import pytest
 from redis.lock import Lock
 from rq import Queue, SimpleWorker
+from trainwarden.events import types as t
+from trainwarden.events.feed import DISPATCH_GROUP, GroupReader
+from trainwarden.workers import context
+from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.errors import RunsFailed
+from trainwarden.workers.process import process_runs
 
-from events import types as t
-from events.feed import DISPATCH_GROUP, GroupReader
 from tests.helpers import events_of, metric
-from workers import context
-from workers.dispatcher import Dispatcher
-from workers.errors import RunsFailed
-from workers.process import process_runs
 
 pytestmark = pytest.mark.redis
 

@@ -5,12 +5,12 @@ import subprocess
 import sys
 
 import pytest
+from trainwarden.events import types as t
+from trainwarden.remote.local_launch import LaunchSpec, launch_local
+from trainwarden.remote.stop import LocalTmuxController, StopTarget
 
-from events import types as t
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
-from workers.launch import LaunchSpec, launch_local
-from workers.transport import LocalTmuxController, StopTarget
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.slow]
 
@@ -87,8 +87,9 @@ def test_demo_command_passes(tmp_path):
 
 
 def test_replay_cli_prints_timeline_and_final_state(store, settings_file, worker_ctx):
+    from trainwarden.workers.process import process_run
+
     from tests.helpers import metric, nan_metric
-    from workers.process import process_run
 
     store.append([metric("exp01", 1, step=1, loss=2.0), nan_metric("exp01", 2)])
     store.redis.xadd(store.keys.log("exp01"), {"e": b"garbage"})

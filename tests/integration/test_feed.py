@@ -1,8 +1,8 @@
 """Consumer groups: delivery, acknowledgement, recovery of a dead consumer's entries, trimming."""
 
 import pytest
+from trainwarden.events.feed import ALL_GROUPS, DISPATCH_GROUP, NOTIFY_GROUP, GroupReader, trim_feed
 
-from events.feed import ALL_GROUPS, DISPATCH_GROUP, NOTIFY_GROUP, GroupReader, trim_feed
 from tests.helpers import metric, wait_for
 
 pytestmark = pytest.mark.redis

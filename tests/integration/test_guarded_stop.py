@@ -3,15 +3,15 @@
 import dataclasses
 
 import pytest
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.policies.errors import PolicyError
+from trainwarden.policies.loader import load_policy
+from trainwarden.workers import context
+from trainwarden.workers.policy_source import PolicySource
 
-from events import types as t
-from events.envelope import make_event
-from policies.errors import PolicyError
-from policies.loader import load_policy
 from tests.helpers import events_of, metric, nan_metric
 from tests.ticking import FakeClock, settler
-from workers import context
-from workers.policy_source import PolicySource
 
 pytestmark = pytest.mark.redis
 

@@ -3,12 +3,12 @@
 import sys
 
 import pytest
+from trainwarden.events import types as t
+from trainwarden.remote.local_launch import LaunchSpec, launch_local
+from trainwarden.remote.stop import LocalTmuxController, StopTarget
+from trainwarden.workers.errors import LaunchError
 
-from events import types as t
 from tests.helpers import events_of, wait_for
-from workers.errors import LaunchError
-from workers.launch import LaunchSpec, launch_local
-from workers.transport import LocalTmuxController, StopTarget
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux]
 

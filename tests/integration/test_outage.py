@@ -11,18 +11,18 @@ import threading
 import pytest
 import yaml
 from rq import Queue
+from trainwarden.agent.publisher import Publisher
+from trainwarden.agent.runner import Agent, AgentConfig
+from trainwarden.agent.spool import Spool
+from trainwarden.agent.watch import RunWatch
+from trainwarden.events import types as t
+from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.store import EventStore
+from trainwarden.workers.dispatcher import Dispatcher
 
-from agent.publisher import Publisher
-from agent.runner import Agent, AgentConfig
-from agent.spool import Spool
-from agent.watch import RunWatch
-from events import types as t
-from events.errors import StoreUnavailable
-from events.store import EventStore
 from tests.conftest import spawn, stop_process
 from tests.helpers import events_of, metric, wait_for
 from trainwarden.redis_server import RedisServer
-from workers.dispatcher import Dispatcher
 
 pytestmark = pytest.mark.redis
 

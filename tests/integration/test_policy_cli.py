@@ -5,14 +5,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.workers import context
+from trainwarden.workers.process import process_run
 
-from events import types as t
-from events.envelope import make_event
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of, metric, nan_metric
 from tests.wandb_runs import write_offline_run
-from workers import context
-from workers.process import process_run
 
 pytestmark = pytest.mark.redis
 

@@ -6,15 +6,15 @@ import os
 
 import pytest
 from PIL import Image
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.workers import context
+from trainwarden.workers.policy_source import PolicySource
+from trainwarden.workers.process import process_run
+from trainwarden.workers.verify import verify_run
 
-from events import types as t
-from events.envelope import make_event
 from tests.helpers import events_of, metric, nan_metric
 from tests.ticking import FakeClock, settler
-from workers import context
-from workers.policy_source import PolicySource
-from workers.process import process_run
-from workers.verify import verify_run
 
 pytestmark = pytest.mark.redis
 

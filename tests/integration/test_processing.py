@@ -4,12 +4,12 @@ import math
 
 import pytest
 from rq import Queue, SimpleWorker
+from trainwarden.events import types as t
+from trainwarden.events.feed import DISPATCH_GROUP
+from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.process import process_run
 
-from events import types as t
-from events.feed import DISPATCH_GROUP
 from tests.helpers import events_of, metric, nan_metric, wait_for
-from workers.dispatcher import Dispatcher
-from workers.process import process_run
 
 pytestmark = pytest.mark.redis
 
@@ -107,7 +107,7 @@ def test_garbage_in_the_feed_is_dead_lettered_and_dispatch_continues(store, r, q
 
 
 def test_entries_with_only_worker_outputs_need_no_job(store, queue, dispatcher):
-    from events.envelope import make_event
+    from trainwarden.events.envelope import make_event
 
     store.append(
         [make_event(t.ANOMALY_OPENED, run="exp01", host="w", producer="eval/exp01", seq=1, data={"rule": "x"})]

@@ -5,13 +5,13 @@ import subprocess
 
 import pytest
 from rq import Queue, SimpleWorker
+from trainwarden.agent.publisher import Publisher
+from trainwarden.events import types as t
+from trainwarden.workers.dispatcher import Dispatcher
 
-from agent.publisher import Publisher
-from events import types as t
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of
 from trainwarden.simulate import Producer, Shard, SimSpec
-from workers.dispatcher import Dispatcher
 
 pytestmark = pytest.mark.redis
 

@@ -7,13 +7,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from trainwarden.bot.config import BotConfig
+from trainwarden.bot.launcher import FleetLauncher
+from trainwarden.bot.service import SocketModeEndpoint
+from trainwarden.bot.stages import SYSTEM_RUN
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.remote.fleet import Experiment, Fleet, Server
+from trainwarden.remote.launch import RemoteLauncher
+from trainwarden.remote.ssh import SshPool
 
-from bot.config import BotConfig
-from bot.launcher import FleetLauncher
-from bot.service import SocketModeEndpoint
-from bot.stages import SYSTEM_RUN
-from events import types as t
-from events.envelope import make_event
 from tests.conftest import REPO
 from tests.helpers import events_of, metric, wait_for
 from tests.slack_api import sign
@@ -21,9 +24,6 @@ from tests.slack_bot import ADMIN, SECRET, STRANGER, VIEWER, click, command, pos
 from trainwarden import wiring
 from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings
-from workers.fleet import Experiment, Fleet, Server
-from workers.remote_launch import RemoteLauncher
-from workers.ssh import SshPool
 
 pytestmark = [pytest.mark.redis]
 

@@ -2,9 +2,9 @@
 
 import pytest
 import yaml
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
 
-from events import types as t
-from events.envelope import make_event
 from tests.conftest import kill_at_failpoint, spawn
 from tests.helpers import events_of
 

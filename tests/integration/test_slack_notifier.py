@@ -4,16 +4,16 @@ import json
 import math
 
 import pytest
+from trainwarden.bot.deadman import Deadman
+from trainwarden.bot.notifier import Notifier
+from trainwarden.bot.stages import SYSTEM_RUN, Pipeline
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.events.projection import fold
+from trainwarden.workers.checkpoint import Checkpoint, encode_checkpoint
 
-from bot.deadman import Deadman
-from bot.notifier import Notifier
-from bot.stages import SYSTEM_RUN, Pipeline
-from events import types as t
-from events.envelope import make_event
-from events.projection import fold
 from tests.helpers import events_of, metric
 from tests.slack_api import sink_for
-from workers.checkpoint import Checkpoint, encode_checkpoint
 
 pytestmark = pytest.mark.redis
 

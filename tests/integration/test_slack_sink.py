@@ -2,10 +2,9 @@
 
 import pytest
 from slack_sdk import WebClient
-
-from bot.errors import SlackRejected, SlackUnavailable
-from bot.sink import Message
-from bot.slack_sink import RateLimiter, SlackSink
+from trainwarden.bot.errors import SlackRejected, SlackUnavailable
+from trainwarden.bot.sink import Message
+from trainwarden.bot.slack_sink import RateLimiter, SlackSink
 
 
 def make_sink(api, *, sleeps=None, max_attempts=4):

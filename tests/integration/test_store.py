@@ -6,10 +6,10 @@ import pytest
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from trainwarden.agent.publisher import Publisher
+from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.store import EventStore
 
-from agent.publisher import Publisher
-from events.errors import StoreUnavailable
-from events.store import EventStore
 from tests.helpers import FaultyProxy, events_of, metric, wait_for
 
 pytestmark = pytest.mark.redis

@@ -4,14 +4,14 @@ import sys
 
 import pytest
 from rq import Queue, SimpleWorker
+from trainwarden.events import types as t
+from trainwarden.remote.local_launch import LaunchSpec, launch_local
+from trainwarden.remote.stop import LocalTmuxController, StopTarget
+from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.process import process_runs
 
-from events import types as t
 from tests.conftest import REPO, kill_at_failpoint, spawn
 from tests.helpers import events_of, metric, nan_metric, wait_for
-from workers.dispatcher import Dispatcher
-from workers.launch import LaunchSpec, launch_local
-from workers.process import process_runs
-from workers.transport import LocalTmuxController, StopTarget
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.slow]
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from trainwarden.remote.fleet import Experiment, Fleet, Server, WandbConfig
+from trainwarden.remote.launch import RemoteLauncher
+from trainwarden.remote.ssh import SshPool
+from trainwarden.remote.stop import tmux_argv
 
 from tests.sshd import SshServer
-from workers.fleet import Experiment, Fleet, Server, WandbConfig
-from workers.remote_launch import RemoteLauncher
-from workers.ssh import SshPool
-from workers.transport import tmux_argv
 
 TRAIN = textwrap.dedent(
     """\

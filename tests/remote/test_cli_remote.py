@@ -5,8 +5,8 @@ import subprocess
 
 import pytest
 import yaml
+from trainwarden.events import types as t
 
-from events import types as t
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
 

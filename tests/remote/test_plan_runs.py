@@ -3,14 +3,14 @@
 import threading
 
 import pytest
+from trainwarden.events import types as t
+from trainwarden.remote.fleet import Fleet
+from trainwarden.remote.launch import RemoteLauncher
+from trainwarden.remote.plan import Plan
+from trainwarden.remote.planner import PlanRunner
 
-from events import types as t
 from tests.helpers import events_of, wait_for
 from tests.remote.conftest import experiment
-from workers.fleet import Fleet
-from workers.plan import Plan
-from workers.planner import PlanRunner
-from workers.remote_launch import RemoteLauncher
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.ssh, pytest.mark.slow]
 

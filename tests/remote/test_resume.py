@@ -7,18 +7,18 @@ import time
 from pathlib import Path
 
 import pytest
+from trainwarden.events import types as t
+from trainwarden.remote.control import SshController
+from trainwarden.remote.fleet import CheckpointConfig
+from trainwarden.remote.liveness import check_remote_run, ended_event
+from trainwarden.remote.stop import LocalTmuxController, RoutingController
+from trainwarden.workers import context
+from trainwarden.workers.context import WorkerContext
+from trainwarden.workers.policy_source import PolicySource
+from trainwarden.workers.process import process_run
 
-from events import types as t
 from tests.helpers import events_of, wait_for
 from tests.remote.conftest import experiment, launcher
-from workers import context
-from workers.context import WorkerContext
-from workers.fleet import CheckpointConfig
-from workers.liveness import check_remote_run, ended_event
-from workers.policy_source import PolicySource
-from workers.process import process_run
-from workers.remote_control import SshController
-from workers.transport import LocalTmuxController, RoutingController
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.ssh, pytest.mark.slow]
 
@@ -36,7 +36,7 @@ def kill_training(run_dir: Path) -> None:
 
 def notice_end(store, pool, gpu_server, run):
     """What the host's agent (or a plan runner) does: see the run ended and record it once."""
-    from events.projection import fold
+    from trainwarden.events.projection import fold
 
     state = fold(e for _, e in store.iter_run(run))
     ended = wait_for(lambda: check_remote_run(pool, gpu_server.server, state.launch), what="the run to end")
@@ -95,7 +95,7 @@ def test_a_run_we_stopped_is_not_resumed(pool, store, gpu_server, tmp_path):
                         launcher=tw, lock_timeout_s=2)  # fmt: skip
     context.install(ctx)
     try:
-        from events.envelope import make_event, time_seq
+        from trainwarden.events.envelope import make_event, time_seq
 
         store.append_one(make_event(t.STOP_REQUESTED, run="exp01", host="cli", producer="cli/x", seq=time_seq(),
                                     data={"by": "cli", "reason": "test"}))  # fmt: skip

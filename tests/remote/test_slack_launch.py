@@ -1,13 +1,13 @@
 """/launch from Slack: signed slash command -> ack -> launch over a real sshd -> outcome in the run's thread."""
 
 import pytest
+from trainwarden.bot.launcher import FleetLauncher
+from trainwarden.events import types as t
+from trainwarden.remote.stop import StopTarget
 
-from bot.launcher import FleetLauncher
-from events import types as t
 from tests.helpers import events_of, wait_for
 from tests.remote.conftest import experiment, launcher
 from tests.slack_bot import ADMIN, command, running_bot
-from workers.transport import StopTarget
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.ssh]
 

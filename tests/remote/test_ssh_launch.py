@@ -3,15 +3,15 @@
 import stat
 
 import pytest
+from trainwarden.events import types as t
+from trainwarden.remote.control import SshController
+from trainwarden.remote.runscript import run_paths
+from trainwarden.remote.stop import StopTarget
+from trainwarden.workers.errors import HostKeyRejected, PreflightFailed, WandbGuardRefused
 
-from events import types as t
 from tests.helpers import events_of, wait_for
 from tests.remote.conftest import experiment, launcher
 from tests.sshd import keygen
-from workers.errors import HostKeyRejected, PreflightFailed, WandbGuardRefused
-from workers.remote_control import SshController
-from workers.runscript import run_paths
-from workers.transport import StopTarget
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.ssh]
 
@@ -163,9 +163,9 @@ def test_stop_both_ways_and_again(pool, store, gpu_server, way):
 
 
 def test_metrics_of_a_remote_run_arrive(pool, store, gpu_server):
-    from agent.control import ControlReader
-    from agent.publisher import Publisher
-    from agent.runner import Agent
+    from trainwarden.agent.control import ControlReader
+    from trainwarden.agent.publisher import Publisher
+    from trainwarden.agent.runner import Agent
 
     launcher(pool, store, gpu_server, experiment()).launch("exp01")
     # The host's agent learns the run from the control message the launcher wrote (here the

@@ -2,11 +2,11 @@
 
 import dataclasses
 
-from agent.arbiter import LOG_FALLBACK, UNREACHABLE, WANDB_OK, Arbiter
-from agent.logsource import Item
-from agent.wandb_source import Reading, Row
-from events import types as t
-from events.envelope import make_event
+from trainwarden.agent.arbiter import LOG_FALLBACK, UNREACHABLE, WANDB_OK, Arbiter
+from trainwarden.agent.logsource import Item
+from trainwarden.agent.wandb_source import Reading, Row
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
 
 
 def log_metric(seq: int) -> Item:

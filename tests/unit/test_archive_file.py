@@ -4,10 +4,10 @@ import gzip
 import math
 
 import pytest
+from trainwarden.archive.file import ArchiveWriter, peek_archive, read_archive, scan_archive
+from trainwarden.events.errors import ArchiveFormatError
+from trainwarden.events.store import Malformed
 
-from events.archive_file import ArchiveWriter, peek_archive, read_archive, scan_archive
-from events.errors import ArchiveFormatError
-from events.store import Malformed
 from tests.helpers import metric
 
 ENTRIES = [

@@ -4,8 +4,7 @@ import json
 import math
 
 import pytest
-
-from events.archive_format import (
+from trainwarden.archive.format import (
     ArchiveParser,
     Footer,
     Header,
@@ -17,13 +16,14 @@ from events.archive_format import (
     parse_archive_name,
     parse_lines,
 )
-from events.errors import ArchiveFormatError
-from events.sids import sid_key, sid_successor
-from events.store import Malformed
+from trainwarden.archive.holds import Hold, checkpoint_holds, tightest
+from trainwarden.events.errors import ArchiveFormatError
+from trainwarden.events.sids import sid_key, sid_successor
+from trainwarden.events.store import Malformed
+
 from tests.helpers import metric
 from trainwarden.archive_commands import old_runs, parse_age
 from trainwarden.errors import UsageError
-from workers.archive_holds import Hold, checkpoint_holds, tightest
 
 
 def canonical(item):

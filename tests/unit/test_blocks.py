@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from agent.blocks import HEAD_LINES, TAIL_LINES, TracebackGrouper
-from agent.logsource import RunLog
-from agent.tail import Line, LogTail
+from trainwarden.agent.blocks import HEAD_LINES, TAIL_LINES, TracebackGrouper
+from trainwarden.agent.logsource import RunLog
+from trainwarden.agent.tail import Line, LogTail
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "logs"
 

@@ -1,8 +1,7 @@
 import pytest
-
-from bot.commands import Launch, Snooze, Status, Stop, check_text, parse, parse_duration
-from bot.config import Allow, BotConfig
-from bot.errors import BadInput
+from trainwarden.bot.commands import Launch, Snooze, Status, Stop, check_text, parse, parse_duration
+from trainwarden.bot.config import Allow, BotConfig
+from trainwarden.bot.errors import BadInput
 
 
 @pytest.mark.parametrize(

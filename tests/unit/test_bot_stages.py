@@ -2,9 +2,9 @@
 
 import copy
 
-from bot.stages import NotifyState, Pipeline
-from events import types as t
-from events.envelope import make_event
+from trainwarden.bot.stages import NotifyState, Pipeline
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
 
 
 def ev(seq, event_type, ts=None, **data):

@@ -2,11 +2,10 @@ import json
 import math
 
 import pytest
-
-from events import codec
-from events.codec import decode, decode_fields, encode
-from events.envelope import make_event
-from events.errors import DecodeError
+from trainwarden.events import codec
+from trainwarden.events.codec import decode, decode_fields, encode
+from trainwarden.events.envelope import make_event
+from trainwarden.events.errors import DecodeError
 
 
 def sample(**data):
@@ -110,7 +109,7 @@ def test_stored_form_round_trips_awkward_names(host, producer):
 
 
 def test_odd_ids_other_types_and_versions_round_trip():
-    from events.envelope import Event
+    from trainwarden.events.envelope import Event
 
     odd = Event(id="p$x:7", type="gpu", run="r1", host="h", ts=1.0, seq=7, data={})
     assert decode(encode(odd), "r1") == odd

@@ -5,9 +5,9 @@ import math
 import random
 
 import pytest
+from trainwarden.events import types as t
+from trainwarden.policies.default import default_policy
 
-from events import types as t
-from policies.default import default_policy
 from tests.policy_helpers import Clock, run, summary
 
 POLICY = default_policy()
@@ -264,8 +264,8 @@ def test_the_w_and_b_guard_at_run_time():
 
 def test_a_late_end_of_an_earlier_launch_does_not_end_the_new_one():
     """Relaunch race: the agent reports the old launch's end after the new run.launched is recorded."""
-    from events.envelope import make_event
-    from events.projection import fold
+    from trainwarden.events.envelope import make_event
+    from trainwarden.events.projection import fold
 
     c = Clock()
     first = c.event(t.RUN_LAUNCHED, 0)

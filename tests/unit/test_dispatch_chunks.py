@@ -1,6 +1,6 @@
 """How the dispatcher splits runs into jobs (pure)."""
 
-from workers.dispatcher import chunk_runs
+from trainwarden.workers.dispatcher import chunk_runs
 
 
 def test_chunk_runs_fills_jobs_and_spreads_bursts_over_idle_workers():

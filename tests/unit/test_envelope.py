@@ -1,9 +1,8 @@
 import itertools
 
 import pytest
-
-from events.envelope import check_run_name, make_event, time_seq
-from events.errors import EnvelopeError
+from trainwarden.events.envelope import check_run_name, make_event, time_seq
+from trainwarden.events.errors import EnvelopeError
 
 
 @pytest.mark.parametrize("run", ["", "a b", "../etc", "-x", "x;rm", "a" * 101, "é", "run$(id)"])

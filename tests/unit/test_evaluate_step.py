@@ -1,11 +1,11 @@
 import math
 
-from events import types as t
-from events.envelope import make_event
-from events.store import Malformed
-from policies.default import default_policy
-from workers.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint
-from workers.evaluate import evaluate_entries
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.events.store import Malformed
+from trainwarden.policies.default import default_policy
+from trainwarden.workers.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint
+from trainwarden.workers.evaluate import evaluate_entries
 
 
 def metric(seq, **data):
@@ -38,7 +38,7 @@ def test_nan_produces_anomaly_decision_and_stop_request_with_deterministic_ids()
 
 
 def test_a_new_policy_is_recorded_from_the_first_entry_it_evaluates():
-    from policies.loader import load_policy
+    from trainwarden.policies.loader import load_policy
 
     cp = Checkpoint()
     step(cp, entries(metric(1, loss=1.0)))

@@ -3,13 +3,12 @@ import math
 from pathlib import Path
 
 from PIL import Image
-
-from events import types as t
-from events.envelope import make_event
-from events.projection import fold
-from workers.chart import render_chart
-from workers.evidence import build_pack, read_log_tail, triggering_metric, write_pack
-from workers.findings import append_note, findings_note
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.events.projection import fold
+from trainwarden.workers.chart import render_chart
+from trainwarden.workers.evidence import build_pack, read_log_tail, triggering_metric, write_pack
+from trainwarden.workers.findings import append_note, findings_note
 
 
 def make_state():

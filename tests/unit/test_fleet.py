@@ -3,10 +3,9 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-
-from events.errors import YamlFileError
-from workers.fleet import Experiment, Server, WandbConfig, load_fleet
-from workers.runscript import default_run_name, env_file, run_script, split_env, wandb_guard
+from trainwarden.events.errors import YamlFileError
+from trainwarden.remote.fleet import Experiment, Server, WandbConfig, load_fleet
+from trainwarden.remote.runscript import default_run_name, env_file, run_script, split_env, wandb_guard
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOOD_SERVERS = """\

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from agent.gpu import GpuSample, RecordedGpuSampler, Xid, frame_of
-from agent.nvml import throttle_names
-from agent.xid import describe
+from trainwarden.agent.gpu import GpuSample, RecordedGpuSampler, Xid, frame_of
+from trainwarden.agent.nvml import throttle_names
+from trainwarden.agent.xid import describe
 
 RECORDING = Path(__file__).resolve().parent.parent / "data" / "gpu" / "two_gpus.json"
 

@@ -9,10 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from workers.fleet import Server
-from workers.liveness import check_remote_run
-from workers.ssh import CommandResult
+from trainwarden.remote.fleet import Server
+from trainwarden.remote.liveness import check_remote_run
+from trainwarden.remote.ssh import CommandResult
 
 SERVER = Server(name="gpu1", host="127.0.0.1", user="me", work_dir="/tmp")
 

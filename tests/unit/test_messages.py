@@ -1,8 +1,7 @@
 import pytest
-
-from bot.messages import notification_text
-from events import types as t
-from events.envelope import make_event
+from trainwarden.bot.messages import notification_text
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
 
 
 def ev(event_type, **data):

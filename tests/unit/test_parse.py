@@ -4,12 +4,11 @@ import math
 from pathlib import Path
 
 import pytest
-
-from agent.formats import parse_metrics
-from agent.logsource import RunLog
-from agent.names import canonical, normalise
-from agent.parse import notable
-from agent.tail import LogTail
+from trainwarden.agent.formats import parse_metrics
+from trainwarden.agent.logsource import RunLog
+from trainwarden.agent.names import canonical, normalise
+from trainwarden.agent.parse import notable
+from trainwarden.agent.tail import LogTail
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "logs"
 

@@ -1,5 +1,5 @@
-from workers.fleet import Experiment, Fleet, Server
-from workers.plan import Plan, PlanState, allocate, is_done, next_steps
+from trainwarden.remote.fleet import Experiment, Fleet, Server
+from trainwarden.remote.plan import Plan, PlanState, allocate, is_done, next_steps
 
 
 def fleet(**deps):

@@ -2,8 +2,9 @@
 
 import math
 
-from events import types as t
-from policies.engine import PolicyState, apply_policy, evaluate
+from trainwarden.events import types as t
+from trainwarden.policies.engine import PolicyState, apply_policy, evaluate
+
 from tests.policy_helpers import Clock, policy, run, summary
 
 NAN_STOP = """\

@@ -3,8 +3,8 @@
 import math
 
 import pytest
+from trainwarden.events import types as t
 
-from events import types as t
 from tests.policy_helpers import Clock, policy, run
 
 CASES = [

@@ -3,10 +3,9 @@
 from pathlib import Path
 
 import pytest
-
-from policies.default import default_policy, default_policy_text
-from policies.errors import PolicyError
-from policies.loader import load_policy
+from trainwarden.policies.default import default_policy, default_policy_text
+from trainwarden.policies.errors import PolicyError
+from trainwarden.policies.loader import load_policy
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "policies"
 

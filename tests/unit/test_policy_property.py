@@ -6,14 +6,13 @@ import math
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from events import types as t
-from events.codec import encode
-from events.envelope import Event, make_event
-from policies.default import default_policy
-from workers.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint
-from workers.evaluate import evaluate_entries
-from workers.verify import verify_run
+from trainwarden.events import types as t
+from trainwarden.events.codec import encode
+from trainwarden.events.envelope import Event, make_event
+from trainwarden.policies.default import default_policy
+from trainwarden.workers.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint
+from trainwarden.workers.evaluate import evaluate_entries
+from trainwarden.workers.verify import verify_run
 
 POLICY = default_policy()
 RUN = "prop"

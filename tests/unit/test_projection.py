@@ -1,8 +1,8 @@
 import math
 
-from events import types as t
-from events.envelope import make_event
-from events.projection import RunState, apply, fold, unknown_types
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.events.projection import RunState, apply, fold, unknown_types
 
 
 def ev(event_type, seq, **data):

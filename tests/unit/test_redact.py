@@ -1,4 +1,4 @@
-from events.redact import MASK, redact, redact_text
+from trainwarden.events.redact import MASK, redact, redact_text
 
 
 def test_secret_keys_are_masked_but_metrics_are_not():

@@ -1,5 +1,5 @@
-from workers.fleet import CheckpointConfig
-from workers.retention import CheckpointFile, parse_name, plan_retention
+from trainwarden.remote.fleet import CheckpointConfig
+from trainwarden.remote.retention import CheckpointFile, parse_name, plan_retention
 
 CONFIG = CheckpointConfig(dir="/ckpt", best_metric="val_loss", mode="min", milestones=(25, 50, 75))
 

@@ -1,11 +1,10 @@
 """When a quiet run is ticked next (pure): never for ended runs, faster in the startup phase."""
 
 import pytest
-
-from events import types as t
-from policies.default import default_policy
-from workers.checkpoint import Checkpoint
-from workers.schedule import TickSettings, next_tick
+from trainwarden.events import types as t
+from trainwarden.policies.default import default_policy
+from trainwarden.workers.checkpoint import Checkpoint
+from trainwarden.workers.schedule import TickSettings, next_tick
 
 TICKS = TickSettings(startup_s=60, steady_s=900, max_silence_s=3600)
 

@@ -1,6 +1,7 @@
 """The local spool: order kept, bounded (oldest kept), torn writes repaired, position survives."""
 
-from agent.spool import Spool
+from trainwarden.agent.spool import Spool
+
 from tests.helpers import metric
 
 

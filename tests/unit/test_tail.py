@@ -1,4 +1,4 @@
-from agent.tail import LogTail
+from trainwarden.agent.tail import LogTail
 
 
 def test_partial_lines_wait_for_their_newline(tmp_path):

@@ -6,10 +6,10 @@ import struct
 import zlib
 
 import pytest
+from trainwarden.agent.errors import WandbFileError
+from trainwarden.agent.wandb_file import BLOCK, FIRST, FULL, HEADER, LAST, MIDDLE, RunFile, frames
+from trainwarden.agent.wandb_source import run_file
 
-from agent.errors import WandbFileError
-from agent.wandb_file import BLOCK, FIRST, FULL, HEADER, LAST, MIDDLE, RunFile, frames
-from agent.wandb_source import run_file
 from tests.wandb_runs import write_offline_run
 
 ROWS = [{"train/loss": 2.0 - i / 100, "lr": 3e-4, **({"eval_loss": "nan"} if i == 30 else {})} for i in range(50)]

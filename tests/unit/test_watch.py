@@ -1,11 +1,10 @@
 """Control-stream messages and the pure parts of process health."""
 
 import pytest
-
-from agent.errors import ControlMessageError
-from agent.health import read_exit_code, wandb_guard
-from agent.procfs import PAGE_SIZE, descendants, parse_environ, parse_stat
-from agent.watch import RunWatch, parse_control
+from trainwarden.agent.errors import ControlMessageError
+from trainwarden.agent.health import read_exit_code, wandb_guard
+from trainwarden.agent.procfs import PAGE_SIZE, descendants, parse_environ, parse_stat
+from trainwarden.agent.watch import RunWatch, parse_control
 
 
 def fields(**kw):

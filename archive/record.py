@@ -13,11 +13,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis
-
-from events.errors import ArchiveConflict, DecodeError
-from events.keys import Keys
-from events.sids import sid_key, sid_successor
-from events.store import redis_errors
+from trainwarden.events.errors import ArchiveConflict, DecodeError
+from trainwarden.events.keys import Keys
+from trainwarden.events.sids import sid_key, sid_successor
+from trainwarden.events.store import redis_errors
 
 # KEYS: log, archive, lease.  ARGV: first, last, minid (the id after last), file name, record JSON,
 # lease holder. Trims only while the archive's lease holds, and only if the stream still starts at
@@ -43,7 +42,7 @@ COMMIT_SHA = hashlib.sha1(COMMIT_LUA.encode()).hexdigest()
 class ArchiveRecord:
     """One archive file: which entries it holds, where it was written, and how to check it."""
 
-    name: str  # the file name (events.archive_format.archive_name)
+    name: str  # the file name (trainwarden.archive.format.archive_name)
     path: str  # absolute path on the host that wrote it
     host: str
     first: str

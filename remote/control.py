@@ -5,11 +5,18 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from workers.errors import SshError
-from workers.fleet import Server
-from workers.runscript import activation
-from workers.ssh import RemoteShell
-from workers.transport import StopResult, StopTarget, judge_stop_command, parse_stop, running_script, stop_script
+from trainwarden.remote.fleet import Server
+from trainwarden.remote.runscript import activation
+from trainwarden.remote.ssh import RemoteShell
+from trainwarden.remote.stop import (
+    StopResult,
+    StopTarget,
+    judge_stop_command,
+    parse_stop,
+    running_script,
+    stop_script,
+)
+from trainwarden.workers.errors import SshError
 
 STOP_COMMAND_TIMEOUT_S = 120.0
 SLACK_S = 30.0  # on top of the grace period, for the round trip and tmux

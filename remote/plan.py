@@ -16,11 +16,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from events import types as t
-from events.envelope import RUN_NAME_RE, Event
-from events.projection import RunState
-from events.yamlfile import Doc
-from workers.fleet import Fleet
+from trainwarden.events import types as t
+from trainwarden.events.envelope import RUN_NAME_RE, Event
+from trainwarden.events.projection import RunState
+from trainwarden.events.yamlfile import Doc
+from trainwarden.remote.fleet import Fleet
 
 PLAN_PREFIX = "plan-"  # a plan's events live in their own log, named like a run
 TERMINAL = frozenset({"finished", "failed", "stopped", "blocked", "refused"})

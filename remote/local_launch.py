@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from events import types as t
-from events.envelope import Event, check_run_name, make_event, time_seq
-from events.redact import redact
-from events.store import EventStore, redis_errors
-from workers.errors import LaunchError
-from workers.transport import session_name, tmux_argv
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, check_run_name, make_event, time_seq
+from trainwarden.events.redact import redact
+from trainwarden.events.store import EventStore, redis_errors
+from trainwarden.remote.stop import session_name, tmux_argv
+from trainwarden.workers.errors import LaunchError
 
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 

@@ -11,16 +11,16 @@ import threading
 import time
 from collections.abc import Callable
 
-from events import types as t
-from events.envelope import Event, make_event, time_seq
-from events.projection import fold
-from events.store import EventStore, Malformed
-from workers.errors import LaunchError
-from workers.fleet import Fleet
-from workers.liveness import check_remote_run, ended_event
-from workers.plan import Plan, PlanState, Step, fold_plan, is_done, next_steps, run_status
-from workers.remote_launch import RemoteLauncher
-from workers.ssh import RemoteShell
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.projection import fold
+from trainwarden.events.store import EventStore, Malformed
+from trainwarden.remote.fleet import Fleet
+from trainwarden.remote.launch import RemoteLauncher
+from trainwarden.remote.liveness import check_remote_run, ended_event
+from trainwarden.remote.plan import Plan, PlanState, Step, fold_plan, is_done, next_steps, run_status
+from trainwarden.remote.ssh import RemoteShell
+from trainwarden.workers.errors import LaunchError
 
 log = logging.getLogger(__name__)
 

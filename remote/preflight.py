@@ -7,9 +7,9 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from workers.fleet import Experiment, Server
-from workers.runscript import activation, code_dir
-from workers.ssh import CommandResult, RemoteShell
+from trainwarden.remote.fleet import Experiment, Server
+from trainwarden.remote.runscript import activation, code_dir
+from trainwarden.remote.ssh import CommandResult, RemoteShell
 
 Judge = Callable[[CommandResult], tuple[bool, str]]
 CHECK_TIMEOUT_S = 60.0

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from events import types as t
-from events.envelope import Event, make_event
-from workers.fleet import Server
-from workers.runscript import tmux
-from workers.ssh import RemoteShell
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event
+from trainwarden.remote.fleet import Server
+from trainwarden.remote.runscript import tmux
+from trainwarden.remote.ssh import RemoteShell
 
 LOG_TAIL_LINES = 20
 

@@ -25,11 +25,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from events.codec import UPGRADERS
-from events.envelope import ENVELOPE_VERSION, Event
-from events.errors import ArchiveFormatError
-from events.sids import is_sid, sid_key
-from events.store import Malformed
+from trainwarden.events.codec import UPGRADERS
+from trainwarden.events.envelope import ENVELOPE_VERSION, Event
+from trainwarden.events.errors import ArchiveFormatError
+from trainwarden.events.sids import is_sid, sid_key
+from trainwarden.events.store import Malformed
 
 FORMAT = 1
 MAGIC = "trainwarden"

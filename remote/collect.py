@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from events import types as t
-from events.projection import fold
-from events.store import EventStore, Malformed
-from workers.evidence import json_safe
-from workers.plan import PLAN_PREFIX
+from trainwarden.events import types as t
+from trainwarden.events.codec import json_safe
+from trainwarden.events.projection import fold
+from trainwarden.events.store import EventStore, Malformed
+from trainwarden.remote.plan import PLAN_PREFIX
 
 
 def _iso(ts: float | None) -> str | None:

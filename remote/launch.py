@@ -14,14 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from events import types as t
-from events.envelope import Event, make_event, time_seq
-from events.redact import redact
-from events.store import EventStore
-from workers.errors import LaunchError, PreflightFailed, WandbGuardRefused
-from workers.fleet import Experiment, Fleet, Server
-from workers.preflight import CheckResult, preflight_checks, run_checks
-from workers.runscript import (
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.redact import redact
+from trainwarden.events.store import EventStore
+from trainwarden.remote.fleet import Experiment, Fleet, Server
+from trainwarden.remote.preflight import CheckResult, preflight_checks, run_checks
+from trainwarden.remote.runscript import (
     RunPaths,
     default_run_name,
     env_file,
@@ -31,8 +30,9 @@ from workers.runscript import (
     tmux,
     wandb_guard,
 )
-from workers.ssh import RemoteShell
-from workers.transport import session_name
+from trainwarden.remote.ssh import RemoteShell
+from trainwarden.remote.stop import session_name
+from trainwarden.workers.errors import LaunchError, PreflightFailed, WandbGuardRefused
 
 PID_WAIT_S = 15.0
 PID_POLL_S = 0.02

@@ -11,8 +11,7 @@ import os
 import time
 
 import redis
-
-from events.keys import Keys
+from trainwarden.events.keys import Keys
 
 ENV_VAR = "TRAINWARDEN_FAILPOINTS"
 FROZEN_MAX_S = 120.0

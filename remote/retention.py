@@ -14,8 +14,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from workers.fleet import CheckpointConfig, Server
-from workers.ssh import RemoteShell
+from trainwarden.remote.fleet import CheckpointConfig, Server
+from trainwarden.remote.ssh import RemoteShell
 
 EPOCH_RE = re.compile(r"(?i)(?<![a-z])(?:epoch|ep)[_=-]?(\d+)")
 STEP_RE = re.compile(r"(?i)(?<![a-z])(?:step|iter|it)[_=-]?(\d+)")

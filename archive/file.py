@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from events.archive_format import (
+from trainwarden.archive.format import (
     ArchiveParser,
     Entry,
     Footer,
@@ -28,9 +28,9 @@ from events.archive_format import (
     encode_header,
     encode_line,
 )
-from events.envelope import Event
-from events.errors import ArchiveFormatError
-from events.store import Malformed
+from trainwarden.events.envelope import Event
+from trainwarden.events.errors import ArchiveFormatError
+from trainwarden.events.store import Malformed
 
 PARTIAL_GLOB = ".archive-*.partial"
 GZIP_MAGIC = b"\x1f\x8b"

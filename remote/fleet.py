@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from events.envelope import RUN_NAME_RE
-from events.errors import YamlFileError
-from events.yamlfile import Doc
+from trainwarden.events.envelope import RUN_NAME_RE
+from trainwarden.events.errors import YamlFileError
+from trainwarden.events.yamlfile import Doc
 
 HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")

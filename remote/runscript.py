@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from events.redact import SECRET_KEY_RE
-from workers.fleet import Experiment, Server
+from trainwarden.events.redact import SECRET_KEY_RE
+from trainwarden.remote.fleet import Experiment, Server
 
 OFFLINE_RE = re.compile(r"(?i)^(?:WANDB_MODE=(?:offline|disabled|dryrun)|WANDB_DISABLED=(?:true|1|yes))$")
 OFFLINE_MODES = ("offline", "disabled", "dryrun")

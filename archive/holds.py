@@ -16,12 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import redis
-
-from events.errors import DecodeError
-from events.feed import parse_feed_entry
-from events.keys import Keys
-from events.sids import sid_key
-from events.store import next_id, redis_errors
+from trainwarden.events.errors import DecodeError
+from trainwarden.events.feed import parse_feed_entry
+from trainwarden.events.keys import Keys
+from trainwarden.events.sids import sid_key
+from trainwarden.events.store import next_id, redis_errors
 
 PAGE = 1000
 NOTHING = "0-0"  # below every stream id: a hold here lets nothing go

@@ -26,15 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from events.archive_file import PARTIAL_GLOB, ArchiveSummary, ArchiveWriter, scan_archive
-from events.archive_format import archive_name, parse_archive_name
-from events.archive_record import ArchiveRecord, commit_archive, read_records
-from events.errors import ArchiveFormatError
-from events.store import EventStore, next_id, redis_errors
-from workers.archive_holds import Hold, read_checkpoint_holds, read_feed_holds, tightest
-from workers.archive_lease import ArchiveLease, process_alive
-from workers.errors import ArchiveVerifyFailed, ArchiveWriteFailed
-from workers.faults import failpoint
+from trainwarden.archive.file import PARTIAL_GLOB, ArchiveSummary, ArchiveWriter, scan_archive
+from trainwarden.archive.format import archive_name, parse_archive_name
+from trainwarden.archive.holds import Hold, read_checkpoint_holds, read_feed_holds, tightest
+from trainwarden.archive.lease import ArchiveLease, process_alive
+from trainwarden.archive.record import ArchiveRecord, commit_archive, read_records
+from trainwarden.events.errors import ArchiveFormatError
+from trainwarden.events.faults import failpoint
+from trainwarden.events.store import EventStore, next_id, redis_errors
+from trainwarden.workers.errors import ArchiveVerifyFailed, ArchiveWriteFailed
 
 FAILPOINTS = ("archive-mid-write", "archive-before-rename", "archive-before-trim", "archive-after-trim")
 PROGRESS_EVERY = 100_000  # entries between progress lines

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from events.archive_file import peek_archive, read_archive
-from events.archive_format import SUFFIX, Entry
-from events.archive_record import ArchiveRecord, read_records
-from events.errors import StoreUnavailable
-from events.sids import sid_key
-from events.store import EventStore
+from trainwarden.archive.file import peek_archive, read_archive
+from trainwarden.archive.format import SUFFIX, Entry
+from trainwarden.archive.record import ArchiveRecord, read_records
+from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.sids import sid_key
+from trainwarden.events.store import EventStore
+
 from trainwarden import render
 from trainwarden.errors import ArchiveNotFound, UnknownRun, UsageError
 
