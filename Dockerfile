@@ -10,13 +10,15 @@ RUN apt-get update \
     && useradd --create-home --uid 1000 trainwarden
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
+COPY trainwarden ./trainwarden
 COPY events ./events
 COPY agent ./agent
 COPY policies ./policies
 COPY workers ./workers
 COPY bot ./bot
-COPY trainwarden ./trainwarden
+COPY remote ./remote
+COPY archive ./archive
 RUN pip install --no-cache-dir '.[bot]' && mkdir -p /app/evidence && chown trainwarden /app/evidence
 
 USER trainwarden
