@@ -12,7 +12,7 @@ DEFAULT_SOURCE = "policies/default.yaml"
 
 
 def default_policy_text() -> str:
-    return resources.files("policies").joinpath("default.yaml").read_text(encoding="utf-8")
+    return resources.files("trainwarden.policies").joinpath("default.yaml").read_text(encoding="utf-8")
 
 
 @cache
