@@ -1,6 +1,6 @@
 """Canonical metric names, so a policy rule says `loss` whatever the trainer printed.
 
-The canonical names are the policy's (`policies/names.py` once #4 lands): `loss`, `val_loss`,
+The canonical names are the policy's (`policies/names.py`): `loss`, `val_loss`,
 `val_ppl`, `grad_norm`, `lr`, `tokens_per_s`, `step`, `epoch`, ... The mapping:
 
 1. lower-case; ` `, `-` and `.` become `_` inside the name, `/` stays a separator;

@@ -1,6 +1,6 @@
 """Everything the agent follows for one run: log, W&B, process; turned into events.
 
-Producers and seqs (see docs/design-notes.md §1 and agent.logsource):
+Producers and seqs (see docs/decisions/0001 and 0011, and agent.logsource):
 
 | events | producer | seq |
 |---|---|---|

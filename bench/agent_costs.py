@@ -1,4 +1,4 @@
-"""Agent benchmarks (issue #7).
+"""Agent benchmarks: the parser's speed and the agent's CPU and memory overhead.
 
 parse: log lines/s through the agent's parser vs a bare Python readline loop over the same file.
   Two figures: the parser alone (format detection, metric parsing, name normalisation, notable-

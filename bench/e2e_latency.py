@@ -7,7 +7,7 @@ real tmux sessions whose logs this script appends healthy metric lines to, 10 pe
 Each injection writes `loss=nan` into one run's log and waits for the run to be stopped, then
 relaunches it. Times are from the write to: (a) the metric entry in Redis (its stream id is
 Redis's clock), (b) the STOP decision entry, (c) the stop.done entry (tmux session gone),
-(d) chat.postMessage of the STOP arriving at the Slack server. Target (issue #8): (b) p99 <= 1 s.
+(d) chat.postMessage of the STOP arriving at the Slack server. Target: (b) p99 <= 1 s.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Both sides send the same metric events for one run in batches of the same size; the raw side
 JSON-encodes the same envelopes and XADDs them without idempotency, feed or run index.
-Target (issue #2): ratio >= 0.5.
+Target: ratio >= 0.5.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ case for the feed). Reported: Redis `used_memory` growth per event with the feed
 after the feed is trimmed (the dispatcher trims what every group acknowledged), and
 `MEMORY USAGE` of the run streams. Baseline, measured in the same run: the same events XADDed as
 the full self-contained JSON envelope (what trainwarden stored before the compact form).
-Target (issue #8): <= 150 bytes per typical metric event on average.
+Target: <= 150 bytes per typical metric event on average.
 """
 
 from __future__ import annotations

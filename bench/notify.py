@@ -5,7 +5,7 @@ The notifier is the real one (feed consumer group, noise-control stages, Block K
 intent/sent events, checkpoint, ack) posting through the real Slack sink (WebClient) to the
 tests' local Web API server. The bare loop XREADs one stream of the same anomaly envelopes and
 posts each with the same WebClient and the same payload (text, blocks, metadata, rendered
-beforehand), so the ratio is the cost of the notifier's own work. Target (issue #5): throughput ratio >= 0.5.
+beforehand), so the ratio is the cost of the notifier's own work. Target: throughput ratio >= 0.5.
 """
 
 from __future__ import annotations

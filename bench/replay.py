@@ -2,7 +2,7 @@
 
 The raw side pages through the stream with XRANGE and json-decodes each entry; trainwarden's
 side pages the same way, decodes strictly into Events and folds them into a RunState.
-Target (issue #2): ratio >= 0.5.
+Target: ratio >= 0.5.
 """
 
 from __future__ import annotations

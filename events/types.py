@@ -31,7 +31,7 @@ PLAN_STARTED = "plan.started"
 PLAN_STEP = "plan.step"
 PLAN_FINISHED = "plan.finished"
 RESUME_SKIPPED = "resume.skipped"
-# The Slack bot's (issue #5): see docs/design-notes.md, "Slack".
+# The Slack bot's: see docs/decisions/0010-slack-bot.md.
 NOTIFICATION_INTENT = "notification.intent"
 SNOOZE_SET = "snooze.set"
 STOP_CANCELLED = "stop.cancelled"

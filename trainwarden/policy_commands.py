@@ -26,7 +26,7 @@ from trainwarden.settings import Settings
 from trainwarden.workers.policy_source import read_policy_file
 
 BACKTEST_RUN = "backtest"
-# The W&B run-file reader (issue #7) plugs in here: a module with
+# The W&B run-file reader plugs in here: a module with
 # `history_events(run_dir: Path, *, run: str) -> Iterable[Event]`.
 
 
