@@ -71,7 +71,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     preload()
     queue = wiring.queue(settings)
     # Jobs run in this process by default: a forked work horse per job cost ~25 ms, more than the
-    # evaluation of the 30 runs a busy job covers (README "Scale: load and saturation").
+    # evaluation of the 30 runs a busy job covers (docs/benchmarks.md, "Scale: load and saturation").
     worker_class = Worker if args.fork else SimpleWorker
     worker = worker_class([queue], connection=queue.connection)
     worker.work(burst=args.burst, logging_level=args.log_level)
