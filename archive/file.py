@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from trainwarden.archive.errors import ArchiveFormatError
 from trainwarden.archive.format import (
     ArchiveParser,
     Entry,
@@ -29,7 +30,6 @@ from trainwarden.archive.format import (
     encode_line,
 )
 from trainwarden.events.envelope import Event
-from trainwarden.events.errors import ArchiveFormatError
 from trainwarden.events.store import Malformed
 
 PARTIAL_GLOB = ".archive-*.partial"

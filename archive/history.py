@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainwarden.archive.errors import ArchiveNotFound
 from trainwarden.archive.file import peek_archive, read_archive
 from trainwarden.archive.format import SUFFIX, Entry
 from trainwarden.archive.record import ArchiveRecord, read_records
@@ -22,7 +23,7 @@ from trainwarden.events.sids import sid_key
 from trainwarden.events.store import EventStore
 
 from trainwarden import render
-from trainwarden.errors import ArchiveNotFound, UnknownRun, UsageError
+from trainwarden.errors import UnknownRun, UsageError
 
 
 @dataclass(frozen=True, slots=True)

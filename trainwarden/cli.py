@@ -13,10 +13,9 @@ from pathlib import Path
 
 from trainwarden import archive_commands, cli_remote, policy_commands, render, replay_commands, simulate, wiring
 from trainwarden.agent.watch import RunWatch
-from trainwarden.errors import ConfigError
+from trainwarden.errors import ConfigError, TrainwardenError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
-from trainwarden.events.errors import TrainwardenError
 from trainwarden.events.redact import redact_text
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import stop_on_signals
