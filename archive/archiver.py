@@ -191,7 +191,7 @@ class Archiver:
         try:
             writer = ArchiveWriter(run_dir, run)
         except OSError as exc:
-            raise ArchiveWriteFailed(f"cannot write an archive in {run_dir}: {exc}; nothing was trimmed") from None
+            raise ArchiveWriteFailed(f"cannot write an archive in {run_dir}: {exc}; nothing was trimmed") from exc
         try:
             for sid, item in self.store.iter_run(run, until=bound):
                 writer.write(sid, item)
@@ -211,7 +211,7 @@ class Archiver:
         except OSError as exc:
             writer.discard()
             raise ArchiveWriteFailed(f"writing the archive of {run!r} in {run_dir} failed: {exc}; nothing was "
-                                     "trimmed") from None  # fmt: skip
+                                     "trimmed") from exc  # fmt: skip
         except BaseException:
             writer.discard()
             raise
@@ -223,7 +223,7 @@ class Archiver:
             lease.refresh()  # still ours: no other archive can have written this name meanwhile
             final.unlink(missing_ok=True)
             problem = f"the archive of {run!r} does not read back: {exc}; nothing was trimmed"
-            raise ArchiveVerifyFailed(problem) from None
+            raise ArchiveVerifyFailed(problem) from exc
         wanted = (run, written.count, written.first, written.last, written.size, written.sha256)
         got = (check.run, check.count, check.first, check.last, check.size, check.sha256)
         if got != wanted:

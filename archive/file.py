@@ -173,7 +173,7 @@ def _lines(path: Path, hashing: bool = False) -> Iterator[tuple[Iterable[bytes],
     try:
         raw = open(path, "rb")  # noqa: SIM115 (closed below)
     except OSError as exc:
-        raise ArchiveFormatError(f"{path}: cannot read: {exc.strerror}") from None
+        raise ArchiveFormatError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
         wrapped = _Hashing(raw) if hashing else None
         gzipped = raw.read(2) == GZIP_MAGIC
@@ -243,5 +243,5 @@ def _checked(stream: Iterable[bytes], parser: ArchiveParser) -> Iterator[bytes]:
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
             where = f"after line {parser.line}" if parser.line else "at the start"
             problem = f"damaged or cut short {where}: {exc}"
-            raise ArchiveFormatError(f"{parser.source}:{parser.line + 1}: {problem}") from None
+            raise ArchiveFormatError(f"{parser.source}:{parser.line + 1}: {problem}") from exc
         yield raw

@@ -131,5 +131,5 @@ def _missing(record: ArchiveRecord, *, given: bool) -> str:
     what = f"entries {record.first}..{record.last} ({record.count}) were archived to {record.path}"
     where = f" on {record.host} at {render.fmt_ts(record.archived_at)}"
     if given:
-        return f"{what}{where}, not among the --from files: they are missing here"
+        return f"{what}{where}, not among the --from files: they are missing here (pass that file with --from too)"
     return f"{what}{where}, which is not on this machine: they are missing here (copy it and pass --from FILE)"

@@ -30,7 +30,10 @@ class SshController:
     def _server(self, target: StopTarget) -> Server:
         server = self.servers.get(target.server or "")
         if server is None:
-            raise SshError(f"run {target.run} is on server {target.server!r}, which servers.yaml does not define")
+            raise SshError(
+                f"run {target.run} is on server {target.server!r}, which servers.yaml does not define: "
+                "add the server there (or stop the run by hand)"
+            )
         return server
 
     def stop(self, target: StopTarget) -> StopResult:

@@ -106,7 +106,7 @@ def wandb_events(run_dir: Path) -> Iterator[Event]:
     try:
         yield from history_events(run_dir, run=BACKTEST_RUN)
     except (WandbFileError, WandbUnavailable) as exc:
-        raise SourceUnavailable(f"--wandb-dir {run_dir}: {exc}") from None
+        raise SourceUnavailable(f"--wandb-dir {run_dir}: {exc}") from exc
 
 
 def cmd_backtest(args: argparse.Namespace, settings: Settings) -> int:

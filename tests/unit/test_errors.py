@@ -11,8 +11,10 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from trainwarden.events.errors import StoreError, StoreUnavailable
 
 from trainwarden import errors
+from trainwarden.cli import remedy_for
 from trainwarden.errors import TrainwardenError
 
 TREE_LINE = re.compile(r"^    (?P<indent>(?:[│ ]   )*)[├└]── (?P<name>\w+)\s")
@@ -102,3 +104,9 @@ def test_the_docstring_draws_every_class_under_its_real_parent() -> None:
 
 def test_context_is_appended_to_the_message() -> None:
     assert str(TrainwardenError("lost", run="exp01", host=None)) == "lost [run=exp01]"
+
+
+def test_the_cli_says_what_to_do_about_an_event_log_error() -> None:
+    assert "--redis-url" in (remedy_for(StoreUnavailable("Redis unreachable")) or "")
+    assert "Redis URL" in (remedy_for(StoreError("Redis refused to append: NOAUTH")) or "")
+    assert remedy_for(TrainwardenError("says it already")) is None
