@@ -1,19 +1,20 @@
-"""Errors of the agent.
+"""Errors of the agent (the whole tree is drawn in trainwarden/errors.py).
 
-TrainwardenError (events.errors)
-└── AgentError                  something the agent on a GPU server cannot do
-    ├── SourceUnavailable       a source cannot be read now; the agent says so and keeps running
+TrainwardenError (trainwarden.errors)
+└── AgentError                  the agent's sources and control stream
+    ├── SourceUnavailable       a metric source cannot be read now; the agent says so and keeps running
     │   ├── GpuUnavailable      NVML missing (no driver, no nvidia-ml-py) or failing
     │   └── WandbUnavailable    W&B run files or API cannot be read
     ├── WandbFileError          a W&B transaction log that is not what it should be (bad header, checksum)
     └── ControlMessageError     a control-stream message the agent cannot use (it is skipped, with the reason)
 
 A source error never stops the agent: it becomes a `source.status` event or a heartbeat field.
+`trainwarden policy backtest` raises SourceUnavailable too, for a log file or W&B directory it cannot read.
 """
 
 from __future__ import annotations
 
-from trainwarden.events.errors import TrainwardenError
+from trainwarden.errors import TrainwardenError
 
 
 class AgentError(TrainwardenError):
@@ -21,9 +22,7 @@ class AgentError(TrainwardenError):
 
 
 class SourceUnavailable(AgentError):
-    """A source cannot be read right now; retried on the next poll."""
-
-    retryable = True
+    """A metric source (training log, NVML, W&B) cannot be read right now; the agent retries on the next poll."""
 
 
 class GpuUnavailable(SourceUnavailable):

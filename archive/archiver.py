@@ -26,15 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainwarden.archive.errors import ArchiveFormatError, ArchiveVerifyFailed, ArchiveWriteFailed
 from trainwarden.archive.file import PARTIAL_GLOB, ArchiveSummary, ArchiveWriter, scan_archive
 from trainwarden.archive.format import archive_name, parse_archive_name
 from trainwarden.archive.holds import Hold, read_checkpoint_holds, read_feed_holds, tightest
 from trainwarden.archive.lease import ArchiveLease, process_alive
 from trainwarden.archive.record import ArchiveRecord, commit_archive, read_records
-from trainwarden.events.errors import ArchiveFormatError
 from trainwarden.events.faults import failpoint
 from trainwarden.events.store import EventStore, next_id, redis_errors
-from trainwarden.workers.errors import ArchiveVerifyFailed, ArchiveWriteFailed
 
 FAILPOINTS = ("archive-mid-write", "archive-before-rename", "archive-before-trim", "archive-after-trim")
 PROGRESS_EVERY = 100_000  # entries between progress lines
@@ -192,7 +191,7 @@ class Archiver:
         try:
             writer = ArchiveWriter(run_dir, run)
         except OSError as exc:
-            raise ArchiveWriteFailed(f"cannot write an archive in {run_dir}: {exc}; nothing was trimmed") from None
+            raise ArchiveWriteFailed(f"cannot write an archive in {run_dir}: {exc}; nothing was trimmed") from exc
         try:
             for sid, item in self.store.iter_run(run, until=bound):
                 writer.write(sid, item)
@@ -212,7 +211,7 @@ class Archiver:
         except OSError as exc:
             writer.discard()
             raise ArchiveWriteFailed(f"writing the archive of {run!r} in {run_dir} failed: {exc}; nothing was "
-                                     "trimmed") from None  # fmt: skip
+                                     "trimmed") from exc  # fmt: skip
         except BaseException:
             writer.discard()
             raise
@@ -224,7 +223,7 @@ class Archiver:
             lease.refresh()  # still ours: no other archive can have written this name meanwhile
             final.unlink(missing_ok=True)
             problem = f"the archive of {run!r} does not read back: {exc}; nothing was trimmed"
-            raise ArchiveVerifyFailed(problem) from None
+            raise ArchiveVerifyFailed(problem) from exc
         wanted = (run, written.count, written.first, written.last, written.size, written.sha256)
         got = (check.run, check.count, check.first, check.last, check.size, check.sha256)
         if got != wanted:

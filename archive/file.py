@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from trainwarden.archive.errors import ArchiveFormatError
 from trainwarden.archive.format import (
     ArchiveParser,
     Entry,
@@ -29,7 +30,6 @@ from trainwarden.archive.format import (
     encode_line,
 )
 from trainwarden.events.envelope import Event
-from trainwarden.events.errors import ArchiveFormatError
 from trainwarden.events.store import Malformed
 
 PARTIAL_GLOB = ".archive-*.partial"
@@ -173,7 +173,7 @@ def _lines(path: Path, hashing: bool = False) -> Iterator[tuple[Iterable[bytes],
     try:
         raw = open(path, "rb")  # noqa: SIM115 (closed below)
     except OSError as exc:
-        raise ArchiveFormatError(f"{path}: cannot read: {exc.strerror}") from None
+        raise ArchiveFormatError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
         wrapped = _Hashing(raw) if hashing else None
         gzipped = raw.read(2) == GZIP_MAGIC
@@ -243,5 +243,5 @@ def _checked(stream: Iterable[bytes], parser: ArchiveParser) -> Iterator[bytes]:
         except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
             where = f"after line {parser.line}" if parser.line else "at the start"
             problem = f"damaged or cut short {where}: {exc}"
-            raise ArchiveFormatError(f"{parser.source}:{parser.line + 1}: {problem}") from None
+            raise ArchiveFormatError(f"{parser.source}:{parser.line + 1}: {problem}") from exc
         yield raw

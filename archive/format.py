@@ -25,9 +25,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from trainwarden.archive.errors import ArchiveFormatError, ArchiveLineError
 from trainwarden.events.codec import UPGRADERS
 from trainwarden.events.envelope import ENVELOPE_VERSION, Event
-from trainwarden.events.errors import ArchiveFormatError
 from trainwarden.events.sids import is_sid, sid_key
 from trainwarden.events.store import Malformed
 
@@ -53,10 +53,6 @@ class Footer:
     count: int
     first: str | None
     last: str | None
-
-
-class LineError(ValueError):
-    """What is wrong with one line; the parser adds file and line number."""
 
 
 # -- encoding ---------------------------------------------------------------------------------------
@@ -113,8 +109,8 @@ def _bytes_in(value: Any) -> bytes:
         try:
             return base64.b64decode(value["base64"], validate=True)
         except ValueError as exc:
-            raise LineError(f"bad base64 in a malformed entry's fields: {exc}") from None
-    raise LineError(f"a malformed entry's field must be a string or {{'base64': ...}}, got {value!r}")
+            raise ArchiveLineError(f"bad base64 in a malformed entry's fields: {exc}") from None
+    raise ArchiveLineError(f"a malformed entry's field must be a string or {{'base64': ...}}, got {value!r}")
 
 
 # -- decoding ---------------------------------------------------------------------------------------
@@ -131,7 +127,7 @@ def decode_line(raw: bytes | str, *, line: int = 1, source: str = "archive") -> 
 def decode_any(raw: bytes | str, *, line: int = 1, source: str = "archive") -> Header | Footer | Entry:
     try:
         return _decode(raw)
-    except LineError as exc:
+    except ArchiveLineError as exc:
         raise ArchiveFormatError(f"{source}:{line}: {exc}") from None
 
 
@@ -139,31 +135,33 @@ def _decode(raw: bytes | str) -> Header | Footer | Entry:
     try:
         obj = _loads(raw.decode() if isinstance(raw, bytes) else raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise LineError(f"not valid JSON: {exc}") from None
+        raise ArchiveLineError(f"not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
-        raise LineError(f"expected a JSON object, got {type(obj).__name__}")
+        raise ArchiveLineError(f"expected a JSON object, got {type(obj).__name__}")
     if "archive" in obj:
         if obj["archive"] != MAGIC or not isinstance(obj.get("run"), str):
-            raise LineError("not a trainwarden archive header")
+            raise ArchiveLineError("not a trainwarden archive header")
         if obj.get("format") != FORMAT:
-            raise LineError(f"archive format {obj.get('format')!r} is not supported (this trainwarden reads {FORMAT})")
+            raise ArchiveLineError(
+                f"archive format {obj.get('format')!r} is not supported (this trainwarden reads {FORMAT})"
+            )
         return Header(run=obj["run"], format=FORMAT)
     if "end" in obj:
         count, first, last = obj.get("count"), obj.get("first"), obj.get("last")
         if type(count) is not int or not all(x is None or (isinstance(x, str) and is_sid(x)) for x in (first, last)):
-            raise LineError("the footer needs an integer count and stream ids first and last")
+            raise ArchiveLineError("the footer needs an integer count and stream ids first and last")
         return Footer(count=count, first=first, last=last)
     sid = obj.get("stream_id")
     if not isinstance(sid, str) or not is_sid(sid):
-        raise LineError(f"missing or invalid 'stream_id' (got {sid!r}; expected an id like 1796233170110-0)")
+        raise ArchiveLineError(f"missing or invalid 'stream_id' (got {sid!r}; expected an id like 1796233170110-0)")
     if "malformed" in obj:
         fields = obj.get("fields")
         if not isinstance(obj["malformed"], str) or not isinstance(fields, list):
-            raise LineError("a malformed entry needs a 'malformed' reason and a 'fields' list")
+            raise ArchiveLineError("a malformed entry needs a 'malformed' reason and a 'fields' list")
         pairs: dict[bytes, bytes] = {}
         for pair in fields:
             if not isinstance(pair, list) or len(pair) != 2:
-                raise LineError(f"a malformed entry's fields are [name, value] pairs, got {pair!r}")
+                raise ArchiveLineError(f"a malformed entry's fields are [name, value] pairs, got {pair!r}")
             pairs[_bytes_in(pair[0])] = _bytes_in(pair[1])
         return sid, Malformed(sid=sid, reason=obj["malformed"], fields=pairs)
     return sid, _event(obj)
@@ -172,23 +170,23 @@ def _decode(raw: bytes | str) -> Header | Footer | Entry:
 def _event(obj: dict[str, Any]) -> Event:
     missing = [name for name in ENVELOPE_FIELDS if name not in obj]
     if missing:
-        raise LineError(f"missing envelope field {missing[0]!r}")
+        raise ArchiveLineError(f"missing envelope field {missing[0]!r}")
     event_id, event_type, version, run, host, ts, seq, data = (obj[name] for name in ENVELOPE_FIELDS)
     if not all(isinstance(x, str) for x in (event_id, event_type, run, host)):
-        raise LineError("id, type, run and host must be strings")
+        raise ArchiveLineError("id, type, run and host must be strings")
     if type(seq) is not int or type(version) is not int or version < 1:
-        raise LineError("seq and v must be integers (v >= 1)")
+        raise ArchiveLineError("seq and v must be integers (v >= 1)")
     if type(ts) not in (int, float):
-        raise LineError(f"ts must be a number, got {type(ts).__name__}")
+        raise ArchiveLineError(f"ts must be a number, got {type(ts).__name__}")
     if not isinstance(data, dict):
-        raise LineError(f"data must be an object, got {type(data).__name__}")
+        raise ArchiveLineError(f"data must be an object, got {type(data).__name__}")
     if not event_id.endswith(f":{seq}"):
-        raise LineError(f"id {event_id!r} does not end with its seq {seq}")
+        raise ArchiveLineError(f"id {event_id!r} does not end with its seq {seq}")
     while (event_type, version) in UPGRADERS:  # an archive read by a newer trainwarden
         data = UPGRADERS[(event_type, version)](data)
         version += 1
     if version < ENVELOPE_VERSION:
-        raise LineError(f"version {version} of {event_type!r} has no upgrader to version {ENVELOPE_VERSION}")
+        raise ArchiveLineError(f"version {version} of {event_type!r} has no upgrader to version {ENVELOPE_VERSION}")
     return Event(id=event_id, type=event_type, run=run, host=host, ts=ts, seq=seq, data=data, v=version)
 
 
@@ -244,7 +242,7 @@ class ArchiveParser:
     def _header(self, raw: bytes) -> Header:
         try:
             item = _decode(raw)
-        except LineError as exc:
+        except ArchiveLineError as exc:
             self._fail(f"{exc} (is this a trainwarden archive?)")
         if not isinstance(item, Header):
             self._fail('not a trainwarden archive: the first line must be its header {"archive":"trainwarden",...}')

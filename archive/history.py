@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainwarden.archive.errors import ArchiveNotFound
 from trainwarden.archive.file import peek_archive, read_archive
 from trainwarden.archive.format import SUFFIX, Entry
 from trainwarden.archive.record import ArchiveRecord, read_records
@@ -22,7 +23,7 @@ from trainwarden.events.sids import sid_key
 from trainwarden.events.store import EventStore
 
 from trainwarden import render
-from trainwarden.errors import ArchiveNotFound, UnknownRun, UsageError
+from trainwarden.errors import UnknownRun, UsageError
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,5 +131,5 @@ def _missing(record: ArchiveRecord, *, given: bool) -> str:
     what = f"entries {record.first}..{record.last} ({record.count}) were archived to {record.path}"
     where = f" on {record.host} at {render.fmt_ts(record.archived_at)}"
     if given:
-        return f"{what}{where}, not among the --from files: they are missing here"
+        return f"{what}{where}, not among the --from files: they are missing here (pass that file with --from too)"
     return f"{what}{where}, which is not on this machine: they are missing here (copy it and pass --from FILE)"

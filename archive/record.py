@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis
-from trainwarden.events.errors import ArchiveConflict, DecodeError
+from trainwarden.archive.errors import ArchiveConflict
+from trainwarden.events.errors import DecodeError
 from trainwarden.events.keys import Keys
 from trainwarden.events.sids import sid_key, sid_successor
 from trainwarden.events.store import redis_errors

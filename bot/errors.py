@@ -1,9 +1,9 @@
 """Errors of the Slack bot.
 
-TrainwardenError (events.errors)
-└── BotError
+TrainwardenError (trainwarden.errors)
+└── BotError                       the Slack bot
     ├── SlackError                 talking to Slack's Web API failed
-    │   ├── SlackUnavailable       5xx, connection reset, timeouts after retries (retryable)
+    │   ├── SlackUnavailable       5xx, connection reset, timeouts after retries (retried later)
     │   └── SlackRejected          Slack answered ok=false (bad token, unknown channel): fix the setup
     └── CommandError               a slash command or button that is not carried out
         ├── BadInput               refused input (unknown name, shell metacharacters, too long)
@@ -12,7 +12,7 @@ TrainwardenError (events.errors)
 
 from __future__ import annotations
 
-from trainwarden.events.errors import TrainwardenError
+from trainwarden.errors import TrainwardenError
 
 
 class BotError(TrainwardenError):
@@ -25,8 +25,6 @@ class SlackError(BotError):
 
 class SlackUnavailable(SlackError):
     """Slack could not be reached or failed on its side; the notification stays pending and is retried."""
-
-    retryable = True
 
 
 class SlackRejected(SlackError):

@@ -18,10 +18,11 @@ from trainwarden.bot.config import BotConfig
 from trainwarden.bot.errors import BadInput
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
-from trainwarden.events.errors import TrainwardenError
 from trainwarden.events.redact import redact_text
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
 from trainwarden.remote.fleet import Fleet
+
+from trainwarden.errors import TrainwardenError
 
 log = logging.getLogger(__name__)
 

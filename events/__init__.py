@@ -8,11 +8,12 @@ from trainwarden.events.errors import (
     EventError,
     StoreError,
     StoreUnavailable,
-    TrainwardenError,
 )
 from trainwarden.events.keys import Keys
 from trainwarden.events.projection import RunState, apply, fold
 from trainwarden.events.store import EventStore, Malformed
+
+from trainwarden.errors import TrainwardenError
 
 __all__ = [
     "DecodeError",

@@ -1,41 +1,26 @@
-"""The root of trainwarden's exception tree and the errors of the event log.
+"""Errors of the event log (the whole tree is drawn in trainwarden/errors.py).
 
-    TrainwardenError                 every error trainwarden raises on purpose
+TrainwardenError (trainwarden.errors)
+└── EventLogError                    the event log
     ├── EventError                   an event or envelope that breaks the schema
     │   ├── EnvelopeError            building an event with bad fields (caller bug)
-    │   ├── DecodeError              a stored entry that cannot be read back
-    │   └── ArchiveFormatError       an archive file that is not what `trainwarden archive` writes (file:line)
-    ├── StoreError                   talking to the event log failed
-    │   ├── StoreUnavailable         Redis unreachable or timed out (retryable)
-    │   └── ArchiveConflict          the stream's head moved while an archive of it was written
-    └── YamlFileError                a config, policy or plan file that does not match its schema
+    │   └── DecodeError              a stored entry that cannot be read back
+    └── StoreError                   talking to the event log failed
+        └── StoreUnavailable         Redis unreachable or timed out (callers retry)
 
-Other packages hang their own trees under `TrainwardenError` in their errors.py.
+YamlFileError, raised by the YAML reader events/yamlfile.py, hangs under ConfigError (trainwarden.errors).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from trainwarden.errors import ConfigError, TrainwardenError
 
 
-class TrainwardenError(Exception):
-    """Base class; keyword-only context (`run=`, `host=`, `event_id=`) travels with the message."""
-
-    retryable: bool = False
-
-    def __init__(self, message: str, **context: Any) -> None:
-        self.context = {k: v for k, v in context.items() if v is not None}
-        super().__init__(message)
-
-    def __str__(self) -> str:
-        message = super().__str__()
-        if not self.context:
-            return message
-        where = ", ".join(f"{k}={v}" for k, v in self.context.items())
-        return f"{message} [{where}]"
+class EventLogError(TrainwardenError):
+    """Base class of the event log's errors."""
 
 
-class EventError(TrainwardenError):
+class EventError(EventLogError):
     """An event that does not satisfy the envelope schema."""
 
 
@@ -47,23 +32,16 @@ class DecodeError(EventError):
     """Raised when a stored stream entry cannot be decoded; such entries are dead-lettered."""
 
 
-class ArchiveFormatError(EventError):
-    """An archive file (events/archive_format.py) is damaged, cut short or not an archive; says file:line."""
-
-
-class StoreError(TrainwardenError):
+class StoreError(EventLogError):
     """Raised when the event log rejects or fails an operation."""
 
 
 class StoreUnavailable(StoreError):
     """Redis cannot be reached or timed out; the operation may be retried safely (appends are idempotent)."""
 
-    retryable = True
 
+class YamlFileError(ConfigError):
+    """A YAML file (settings, servers, experiments, plans) is invalid; the message starts with file:line:col.
 
-class ArchiveConflict(StoreError):
-    """The run's stream no longer starts where the archive just written does (another archive trimmed it)."""
-
-
-class YamlFileError(TrainwardenError):
-    """A YAML file (settings, servers, experiments, plans) is invalid; the message starts with file:line:col."""
+    Defined here because `events/yamlfile.py`, the reader every package shares, raises it.
+    """

@@ -18,6 +18,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.redact import redact
 from trainwarden.events.store import EventStore
+from trainwarden.remote.errors import LaunchError, PreflightFailed, WandbGuardRefused
 from trainwarden.remote.fleet import Experiment, Fleet, Server
 from trainwarden.remote.preflight import CheckResult, preflight_checks, run_checks
 from trainwarden.remote.runscript import (
@@ -32,7 +33,6 @@ from trainwarden.remote.runscript import (
 )
 from trainwarden.remote.ssh import RemoteShell
 from trainwarden.remote.stop import session_name
-from trainwarden.workers.errors import LaunchError, PreflightFailed, WandbGuardRefused
 
 PID_WAIT_S = 15.0
 PID_POLL_S = 0.02
@@ -116,7 +116,11 @@ class RemoteLauncher:
         if reason:
             self._refuse(experiment, server, "wandb_guard", f"W&B would not record this run ({reason}); an offline "
                          "run is invalid. Remove it, or set allow_offline_wandb: true in the experiment")  # fmt: skip
-            raise WandbGuardRefused(f"{name}: W&B offline/disabled ({reason})", run=name)
+            raise WandbGuardRefused(
+                f"{name}: W&B offline/disabled ({reason}); an offline run is invalid: remove it, or set "
+                "allow_offline_wandb: true in the experiment",
+                run=name,
+            )
         if preflight:
             failed = [r for r in self.preflight(experiment, gpus) if not r.ok]
             if failed:
@@ -134,12 +138,18 @@ class RemoteLauncher:
         if not resume:
             return experiment.command
         if experiment.resume_command is None:
-            raise LaunchError(f"{experiment.name} has no resume_command", run=experiment.name)
+            raise LaunchError(
+                f"{experiment.name} has no resume_command: add one to {experiment.source} to resume it",
+                run=experiment.name,
+            )
         command = experiment.resume_command
         if any(CHECKPOINT_TOKEN in arg for arg in command):
             latest = self.latest_checkpoint(experiment, server)
             if latest is None:
-                raise LaunchError(f"{experiment.name}: no checkpoint to resume from", run=experiment.name)
+                raise LaunchError(
+                    f"{experiment.name}: no checkpoint to resume from on {server.name}; launch it afresh instead",
+                    run=experiment.name,
+                )
             command = tuple(arg.replace(CHECKPOINT_TOKEN, latest) for arg in command)
         return command
 

@@ -17,8 +17,8 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, check_run_name, make_event, time_seq
 from trainwarden.events.redact import redact
 from trainwarden.events.store import EventStore, redis_errors
+from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import session_name, tmux_argv
-from trainwarden.workers.errors import LaunchError
 
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -51,12 +51,19 @@ def validate(spec: LaunchSpec) -> None:
         raise LaunchError(f"run name {t.SYSTEM_RUN!r} is reserved for trainwarden's own events; pick another",
                           run=spec.run)  # fmt: skip
     if not spec.command:
-        raise LaunchError("the launch command is empty", run=spec.run)
+        raise LaunchError(
+            "the launch command is empty: give it after --, e.g. `launch RUN -- python train.py`", run=spec.run
+        )
     for name in spec.env:
         if not name or not set(name) <= ENV_NAME_CHARS or name[0].isdigit():
-            raise LaunchError(f"invalid environment variable name {name!r}", run=spec.run)
+            raise LaunchError(
+                f"invalid environment variable name {name!r}: use letters, digits and _, not starting with a digit",
+                run=spec.run,
+            )
     if not spec.workdir.is_dir():
-        raise LaunchError(f"working directory {spec.workdir} does not exist", run=spec.run)
+        raise LaunchError(
+            f"working directory {spec.workdir} does not exist: create it or pass another --workdir", run=spec.run
+        )
 
 
 def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import asyncssh
+from trainwarden.remote.errors import HostKeyRejected, SshAuthFailed, SshError, SshTimeout, SshUnreachable
 from trainwarden.remote.fleet import Server
-from trainwarden.workers.errors import HostKeyRejected, SshAuthFailed, SshError, SshTimeout, SshUnreachable
 
 T = TypeVar("T")
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
@@ -115,10 +115,16 @@ class SshPool:
                 server=server.name,
             ) from None
         except TimeoutError:
-            raise SshUnreachable(f"{where}: no SSH answer within {server.connect_timeout_s:.0f}s",
-                                 server=server.name) from None  # fmt: skip
+            raise SshUnreachable(
+                f"{where}: no SSH answer within {server.connect_timeout_s:.0f}s; check host and port "
+                "in servers.yaml and that the server is up",
+                server=server.name,
+            ) from None
         except (OSError, asyncssh.Error) as exc:
-            raise SshUnreachable(f"{where}: cannot connect: {exc}", server=server.name) from None
+            raise SshUnreachable(
+                f"{where}: cannot connect: {exc}; check host and port in servers.yaml and that sshd runs there",
+                server=server.name,
+            ) from exc
         self._connections[server.name] = conn
         return conn
 
@@ -133,7 +139,7 @@ class SshPool:
             except (asyncssh.ConnectionLost, asyncssh.DisconnectError, asyncssh.ChannelOpenError, OSError) as exc:
                 self._connections.pop(server.name, None)
                 if attempt == 2:
-                    raise SshUnreachable(f"connection to {server.host} lost: {exc}", server=server.name) from None
+                    raise SshUnreachable(f"connection to {server.host} lost: {exc}", server=server.name) from exc
                 continue
             status = done.exit_status if done.exit_status is not None else 255
             return CommandResult(status, _text(done.stdout), _text(done.stderr))
@@ -167,7 +173,10 @@ class SshPool:
         try:
             self._call(self._write(server, files, remove), 60.0)
         except asyncssh.SFTPError as exc:
-            raise SshError(f"cannot write files on {server.name}: {exc.reason}", server=server.name) from None
+            raise SshError(
+                f"cannot write files on {server.name}: {exc.reason}; check that {server.user} may write there",
+                server=server.name,
+            ) from exc
 
     def close(self) -> None:
         loop = self._loop

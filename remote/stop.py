@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trainwarden.workers.errors import StopError
+from trainwarden.remote.errors import StopError
 
 STOP_COMMAND_TIMEOUT_S = 60.0
 TMUX_TIMEOUT_S = 10.0
@@ -159,7 +159,11 @@ class RoutingController:
         if target.server is None:
             return self.local.is_running(target)
         if self.remote is None:
-            raise StopError(f"run is on server {target.server!r} but no servers.yaml is configured", run=target.run)
+            raise StopError(
+                f"run is on server {target.server!r} but no servers.yaml is configured: set servers_file "
+                "in the settings file",
+                run=target.run,
+            )
         return self.remote.is_running(target)
 
 

@@ -10,9 +10,8 @@ from pathlib import Path
 from trainwarden import render, wiring
 from trainwarden.archive.archiver import Archiver, ArchiveResult
 from trainwarden.archive.record import read_records
-from trainwarden.errors import UnknownRun, UsageError
+from trainwarden.errors import TrainwardenError, UnknownRun, UsageError
 from trainwarden.events import types as t
-from trainwarden.events.errors import TrainwardenError
 from trainwarden.policies.durations import parse_duration
 from trainwarden.settings import Settings
 

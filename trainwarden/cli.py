@@ -13,10 +13,10 @@ from pathlib import Path
 
 from trainwarden import archive_commands, cli_remote, policy_commands, render, replay_commands, simulate, wiring
 from trainwarden.agent.watch import RunWatch
-from trainwarden.errors import ConfigError
+from trainwarden.errors import ConfigError, TrainwardenError, UnknownRun
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
-from trainwarden.events.errors import TrainwardenError
+from trainwarden.events.errors import StoreError, StoreUnavailable
 from trainwarden.events.redact import redact_text
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import stop_on_signals
@@ -122,7 +122,7 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
     if store.length(args.run) == 0:
-        raise ConfigError(f"unknown run {args.run!r}: it has no events (see `trainwarden runs`)")
+        raise UnknownRun(args.run)
     user = getpass.getuser()
     event = make_event(
         t.STOP_REQUESTED, run=args.run, host=settings.host, producer=f"cli/{settings.host}", seq=time_seq(),
@@ -241,7 +241,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args, _settings(args)))
     except TrainwardenError as exc:
         print(f"trainwarden: error: {exc}", file=sys.stderr)
+        if remedy := remedy_for(exc):
+            print(f"trainwarden: {remedy}", file=sys.stderr)
         return 1
+
+
+def remedy_for(exc: TrainwardenError) -> str | None:
+    """What to do, for errors raised where the command line's options are not known (the event log)."""
+    if isinstance(exc, StoreUnavailable):
+        return "is Redis running there? Start it, or point trainwarden at yours with --redis-url or REDIS_URL"
+    if isinstance(exc, StoreError):
+        return "check the Redis URL (password, a primary that accepts writes) and that Redis has memory left"
+    return None
 
 
 if __name__ == "__main__":

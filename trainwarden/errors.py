@@ -1,61 +1,116 @@
-"""Errors of the composition root (settings, CLI, demo).
+"""The root of trainwarden's one exception tree, and the errors of the command line.
 
-TrainwardenError (events.errors)
-└── SetupError              something around trainwarden is missing or misconfigured
-    ├── ConfigError         the settings file or environment is invalid (names file:line)
-    ├── RedisServerError    a private redis-server could not be started
-    ├── DemoError           the demo's run did not go as it should
-    ├── UsageError          a command-line argument is invalid (says what was expected)
-    ├── UnknownRun          a command names a run that has no events
-    ├── ArchiveNotFound     a run's history is in archive files that are not on this machine
-    ├── PolicyNotRecorded   replay --verify needs a policy whose text the log does not hold
-    └── SourceUnavailable   a backtest source this build cannot read (yet)
-SimulateError               a `trainwarden simulate` producer process failed
+A leaf module: it imports nothing of trainwarden, so every package may import it. Each package keeps
+its errors in its own `errors.py` (small modules, stable imports) under one package base; a test
+checks that every exception class defined anywhere in trainwarden derives from `TrainwardenError`
+and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavailable`), not by a flag.
+
+    TrainwardenError                 every error trainwarden raises on purpose; `run=`, `host=` context is appended
+    ├── ConfigError                  a settings file, config file or the environment is invalid (names file:line)
+    │   └── YamlFileError            (events.errors) a YAML file that does not match its schema (file:line:column)
+    ├── CliError                     a `trainwarden` command cannot do what it was asked
+    │   ├── UsageError               a command-line argument is invalid (says what was expected)
+    │   ├── UnknownRun               a command names a run that has no events
+    │   ├── PolicyNotRecorded        replay --verify needs a policy whose text the log does not hold
+    │   ├── RedisServerError         a private redis-server could not be started
+    │   ├── DemoError                the demo's run did not go as it should
+    │   └── SimulateError            a `trainwarden simulate` producer process failed
+    ├── EventLogError                (events.errors) the event log
+    │   ├── EventError               an event or envelope that breaks the schema
+    │   │   ├── EnvelopeError        building an event with bad fields (caller bug)
+    │   │   └── DecodeError          a stored entry that cannot be read back (it is dead-lettered)
+    │   └── StoreError               Redis refused an operation on the event log
+    │       └── StoreUnavailable     Redis unreachable or timed out; callers retry (appends are idempotent)
+    ├── AgentError                   (agent.errors) the agent's sources and control stream
+    │   ├── SourceUnavailable        a metric source cannot be read now (the agent says so and keeps running)
+    │   │   ├── GpuUnavailable       NVML missing (no driver, no nvidia-ml-py) or failing
+    │   │   └── WandbUnavailable     W&B run files or API cannot be read
+    │   ├── WandbFileError           a W&B transaction log that is not what it should be (bad header, checksum)
+    │   └── ControlMessageError      a control-stream message the agent cannot use (skipped, with the reason)
+    ├── PolicyError                  (policies.errors) a policy that does not validate (every problem, file:line:col)
+    ├── WorkerError                  (workers.errors) the RQ jobs
+    │   ├── NoWorkerContext          a job ran in a process that `trainwarden worker` did not set up
+    │   ├── RunBusy                  another worker holds the run's lock for too long (the entry is retried)
+    │   └── RunsFailed               some runs of a multi-run job failed (their feed entries are retried)
+    ├── RemoteError                  (remote.errors) launching, stopping and reaching runs on servers
+    │   ├── LaunchError              a run could not be started (names the run and the cause)
+    │   │   ├── PreflightFailed      a preflight check failed (says the fix)
+    │   │   └── WandbGuardRefused    the run would log to W&B offline or not at all
+    │   ├── StopError                the run controller could not even attempt a stop
+    │   └── SshError                 talking to a server over SSH failed
+    │       ├── HostKeyRejected      the host key is unknown or changed (says how to check and add it)
+    │       ├── SshAuthFailed        the server refused our key
+    │       ├── SshUnreachable       the server cannot be reached
+    │       └── SshTimeout           a remote command did not finish in time
+    ├── ArchiveError                 (archive.errors) archiving a run's log or reading it back
+    │   ├── ArchiveFormatError       a file that is not what `trainwarden archive` writes (file:line)
+    │   │   └── ArchiveLineError     what is wrong with one line (the reader adds file:line)
+    │   ├── ArchiveNotFound          a run's history is in archive files that are not on this machine
+    │   ├── ArchiveConflict          the stream's head moved while an archive of it was written (nothing trimmed)
+    │   ├── ArchiveBusy              another archive of the run is in progress
+    │   ├── ArchiveWriteFailed       the file could not be written (disk full, permissions; nothing trimmed)
+    │   └── ArchiveVerifyFailed      the file read back does not hold what was read from the log (nothing trimmed)
+    └── BotError                     (bot.errors) the Slack bot
+        ├── SlackError               talking to Slack's Web API failed
+        │   ├── SlackUnavailable     5xx, connection reset, timeouts after retries (the notification is retried)
+        │   └── SlackRejected        Slack answered ok=false (bad token, unknown channel): fix the setup
+        └── CommandError             a slash command or button that is not carried out (the message is shown)
+            ├── BadInput             refused input (unknown name, shell metacharacters, too long)
+            └── NotAllowed           the user or channel is not on the command's allow-list
+
+A message a user sees says what is wrong and what to do about it.
 """
 
 from __future__ import annotations
 
-from trainwarden.events.errors import TrainwardenError
+from typing import Any
 
 
-class SetupError(TrainwardenError):
-    """Something outside trainwarden's code needs fixing before it can run."""
+class TrainwardenError(Exception):
+    """Base class; keyword-only context (`run=`, `host=`, `event_id=`) travels with the message."""
+
+    def __init__(self, message: str, **context: Any) -> None:
+        self.context = {k: v for k, v in context.items() if v is not None}
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        if not self.context:
+            return message
+        where = ", ".join(f"{k}={v}" for k, v in self.context.items())
+        return f"{message} [{where}]"
 
 
-class ConfigError(SetupError):
-    """The settings file or environment is invalid."""
+class ConfigError(TrainwardenError):
+    """The settings file, a config file or the environment is invalid; fixing the file is the remedy."""
 
 
-class RedisServerError(SetupError):
-    """A private redis-server could not be started."""
+class CliError(TrainwardenError):
+    """Base class of the command line's own errors (the `trainwarden` commands)."""
 
 
-class DemoError(SetupError):
-    """The demo's vertical slice did not complete."""
-
-
-class UsageError(SetupError):
+class UsageError(CliError):
     """A command-line argument is invalid."""
 
 
-class UnknownRun(SetupError):
+class UnknownRun(CliError):
     """The run has no events in the log."""
 
     def __init__(self, run: str) -> None:
         super().__init__(f"unknown run {run!r}: it has no events (see `trainwarden runs`)")
 
 
-class ArchiveNotFound(SetupError):
-    """The run's events were archived to files this machine does not have (the message names them)."""
-
-
-class PolicyNotRecorded(SetupError):
+class PolicyNotRecorded(CliError):
     """A decision names a policy hash whose text is not in the `trainwarden.system` run's `policy.loaded` events."""
 
 
-class SourceUnavailable(SetupError):
-    """The history source asked for cannot be read by this build."""
+class RedisServerError(CliError):
+    """A private redis-server could not be started."""
 
 
-class SimulateError(TrainwardenError):
+class DemoError(CliError):
+    """The demo's vertical slice did not complete."""
+
+
+class SimulateError(CliError):
     """A `trainwarden simulate` producer process failed (its traceback is in its output)."""

@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trainwarden import wiring
-from trainwarden.agent.errors import WandbFileError, WandbUnavailable
+from trainwarden.agent.errors import SourceUnavailable, WandbFileError, WandbUnavailable
 from trainwarden.agent.logsource import RunLog
 from trainwarden.agent.tail import LogTail
 from trainwarden.agent.wandb_source import history_events
 from trainwarden.archive.history import load_history
-from trainwarden.errors import SourceUnavailable
 from trainwarden.events.envelope import Event
 from trainwarden.events.store import Malformed
 from trainwarden.policies.backtest import Backtest, backtest
@@ -107,7 +106,7 @@ def wandb_events(run_dir: Path) -> Iterator[Event]:
     try:
         yield from history_events(run_dir, run=BACKTEST_RUN)
     except (WandbFileError, WandbUnavailable) as exc:
-        raise SourceUnavailable(f"--wandb-dir {run_dir}: {exc}") from None
+        raise SourceUnavailable(f"--wandb-dir {run_dir}: {exc}") from exc
 
 
 def cmd_backtest(args: argparse.Namespace, settings: Settings) -> int:

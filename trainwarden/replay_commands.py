@@ -144,7 +144,10 @@ class RecordedPolicies:
             try:
                 self.known[digest] = load_policy(text, source=f"policy {digest} (recorded)")
             except PolicyError as exc:
-                raise PolicyNotRecorded(f"the recorded text of policy {digest} does not load: {exc}") from None
+                raise PolicyNotRecorded(
+                    f"the recorded text of policy {digest} does not load (pass the policy file with --policy FILE): "
+                    f"{exc}"
+                ) from exc
         return self.known[digest]
 
 

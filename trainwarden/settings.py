@@ -210,5 +210,8 @@ def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ConfigError(f"cannot read settings file {path}: {exc.strerror}") from None
+        raise ConfigError(
+            f"cannot read settings file {path}: {exc.strerror}; pass a readable one with --config FILE "
+            "(or TRAINWARDEN_CONFIG)"
+        ) from exc
     return parse_settings(text, path, env)

@@ -72,3 +72,4 @@ def test_unreachable_redis_is_a_clear_error(tmp_path):
     proc = run_cli(cfg, "runs")
     assert proc.returncode == 1
     assert "Redis unreachable" in proc.stderr
+    assert "--redis-url" in proc.stderr  # and what to do about it

@@ -4,8 +4,8 @@ import gzip
 import math
 
 import pytest
+from trainwarden.archive.errors import ArchiveFormatError
 from trainwarden.archive.file import ArchiveWriter, peek_archive, read_archive, scan_archive
-from trainwarden.events.errors import ArchiveFormatError
 from trainwarden.events.store import Malformed
 
 from tests.helpers import metric

@@ -4,6 +4,7 @@ import json
 import math
 
 import pytest
+from trainwarden.archive.errors import ArchiveFormatError
 from trainwarden.archive.format import (
     ArchiveParser,
     Footer,
@@ -17,7 +18,6 @@ from trainwarden.archive.format import (
     parse_lines,
 )
 from trainwarden.archive.holds import Hold, checkpoint_holds, tightest
-from trainwarden.events.errors import ArchiveFormatError
 from trainwarden.events.sids import sid_key, sid_successor
 from trainwarden.events.store import Malformed
 

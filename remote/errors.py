@@ -1,0 +1,58 @@
+"""Errors of launching, stopping and reaching runs (the whole tree is drawn in trainwarden/errors.py).
+
+TrainwardenError (trainwarden.errors)
+└── RemoteError                 launching, stopping and reaching runs on servers
+    ├── LaunchError             a run could not be started (names the run and the cause)
+    │   ├── PreflightFailed     a preflight check failed (says the fix)
+    │   └── WandbGuardRefused   the run would log to W&B offline or not at all
+    ├── StopError               the run controller could not even attempt a stop
+    └── SshError                talking to a server over SSH failed
+        ├── HostKeyRejected     the host key is unknown or changed (says how to check and add it)
+        ├── SshAuthFailed       the server refused our key
+        ├── SshUnreachable      the server cannot be reached (callers may try again later)
+        └── SshTimeout          a remote command did not finish in time
+"""
+
+from __future__ import annotations
+
+from trainwarden.errors import TrainwardenError
+
+
+class RemoteError(TrainwardenError):
+    """Base class of errors raised while launching, stopping or reaching runs."""
+
+
+class LaunchError(RemoteError):
+    """A run could not be launched."""
+
+
+class PreflightFailed(LaunchError):
+    """A preflight check failed; the launch is refused."""
+
+
+class WandbGuardRefused(LaunchError):
+    """The experiment would run with W&B offline or disabled (an offline run is invalid)."""
+
+
+class StopError(RemoteError):
+    """The run controller could not attempt the stop at all."""
+
+
+class SshError(RemoteError):
+    """Talking to a server over SSH failed."""
+
+
+class HostKeyRejected(SshError):
+    """The host key is not in known_hosts or differs from it: the connection is refused."""
+
+
+class SshAuthFailed(SshError):
+    """The server refused our key."""
+
+
+class SshUnreachable(SshError):
+    """The server cannot be reached; the operation may be retried."""
+
+
+class SshTimeout(SshError):
+    """A remote command did not finish in time."""
