@@ -8,6 +8,7 @@ import time
 from trainwarden.bot import messages
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
+from trainwarden.events.metrics import first_of
 from trainwarden.events.projection import RunState, fold, is_finite_number
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
@@ -44,7 +45,7 @@ def last_gpu_util(store: EventStore, run: str) -> float | None:
 
 
 def loss_values(state: RunState) -> list[float]:
-    out = [m.get("loss", m.get("train/loss")) for m in state.recent_metrics]
+    out = [first_of(m, "loss") for m in state.recent_metrics]
     return [float(v) for v in out if isinstance(v, int | float) and not isinstance(v, bool)][-SPARK_POINTS:]
 
 
