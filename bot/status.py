@@ -11,6 +11,7 @@ from trainwarden.events import types as t
 from trainwarden.events.metrics import first_of
 from trainwarden.events.projection import RunState, fold, is_finite_number
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
+from trainwarden.policies.durations import fmt_duration
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
 from trainwarden.workers.checkpoint import decode_checkpoint
 
@@ -75,7 +76,7 @@ def line(store: EventStore, state: RunState, now: float) -> str:
         gpu=f"{gpu:.0f}%" if gpu is not None else "n/a",
         source=state.source or "n/a",
         anomalies=", ".join(state.open_anomalies) or "none",
-        age=messages.duration(now - state.last_ts) if state.last_ts else "?",
+        age=fmt_duration(now - state.last_ts) if state.last_ts else "?",
     )
 
 
