@@ -47,9 +47,10 @@ class Metric:
 
 
 TRAINING, VALIDATION, SYSTEM = Phase.TRAINING, Phase.VALIDATION, Phase.SYSTEM
+# A rule looks every spelling up in every event: list the ones trainers print, not every combination of
+# prefix and name (the agent's rule below maps `validation/perplexity` and the like to `val_ppl` anyway).
 METRICS: tuple[Metric, ...] = (
-    Metric("loss", TRAINING, ("train/loss", "train_loss", "train.loss", "training_loss", "training/loss"),
-           "training loss"),
+    Metric("loss", TRAINING, ("train/loss", "train_loss", "train.loss", "training_loss"), "training loss"),
     Metric("ppl", TRAINING, ("perplexity", "train/ppl", "train_ppl", "train/perplexity", "train_perplexity"),
            "training perplexity (never the validation one)"),
     Metric("grad_norm", TRAINING, ("train/grad_norm", "gradient_norm", "grad-norm", "gnorm", "grad_norm_total"),
@@ -59,10 +60,9 @@ METRICS: tuple[Metric, ...] = (
                                       "train/tokens_per_second"), "training throughput"),
     Metric("step", TRAINING, ("global_step", "iter", "iteration", "num_updates", "train/global_step"),
            "optimizer steps so far"),
-    Metric("val_loss", VALIDATION, ("val/loss", "eval_loss", "eval/loss", "valid_loss", "validation_loss", "val.loss",
-                                    "valid/loss", "validation/loss"), "loss on held-out data"),
-    Metric("val_ppl", VALIDATION, ("val/ppl", "eval_ppl", "eval/ppl", "val/perplexity", "eval/perplexity",
-                                   "val_perplexity", "eval_perplexity", "valid_ppl", "validation/perplexity"),
+    Metric("val_loss", VALIDATION, ("val/loss", "eval_loss", "eval/loss", "valid_loss", "validation_loss", "val.loss"),
+           "loss on held-out data"),
+    Metric("val_ppl", VALIDATION, ("val/ppl", "eval_ppl", "eval/ppl", "val/perplexity", "eval/perplexity"),
            "perplexity on held-out data"),
     Metric("gpu_util", SYSTEM, ("util", "utilization", "gpu.util", "gpu_utilization"), "GPU utilisation, %"),
     Metric("gpu_temp", SYSTEM, ("temp", "temperature", "gpu.temp", "temperature_c"), "GPU temperature, C"),
