@@ -10,7 +10,7 @@
 | nanoGPT | `iter 100: loss 4.2345, time 12.3ms, mfu 35.1%`, `step 250: train loss 2.1, val loss 2.2` |
 | fairseq (`|`-separated) | `epoch 001 | valid on 'valid' subset | loss 8.123 | ppl 238.4 | num_updates 1563` |
 
-Names are returned as printed; `trainwarden.agent.names.normalise` maps them to canonical names. Values
+Names are returned as printed; `trainwarden.events.metrics.normalise` maps them to canonical names. Values
 `nan`, `inf` and `-inf` in any case are kept: they are what must not be missed.
 """
 

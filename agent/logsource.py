@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 from trainwarden.agent.blocks import Block, Single, TracebackGrouper
 from trainwarden.agent.formats import parse_metrics
-from trainwarden.agent.names import normalise
 from trainwarden.agent.parse import MAX_LINE_CHARS, tag_of
 from trainwarden.agent.tail import Line, LogTail
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.metrics import normalise
 from trainwarden.events.redact import redact_text
 
 BLOCK_IDLE_S = 1.0  # an unfinished traceback is sent after this long without new lines

@@ -21,11 +21,11 @@ from typing import Any, Protocol
 
 from trainwarden.agent import procfs
 from trainwarden.agent.errors import WandbFileError, WandbUnavailable
-from trainwarden.agent.names import normalise
 from trainwarden.agent.wandb_file import RunFile, RunInfo
 from trainwarden.agent.watch import RunWatch
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.metrics import normalise
 
 RUN_DIR_RE = re.compile(r"^(?:offline-)?run-\d{8}_\d{6}-([A-Za-z0-9]+)$")
 DEFAULT_BASE_URL = "https://wandb.ai"

@@ -26,13 +26,13 @@ from trainwarden.agent import procfs
 from trainwarden.agent.arbiter import STALE_S, STARTUP_GRACE_S, Arbiter
 from trainwarden.agent.health import Ended, GuardFinding, ProcessHealth, log_tail
 from trainwarden.agent.logsource import BLOCK_IDLE_S, RunLog
-from trainwarden.agent.names import normalise
 from trainwarden.agent.state import LogPosition, WandbPosition
 from trainwarden.agent.tail import LogTail
 from trainwarden.agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, RunWandb
 from trainwarden.agent.watch import RunWatch
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.metrics import normalise
 
 METRICS_SOURCE = "metrics"  # `source` of source.status events about where metrics come from
 

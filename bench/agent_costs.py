@@ -26,9 +26,9 @@ from pathlib import Path
 from harness import private_redis
 from trainwarden.agent.formats import parse_metrics
 from trainwarden.agent.logsource import RunLog
-from trainwarden.agent.names import normalise
 from trainwarden.agent.parse import tag_of
 from trainwarden.agent.tail import LogTail
+from trainwarden.events.metrics import normalise
 
 RUNS = 8
 LINES_PER_S = 100

@@ -8,7 +8,6 @@ inert wherever it later travels: tmux session names, log paths, Slack messages).
 from __future__ import annotations
 
 import difflib
-import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,11 +15,10 @@ from dataclasses import dataclass
 from trainwarden.bot import messages
 from trainwarden.bot.errors import BadInput
 from trainwarden.events.envelope import RUN_NAME_RE
+from trainwarden.policies.durations import parse_duration
 
 MAX_TEXT = 200
 METACHARACTERS = frozenset(";&|`$<>\\(){}[]*?!~#'\"")
-DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
-UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_SNOOZE_S = 7 * 86400
 DEFAULT_STOP_REASON = "stopped from Slack"
 
@@ -75,13 +73,13 @@ def check_name(kind: str, name: str, known: Iterable[str]) -> str:
     raise BadInput(messages.unknown_name(kind, name, closest(name, known), known))
 
 
-def parse_duration(text: str) -> float:
-    m = DURATION_RE.match(text)
-    if not m:
+def snooze_duration(text: str) -> float:
+    """Seconds to snooze for, in the one duration grammar of policies and the CLI (`1h30m`, `2d`)."""
+    seconds = parse_duration(text)
+    if seconds is None:
         raise BadInput(messages.bad_duration(text))
-    seconds = float(m[1]) * UNIT_S[m[2]]
     if not 0 < seconds <= MAX_SNOOZE_S:
-        raise BadInput(messages.bad_duration(text))
+        raise BadInput(messages.snooze_out_of_range(text, MAX_SNOOZE_S))
     return seconds
 
 
@@ -104,5 +102,5 @@ def parse(command: str, text: str) -> Command:
         return Stop(run=_name(words[0], usage), reason=" ".join(words[1:]) or DEFAULT_STOP_REASON)
     if command == "snooze" and len(words) in (2, 3):
         rule = _name(words[1], usage) if len(words) == 3 else None
-        return Snooze(run=_name(words[0], usage), rule=rule, seconds=parse_duration(words[-1]))
+        return Snooze(run=_name(words[0], usage), rule=rule, seconds=snooze_duration(words[-1]))
     raise BadInput(usage)

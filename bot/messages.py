@@ -15,6 +15,7 @@ from typing import Any
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.redact import redact_text
+from trainwarden.policies.durations import duration_problem, fmt_duration
 
 SPARK = "▁▂▃▄▅▆▇█"
 BAR_WIDTH = 10
@@ -29,19 +30,6 @@ def where(event: Event) -> str:
 
 def clock(ts: float) -> str:
     return time.strftime("%H:%M UTC", time.gmtime(ts))
-
-
-def duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds >= 86400 and seconds % 3600 == 0:
-        return f"{seconds // 86400}d" if seconds % 86400 == 0 else f"{seconds // 3600}h"
-    if seconds >= 3600:
-        h, m = divmod(seconds // 60, 60)
-        return f"{h}h" if m == 0 else f"{h}h{m:02d}m"
-    if seconds >= 60:
-        m, s = divmod(seconds, 60)
-        return f"{m}m" if s == 0 else f"{m}m{s:02d}s"
-    return f"{seconds}s"
 
 
 def sparkline(values: Sequence[float]) -> str:
@@ -93,13 +81,13 @@ def decision(event: Event) -> str:
 
 def guarded_stop(event: Event) -> str:
     d = event.data
-    return f"Stopping {where(event)} in {duration(d.get('confirm_s', 0))}: {d.get('reason')} ({d.get('rule')})"
+    return f"Stopping {where(event)} in {fmt_duration(d.get('confirm_s', 0))}: {d.get('reason')} ({d.get('rule')})"
 
 
 def flapping(event: Event, *, openings: int, window_s: float) -> str:
     rule = event.data.get("rule")
     return (
-        f"FLAPPING {where(event)}: {rule} opened {openings} times in {duration(window_s)}; "
+        f"FLAPPING {where(event)}: {rule} opened {openings} times in {fmt_duration(window_s)}; "
         f"quiet until it settles. Last: {event.data.get('reason')}"
     )
 
@@ -157,7 +145,7 @@ def watchdog_stalled(event: Event) -> str:
 
 
 def watchdog_recovered(event: Event) -> str:
-    return f"TRAINWARDEN RECOVERED after {duration(event.data.get('stalled_s', 0))}: {event.data.get('detail')}."
+    return f"TRAINWARDEN RECOVERED after {fmt_duration(event.data.get('stalled_s', 0))}: {event.data.get('detail')}."
 
 
 def no_dispatcher() -> str:
@@ -165,11 +153,11 @@ def no_dispatcher() -> str:
 
 
 def dispatcher_silent(seconds: float) -> str:
-    return f"the dispatcher has not reported for {duration(seconds)}"
+    return f"the dispatcher has not reported for {fmt_duration(seconds)}"
 
 
 def workers_behind(pending: int, seconds: float) -> str:
-    return f"{pending} feed entries wait for the workers, the oldest for {duration(seconds)} (are workers running?)"
+    return f"{pending} feed entries wait for the workers, the oldest for {fmt_duration(seconds)} (are workers running?)"
 
 
 def progress_again() -> str:
@@ -252,7 +240,7 @@ BUTTON_CANCEL = "Cancel"
 
 
 def button_snooze(seconds: float) -> str:
-    return f"Snooze {duration(seconds)}"
+    return f"Snooze {fmt_duration(seconds)}"
 
 
 def confirm_stop_title() -> str:
@@ -295,7 +283,7 @@ def usage(command: str) -> str:
         "status": "Usage: /status [RUN]",
         "launch": "Usage: /launch EXPERIMENT [SERVER]",
         "stop": "Usage: /stop RUN [REASON]",
-        "snooze": "Usage: /snooze RUN [RULE] DURATION (like 30m, 2h, 1d)",
+        "snooze": "Usage: /snooze RUN [RULE] DURATION (like 30m, 1h30m, 2d)",
     }.get(command, f"Unknown command {command}")
 
 
@@ -311,7 +299,11 @@ def unknown_name(kind: str, name: str, closest: Sequence[str], known: Sequence[s
 
 
 def bad_duration(text: str) -> str:
-    return f"{text!r} is not a duration; use a number with s, m, h or d, like 30m or 2h"
+    return duration_problem(text)
+
+
+def snooze_out_of_range(text: str, most_s: float) -> str:
+    return f"{text!r} is not a duration to snooze for: give more than 0s and at most {fmt_duration(most_s)}, like 1h30m"
 
 
 def launching(experiment: str, server: str) -> str:
@@ -340,7 +332,7 @@ def stop_dismissed(run: str) -> str:
 
 def snoozed(run: str, rule: str | None, until: float, user: str) -> str:
     what = f"{rule} on {run}" if rule else f"all anomalies of {run}"
-    return f"<@{user}> snoozed {what} until {clock(until)} ({duration(until - time.time())})."
+    return f"<@{user}> snoozed {what} until {clock(until)} ({fmt_duration(until - time.time())})."
 
 
 def kept_running(run: str, rule: str, until: float, user: str) -> str:

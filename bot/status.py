@@ -8,8 +8,10 @@ import time
 from trainwarden.bot import messages
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
+from trainwarden.events.metrics import first_of
 from trainwarden.events.projection import RunState, fold, is_finite_number
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
+from trainwarden.policies.durations import fmt_duration
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
 from trainwarden.workers.checkpoint import decode_checkpoint
 
@@ -44,7 +46,7 @@ def last_gpu_util(store: EventStore, run: str) -> float | None:
 
 
 def loss_values(state: RunState) -> list[float]:
-    out = [m.get("loss", m.get("train/loss")) for m in state.recent_metrics]
+    out = [first_of(m, "loss") for m in state.recent_metrics]
     return [float(v) for v in out if isinstance(v, int | float) and not isinstance(v, bool)][-SPARK_POINTS:]
 
 
@@ -74,7 +76,7 @@ def line(store: EventStore, state: RunState, now: float) -> str:
         gpu=f"{gpu:.0f}%" if gpu is not None else "n/a",
         source=state.source or "n/a",
         anomalies=", ".join(state.open_anomalies) or "none",
-        age=messages.duration(now - state.last_ts) if state.last_ts else "?",
+        age=fmt_duration(now - state.last_ts) if state.last_ts else "?",
     )
 
 

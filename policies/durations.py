@@ -1,6 +1,13 @@
-"""Durations and persistence (`for:`) as policy files write them: `30s`, `10m`, `1h30m`, `3 samples`.
+"""Durations: the one grammar and the one format for every place a user writes or reads one (policy
+files' `for:` / `duration:` / `startup:`, `/snooze`, `--since`, `--older-than`, and messages).
 
-Parsing is strict on purpose: `10 mins` is an error that says what is expected, not a silent zero.
+Grammar: one or more `<number><unit>` parts, largest unit first, each unit once; units `ms`, `s`, `m`,
+`h`, `d`; a number may have decimals: `90s`, `10m`, `1h30m`, `1.5h`, `2d`, `500ms`. No spaces and no
+bare numbers (`60`: seconds or minutes?). Strict on purpose: `10 mins` is an error that says what is
+wrong and shows an accepted duration, never a silent zero.
+
+Format (`fmt_duration`): the largest unit and the next one, zero-padded, the rest rounded away:
+`42s`, `5m07s`, `1h30m`, `1d01h`, `7d`. Every formatted duration parses back (`parse_duration`).
 """
 
 from __future__ import annotations
@@ -8,32 +15,75 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION_RE = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$")
-_PART_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}  # largest first: the order parts go in
+_ORDER = {unit: i for i, unit in enumerate(UNITS)}
+_PART_RE = re.compile(r"(\d+(?:\.\d+)?)([^\d.]*)")
 _SAMPLES_RE = re.compile(r"^(\d+)\s*samples?$")
 
 DURATION_HINT = "a duration like 30s, 10m, 2h or 1h30m"
 PERSISTENCE_HINT = "a number of samples (3, or '3 samples') or a duration like 30s, 10m, 2h"
 
 
+def _scan(text: str) -> tuple[float | None, str]:
+    """Seconds and '' for a duration; None and what is wrong otherwise."""
+    if not text:
+        return None, "it is empty"
+    if text.startswith("-"):
+        return None, "a duration is never negative"
+    total, pos, last = 0.0, 0, -1
+    while pos < len(text):
+        m = _PART_RE.match(text, pos)
+        if not m:
+            return None, f"{text[pos:]!r} is not a number followed by a unit"
+        number, unit = m.groups()
+        if not unit:
+            return None, f"{number} has no unit: write {number}s for seconds, {number}m for minutes"
+        if unit not in UNITS:
+            return None, f"{unit!r} is not a unit (ms, s, m, h or d)"
+        if _ORDER[unit] <= last:
+            return None, "the units go from the largest to the smallest, each once (1h30m, not 30m1h)"
+        total += float(number) * UNITS[unit]
+        pos, last = m.end(), _ORDER[unit]
+    return total, ""
+
+
 def parse_duration(text: str) -> float | None:
-    """Seconds, or None when `text` is not a duration."""
+    """Seconds, or None when `text` is not a duration (`duration_problem` says why)."""
+    return _scan(text.strip())[0]
+
+
+def duration_problem(text: str, *, expected: str = DURATION_HINT) -> str:
+    """Why `text` is not a duration, and what is expected, for error messages ('' when it is one)."""
     compact = text.strip()
-    if not _DURATION_RE.match(compact):
-        return None
-    return sum(float(n) * UNITS[unit] for n, unit in _PART_RE.findall(compact))
+    seconds, why = _scan(compact)
+    if seconds is not None:
+        return ""
+    squeezed = "".join(compact.split())
+    if squeezed != compact:
+        fixed, why = _scan(squeezed)
+        why = f"write it without spaces: {fmt_duration(fixed)}" if fixed is not None else why
+    return f"{text!r} is not a duration: {why}; expected {expected}"
+
+
+def _units_shown(s: int) -> tuple[str, str]:
+    for big, small in (("d", "h"), ("h", "m"), ("m", "s")):
+        if s >= UNITS[big]:
+            return big, small
+    return "s", "s"
 
 
 def fmt_duration(seconds: float) -> str:
-    """The inverse, for messages: 1800 -> '30m', 5400 -> '1h30m', 42.5 -> '42s'."""
-    s = round(seconds)
-    if s < 60:
+    """The one way a duration is shown: 42 -> '42s', 427 -> '7m07s', 5400 -> '1h30m', 90060 -> '1d01h'."""
+    if 0 < seconds < 0.9995:
+        return f"{round(seconds * 1000)}ms"
+    s = int(max(0.0, seconds) + 0.5)
+    step = int(UNITS[_units_shown(s)[1]])
+    s = (s + step // 2) // step * step  # rounded to the smaller unit shown; 59m59.6s becomes 1h
+    big, small = _units_shown(s)
+    if big == "s":
         return f"{s}s"
-    h, rest = divmod(s, 3600)
-    m, sec = divmod(rest, 60)
-    out = (f"{h}h" if h else "") + (f"{m}m" if m else "")
-    return out + (f"{sec}s" if sec and not h else "")
+    whole, rest = divmod(s, int(UNITS[big]))
+    return f"{whole}{big}" + (f"{rest // int(UNITS[small]):02d}{small}" if rest else "")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
-"""Metric names and their aliases: `loss` matches `train/loss`, `train_loss`, `loss`, ...
+"""A rule's metric names and the values it reads: `loss` matches `train/loss`, `train_loss`, `loss`, ...
 
-Trainers and loggers spell the same quantity many ways. A rule names the canonical metric; it
-matches the first alias present in an event. A policy file may add aliases of its own.
+A rule names the canonical metric; it matches the first spelling present in an event. The spellings
+come from the one vocabulary in `trainwarden.events.metrics` (shared with the agent); a policy file
+may add aliases of its own.
 """
 
 from __future__ import annotations
@@ -11,24 +12,14 @@ from collections.abc import Iterable, Mapping
 from math import isfinite
 from typing import Any
 
-BUILTIN_ALIASES: dict[str, tuple[str, ...]] = {
-    "loss": ("loss", "train/loss", "train_loss", "train.loss", "training_loss"),
-    "val_loss": ("val_loss", "val/loss", "eval_loss", "eval/loss", "valid_loss", "validation_loss", "val.loss"),
-    "val_ppl": ("val_ppl", "val/ppl", "eval_ppl", "eval/ppl", "val/perplexity", "eval/perplexity", "ppl"),
-    "grad_norm": ("grad_norm", "train/grad_norm", "gradient_norm", "grad-norm", "gnorm"),
-    "lr": ("lr", "learning_rate", "train/lr", "train/learning_rate"),
-    "tokens_per_s": ("tokens_per_s", "tokens_per_sec", "tok/s", "throughput", "train/tokens_per_second"),
-    "gpu_util": ("gpu_util", "util", "utilization", "gpu.util", "gpu_utilization"),
-    "gpu_temp": ("gpu_temp", "temp", "temperature", "gpu.temp", "temperature_c"),
-    "alive": ("alive", "process_alive"),
-}
+from trainwarden.events.metrics import spellings
 
 
 def expand(names: Iterable[str], extra: Mapping[str, tuple[str, ...]] | None = None) -> tuple[str, ...]:
     """Canonical names -> every spelling to look for, in order, without repeats."""
     out: dict[str, None] = {}
     for name in names:
-        for alias in (extra or {}).get(name, ()) or BUILTIN_ALIASES.get(name, (name,)):
+        for alias in (extra or {}).get(name, ()) or spellings(name):
             out[alias] = None
         out.setdefault(name, None)
     return tuple(out)

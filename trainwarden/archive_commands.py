@@ -12,7 +12,7 @@ from trainwarden.archive.archiver import Archiver, ArchiveResult
 from trainwarden.archive.record import read_records
 from trainwarden.errors import TrainwardenError, UnknownRun, UsageError
 from trainwarden.events import types as t
-from trainwarden.policies.durations import parse_duration
+from trainwarden.policies.durations import duration_problem, parse_duration
 from trainwarden.settings import Settings
 
 AGE_HINT = "an age like 30d, 12h, 90m or 3600s"
@@ -32,9 +32,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def parse_age(text: str) -> float:
+    """`--older-than AGE` in the one duration grammar (`30d`, `1d12h`, `90m`)."""
     seconds = parse_duration(text)
-    if seconds is None or seconds <= 0:
-        raise UsageError(f"--older-than {text!r}: expected {AGE_HINT}")
+    if seconds is None:
+        raise UsageError(f"--older-than: {duration_problem(text, expected=AGE_HINT)}")
+    if seconds <= 0:
+        raise UsageError(f"--older-than {text!r}: an age is more than 0s; expected {AGE_HINT}")
     return seconds
 
 

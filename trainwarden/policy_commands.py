@@ -149,6 +149,7 @@ def backtest_lines(result: Backtest, *, source: str, gpus: float) -> list[str]:
         steps_saved, minutes, gpu_hours = saved
         before = f"{steps_saved} steps and " if steps_saved is not None else ""
         plural = "s" if gpus != 1 else ""
-        lines.append(f"Would have stopped at step {stop.step} by {stop.rule}: {before}{minutes:.0f} minutes before "
+        early = fmt_duration(minutes * 60)
+        lines.append(f"Would have stopped at step {stop.step} by {stop.rule}: {before}{early} before "
                      f"the run's end ({gpu_hours:.2f} GPU-hours saved at {gpus:g} GPU{plural}).")  # fmt: skip
     return lines

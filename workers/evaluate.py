@@ -9,6 +9,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.projection import apply
 from trainwarden.events.store import Malformed
+from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.engine import apply_policy, evaluate
 from trainwarden.policies.model import Policy
 from trainwarden.workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
@@ -67,7 +68,7 @@ def evaluate_entries(
             # nobody answered in time: the workers stop the run, whether or not the bot is up
             guard["requested"] = True
             cp.emitted += 1
-            reason = f"no answer within {guard['confirm_s']:.0f}s: {guard['reason']}"
+            reason = f"no answer within {fmt_duration(guard['confirm_s'])}: {guard['reason']}"
             step.outputs.append(make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
                                            data={"by": "policy", "rule": guard["rule"], "reason": reason,
                                                  "decision": guard["decision"], "run_host": run_state.host or host},

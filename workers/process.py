@@ -19,6 +19,7 @@ from redis.lock import Lock
 from rq.timeouts import JobTimeoutException
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import ack_feed
+from trainwarden.policies.durations import fmt_duration
 from trainwarden.workers.actions import perform
 from trainwarden.workers.checkpoint import decode_checkpoint, encode_checkpoint
 from trainwarden.workers.context import WorkerContext, current
@@ -104,7 +105,9 @@ class RunProcessor:
             blocking_timeout=self.ctx.lock_timeout_s,
         )
         if not lock.acquire():
-            raise RunBusy(f"another worker held the lock for over {self.ctx.lock_timeout_s:.0f}s", run=self.run)
+            raise RunBusy(
+                f"another worker held the lock for over {fmt_duration(self.ctx.lock_timeout_s)}", run=self.run
+            )
         try:
             if self._evaluate(lock):
                 self._perform_pending(lock)

@@ -64,7 +64,7 @@ def test_a_guarded_stop_waits_then_the_workers_stop_the_run_when_nobody_answers(
     settle()
     (request,) = events_of(store, "exp01", t.STOP_REQUESTED)
     assert request.data["by"] == "policy" and request.data["decision"] == decision.id
-    assert request.data["reason"].startswith("no answer within 300s: loss=nan")
+    assert request.data["reason"].startswith("no answer within 5m: loss=nan")
     assert events_of(store, "exp01", t.STOP_FAILED) or events_of(store, "exp01", t.STOP_DONE)  # it tried to stop
     clock.now += 3600
     settle()

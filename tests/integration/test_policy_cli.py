@@ -112,7 +112,7 @@ def test_backtest_a_recorded_run_and_a_log_file(store, settings_file, worker_ctx
                    + "".join(f"step={i * 10} loss=nan\n" for i in range(50, 80)))  # fmt: skip
     out = cli(settings_file, "policy", "backtest", "default", "--log", str(log), "--interval", "60", "--gpus", "8")
     assert out.returncode == 0, out.stderr
-    assert ("Would have stopped at step 500 by loss-nonfinite: 290 steps and 29 minutes before the run's end "
+    assert ("Would have stopped at step 500 by loss-nonfinite: 290 steps and 29m before the run's end "
             "(3.87 GPU-hours saved at 8 GPUs).") in out.stdout  # fmt: skip
     not_a_run = cli(settings_file, "policy", "backtest", "default", "--wandb-dir", str(tmp_path))
     assert not_a_run.returncode == 1

@@ -1,5 +1,5 @@
 import pytest
-from trainwarden.bot.commands import Launch, Snooze, Status, Stop, check_text, parse, parse_duration
+from trainwarden.bot.commands import Launch, Snooze, Status, Stop, check_text, parse, snooze_duration
 from trainwarden.bot.config import Allow, BotConfig
 from trainwarden.bot.errors import BadInput
 
@@ -15,6 +15,8 @@ from trainwarden.bot.errors import BadInput
         ("stop", "exp01  lr too high, see wandb", Stop(run="exp01", reason="lr too high, see wandb")),
         ("snooze", "exp01 2h", Snooze(run="exp01", rule=None, seconds=7200)),
         ("snooze", "exp01 loss-spike 30m", Snooze(run="exp01", rule="loss-spike", seconds=1800)),
+        ("snooze", "exp01 1h30m", Snooze(run="exp01", rule=None, seconds=5400)),
+        ("snooze", "exp01 loss-spike 1d12h", Snooze(run="exp01", rule="loss-spike", seconds=129600)),
     ],
 )
 def test_parse(command, text, expected):
@@ -51,13 +53,13 @@ def test_wrong_shapes_get_usage_or_refusal(command, text):
 
 @pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("5m", 300), ("1.5h", 5400), ("7d", 604800)])
 def test_durations(text, seconds):
-    assert parse_duration(text) == seconds
+    assert snooze_duration(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["5", "5x", "0m", "8d", "-1h", "m"])
 def test_bad_durations(text):
     with pytest.raises(BadInput, match="not a duration"):
-        parse_duration(text)
+        snooze_duration(text)
 
 
 def test_allow_lists_per_command_and_channel():

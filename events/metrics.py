@@ -1,0 +1,144 @@
+"""The one vocabulary of metric names, shared by the agent (printed name -> canonical) and the policies
+(canonical name -> every spelling to look for).
+
+Trainers and loggers print one quantity under many names (`train/loss`, `eval_loss`, `learning_rate`).
+The agent maps what it reads to canonical names before publishing (`canonical`, `normalise`); a policy
+rule names the canonical metric and also matches the spellings listed here (`spellings`), for events that
+did not go through the agent's mapping (hand-written events, older logs). Both directions read the one
+table below, so they cannot drift apart.
+
+Validation and training metrics are different metrics, never aliases of each other: `val_ppl` is
+perplexity on held-out data and a rising `val_ppl` may stop a run early; `ppl` (`perplexity`,
+`train/ppl`) is training perplexity. Likewise `loss` and `val_loss`. The unit test of this table checks
+that no spelling belongs to two metrics and that the agent maps every spelling to its own metric.
+
+The agent's rule for a printed name, after exact spellings:
+1. lower-case; ` `, `-` and `.` become `_`, `/` stays a separator;
+2. a phase prefix is split off: `train/`, `train_`, `training/`, `training_` (training: dropped) and
+   `eval/`, `eval_`, `val/`, `val_`, `valid/`, `valid_`, `validation/`, `validation_` (validation:
+   becomes `val_`);
+3. the rest goes through the training metrics' unprefixed spellings (`learning_rate` -> `lr`,
+   `perplexity` -> `ppl`, `num_updates` -> `step`) and the prefix goes back on (`eval/perplexity` ->
+   `val_ppl`, `eval_runtime` -> `val_runtime`).
+Any other name is kept (lower-cased). When two printed names of one line map to one canonical name, the
+first keeps it and the second keeps its printed name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+
+
+class Phase(Enum):
+    TRAINING = "training"  # measured on training batches (or counting training progress)
+    VALIDATION = "validation"  # measured on held-out data; the early-stopping metrics
+    SYSTEM = "system"  # the GPU or the process, from the agent's own probes (not from the log)
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    name: str
+    phase: Phase
+    spellings: tuple[str, ...]  # printed names besides `name`, in the order a policy looks for them
+    meaning: str
+
+
+TRAINING, VALIDATION, SYSTEM = Phase.TRAINING, Phase.VALIDATION, Phase.SYSTEM
+# A rule looks every spelling up in every event: list the ones trainers print, not every combination of
+# prefix and name (the agent's rule below maps `validation/perplexity` and the like to `val_ppl` anyway).
+METRICS: tuple[Metric, ...] = (
+    Metric("loss", TRAINING, ("train/loss", "train_loss", "train.loss", "training_loss"), "training loss"),
+    Metric("ppl", TRAINING, ("perplexity", "train/ppl", "train_ppl", "train/perplexity", "train_perplexity"),
+           "training perplexity (never the validation one)"),
+    Metric("grad_norm", TRAINING, ("train/grad_norm", "gradient_norm", "grad-norm", "gnorm", "grad_norm_total"),
+           "gradient norm before clipping"),
+    Metric("lr", TRAINING, ("learning_rate", "train/lr", "train/learning_rate"), "learning rate"),
+    Metric("tokens_per_s", TRAINING, ("tokens_per_sec", "tokens_per_second", "tok/s", "tok_per_s", "throughput",
+                                      "train/tokens_per_second"), "training throughput"),
+    Metric("step", TRAINING, ("global_step", "iter", "iteration", "num_updates", "train/global_step"),
+           "optimizer steps so far"),
+    Metric("val_loss", VALIDATION, ("val/loss", "eval_loss", "eval/loss", "valid_loss", "validation_loss", "val.loss"),
+           "loss on held-out data"),
+    Metric("val_ppl", VALIDATION, ("val/ppl", "eval_ppl", "eval/ppl", "val/perplexity", "eval/perplexity"),
+           "perplexity on held-out data"),
+    Metric("gpu_util", SYSTEM, ("util", "utilization", "gpu.util", "gpu_utilization"), "GPU utilisation, %"),
+    Metric("gpu_temp", SYSTEM, ("temp", "temperature", "gpu.temp", "temperature_c"), "GPU temperature, C"),
+    Metric("alive", SYSTEM, ("process_alive",), "the training process exists"),
+)  # fmt: skip
+BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+
+TRAIN_PREFIXES = ("train/", "train_", "training/", "training_")
+EVAL_PREFIXES = ("eval/", "eval_", "val/", "val_", "valid/", "valid_", "validation/", "validation_")
+
+
+def spellings(name: str) -> tuple[str, ...]:
+    """A canonical name and its spellings, the name first; an unknown name is its only spelling."""
+    metric = BY_NAME.get(name)
+    return (name, *metric.spellings) if metric else (name,)
+
+
+def fold(name: str) -> str:
+    """How the agent compares printed names: case, ` `, `-` and `.` do not matter."""
+    return name.strip().lower().replace(" ", "_").replace("-", "_").replace(".", "_")
+
+
+def _index(phases: tuple[Phase, ...], *, unprefixed: bool) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for metric in METRICS:
+        if metric.phase in phases:
+            for spelling in (metric.name, *metric.spellings):
+                if not (unprefixed and fold(spelling).startswith(TRAIN_PREFIXES + EVAL_PREFIXES)):
+                    out[fold(spelling)] = metric.name
+    return out
+
+
+# what the agent reads in a log: training and validation metrics (the system ones come from its probes)
+_EXACT = _index((TRAINING, VALIDATION), unprefixed=False)
+_BASE = _index((TRAINING,), unprefixed=True)
+
+
+@lru_cache(maxsize=4096)
+def canonical(printed: str) -> str:
+    """The canonical name of a printed metric name (see the module docstring for the rule)."""
+    low = fold(printed)
+    if low in _EXACT:
+        return _EXACT[low]
+    for prefix in TRAIN_PREFIXES:
+        if low.startswith(prefix) and len(low) > len(prefix):
+            return _BASE.get(low[len(prefix) :], low[len(prefix) :])
+    for prefix in EVAL_PREFIXES:
+        if low.startswith(prefix) and len(low) > len(prefix):
+            base = low[len(prefix) :]
+            return "val_" + _BASE.get(base, base)
+    return low
+
+
+@lru_cache(maxsize=4096)
+def _names(printed: tuple[str, ...]) -> tuple[str | None, ...]:
+    """Canonical names for one line's printed names, in order; None for a repeated name (dropped)."""
+    out: list[str | None] = []
+    taken: set[str] = set()
+    for name in printed:
+        key = canonical(name)
+        if key in taken:
+            key = name.lower()
+        out.append(None if key in taken else key)
+        taken.add(key)
+    return tuple(out)
+
+
+def normalise(metrics: dict[str, float | int]) -> dict[str, float | int]:
+    """One line's metrics under canonical names."""
+    # a trainer prints the same names line after line: the mapping is computed once per shape
+    return {key: value for key, value in zip(_names(tuple(metrics)), metrics.values(), strict=True) if key is not None}
+
+
+def first_of(data: Mapping[str, object], name: str) -> object | None:
+    """The value of metric `name` in `data` under any of its spellings (the canonical one first)."""
+    for spelling in spellings(name):
+        if spelling in data:
+            return data[spelling]
+    return None
