@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian machine with Python 3.11:
 #   ./dev.sh demo    install what is missing, then run the NaN -> STOP demo
-#   ./dev.sh test    install what is missing, then lint and run the whole test suite
+#   ./dev.sh test    install what is missing, then lint, type-check and run the whole test suite
 #   ./dev.sh bench   install what is missing, then run the benchmarks under bench/
 # Installs (only where missing): python3-venv, redis-server, tmux, openssh-server (apt-get), and a .venv.
 set -euo pipefail
@@ -55,8 +55,8 @@ ensure_venv() {
   local stamp
   # Strict editable mode: the installed package is a tree of links to the checkout's files, which a type
   # checker resolves as trainwarden.events etc.; a new module needs a reinstall, so the stamp covers them.
-  stamp=$( { cat pyproject.toml setup.py; find trainwarden events agent policies workers bot -name '*.py' | sort; } \
-    | sha256sum | cut -d' ' -f1)
+  stamp=$( { cat pyproject.toml setup.py
+             find trainwarden events agent policies workers bot remote archive -name '*.py' | sort; } | sha256sum | cut -d' ' -f1)
   if [ ! -f .venv/.dev-stamp ] || [ "$(cat .venv/.dev-stamp)" != "$stamp" ]; then
     say "installing trainwarden and its test tools into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
@@ -82,6 +82,8 @@ case "$cmd" in
     say "ruff"
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
+    say "mypy"
+    (cd .venv && bin/python -m mypy --config-file ../pyproject.toml)  # not from here: ./trainwarden would shadow the install
     say "pytest"
     exec .venv/bin/python -m pytest "$@" ;;
   bench)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-import redis
 from trainwarden.agent.errors import ControlMessageError
 from trainwarden.agent.watch import ControlMessage, parse_control
+from trainwarden.events.redis_types import Client, stream_reads
 from trainwarden.events.store import redis_errors
 
 log = logging.getLogger(__name__)
@@ -18,16 +18,16 @@ class ControlReader:
     """Plain XREAD after the last applied entry (kept in the agent's state file): one agent per host
     reads its stream, so no consumer group is needed, and a restarted agent picks up where it was."""
 
-    def __init__(self, client: redis.Redis, key: str) -> None:
+    def __init__(self, client: Client, key: str) -> None:
         self.client = client
         self.key = key
 
     def read(self, after: str) -> list[tuple[str, ControlMessage | None]]:
         """Entries after stream id `after`, oldest first; a malformed one comes back as None (logged)."""
         with redis_errors("read the agent control stream"):
-            reply = self.client.xread({self.key: after}, count=READ_COUNT)
+            reply = stream_reads(self.client.xread({self.key: after}, count=READ_COUNT))
         out: list[tuple[str, ControlMessage | None]] = []
-        for _key, entries in reply or []:
+        for _key, entries in reply:
             for raw_id, fields in entries:
                 sid = raw_id.decode()
                 try:

@@ -94,7 +94,7 @@ class Publisher:
         if sent:
             log.warning("delivered %d spooled events", sent)
         self.spool_full = False
-        self.outage_since: float | None = None  # monotonic time Redis was first found unreachable
+        self.outage_since = None
         self._retry_at = 0.0
         self._retry_s = RETRY_START_S
         return sent

@@ -33,6 +33,7 @@ from trainwarden.archive.holds import Hold, read_checkpoint_holds, read_feed_hol
 from trainwarden.archive.lease import ArchiveLease, process_alive
 from trainwarden.archive.record import ArchiveRecord, commit_archive, read_records
 from trainwarden.events.faults import failpoint
+from trainwarden.events.redis_types import stream_entries
 from trainwarden.events.store import EventStore, next_id, redis_errors
 
 FAILPOINTS = ("archive-mid-write", "archive-before-rename", "archive-before-trim", "archive-after-trim")
@@ -102,7 +103,7 @@ class Archiver:
         # The log's end first, then the holds: every entry up to that end has its feed entry already
         # (the append script writes both), so the feed scan below sees what points at it.
         with redis_errors("read a run's log", run=run):
-            tail = redis.xrevrange(keys.log(run), count=1)
+            tail = stream_entries(redis.xrevrange(keys.log(run), count=1))
         if not tail:
             return ArchiveResult(run=run, path=None, notes=tuple(notes), dry_run=dry_run)
         stream_last = tail[0][0].decode()
@@ -177,7 +178,7 @@ class Archiver:
         key = self.store.keys.log(run)
         while True:
             with redis_errors("read a run's log", run=run):
-                entries = self.store.redis.xrange(key, min=start, max=bound, count=10_000)
+                entries = stream_entries(self.store.redis.xrange(key, min=start, max=bound, count=10_000))
             if not entries:
                 return count, first, last
             count += len(entries)

@@ -19,6 +19,7 @@ import redis
 from trainwarden.events.errors import DecodeError
 from trainwarden.events.feed import parse_feed_entry
 from trainwarden.events.keys import Keys
+from trainwarden.events.redis_types import Client, hash_fields, stream_entries
 from trainwarden.events.sids import sid_key
 from trainwarden.events.store import next_id, redis_errors
 
@@ -71,14 +72,14 @@ def checkpoint_holds(worker: dict[bytes, bytes], notifier: dict[bytes, bytes]) -
     return holds
 
 
-def read_checkpoint_holds(client: redis.Redis, keys: Keys, run: str) -> list[Hold]:
+def read_checkpoint_holds(client: Client, keys: Keys, run: str) -> list[Hold]:
     with redis_errors("read a run's checkpoints", run=run):
-        worker = client.hgetall(keys.cursor(run))
-        notifier = client.hgetall(keys.notify(run))
+        worker = hash_fields(client.hgetall(keys.cursor(run)))
+        notifier = hash_fields(client.hgetall(keys.notify(run)))
     return checkpoint_holds(worker, notifier)
 
 
-def read_feed_holds(client: redis.Redis, keys: Keys) -> dict[str, Hold]:
+def read_feed_holds(client: Client, keys: Keys) -> dict[str, Hold]:
     """Per run, the earliest entry a feed entry not yet acknowledged by some consumer group points at.
 
     One pass over what each group has not finished: its pending entries and those after its read
@@ -109,21 +110,22 @@ def read_feed_holds(client: redis.Redis, keys: Keys) -> dict[str, Hold]:
                 pending = client.xpending_range(feed, group, min=start, max="+", count=PAGE)
                 for p in pending:
                     fid = _text(p["message_id"])
-                    for got, fields in client.xrange(feed, min=fid, max=fid):
+                    for got, fields in stream_entries(client.xrange(feed, min=fid, max=fid)):
                         add(group, _text(got), fields, "not acknowledged")
                 if len(pending) < PAGE:
                     break
                 start = next_id(_text(pending[-1]["message_id"]))
             start = next_id(_text(info["last-delivered-id"]))
             while True:  # not delivered yet
-                entries = client.xrange(feed, min=start, max="+", count=PAGE)
-                for fid, fields in entries:
-                    add(group, _text(fid), fields, "not read yet")
+                entries = stream_entries(client.xrange(feed, min=start, max="+", count=PAGE))
+                for raw_fid, fields in entries:
+                    add(group, _text(raw_fid), fields, "not read yet")
                 if len(entries) < PAGE:
                     break
                 start = next_id(_text(entries[-1][0]))
     return holds
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+def _text(value: object) -> str:
+    """A field of XINFO GROUPS or XPENDING: bytes from our clients, typed loosely by redis-py."""
+    return value.decode() if isinstance(value, bytes) else str(value)

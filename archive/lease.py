@@ -14,8 +14,8 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 
-import redis
 from trainwarden.archive.errors import ArchiveBusy
+from trainwarden.events.redis_types import Client, bytes_value
 from trainwarden.events.store import redis_errors
 
 LEASE_MS = 60_000
@@ -46,7 +46,7 @@ def holder_dead(holder: str, *, host: str) -> bool:
 
 @dataclass(slots=True)
 class ArchiveLease:
-    client: redis.Redis
+    client: Client
     key: str
     run: str
     ttl_ms: int = LEASE_MS
@@ -60,7 +60,7 @@ class ArchiveLease:
         with redis_errors("take the archive lease", run=self.run):
             if self.client.set(self.key, self.owner, nx=True, px=self.ttl_ms):
                 return
-            raw = self.client.get(self.key)
+            raw = bytes_value(self.client.get(self.key))
             holder = raw.decode() if raw else ""
             if holder and holder_dead(holder, host=self.host) and self._cas(holder, self.owner):
                 return  # its process died (kill -9): nothing of it can still trim

@@ -16,6 +16,7 @@ import redis
 from trainwarden.archive.errors import ArchiveConflict
 from trainwarden.events.errors import DecodeError
 from trainwarden.events.keys import Keys
+from trainwarden.events.redis_types import Client
 from trainwarden.events.sids import sid_key, sid_successor
 from trainwarden.events.store import redis_errors
 
@@ -66,14 +67,14 @@ class ArchiveRecord:
             raise DecodeError(f"unreadable archive record: {exc}") from None
 
 
-def read_records(client: redis.Redis, keys: Keys, run: str) -> list[ArchiveRecord]:
+def read_records(client: Client, keys: Keys, run: str) -> list[ArchiveRecord]:
     """The run's archive records, oldest entries first."""
     with redis_errors("read a run's archive records", run=run):
         raw = client.hvals(keys.archive(run))
     return sorted((ArchiveRecord.from_json(v) for v in raw), key=lambda r: sid_key(r.first))
 
 
-def commit_archive(client: redis.Redis, keys: Keys, run: str, record: ArchiveRecord, *, lease: str) -> int:
+def commit_archive(client: Client, keys: Keys, run: str, record: ArchiveRecord, *, lease: str) -> int:
     """Trim the stream up to `record.last` (exactly: XTRIM MINID, not `~`) and record the file, atomically.
 
     Returns how many entries were trimmed; raises ArchiveConflict when the stream no longer starts

@@ -19,6 +19,7 @@ from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.events.feed import DISPATCH_GROUP
+from trainwarden.events.redis_types import stream_entries
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class Deadman:
     def _last_stall(self) -> float | None:
         """Whether the system log's last watchdog event says stalled (a restarted bot does not repeat it)."""
         with redis_errors("read the watchdog's state"):
-            entries = self.store.redis.xrevrange(self.store.keys.log(SYSTEM_RUN), count=200)
+            entries = stream_entries(self.store.redis.xrevrange(self.store.keys.log(SYSTEM_RUN), count=200))
         for _sid, item in decode_entries(entries, SYSTEM_RUN):
             if isinstance(item, Malformed):
                 continue

@@ -19,6 +19,7 @@ from trainwarden.bot.errors import BadInput
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.redact import redact_text
+from trainwarden.events.redis_types import stream_entries
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
 from trainwarden.remote.fleet import Fleet
 
@@ -147,7 +148,7 @@ class Handlers:
         end, scanned = "+", 0
         while scanned < GUARD_SCAN_MAX:
             with redis_errors("read a run's recent events", run=run):
-                entries = self.store.redis.xrevrange(key, max=end, count=GUARD_SCAN_PAGE)
+                entries = stream_entries(self.store.redis.xrevrange(key, max=end, count=GUARD_SCAN_PAGE))
             for _sid, item in decode_entries(entries, run):
                 if isinstance(item, Malformed):
                     continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
@@ -28,7 +29,7 @@ class SlackHTTPServer:
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
+        host, port = self.server.socket.getsockname()[:2]  # str here; server_address is typed str | bytes
         return f"http://{host}:{port}{PATH}"
 
     def start(self) -> SlackHTTPServer:
@@ -53,7 +54,7 @@ def _handler(app: App, path: str) -> type[BaseHTTPRequestHandler]:
                 self._reply(413, b"too large")
                 return
             body = self.rfile.read(length).decode("utf-8", "replace")
-            headers = {k.lower(): v for k, v in self.headers.items()}
+            headers: dict[str, str | Sequence[str]] = {k.lower(): v for k, v in self.headers.items()}
             response = app.dispatch(BoltRequest(body=body, query=url.query, headers=headers))
             data = response.body.encode()
             self.send_response(response.status)

@@ -30,6 +30,7 @@ from trainwarden.events.errors import DecodeError
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import NOTIFY_GROUP, FeedEntry, GroupReader, parse_feed_entry
 from trainwarden.events.loop import run_loop
+from trainwarden.events.redis_types import bytes_value, hash_fields
 from trainwarden.events.sids import sid_key
 from trainwarden.events.store import EventStore, Malformed, redis_errors
 
@@ -123,7 +124,7 @@ class Notifier:
     def _load(self, run: str) -> tuple[NotifyState, str | None]:
         if run not in self.states:
             with redis_errors("read the notifier's checkpoint", run=run):
-                raw = self.store.redis.hgetall(self.store.keys.notify(run))
+                raw = hash_fields(self.store.redis.hgetall(self.store.keys.notify(run)))
             if raw:
                 state = NotifyState.from_dict(json.loads(raw[b"state"]))
                 self.states[run] = (state, raw[b"after"].decode() or None)
@@ -147,7 +148,7 @@ class Notifier:
             if notice is not None:
                 if notice.kind in TRENDED and not run_state:
                     with redis_errors("read a run's recent metrics", run=entry.run):
-                        run_state.append(self.store.redis.hget(self.store.keys.cursor(entry.run), "run"))
+                        run_state.append(bytes_value(self.store.redis.hget(self.store.keys.cursor(entry.run), "run")))
                 trend = trend_of(notice, run_state[0]) if notice.kind in TRENDED else None
                 status = None if fresh else self.delivery.status(entry.run, notice.key)
                 self._post(state, notice, trend=trend, status=status)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from trainwarden.bot.notifier import Notifier
+
+if TYPE_CHECKING:  # slack_bolt (the bot extra) is imported where it is used
+    from slack_bolt import App
 
 log = logging.getLogger(__name__)
 
@@ -20,10 +23,10 @@ class Endpoint(Protocol):
 class SocketModeEndpoint:
     """Socket Mode (SLACK_APP_TOKEN set): Slack pushes over a websocket the bot opens; no public port."""
 
-    def __init__(self, app: object, app_token: str) -> None:
+    def __init__(self, app: App, app_token: str) -> None:
         from slack_bolt.adapter.socket_mode import SocketModeHandler
 
-        self.handler = SocketModeHandler(app, app_token)  # type: ignore[arg-type]
+        self.handler = SocketModeHandler(app, app_token)
 
     def start(self) -> SocketModeEndpoint:
         self.handler.connect()

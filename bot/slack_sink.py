@@ -9,6 +9,7 @@ Retry-After and tries again.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import logging
 import time
@@ -117,11 +118,12 @@ class SlackSink:
             if cursor:
                 args["cursor"] = cursor
             if thread_ts:
-                page = self._read("conversations.replies", channel, lambda a=args: self.client.conversations_replies(
-                    ts=thread_ts, **a))  # fmt: skip
+                call = functools.partial(self.client.conversations_replies, ts=thread_ts, **args)
+                page = self._read("conversations.replies", channel, call)
             else:
-                page = self._read("conversations.history", channel, lambda a=args: self.client.conversations_history(
-                    oldest=f"{max(0.0, oldest - 5):.6f}", **a))  # fmt: skip
+                oldest_s = f"{max(0.0, oldest - 5):.6f}"
+                call = functools.partial(self.client.conversations_history, oldest=oldest_s, **args)
+                page = self._read("conversations.history", channel, call)
             yield from page.get("messages") or []
             cursor = (page.get("response_metadata") or {}).get("next_cursor")
             if not cursor:

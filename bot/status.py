@@ -10,6 +10,7 @@ from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.metrics import first_of
 from trainwarden.events.projection import RunState, fold, is_finite_number
+from trainwarden.events.redis_types import hash_fields, stream_entries
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
@@ -24,7 +25,7 @@ SPARK_POINTS = 12
 def run_state(store: EventStore, run: str) -> RunState:
     """The run's state: the workers' folded checkpoint, moved over the events after it."""
     with redis_errors("read a run's checkpoint", run=run):
-        cp = decode_checkpoint(store.redis.hgetall(store.keys.cursor(run)))
+        cp = decode_checkpoint(hash_fields(store.redis.hgetall(store.keys.cursor(run))))
     tail = (item for _, item in store.iter_run(run, after=cp.after) if not isinstance(item, Malformed))
     return fold(tail, cp.run)
 
@@ -35,7 +36,7 @@ def known_runs(store: EventStore) -> list[str]:
 
 def last_gpu_util(store: EventStore, run: str) -> float | None:
     with redis_errors("read a run's recent events", run=run):
-        entries = store.redis.xrevrange(store.keys.log(run), count=GPU_SCAN)
+        entries = stream_entries(store.redis.xrevrange(store.keys.log(run), count=GPU_SCAN))
     for _sid, item in decode_entries(entries, run):
         if isinstance(item, Malformed) or item.type != t.GPU:
             continue

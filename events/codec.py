@@ -84,7 +84,7 @@ def decode(raw: bytes | str, run: str | None = None) -> Event:
     `run` is the run whose stream the entry came from; the compact form needs it.
     """
     try:
-        obj = _loads(raw.decode() if type(raw) is bytes else raw)  # we always write UTF-8
+        obj = _loads(raw.decode() if isinstance(raw, bytes) else raw)  # we always write UTF-8
     except (ValueError, UnicodeDecodeError) as exc:
         raise DecodeError(f"not valid JSON: {exc}") from exc
     if type(obj) is not dict:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import time
 
-import redis
 from trainwarden.events.keys import Keys
+from trainwarden.events.redis_types import Client
 
 ENV_VAR = "TRAINWARDEN_FAILPOINTS"
 FROZEN_MAX_S = 120.0
 
 
-def failpoint(name: str, client: redis.Redis, keys: Keys) -> None:
+def failpoint(name: str, client: Client, keys: Keys) -> None:
     active = os.environ.get(ENV_VAR)
     if not active or name not in active.split(","):
         return

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import redis
 from redis.client import Pipeline
 from trainwarden.events.errors import DecodeError
+from trainwarden.events.redis_types import Client, pending_reads, stream_reads
 from trainwarden.events.sids import sid_key
 from trainwarden.events.store import redis_errors
 
@@ -46,7 +47,7 @@ def parse_feed_entry(fid: str, fields: dict[bytes, bytes]) -> FeedEntry:
 class GroupReader:
     """One consumer in one consumer group of one stream."""
 
-    def __init__(self, client: redis.Redis, *, stream: str, group: str, consumer: str) -> None:
+    def __init__(self, client: Client, *, stream: str, group: str, consumer: str) -> None:
         self.redis = client
         self.stream = stream
         self.group = group
@@ -63,7 +64,9 @@ class GroupReader:
     def read(self, *, count: int = 500, block_ms: int | None = None) -> list[tuple[str, dict[bytes, bytes]]]:
         """New entries for this consumer; blocks up to `block_ms` when there are none."""
         with redis_errors("read the feed", group=self.group):
-            reply = self.redis.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=count, block=block_ms)
+            reply = stream_reads(
+                self.redis.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=count, block=block_ms)
+            )
         if not reply:
             return []
         return [(sid.decode(), fields) for sid, fields in reply[0][1]]
@@ -71,7 +74,7 @@ class GroupReader:
     def read_own_pending(self, *, count: int = 500) -> list[tuple[str, dict[bytes, bytes]]]:
         """Entries this consumer read earlier but has not acknowledged (after a restart or a failure), in order."""
         with redis_errors("read the feed", group=self.group):
-            reply = self.redis.xreadgroup(self.group, self.consumer, {self.stream: "0"}, count=count)
+            reply = pending_reads(self.redis.xreadgroup(self.group, self.consumer, {self.stream: "0"}, count=count))
         if not reply:
             return []
         return [(sid.decode(), fields or {}) for sid, fields in reply[0][1]]  # trimmed: {} (acked as garbage)
@@ -102,14 +105,14 @@ class GroupReader:
             return int(self.redis.xpending(self.stream, self.group)["pending"])
 
 
-def ack_feed(client: redis.Redis | Pipeline, *, stream: str, group: str, ids: Sequence[str]) -> None:
+def ack_feed(client: Client | Pipeline, *, stream: str, group: str, ids: Sequence[str]) -> None:
     """Acknowledge on behalf of a consumer that is gone (a worker acks what the dispatcher read)."""
     if ids:
         with redis_errors("acknowledge feed entries", group=group):
             client.xack(stream, group, *ids)
 
 
-def trim_feed(client: redis.Redis, *, stream: str, groups: Sequence[str] = ALL_GROUPS) -> int:
+def trim_feed(client: Client, *, stream: str, groups: Sequence[str] = ALL_GROUPS) -> int:
     """Drop feed entries every group has consumed and acknowledged; returns how many were removed.
 
     The feed is an index into the run logs, not the source of truth: trimming it loses nothing.

@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from redis.client import Pipeline
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
@@ -24,6 +23,7 @@ from trainwarden.events.errors import DecodeError
 from trainwarden.events.keys import Keys
 from trainwarden.events.outbox import Outbox, encode_item, new_nonce
 from trainwarden.events.redis_errors import redis_errors
+from trainwarden.events.redis_types import Client, scored_members, stream_entries
 
 # KEYS: log, hwm, then feed and runs (one Redis) or outbox (cluster).
 # ARGV: run, last_ts, then the batch as four newline-joined lists: producers, seqs, types,
@@ -149,7 +149,7 @@ def next_id(sid: str) -> str:
 class EventStore:
     """Appends and reads events. Every write takes an optional `pipeline=` so callers can group writes."""
 
-    def __init__(self, client: redis.Redis | RedisCluster, *, keys: Keys | None = None) -> None:
+    def __init__(self, client: Client, *, keys: Keys | None = None) -> None:
         self.redis = client
         self.keys = keys or Keys()
         self.cluster = isinstance(client, RedisCluster)
@@ -259,7 +259,7 @@ class EventStore:
         """One page of the run's log, oldest first, strictly after stream id `after`."""
         start = "-" if after is None else next_id(after)
         with redis_errors("read a run's events", run=run):
-            entries = self.redis.xrange(self.keys.log(run), min=start, max="+", count=count)
+            entries = stream_entries(self.redis.xrange(self.keys.log(run), min=start, max="+", count=count))
         return decode_entries(entries, run)
 
     def iter_run(
@@ -271,7 +271,7 @@ class EventStore:
             start = next_id(after)
         while True:
             with redis_errors("read a run's events", run=run):
-                entries = self.redis.xrange(key, min=start, max=until, count=page)
+                entries = stream_entries(self.redis.xrange(key, min=start, max=until, count=page))
             if not entries:
                 return
             yield from decode_entries(entries, run)
@@ -281,7 +281,7 @@ class EventStore:
 
     def get(self, run: str, sid: str) -> Event | Malformed | None:
         with redis_errors("read an event", run=run):
-            entries = self.redis.xrange(self.keys.log(run), min=sid, max=sid, count=1)
+            entries = stream_entries(self.redis.xrange(self.keys.log(run), min=sid, max=sid, count=1))
         return decode_entries(entries, run)[0][1] if entries else None
 
     def length(self, run: str) -> int:
@@ -291,12 +291,12 @@ class EventStore:
     def runs(self) -> list[tuple[str, float]]:
         """Known runs with the time of their last appended event, most recent first."""
         with redis_errors("list runs"):
-            pairs = self.redis.zrevrange(self.keys.runs(), 0, -1, withscores=True)
+            pairs = scored_members(self.redis.zrevrange(self.keys.runs(), 0, -1, withscores=True))
         return [(name.decode(), float(score)) for name, score in pairs]
 
     def dead_letters(self, *, count: int = 100) -> list[DeadLetter]:
         with redis_errors("read dead letters"):
-            entries = self.redis.xrevrange(self.keys.dead_letters(), count=count)
+            entries = stream_entries(self.redis.xrevrange(self.keys.dead_letters(), count=count))
         return [
             DeadLetter(
                 id=sid.decode(),

@@ -6,6 +6,7 @@ Lives in `events/` because every package (policies, workers, the CLI) reads such
 
 from __future__ import annotations
 
+from collections.abc import Set
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ class Doc:
         return YamlFileError(f"{self.where(node)}: {message}")
 
     def mapping(
-        self, node: yaml.Node | None, what: str, *, allowed: set[str], required: set[str] = frozenset()
+        self, node: yaml.Node | None, what: str, *, allowed: Set[str], required: Set[str] = frozenset()
     ) -> dict[str, yaml.Node]:
         if not isinstance(node, yaml.MappingNode):
             raise self.error(node, f"{what} must be a mapping of keys to values")

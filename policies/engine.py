@@ -232,7 +232,7 @@ def _advance(
 
 def _escalate(rule: Rule, rs: dict[str, Any], state: PolicyState) -> bool:
     esc = rule.escalate
-    if esc is None or rs["esc"] or not esc.persist.met(rs["n"], state.now - rs["since"]):  # type: ignore[operator]
+    if esc is None or rs["esc"] or not esc.persist.met(rs["n"], state.now - rs["since"]):
         return False
     rs["esc"] = True
     rs["reason"] = f"{rs['reason']}, persisting {esc.persist.describe()}"
@@ -248,7 +248,7 @@ def _explain(rule: Rule, rs: dict[str, Any], state: PolicyState) -> tuple[str, d
         values["step"] = state.step
         reason += f" at step {state.step}"
     if rule.persist.seconds:
-        reason += f" for {fmt_duration(state.now - rs['since'])}"  # type: ignore[operator]
+        reason += f" for {fmt_duration(state.now - rs['since'])}"
     elif rule.persist.samples > 1:
         reason += f" ({rs['n']} samples in a row)"
     return reason, values

@@ -33,9 +33,13 @@ class Kind(Protocol):
     """
 
     kind: ClassVar[str]
-    events: frozenset[str]  # event types the kind observes
-    keys: tuple[str, ...] | None  # data keys of which one must be present; None: every event of those types
     time_driven: ClassVar[bool]  # its condition changes with time alone (absence)
+
+    @property
+    def events(self) -> frozenset[str]: ...  # event types the kind observes
+
+    @property
+    def keys(self) -> tuple[str, ...] | None: ...  # data keys of which one must be present; None: every event
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]: ...
 

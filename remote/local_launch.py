@@ -16,6 +16,7 @@ from pathlib import Path
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, check_run_name, make_event, time_seq
 from trainwarden.events.redact import redact
+from trainwarden.events.redis_types import field_map
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import session_name, tmux_argv
@@ -104,5 +105,5 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
                "tmux_socket": spec.tmux_socket or "", "workdir": str(spec.workdir), "launch": event.id,
                "launched_at": repr(launched_at)}  # fmt: skip
     with redis_errors("register the run with the agent", run=spec.run):
-        store.redis.xadd(store.keys.agent_control(host), control)
+        store.redis.xadd(store.keys.agent_control(host), field_map(control))
     return event

@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
@@ -47,7 +48,7 @@ class PlanRunner:
         self.poll_s = poll_s
         self.report = report
 
-    def _append(self, plan: Plan, event_type: str, data: dict) -> None:  # type: ignore[type-arg]
+    def _append(self, plan: Plan, event_type: str, data: dict[str, Any]) -> None:
         self.store.append_one(make_event(event_type, run=plan.stream, host=self.host, producer=f"plan/{self.host}",
                                          seq=time_seq(), data=data))  # fmt: skip
 
@@ -119,7 +120,7 @@ class PlanRunner:
                                          "launch_seq": launched.seq})  # fmt: skip
         self.report(f"{launched.run}: launched on {data['server']} GPUs {data['gpus']}")
 
-    def _adopt_or_relaunch(self, plan: Plan, name: str, step: dict) -> None:  # type: ignore[type-arg]
+    def _adopt_or_relaunch(self, plan: Plan, name: str, step: dict[str, Any]) -> None:
         """A previous runner died mid-launch: adopt the run it started, or launch it now."""
         for _, e in self.store.iter_run(name):
             if isinstance(e, Event) and e.type == t.RUN_LAUNCHED and e.data.get("plan") == plan.name \

@@ -57,8 +57,8 @@ def plan_retention(files: Sequence[CheckpointFile], config: CheckpointConfig, *,
     keep: dict[str, list[str]] = {}
     order = sorted(files, key=lambda f: (f.step or -1, f.epoch or -1, f.mtime))
     latest = order[-1]
-    scored = [f for f in files if f.metric is not None]
-    best = (min if config.mode == "min" else max)(scored, key=lambda f: f.metric) if scored else None  # type: ignore[arg-type,return-value]
+    scored = [(f.metric, f) for f in files if f.metric is not None]
+    best = (min if config.mode == "min" else max)(scored, key=lambda pair: pair[0])[1] if scored else None
     notes = [] if best or not config.best_metric else [f"no file name carries {config.best_metric}: best unknown"]
     if best is not None:
         keep.setdefault(best.name, []).append(f"best {config.best_metric}={best.metric}")

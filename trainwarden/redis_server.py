@@ -7,6 +7,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -35,8 +36,10 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def client(self, **kwargs: object) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)  # type: ignore[arg-type]
+    def client(self, **kwargs: Any) -> redis.Redis:
+        if self.port is None:  # no port given: one is picked by start()
+            raise RedisServerError("this redis-server has no port yet: start() it before asking for a client")
+        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
 
     def start(self) -> RedisServer:
         binary = shutil.which("redis-server")

@@ -36,6 +36,6 @@ def scalar(path: Path, node: yaml.Node, kind: type, what: str) -> Any:
         value = float(value)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ConfigError(f"{where(path, node)}: {what} must be a {kind.__name__}, got {value!r}")
-    if kind in (int, float) and value <= 0:
+    if kind in (int, float) and isinstance(value, int | float) and value <= 0:
         raise ConfigError(f"{where(path, node)}: {what} must be positive, got {value!r}")
     return value

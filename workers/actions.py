@@ -61,7 +61,8 @@ def build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> dict[
     values = decision.data.get("values") or {}
     chart = render_chart(recent, metric=triggering_metric(values, recent), trigger=values,
                          title=f"{decision.run}: {decision.data.get('reason')}")  # fmt: skip
-    pack = build_pack(state=cp.run, decision=decision, log_tail=tail, files_inspected=[log_path] if tail else [],
+    inspected = [log_path] if tail and log_path else []  # a tail was read only from a path
+    pack = build_pack(state=cp.run, decision=decision, log_tail=tail, files_inspected=inspected,
                       root=ctx.evidence_dir, chart=chart)  # fmt: skip
     path = write_pack(ctx.evidence_dir, pack)
     if ctx.findings_file is not None:

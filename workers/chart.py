@@ -58,8 +58,8 @@ def render_chart(
         bad = ", ".join(f"{k}={v}" for k, v in trigger.items() if k != "step")
         ax.axvline(float(at), color="red", linestyle="--", label=f"trigger: {bad}"[:80])
         value = trigger.get(names[0])
-        finite = isinstance(value, int | float) and math.isfinite(value)  # NaN/Inf: mark at the top
-        y = float(value) if finite else axes[0].get_ylim()[1]
+        # NaN/Inf: mark at the top
+        y = float(value) if isinstance(value, int | float) and math.isfinite(value) else axes[0].get_ylim()[1]
         axes[0].plot([float(at)], [y], marker="X", color="red", markersize=12, clip_on=False)
     ax.set_xlabel(x_of)
     ax.set_title(title[:100])

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import redis
 from trainwarden.events.feed import DISPATCH_GROUP
+from trainwarden.events.redis_types import Client
 from trainwarden.events.store import EventStore
 from trainwarden.remote.launch import RemoteLauncher
 from trainwarden.remote.stop import RunController
@@ -39,7 +39,7 @@ class WorkerContext:
     launcher: RemoteLauncher | None = None  # set when servers.yaml is configured (resumes, /launch)
 
     @property
-    def redis(self) -> redis.Redis:
+    def redis(self) -> Client:
         return self.store.redis
 
 

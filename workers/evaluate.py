@@ -54,7 +54,7 @@ def evaluate_entries(
                                        ts=now))  # fmt: skip
     run_state, policy_state = cp.run, cp.policy
     for sid, item in entries:
-        if type(item) is Malformed:
+        if isinstance(item, Malformed):
             step.dead.append(item)
             continue
         event = item

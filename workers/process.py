@@ -19,6 +19,7 @@ from redis.lock import Lock
 from rq.timeouts import JobTimeoutException
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import ack_feed
+from trainwarden.events.redis_types import field_map, hash_fields
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.workers.actions import perform
 from trainwarden.workers.checkpoint import decode_checkpoint, encode_checkpoint
@@ -129,7 +130,7 @@ class RunProcessor:
         while True:
             with self.ctx.redis.pipeline(transaction=True) as pipe:
                 pipe.watch(cursor)
-                cp = decode_checkpoint(pipe.hgetall(cursor))
+                cp = decode_checkpoint(hash_fields(pipe.hgetall(cursor)))
                 entries = self.ctx.store.read(self.run, after=cp.after, count=PAGE)
                 if not entries:
                     return bool(cp.pending)
@@ -141,7 +142,7 @@ class RunProcessor:
                 for bad in step.dead:
                     self.ctx.store.dead_letter(source=self.keys.log(self.run), sid=bad.sid, reason=bad.reason,
                                                fields=bad.fields, pipeline=pipe, run=self.run)  # fmt: skip
-                pipe.hset(cursor, mapping=encode_checkpoint(cp))
+                pipe.hset(cursor, mapping=field_map(encode_checkpoint(cp)))
                 due = next_tick(cp, self.policy, self.ctx.ticks, wall_now=now)
                 if due is None:
                     self.ctx.store.shared(pipe, self.run, "ZREM", self.keys.schedule(), self.run)
@@ -168,7 +169,7 @@ class RunProcessor:
         while True:
             with self.ctx.redis.pipeline(transaction=True) as pipe:
                 pipe.watch(cursor)
-                cp = decode_checkpoint(pipe.hgetall(cursor))
+                cp = decode_checkpoint(hash_fields(pipe.hgetall(cursor)))
                 if not cp.pending:
                     return
                 action: dict[str, Any] = cp.pending.pop(0)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
+from trainwarden.events.redis_types import scored_members
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.policies.model import Policy
 from trainwarden.workers.checkpoint import Checkpoint
@@ -72,7 +73,9 @@ class Ticker:
         now = self.clock()
         key = self.store.keys.schedule()
         with redis_errors("read the tick schedule"):
-            due = self.store.redis.zrangebyscore(key, "-inf", now, start=0, num=self.batch, withscores=True)
+            due = scored_members(
+                self.store.redis.zrangebyscore(key, "-inf", now, start=0, num=self.batch, withscores=True)
+            )
         if not due:
             return 0
         # seq from the due time: two dispatchers (or a retry) ticking the same due time append once.

@@ -35,6 +35,7 @@ class Divergence:
         return {"s": 0.0, "n": 0, "last": None, "pt": None, "pv": None, "r": 0}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
         data = event.data
         if name in self.falling:  # no eval in this event (`name` is the first key present, evals first)
             self._train(st, name, data[name])
@@ -109,6 +110,7 @@ class Baseline(OneMetric):
         return {"b": finite(base)}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
         b = st["b"]
         if b is None:
             return None
@@ -150,6 +152,7 @@ class LrSchedule(OneMetric):
         return {"peak": None, "trough": None, "pos": False}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
         v = number(event.data[name])
         if v is None:
             return None

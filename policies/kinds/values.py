@@ -42,6 +42,7 @@ class NonFinite(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
         v = number(event.data[name])
         if v is None:
             return None
@@ -69,6 +70,7 @@ class Threshold(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
         raw = event.data[name]
         v = finite(raw)
         if v is None:
@@ -109,6 +111,7 @@ class Spike(OneMetric):
         return {"w": [], "o": [], "s": 0.0}  # window in arrival order; sorted (median); its sum (mean)
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
         v = event.data[name]
         if type(v) is not float or not math.isfinite(v):  # the hot path: inlined `finite`
             v = finite(v)
@@ -172,6 +175,7 @@ class Trend(OneMetric):
         return {"h": [], "r": 0}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
         found = (name, event.data[name])
         v = finite(found[1])
         if v is None:
@@ -213,6 +217,7 @@ class Plateau(OneMetric):
         return {"w": []}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
         found = (name, event.data[name])
         v = finite(found[1])
         if v is None:
