@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainwarden.archive.errors import ArchiveVerifyFailed, ArchiveWriteFailed
 from trainwarden.archive.file import PARTIAL_GLOB, ArchiveSummary, ArchiveWriter, scan_archive
 from trainwarden.archive.format import archive_name, parse_archive_name
 from trainwarden.archive.holds import Hold, read_checkpoint_holds, read_feed_holds, tightest
@@ -38,6 +37,7 @@ from trainwarden.events import run_view
 from trainwarden.events.errors import ArchiveFormatError
 from trainwarden.events.faults import failpoint
 from trainwarden.events.store import EventStore, next_id, redis_errors
+from trainwarden.workers.errors import ArchiveVerifyFailed, ArchiveWriteFailed
 
 FAILPOINTS = ("archive-mid-write", "archive-before-rename", "archive-before-trim", "archive-after-trim")
 PROGRESS_EVERY = 100_000  # entries between progress lines

@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 
 import redis
-from trainwarden.archive.errors import ArchiveBusy
 from trainwarden.events.store import redis_errors
+from trainwarden.workers.errors import ArchiveBusy
 
 LEASE_MS = 60_000
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from trainwarden.remote.errors import SshError
 from trainwarden.remote.fleet import Server
 from trainwarden.remote.runscript import activation
 from trainwarden.remote.ssh import RemoteShell
@@ -17,6 +16,7 @@ from trainwarden.remote.stop import (
     running_script,
     stop_script,
 )
+from trainwarden.workers.errors import SshError
 
 STOP_COMMAND_TIMEOUT_S = 120.0
 SLACK_S = 30.0  # on top of the grace period, for the round trip and tmux

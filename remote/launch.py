@@ -18,7 +18,6 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.redact import redact
 from trainwarden.events.store import EventStore
-from trainwarden.remote.errors import LaunchError, PreflightFailed, WandbGuardRefused
 from trainwarden.remote.fleet import Experiment, Fleet, Server
 from trainwarden.remote.preflight import CheckResult, preflight_checks, run_checks
 from trainwarden.remote.runscript import (
@@ -33,6 +32,7 @@ from trainwarden.remote.runscript import (
 )
 from trainwarden.remote.ssh import RemoteShell
 from trainwarden.remote.stop import session_name
+from trainwarden.workers.errors import LaunchError, PreflightFailed, WandbGuardRefused
 
 PID_WAIT_S = 15.0
 PID_POLL_S = 0.02

@@ -17,8 +17,8 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, check_run_name, make_event, time_seq
 from trainwarden.events.redact import redact
 from trainwarden.events.store import EventStore, redis_errors
-from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import session_name, tmux_argv
+from trainwarden.workers.errors import LaunchError
 
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 

@@ -15,12 +15,12 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.projection import fold
 from trainwarden.events.store import EventStore, Malformed
-from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.fleet import Fleet
 from trainwarden.remote.launch import RemoteLauncher
 from trainwarden.remote.liveness import check_remote_run, ended_event
 from trainwarden.remote.plan import Plan, PlanState, Step, fold_plan, is_done, next_steps, run_status
 from trainwarden.remote.ssh import RemoteShell
+from trainwarden.workers.errors import LaunchError
 
 log = logging.getLogger(__name__)
 

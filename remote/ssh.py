@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import asyncssh
-from trainwarden.remote.errors import HostKeyRejected, SshAuthFailed, SshError, SshTimeout, SshUnreachable
 from trainwarden.remote.fleet import Server
+from trainwarden.workers.errors import HostKeyRejected, SshAuthFailed, SshError, SshTimeout, SshUnreachable
 
 T = TypeVar("T")
 DEFAULT_COMMAND_TIMEOUT_S = 60.0

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trainwarden.remote.errors import StopError
+from trainwarden.workers.errors import StopError
 
 STOP_COMMAND_TIMEOUT_S = 60.0
 TMUX_TIMEOUT_S = 10.0

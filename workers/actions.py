@@ -13,11 +13,11 @@ from typing import Any
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.store import Malformed
-from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import StopTarget, tmux_argv
 from trainwarden.workers.chart import render_chart
 from trainwarden.workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 from trainwarden.workers.context import WorkerContext
+from trainwarden.workers.errors import LaunchError
 from trainwarden.workers.evidence import build_pack, read_log_tail, triggering_metric, write_pack
 from trainwarden.workers.findings import append_note, findings_note
 

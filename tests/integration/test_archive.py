@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 from trainwarden.archive.archiver import FAILPOINTS, Archiver
-from trainwarden.archive.errors import ArchiveBusy
 from trainwarden.archive.file import read_archive
 from trainwarden.archive.history import load_history
 from trainwarden.archive.lease import ArchiveLease
@@ -21,6 +20,7 @@ from trainwarden.events.envelope import make_event
 from trainwarden.events.errors import ArchiveConflict
 from trainwarden.events.feed import ALL_GROUPS, GroupReader
 from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.errors import ArchiveBusy
 from trainwarden.workers.process import process_run
 
 from tests.conftest import REPO, cli_argv, kill_at_failpoint

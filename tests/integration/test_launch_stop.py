@@ -4,9 +4,9 @@ import sys
 
 import pytest
 from trainwarden.events import types as t
-from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import LocalTmuxController, StopTarget
+from trainwarden.workers.errors import LaunchError
 
 from tests.helpers import events_of, wait_for
 

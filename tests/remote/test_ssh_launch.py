@@ -5,9 +5,9 @@ import stat
 import pytest
 from trainwarden.events import types as t
 from trainwarden.remote.control import SshController
-from trainwarden.remote.errors import HostKeyRejected, PreflightFailed, WandbGuardRefused
 from trainwarden.remote.runscript import run_paths
 from trainwarden.remote.stop import StopTarget
+from trainwarden.workers.errors import HostKeyRejected, PreflightFailed, WandbGuardRefused
 
 from tests.helpers import events_of, wait_for
 from tests.remote.conftest import experiment, launcher
