@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-from trainwarden.errors import SetupError
+from trainwarden.errors import ConfigError
 
 EXTRA_OF = {
     "rq": "server",
@@ -18,7 +18,7 @@ EXTRA_OF = {
 }
 
 
-class MissingExtra(SetupError):
+class MissingExtra(ConfigError):
     """A command needs an optional package that is not installed: the message says which extra has it."""
 
     def __init__(self, command: str, module: str) -> None:
