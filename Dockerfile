@@ -19,7 +19,7 @@ COPY workers ./workers
 COPY bot ./bot
 COPY remote ./remote
 COPY archive ./archive
-RUN pip install --no-cache-dir '.[bot]' && mkdir -p /app/evidence && chown trainwarden /app/evidence
+RUN pip install --no-cache-dir '.[server,bot]' && mkdir -p /app/evidence && chown trainwarden /app/evidence
 
 USER trainwarden
 ENTRYPOINT ["trainwarden"]

@@ -40,7 +40,7 @@ def _pynvml() -> Any:
         import pynvml
     except ImportError as exc:
         raise GpuUnavailable(
-            f"NVML unavailable: nvidia-ml-py is not installed (pip install 'trainwarden[agent]'): {exc}"
+            f"NVML unavailable: nvidia-ml-py is not installed (pip install 'trainwarden[gpu]'): {exc}"
         ) from exc
     return pynvml
 

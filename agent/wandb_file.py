@@ -101,7 +101,7 @@ def _pb2() -> Any:
         from wandb.proto import wandb_internal_pb2
     except ImportError as exc:
         raise WandbUnavailable(
-            f"reading W&B run files needs the wandb package ({exc}); install it with: pip install 'trainwarden[agent]'"
+            f"reading W&B run files needs the wandb package ({exc}); install it with: pip install 'trainwarden[wandb]'"
         ) from exc
     return wandb_internal_pb2
 

@@ -74,7 +74,7 @@ class PublicApi:
             import wandb
         except ImportError as exc:
             raise WandbUnavailable(
-                f"the W&B API needs the wandb package: pip install 'trainwarden[agent]' ({exc})"
+                f"the W&B API needs the wandb package: pip install 'trainwarden[wandb]' ({exc})"
             ) from exc
         try:
             run = wandb.Api(api_key=self.api_key, timeout=int(self.timeout_s)).run(path)

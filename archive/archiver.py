@@ -11,7 +11,9 @@ Steps, each one safe to die after (failpoints `archive-mid-write`, `archive-befo
 3. Write the entries from the stream's start to the bound into a partial file, fsync it.
 4. Rename it to `<first>_<last>.jsonl.gz` and fsync the directory.
 5. Read the file back: it must hold exactly the entries read from the stream.
-6. Trim the stream exactly up to the last of them and record the file, in one script
+6. Bring the readers' view of the run (events/run_view.py) up to the stream's end, so it has folded
+   every entry the trim removes.
+7. Trim the stream exactly up to the last of them and record the file, in one script
    (events/archive_record.py), which refuses if the stream's head moved or the lease was lost.
 
 So the stream and the recorded files together hold every entry exactly once at every moment, and
@@ -32,6 +34,7 @@ from trainwarden.archive.format import archive_name, parse_archive_name
 from trainwarden.archive.holds import Hold, read_checkpoint_holds, read_feed_holds, tightest
 from trainwarden.archive.lease import ArchiveLease, process_alive
 from trainwarden.archive.record import ArchiveRecord, commit_archive, read_records
+from trainwarden.events import run_view
 from trainwarden.events.faults import failpoint
 from trainwarden.events.redis_types import stream_entries
 from trainwarden.events.store import EventStore, next_id, redis_errors
@@ -125,6 +128,7 @@ class Archiver:
         record = ArchiveRecord(name=summary.path.name, path=str(summary.path), host=self.host, first=summary.first,
                                last=summary.last, count=summary.count, malformed=summary.malformed,
                                size=summary.size, sha256=summary.sha256, archived_at=self.clock())  # fmt: skip
+        run_view.run_state(self.store, run)  # the readers' view folds what is about to be trimmed first
         trimmed = commit_archive(redis, keys, run, record, lease=lease.owner)  # ArchiveConflict: nothing trimmed
         failpoint("archive-after-trim", redis, keys)
         held = hold if hold is not None and summary.last != stream_last else None

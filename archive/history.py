@@ -10,6 +10,7 @@ happened (an archive that died) counts its entries once. Whatever cannot be foun
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,6 @@ from trainwarden.events.errors import StoreUnavailable
 from trainwarden.events.sids import sid_key
 from trainwarden.events.store import EventStore
 
-from trainwarden import render
 from trainwarden.errors import UnknownRun, UsageError
 
 
@@ -129,7 +129,7 @@ def _which_run(run: str | None, files: list[_File]) -> str:
 
 def _missing(record: ArchiveRecord, *, given: bool) -> str:
     what = f"entries {record.first}..{record.last} ({record.count}) were archived to {record.path}"
-    where = f" on {record.host} at {render.fmt_ts(record.archived_at)}"
+    where = f" on {record.host} at {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.archived_at))}"
     if given:
         return f"{what}{where}, not among the --from files: they are missing here (pass that file with --from too)"
     return f"{what}{where}, which is not on this machine: they are missing here (copy it and pass --from FILE)"

@@ -25,9 +25,7 @@ from trainwarden.bot.stages import NotifyState, Pipeline, select
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.keys import Keys
-from trainwarden.events.projection import fold
 from trainwarden.events.store import EventStore
-from trainwarden.workers.checkpoint import Checkpoint, encode_checkpoint
 
 from tests.helpers import metric, wait_for
 from tests.slack_api import SlackAPI, sink_for
@@ -47,12 +45,9 @@ def notifier(store: EventStore, api: SlackAPI) -> Notifier:
 
 
 def seed_metrics(store: EventStore, runs: list[str]) -> None:
-    """50 metrics per run, folded into a workers' checkpoint as a worker would have (trends read it)."""
+    """50 metrics per run, for the trends (the notifier folds them into the run's view on its first anomaly)."""
     for run in runs:
-        events = [metric(run, i, step=i, loss=2.0 + 1 / i) for i in range(1, 51)]
-        store.append(events)
-        cp = Checkpoint(run=fold(events))
-        store.redis.hset(store.keys.cursor(run), mapping=encode_checkpoint(cp))
+        store.append([metric(run, i, step=i, loss=2.0 + 1 / i) for i in range(1, 51)])
 
 
 def latency(client, n_events: int) -> list[float]:

@@ -30,7 +30,9 @@ from trainwarden.events.errors import DecodeError
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import NOTIFY_GROUP, FeedEntry, GroupReader, parse_feed_entry
 from trainwarden.events.loop import run_loop
-from trainwarden.events.redis_types import bytes_value, hash_fields
+from trainwarden.events.projection import RunState
+from trainwarden.events.redis_types import hash_fields
+from trainwarden.events.run_view import run_state as read_run_state
 from trainwarden.events.sids import sid_key
 from trainwarden.events.store import EventStore, Malformed, redis_errors
 
@@ -140,15 +142,14 @@ class Notifier:
             items = self.store.iter_run(entry.run, after=after, until=entry.last)
         else:
             items = self.store.iter_run(entry.run, start=entry.first, until=entry.last)
-        run_state: list[bytes | None] = []  # the workers' run state, read once per entry when needed
+        run_state: list[RunState] = []  # the run's view, read once per entry when needed
         for _sid, item in items:
             if isinstance(item, Malformed):
                 continue
             notice, reason = self.pipeline.process(state, item)
             if notice is not None:
                 if notice.kind in TRENDED and not run_state:
-                    with redis_errors("read a run's recent metrics", run=entry.run):
-                        run_state.append(bytes_value(self.store.redis.hget(self.store.keys.cursor(entry.run), "run")))
+                    run_state.append(read_run_state(self.store, entry.run))
                 trend = trend_of(notice, run_state[0]) if notice.kind in TRENDED else None
                 status = None if fresh else self.delivery.status(entry.run, notice.key)
                 self._post(state, notice, trend=trend, status=status)
@@ -191,13 +192,12 @@ class Notifier:
         posted(state, notice, ts)
 
 
-def trend_of(notice: Notice, raw_run: bytes | None) -> tuple[str, list[float]] | None:
-    """The recent values of the metric the notice is about, oldest first, from the run state the
-    workers committed together with the anomaly (their checkpoint's `run`), so no log scan is needed."""
+def trend_of(notice: Notice, state: RunState) -> tuple[str, list[float]] | None:
+    """The recent values of the metric the notice is about, oldest first, from the run's view (its
+    bounded window of recent metrics), so no scan of the log back from the anomaly is needed."""
     values = notice.event.data.get("values") or {}
     name = next((k for k, v in values.items() if k != "step" and isinstance(v, int | float)), None)
-    if name is None or raw_run is None:
+    if name is None:
         return None
-    recent = json.loads(raw_run).get("recent_metrics", [])
-    points = [float(m[name]) for m in recent if isinstance(m.get(name), int | float)]
+    points = [float(m[name]) for m in state.recent_metrics if isinstance(m.get(name), int | float)]
     return (name, points[-TREND_POINTS:]) if points else None

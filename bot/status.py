@@ -1,5 +1,5 @@
-"""/status: each run's state read from the projections (the workers' checkpoint plus the tail of
-the log it has not folded yet), rendered one line per run."""
+"""/status: each run's state read from the projections (the run view of events/run_view.py, and a
+plan's fold), rendered one line per run."""
 
 from __future__ import annotations
 
@@ -9,25 +9,17 @@ from trainwarden.bot import messages
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.metrics import first_of
-from trainwarden.events.projection import RunState, fold, is_finite_number
-from trainwarden.events.redis_types import hash_fields, stream_entries
+from trainwarden.events.projection import RunState, is_finite_number
+from trainwarden.events.redis_types import stream_entries
+from trainwarden.events.run_view import run_state
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
-from trainwarden.workers.checkpoint import decode_checkpoint
 
 ACTIVE = frozenset({"launched", "running", "stopping"})
 GPU_SCAN = 500  # entries read back to find the last gpu sample
 GPU_KEYS = ("util", "gpu_util", "utilization")
 SPARK_POINTS = 12
-
-
-def run_state(store: EventStore, run: str) -> RunState:
-    """The run's state: the workers' folded checkpoint, moved over the events after it."""
-    with redis_errors("read a run's checkpoint", run=run):
-        cp = decode_checkpoint(hash_fields(store.redis.hgetall(store.keys.cursor(run))))
-    tail = (item for _, item in store.iter_run(run, after=cp.after) if not isinstance(item, Malformed))
-    return fold(tail, cp.run)
 
 
 def known_runs(store: EventStore) -> list[str]:

@@ -25,6 +25,10 @@ class Keys:
         """Hash holding the workers' checkpoint for the run (read position, rule state, pending actions)."""
         return f"{self.namespace}:{{{run}}}:cursor"
 
+    def view(self, run: str) -> str:
+        """Hash holding the readers' snapshot of the run's state (events/run_view.py): `after`, `state`."""
+        return f"{self.namespace}:{{{run}}}:view"
+
     def archive(self, run: str) -> str:
         """Hash archive file name -> what it holds (ids, count, path, hash): where the log's trimmed head went."""
         return f"{self.namespace}:{{{run}}}:archive"

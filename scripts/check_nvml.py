@@ -3,7 +3,7 @@
 
 The test suite cannot: CI and development machines have no GPU, so the tests replay recorded
 samples (tests/data/gpu/*.json) through the same interface. Run this on a GPU server after
-`pip install 'trainwarden[agent]'`:
+`pip install 'trainwarden[gpu]'`:
 
     python scripts/check_nvml.py                   # 5 samples, one a second, and any XID events
     python scripts/check_nvml.py --samples 30 --record gpu.json   # also save them for the tests

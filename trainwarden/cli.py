@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import getpass
+import importlib.metadata
 import logging
 import os
 import sys
@@ -18,6 +19,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.events.errors import StoreError, StoreUnavailable
 from trainwarden.events.redact import redact_text
+from trainwarden.extras import MissingExtra, require
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import stop_on_signals
 
@@ -52,6 +54,7 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
+    require("dispatcher", "rq")
     dispatcher = wiring.dispatcher(settings)
     log.info("dispatcher reading the feed into queue %r", settings.queue)
     dispatcher.run(burst=args.burst, stop=stop_on_signals())
@@ -59,6 +62,7 @@ def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    require("worker", "rq", "asyncssh", "matplotlib")  # jobs, stopping remote runs, evidence charts
     from rq import SimpleWorker, Worker
 
     from trainwarden.workers.chart import preload
@@ -81,6 +85,10 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
     from trainwarden.bot.sink import ConsoleSink
 
+    if os.environ.get("SLACK_BOT_TOKEN"):
+        require("bot", "slack_bolt", "slack_sdk")
+        if settings.servers_file is not None and not args.burst:
+            require("bot", "asyncssh")  # /launch on the configured servers
     stop = stop_on_signals()
     if os.environ.get("SLACK_BOT_TOKEN") and not args.burst:
         bot = wiring.slack_bot(settings, os.environ)
@@ -103,6 +111,7 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
+        require("launch", "asyncssh")
         return cli_remote.launch_experiment(args, settings)
     workdir = Path(args.workdir).resolve()
     spec = LaunchSpec(
@@ -157,16 +166,22 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    require("demo", "rq", "asyncssh", "matplotlib")  # it starts a dispatcher and a worker
     from trainwarden.demo import run_demo
 
     return run_demo(nan_at=args.nan_at, keep=args.keep)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="trainwarden", description=__doc__)
+def global_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('trainwarden')}")
     p.add_argument("--config", type=Path, help="settings YAML (default: $TRAINWARDEN_CONFIG)")
     p.add_argument("--redis-url", help="event-log Redis (default: $REDIS_URL or the settings file)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="trainwarden", description=__doc__)
+    global_options(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("agent", help="watch this host's runs (logs, W&B, processes, GPUs) and publish events")
@@ -239,6 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         return int(args.func(args, _settings(args)))
+    except MissingExtra as exc:
+        print(exc, file=sys.stderr)  # the whole story in one line: what to install
+        return 1
     except TrainwardenError as exc:
         print(f"trainwarden: error: {exc}", file=sys.stderr)
         if remedy := remedy_for(exc):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainwarden import wiring
 from trainwarden.errors import ConfigError
@@ -14,12 +14,12 @@ from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.events.projection import fold
 from trainwarden.events.store import Malformed
 from trainwarden.events.yamlfile import Doc
-from trainwarden.remote.collect import collect
-from trainwarden.remote.fleet import Fleet
-from trainwarden.remote.plan import parse_plan
-from trainwarden.remote.retention import delete_checkpoints, list_checkpoints, plan_retention
+from trainwarden.extras import require
 from trainwarden.settings import Settings
 from trainwarden.signals import stop_on_signals
+
+if TYPE_CHECKING:  # remote/ needs asyncssh (the `server` extra): imported by the commands that use it
+    from trainwarden.remote.fleet import Fleet
 
 
 def _gpus(text: str | None) -> tuple[int, ...] | None:
@@ -43,6 +43,7 @@ def cmd_config_check(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:
+    require("preflight", "asyncssh")
     fleet = wiring.fleet(settings, required=True)
     assert fleet is not None
     launcher = wiring.remote_launcher(settings, fleet)
@@ -71,12 +72,15 @@ def launch_experiment(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _plan(args: argparse.Namespace, settings: Settings) -> tuple[Fleet, Any]:
+    from trainwarden.remote.plan import parse_plan
+
     fleet = wiring.fleet(settings, required=True)
     assert fleet is not None
     return fleet, parse_plan(Doc(Path(args.plan)), fleet)
 
 
 def cmd_plan_run(args: argparse.Namespace, settings: Settings) -> int:
+    require("plan", "asyncssh")
     fleet, plan = _plan(args, settings)
     runner = wiring.plan_runner(settings, fleet)
     runner.report = lambda text: print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
@@ -86,6 +90,7 @@ def cmd_plan_run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_plan_status(args: argparse.Namespace, settings: Settings) -> int:
+    require("plan", "asyncssh")
     fleet, plan = _plan(args, settings)
     state = wiring.plan_runner(settings, fleet).state(plan)
     print(f"plan {plan.name}: {'finished' if state.finished else 'started' if state.started else 'not started'}")
@@ -100,6 +105,9 @@ def cmd_plan_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
+    require("checkpoints", "asyncssh")
+    from trainwarden.remote.retention import delete_checkpoints, list_checkpoints, plan_retention
+
     fleet = wiring.fleet(settings, required=True)
     assert fleet is not None
     experiment = wiring.remote_launcher(settings, fleet).experiment(args.experiment)
@@ -139,6 +147,8 @@ def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
+    from trainwarden.remote.collect import collect
+
     written = collect(wiring.store(settings), out=Path(args.out), runs=args.runs or None)
     for path in written:
         print(f"wrote {path}")

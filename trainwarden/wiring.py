@@ -10,46 +10,40 @@ from typing import TYPE_CHECKING
 
 import redis
 from redis.cluster import RedisCluster
-from rq import Queue
 
 from trainwarden import defaults
-from trainwarden.agent.control import ControlReader
-from trainwarden.agent.errors import GpuUnavailable
-from trainwarden.agent.gpu import GpuSampler
-from trainwarden.agent.publisher import Publisher
-from trainwarden.agent.runner import Agent, AgentConfig
-from trainwarden.agent.spool import Spool
-from trainwarden.agent.wandb_source import PublicApi
-from trainwarden.agent.watch import RunWatch
-from trainwarden.agent.watcher import WatchOptions
-from trainwarden.bot.deadman import Deadman
-from trainwarden.bot.notifier import Notifier
-from trainwarden.bot.sink import Sink
-from trainwarden.bot.stages import Pipeline
 from trainwarden.errors import ConfigError
 from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
-from trainwarden.remote.control import SshController
-from trainwarden.remote.fleet import Fleet, experiment_files, load_fleet
-from trainwarden.remote.launch import RemoteLauncher
-from trainwarden.remote.planner import PlanRunner
-from trainwarden.remote.ssh import SshPool
-from trainwarden.remote.stop import LocalTmuxController, RoutingController, RunController
 from trainwarden.settings import Settings
-from trainwarden.workers.context import WorkerContext
-from trainwarden.workers.dispatcher import Dispatcher
-from trainwarden.workers.policy_source import PolicySource
-from trainwarden.workers.schedule import Ticker, TickSettings
 
 SECRET_ENV_FOR_RUNS = ("WANDB_API_KEY",)  # copied into each remote run's 0600 env file
-_ssh_pool = SshPool()
 
-if TYPE_CHECKING:  # Slack's libraries (the `bot` extra) are imported only where the bot uses them
+# Each process imports only what it runs (the agent needs neither rq nor asyncssh; the `server` and
+# `bot` extras may be missing), so the builders below import their parts themselves.
+if TYPE_CHECKING:
+    from rq import Queue
     from slack_sdk import WebClient
 
+    from trainwarden.agent.gpu import GpuSampler
+    from trainwarden.agent.runner import Agent
+    from trainwarden.agent.watch import RunWatch
     from trainwarden.bot.handlers import Launcher
+    from trainwarden.bot.notifier import Notifier
     from trainwarden.bot.service import SlackBot
+    from trainwarden.bot.sink import Sink
     from trainwarden.bot.slack_sink import SlackSink
+    from trainwarden.remote.fleet import Fleet
+    from trainwarden.remote.launch import RemoteLauncher
+    from trainwarden.remote.planner import PlanRunner
+    from trainwarden.remote.ssh import SshPool
+    from trainwarden.remote.stop import RunController
+    from trainwarden.workers.context import WorkerContext
+    from trainwarden.workers.dispatcher import Dispatcher
+    from trainwarden.workers.policy_source import PolicySource
+    from trainwarden.workers.schedule import TickSettings
+
+_ssh_pool: SshPool | None = None  # one per process, made on first use
 
 
 def consumer_name(role: str) -> str:
@@ -87,11 +81,15 @@ def store(settings: Settings, client: redis.Redis | RedisCluster | None = None) 
 
 
 def queue(settings: Settings, client: redis.Redis | None = None) -> Queue:
+    from rq import Queue
+
     return Queue(settings.queue, connection=client or rq_redis(settings))
 
 
 def gpu_sampler(settings: Settings) -> tuple[GpuSampler | None, str | None]:
     """NVML, or (None, why not): the agent then says so in a `source.status` event and goes on."""
+    from trainwarden.agent.errors import GpuUnavailable
+
     if not settings.agent_nvml:
         return None, "GPU sampling is turned off (agent.nvml: false)"
     from trainwarden.agent.nvml import NvmlSampler
@@ -109,6 +107,13 @@ def agent(
     state_file: Path | None = None,
     gpu: GpuSampler | None = None,
 ) -> Agent:
+    from trainwarden.agent.control import ControlReader
+    from trainwarden.agent.publisher import Publisher
+    from trainwarden.agent.runner import Agent, AgentConfig
+    from trainwarden.agent.spool import Spool
+    from trainwarden.agent.wandb_source import PublicApi
+    from trainwarden.agent.watcher import WatchOptions
+
     client = events_redis(settings)
     event_store = store(settings, client)
     state_path = state_file or settings.agent_state_file
@@ -143,6 +148,9 @@ def agent(
 
 
 def dispatcher(settings: Settings) -> Dispatcher:
+    from trainwarden.workers.dispatcher import Dispatcher
+    from trainwarden.workers.schedule import Ticker
+
     events = store(settings)
     return Dispatcher(
         store=events,
@@ -159,11 +167,15 @@ def dispatcher(settings: Settings) -> Dispatcher:
 
 def policy_source(settings: Settings) -> PolicySource:
     """The configured policy file (PolicyError if it is invalid), or the packaged default."""
+    from trainwarden.workers.policy_source import PolicySource
+
     return PolicySource(host=settings.host, path=settings.policy_path)
 
 
 def fleet(settings: Settings, *, required: bool = False) -> Fleet | None:
     """Servers and experiments, when the settings name a servers file."""
+    from trainwarden.remote.fleet import experiment_files, load_fleet
+
     if settings.servers_file is None:
         if required:
             raise ConfigError("no servers configured: set servers_file (and experiments_dir) in the settings file")
@@ -173,27 +185,41 @@ def fleet(settings: Settings, *, required: bool = False) -> Fleet | None:
 
 
 def ssh_pool() -> SshPool:
+    from trainwarden.remote.ssh import SshPool
+
+    global _ssh_pool  # noqa: PLW0603 (one pool per process, made only where SSH is used)
+    if _ssh_pool is None:
+        _ssh_pool = SshPool()
     return _ssh_pool
 
 
 def remote_launcher(settings: Settings, the_fleet: Fleet, client_store: EventStore | None = None) -> RemoteLauncher:
+    from trainwarden.remote.launch import RemoteLauncher
+
     secrets = {name: os.environ[name] for name in SECRET_ENV_FOR_RUNS if os.environ.get(name)}
     return RemoteLauncher(shell=ssh_pool(), store=client_store or store(settings), fleet=the_fleet,
                           host=settings.host, secrets=secrets)  # fmt: skip
 
 
 def controller(the_fleet: Fleet | None) -> RunController:
+    from trainwarden.remote.control import SshController
+    from trainwarden.remote.stop import LocalTmuxController, RoutingController
+
     remote = SshController(shell=ssh_pool(), servers=the_fleet.servers) if the_fleet else None
     return RoutingController(local=LocalTmuxController(), remote=remote)
 
 
 def plan_runner(settings: Settings, the_fleet: Fleet) -> PlanRunner:
+    from trainwarden.remote.planner import PlanRunner
+
     shared = store(settings)
     return PlanRunner(store=shared, launcher=remote_launcher(settings, the_fleet, shared), shell=ssh_pool(),
                       fleet=the_fleet, host=settings.host)  # fmt: skip
 
 
 def worker_context(settings: Settings) -> WorkerContext:
+    from trainwarden.workers.context import WorkerContext
+
     the_fleet = fleet(settings)
     shared = store(settings)
     return WorkerContext(
@@ -210,11 +236,17 @@ def worker_context(settings: Settings) -> WorkerContext:
 
 
 def tick_settings(settings: Settings) -> TickSettings:
+    from trainwarden.workers.schedule import TickSettings
+
     return TickSettings(startup_s=settings.tick_startup_s, steady_s=settings.tick_steady_s,
                         max_silence_s=settings.tick_max_silence_s)  # fmt: skip
 
 
 def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Notifier:
+    from trainwarden.bot.deadman import Deadman
+    from trainwarden.bot.notifier import Notifier
+    from trainwarden.bot.stages import Pipeline
+
     events = store(settings)
     cfg = settings.slack
     return Notifier(

@@ -9,8 +9,6 @@ from trainwarden.bot.notifier import Notifier
 from trainwarden.bot.stages import SYSTEM_RUN, Pipeline
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
-from trainwarden.events.projection import fold
-from trainwarden.workers.checkpoint import Checkpoint, encode_checkpoint
 
 from tests.helpers import events_of, metric
 from tests.slack_api import sink_for
@@ -53,8 +51,6 @@ def test_one_thread_per_run_with_phone_readable_lines(store, slack_api):
     ev = Evaluator("exp01-baseline", host="ic2")
     metrics = [metric("exp01-baseline", i, step=i, loss=3.0 - i / 10) for i in range(1, 8)]
     store.append(metrics)
-    # the workers' checkpoint holds the run state the anomaly was committed with (trends come from it)
-    store.redis.hset(store.keys.cursor("exp01-baseline"), mapping=encode_checkpoint(Checkpoint(run=fold(metrics))))
     store.append([
         ev(t.DECISION, decision="CONTINUE", reason="healthy", rule=None),
         ev.opened("loss-spike", "loss=9 > 2x recent average 2.4", remedy="lower the learning rate"),

@@ -1,0 +1,50 @@
+"""The run's state for readers (the bot's /status and its trend lines): the projection of
+events/projection.py folded over the run's log, with a snapshot of its own in Redis so that a read
+folds only the events since the last one.
+
+The workers keep a copy of the run state inside their checkpoint, beside their rule state; that hash
+is theirs and its format may change with them. Readers use this view, which depends only on the log.
+A snapshot is a cache: any snapshot is the exact fold of the log up to its `after`, so readers may
+race (each writes only over the snapshot it started from). The archiver refreshes the view before it
+trims the log's head, so the trimmed events are always folded into the snapshot first.
+"""
+
+from __future__ import annotations
+
+import json
+
+from trainwarden.events.projection import RunState, apply
+from trainwarden.events.redis_errors import redis_errors
+from trainwarden.events.redis_types import hash_fields
+from trainwarden.events.store import EventStore, Malformed
+
+# KEYS: the view's hash. ARGV: the `after` the fold started from ('' for none), the new after, the state.
+# Written only if no other reader (or the archiver) moved the snapshot meanwhile.
+_SAVE = """
+if (redis.call('HGET', KEYS[1], 'after') or '') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'after', ARGV[2], 'state', ARGV[3])
+return 1
+"""
+
+
+def load(store: EventStore, run: str) -> tuple[RunState, str | None]:
+    """The snapshot and the stream id it covers (an empty state and None when there is none)."""
+    with redis_errors("read a run's view", run=run):
+        raw = hash_fields(store.redis.hgetall(store.keys.view(run)))
+    if not raw:
+        return RunState(), None
+    return RunState.from_dict(json.loads(raw[b"state"])), raw[b"after"].decode() or None
+
+
+def run_state(store: EventStore, run: str) -> RunState:
+    """The run's state now: the snapshot moved over the events after it, and saved when it moved."""
+    state, after = load(store, run)
+    last = after
+    for sid, item in store.iter_run(run, after=after):
+        last = sid
+        if not isinstance(item, Malformed):
+            apply(state, item)
+    if last != after and last is not None:
+        with redis_errors("save a run's view", run=run):
+            store.redis.eval(_SAVE, 1, store.keys.view(run), after or "", last, json.dumps(state.to_dict()))
+    return state

@@ -1,0 +1,105 @@
+"""Which package may import which: the layout shows which process runs a module only if imports follow it.
+
+Every import in every module counts (inside functions and TYPE_CHECKING blocks too): a lazy import is
+still a dependency of the package.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Collection
+from pathlib import Path
+
+import pytest
+
+from tests.layout import package_roots, top_level_packages, tracked_modules
+
+# package -> the other packages of ours it may import (trainwarden.errors, a leaf, is open to all)
+ALLOWED: dict[str, set[str]] = {
+    "events": set(),
+    "policies": {"events"},
+    "agent": {"events"},
+    "workers": {"events", "policies", "remote"},
+    "bot": {"events", "policies", "remote"},
+    "remote": {"events"},
+    "archive": {"events"},
+}
+OPEN_TO_ALL = {"trainwarden.errors"}
+COMPOSITION_ROOT = "trainwarden"  # cli, wiring, settings and the command modules: they may import anything
+
+
+def imported(module: str, path: Path, modules: Collection[str] = ()) -> list[tuple[int, str]]:
+    """(line, absolute module name) of each import in the file; `from pkg import name` yields pkg.name
+    instead of pkg where that is one of the `modules` (a submodule)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            subs = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules]
+            out += [(node.lineno, name) for name in subs or [base]]
+    return out
+
+
+def package_of(module: str) -> str | None:
+    """`events` for trainwarden.events.store; `trainwarden` for trainwarden.cli; None for not ours."""
+    parts = module.split(".")
+    if parts[0] != "trainwarden":
+        return None
+    if len(parts) > 1 and parts[1] in ALLOWED:
+        return parts[1]
+    return COMPOSITION_ROOT
+
+
+def violations(package: str) -> list[str]:
+    out = []
+    modules = tracked_modules()
+    for module, path in sorted(modules.items()):
+        if package_of(module) != package:
+            continue
+        for line, target in imported(module, path, modules):
+            other = package_of(target)
+            if other is None or other == package or target in OPEN_TO_ALL or target == "trainwarden":
+                continue
+            if other == COMPOSITION_ROOT or other not in ALLOWED[package]:
+                out.append(f"{path.relative_to(path.parents[1])}:{line} imports {target}")
+    return sorted(set(out))
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_a_package_imports_only_the_packages_below_it(package: str) -> None:
+    found = violations(package)
+    allowed = ", ".join(sorted(ALLOWED[package])) or "nothing of ours"
+    assert not found, f"{package} may import only {allowed} (and trainwarden.errors):\n" + "\n".join(found)
+
+
+def test_only_the_entry_point_imports_the_cli_and_only_the_composition_root_imports_wiring() -> None:
+    bad = []
+    modules = tracked_modules()
+    for module, path in modules.items():
+        for line, target in imported(module, path, modules):
+            cli = target == "trainwarden.cli" and module != "trainwarden.__main__"
+            wiring = target == "trainwarden.wiring" and package_of(module) != COMPOSITION_ROOT
+            if cli or wiring:
+                bad.append(f"{module}:{line} imports {target}")
+    assert bad == []
+
+
+def test_every_package_folder_is_a_root_with_rules() -> None:
+    roots = package_roots()
+    assert top_level_packages() <= set(roots.values()), "a top-level package folder that setup.py does not install"
+    assert {name.removeprefix("trainwarden.") for name in roots} - {COMPOSITION_ROOT} == set(ALLOWED)
+
+
+def test_the_checker_sees_relative_and_lazy_imports(tmp_path: Path) -> None:
+    source = tmp_path / "status.py"
+    source.write_text("def f():\n    from ..workers import checkpoint\n    from . import messages\n")
+    modules = {"trainwarden.workers.checkpoint", "trainwarden.bot.messages"}
+    found = {target for _, target in imported("trainwarden.bot.status", source, modules)}
+    assert found == modules
+    assert package_of("trainwarden.workers.checkpoint") == "workers" not in ALLOWED["bot"]
