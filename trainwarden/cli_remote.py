@@ -13,7 +13,6 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.events.projection import fold
 from trainwarden.events.store import Malformed
-from trainwarden.events.yamlfile import Doc
 from trainwarden.remote.collect import collect
 from trainwarden.remote.fleet import Fleet
 from trainwarden.remote.plan import parse_plan
@@ -73,7 +72,7 @@ def launch_experiment(args: argparse.Namespace, settings: Settings) -> int:
 def _plan(args: argparse.Namespace, settings: Settings) -> tuple[Fleet, Any]:
     fleet = wiring.fleet(settings, required=True)
     assert fleet is not None
-    return fleet, parse_plan(Doc(Path(args.plan)), fleet)
+    return fleet, parse_plan(Path(args.plan), fleet)
 
 
 def cmd_plan_run(args: argparse.Namespace, settings: Settings) -> int:

@@ -45,6 +45,36 @@ def test_invalid_experiment_file(path, tmp_path):
     assert message in str(info.value)
 
 
+def test_every_problem_of_a_servers_file_is_reported(tmp_path):
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(
+        "servers:\n  - name: ic2\n    host: ic2;reboot\n    user: alice\n    work_dir: /w\n    prot: 22\n"
+        "  - name: ic3\n    user: bob\n    work_dir: /w\n    gpus: [0, 0]\n"
+    )
+    with pytest.raises(YamlFileError) as info:
+        load_fleet(servers, [])
+    assert info.value.problems == [
+        f"{servers}:3:11: host 'ic2;reboot' is not a host name or IP address",
+        f"{servers}:6:5: unknown key 'prot' in a server; expected one of: conda_env, connect_timeout_s, gpus, host, "
+        "key_file, known_hosts, min_free_gb, name, port, scratch, tmux_socket, user, venv, work_dir; "
+        "did you mean 'port'?",
+        f"{servers}:7:5: a server needs 'host'",
+        f"{servers}:10:11: gpus lists a GPU twice",
+    ]
+
+
+def test_problems_in_several_experiment_files_are_reported_together(tmp_path):
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(GOOD_SERVERS)
+    (tmp_path / "exp-a.yaml").write_text("name: a\nserver: ic9\ncommand: python t.py\nepochs: 0\n")
+    (tmp_path / "exp-b.yaml").write_text("name: b\nserver: ic2\nscript: run.sh\ncheckpoints: {dir: c, mode: best}\n")
+    with pytest.raises(YamlFileError) as info:
+        load_fleet(servers, sorted(tmp_path.glob("exp-*.yaml")))
+    assert [p.split(": ", 1)[0].rsplit("/", 1)[1] for p in info.value.problems] == [
+        "exp-a.yaml:4:9", "exp-b.yaml:4:29", "exp-a.yaml:2:9"]  # fmt: skip
+    assert "3 problems" in str(info.value)
+
+
 def test_cycle_is_reported(tmp_path):
     servers = tmp_path / "servers.yaml"
     servers.write_text(GOOD_SERVERS)
