@@ -40,7 +40,7 @@ def empty_mapping() -> yaml.MappingNode:
 
 
 def where(source: str, node: yaml.Node | None) -> str:
-    if node is None:
+    if node is None or node.start_mark is None:  # a stand-in node (an absent section) has no position
         return source
     return f"{source}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
 

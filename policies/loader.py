@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from trainwarden.events import types as t
 from trainwarden.events.errors import YamlFileError
-from trainwarden.events.yamlfile import Schema, compose, document_schema, empty_mapping, plain
+from trainwarden.events.yamlfile import Schema, compose, document_schema, plain
 from trainwarden.policies.durations import Persistence
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.kinds import READERS
@@ -162,7 +162,7 @@ def policy_schema() -> Schema:
     _header(top)
     variants = []
     for kind_name, reader in sorted(READERS.items()):
-        r = PolicyReader(empty_mapping(), ctx, "a rule")
+        r = PolicyReader(None, ctx, "a rule")
         r.string("id", required=True, pattern=RULE_ID_RE)
         r.raw("kind", {"const": kind_name}, required=True)
         _common(r)
