@@ -148,14 +148,20 @@ def read_servers(top: Reader, base: Path) -> tuple[dict[str, Server], dict[str, 
         host = r.string("host", required=True, pattern=HOST_RE, label="host", hint="is not a host name or IP address")
         user = r.string("user", required=True, pattern=USER_RE, label="user", hint="is not a valid user name")
         work_dir = _path(r, "work_dir", required=True)
-        port = r.integer("port", default=22, minimum=1) or 22
         key_file, known_hosts = r.string("key_file"), r.string("known_hosts")
-        gpus = r.integers("gpus") or ()
-        conda_env, venv = _name(r, "conda_env", "conda_env"), _path(r, "venv")
         scratch = tuple(v for _, v in r.string_list("scratch"))
-        min_free_gb = r.number("min_free_gb", default=10.0, minimum=0) or 0.0
-        connect_timeout_s = r.number("connect_timeout_s", default=10.0, minimum=0.1) or 10.0
-        tmux_socket = _name(r, "tmux_socket", "tmux_socket")
+        options: dict[str, Any] = dict(  # absent: the Server's defaults
+            port=r.integer("port", minimum=1),
+            key_file=(base / key_file).expanduser() if key_file else None,
+            known_hosts=(base / known_hosts).expanduser() if known_hosts else None,
+            gpus=r.integers("gpus"),
+            conda_env=_name(r, "conda_env", "conda_env"),
+            venv=_path(r, "venv"),
+            scratch=scratch if r.has("scratch") else None,
+            min_free_gb=r.number("min_free_gb", minimum=0),
+            connect_timeout_s=r.number("connect_timeout_s", minimum=0.1),
+            tmux_socket=_name(r, "tmux_socket", "tmux_socket"),
+        )
         r.finish()
         if r.has("conda_env") and r.has("venv"):
             r.ctx.problem(r.node, "a server has either conda_env or venv, not both")
@@ -164,13 +170,9 @@ def read_servers(top: Reader, base: Path) -> tuple[dict[str, Server], dict[str, 
         if name in servers:
             r.fail("name", f"server {name!r} is defined twice")
             continue
-        servers[name], readers[name] = Server(
-            name=name, host=host, user=user, work_dir=work_dir, port=port,
-            key_file=(base / key_file).expanduser() if key_file else None,
-            known_hosts=(base / known_hosts).expanduser() if known_hosts else None,
-            gpus=gpus, conda_env=conda_env, venv=venv, scratch=scratch, min_free_gb=min_free_gb,
-            connect_timeout_s=connect_timeout_s, tmux_socket=tmux_socket,
-        ), r  # fmt: skip
+        options = {k: v for k, v in options.items() if v is not None}
+        servers[name] = Server(name=name, host=host, user=user, work_dir=work_dir, **options)
+        readers[name] = r
     top.finish()
     return servers, readers
 
@@ -204,9 +206,9 @@ def read_experiment(r: Reader) -> Experiment | None:
         stop_command=_command(r, "stop_command"),
         resume_command=_command(r, "resume_command"),
         checkpoints=_checkpoints(r.section("checkpoints", "checkpoints")),
-        allow_offline_wandb=r.boolean("allow_offline_wandb", default=False),
-        max_restarts=r.integer("max_restarts", default=0, minimum=0),
-        stop_grace_s=r.number("stop_grace_s", default=30.0, minimum=0),
+        allow_offline_wandb=r.boolean("allow_offline_wandb"),
+        max_restarts=r.integer("max_restarts", minimum=0),
+        stop_grace_s=r.number("stop_grace_s", minimum=0),
     )
     r.finish()
     argv = command if command is not None else ("bash", script) if script is not None else None

@@ -1,5 +1,6 @@
 """The published JSON Schemas are current, and the files trainwarden ships or documents validate against them."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -7,11 +8,13 @@ from typing import Any
 
 import pytest
 import yaml
+from trainwarden.agent.watch import RunWatch
+from trainwarden.bot.config import BotConfig
 from trainwarden.policies.default import default_policy_text
-from trainwarden.remote.fleet import experiment_files, load_fleet
+from trainwarden.remote.fleet import Experiment, Server, experiment_files, load_fleet
 
 from trainwarden.schemas import SCHEMAS, schema_text
-from trainwarden.settings import load_settings
+from trainwarden.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = ROOT / "docs" / "schemas"
@@ -93,6 +96,22 @@ def test_the_committed_schema_is_what_the_code_generates(name):
 
 def test_every_committed_schema_is_published_by_the_cli():
     assert sorted(p.name for p in SCHEMA_DIR.glob("*.schema.json")) == sorted(f"{n}.schema.json" for n in SCHEMAS)
+
+
+def test_every_field_of_the_typed_models_is_in_its_schema():
+    """A parser that reads a key only behind `if` would leave it out of the recorded schema."""
+    servers = json.loads(schema_text("servers"))["properties"]["servers"]["items"]["properties"]
+    assert {f.name for f in dataclasses.fields(Server)} == set(servers)
+    experiment = json.loads(schema_text("experiments"))["properties"]
+    assert {f.name for f in dataclasses.fields(Experiment)} - {"gpu_ids", "source"} | {"script"} == set(experiment)
+    settings = json.loads(schema_text("settings"))["properties"]
+    assert {f.name for f in dataclasses.fields(BotConfig)} == set(settings["slack"]["properties"])
+    agent = {f"agent_{k}" for k in settings["agent"]["properties"]} - {"agent_watch"} | {"watches"}
+    workers = set(settings["workers"]["properties"])
+    top = {"policy_path" if k == "policy" else k for k in settings} - {"agent", "workers"}
+    assert {f.name for f in dataclasses.fields(Settings)} - {"source"} == agent | workers | top
+    watch = set(settings["agent"]["properties"]["watch"]["items"]["properties"])
+    assert {f.name for f in dataclasses.fields(RunWatch)} - {"launch", "launched_at"} == watch  # set by launches
 
 
 def test_the_default_policy_validates():
