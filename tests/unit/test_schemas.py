@@ -158,3 +158,24 @@ def test_the_cli_prints_a_schema(capsys, monkeypatch):
     monkeypatch.delenv("TRAINWARDEN_CONFIG", raising=False)
     assert main(["schema", "servers"]) == 0
     assert capsys.readouterr().out == (SCHEMA_DIR / "servers.schema.json").read_text()
+
+
+def yaml_blocks() -> list[tuple[str, Any]]:
+    """The YAML examples in README.md and docs/ that look like one of trainwarden's files."""
+    ours = set()
+    for name in SCHEMAS:
+        ours |= set(json.loads(schema_text(name))["properties"])
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", page.read_text(), re.S)):
+            document = yaml.safe_load(block)
+            if isinstance(document, dict) and set(document) & ours:
+                found.append((f"{page.relative_to(ROOT)}#{i}", document))
+    return found
+
+
+def test_the_yaml_examples_in_the_docs_validate():
+    blocks = yaml_blocks()
+    assert len(blocks) >= 4  # settings, servers, an experiment and a policy, at least
+    for where, document in blocks:
+        assert any(not validate(document, name) for name in SCHEMAS), where
