@@ -135,3 +135,24 @@ def test_secrets_go_to_the_env_file_only():
     assert "cd '/w d'" in script
     assert "python t.py '$(reboot)' 2>&1 | tee -a" in script
     assert "conda activate torch" in script
+
+
+def test_a_plan_reports_every_problem(tmp_path):
+    from trainwarden.remote.plan import parse_plan
+
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(GOOD_SERVERS)
+    (tmp_path / "exp-a.yaml").write_text("name: a\nserver: ic2\ncommand: python t.py\n")
+    fleet = load_fleet(servers, [tmp_path / "exp-a.yaml"])
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("name: p\nexperiments: [a, b]\nmax_parallel: 0\nparalel: 2\n")
+    with pytest.raises(YamlFileError) as info:
+        parse_plan(plan, fleet)
+    assert info.value.problems == [
+        f"{plan}:2:18: unknown experiment 'b'",
+        f"{plan}:3:15: 'max_parallel' must be at least 1, got 0",
+        f"{plan}:4:1: unknown key 'paralel' in a plan; expected one of: experiments, max_parallel, name; "
+        "did you mean 'max_parallel'?",
+    ]
+    plan.write_text("name: p\nexperiments: [a]\nmax_parallel: 2\n")
+    assert parse_plan(plan, fleet).experiments == ("a",)
