@@ -20,13 +20,14 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from trainwarden.agent.config import WANDB_STALE_S
 from trainwarden.agent.logsource import Item
 from trainwarden.agent.wandb_source import Reading, Row
 
 WANDB_OK = "wandb_ok"
 LOG_FALLBACK = "log_fallback"
 UNREACHABLE = "unreachable"
-STALE_S = 60.0
+STALE_S = WANDB_STALE_S
 MAX_HELD = 5000
 STARTUP_GRACE_S = 30.0
 COVER_SLACK_S = 1.0  # a W&B row logged this close after a line was read covers it

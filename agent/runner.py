@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainwarden.agent import procfs
+from trainwarden.agent import config, procfs
 from trainwarden.agent import state as agent_state
 from trainwarden.agent.control import ControlReader
 from trainwarden.agent.gpu import GpuSample, GpuSampler, Xid
@@ -34,10 +34,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentConfig:
-    poll_interval_s: float = 0.05
-    gpu_interval_s: float = 10.0
-    process_interval_s: float = 10.0
-    heartbeat_interval_s: float = 30.0
+    poll_interval_s: float = config.POLL_INTERVAL_S
+    gpu_interval_s: float = config.GPU_INTERVAL_S
+    process_interval_s: float = config.PROCESS_INTERVAL_S
+    heartbeat_interval_s: float = config.HEARTBEAT_INTERVAL_S
     control_interval_s: float = 1.0
     save_interval_s: float = 1.0
     retire_after_s: float = 300.0  # a launched run that ended is dropped after this long without new lines

@@ -19,13 +19,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from trainwarden.agent.config import SPOOL_MAX_MB
 from trainwarden.events.codec import decode, encode_full
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import DecodeError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_BYTES = int(SPOOL_MAX_MB * 2**20)
 
 
 class Spool:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from trainwarden.agent import procfs
+from trainwarden.agent.config import WANDB_API_INTERVAL_S, WANDB_BASE_URL
 from trainwarden.agent.errors import WandbFileError, WandbUnavailable
 from trainwarden.agent.wandb_file import RunFile, RunInfo
 from trainwarden.agent.watch import RunWatch
@@ -28,7 +29,7 @@ from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.metrics import normalise
 
 RUN_DIR_RE = re.compile(r"^(?:offline-)?run-\d{8}_\d{6}-([A-Za-z0-9]+)$")
-DEFAULT_BASE_URL = "https://wandb.ai"
+DEFAULT_BASE_URL = WANDB_BASE_URL
 LAUNCH_SLACK_S = 5.0
 SEARCH_INTERVAL_S = 1.0  # how often a run without a W&B directory yet is looked at again
 EAGER_SEARCH_S = 30.0  # ... except in its first seconds, when it is looked at on every poll
@@ -131,7 +132,7 @@ class RunWandb:
     """W&B for one run: discovery, then incremental reads of its run file (or of the API)."""
 
     def __init__(self, *, watch: RunWatch, host: str, run_dir: Path | None = None, offset: int = 0,
-                 api: HistoryApi | None = None, api_interval_s: float = 30.0,
+                 api: HistoryApi | None = None, api_interval_s: float = WANDB_API_INTERVAL_S,
                  base_url: str = DEFAULT_BASE_URL) -> None:  # fmt: skip
         self.watch = watch
         self.host = host

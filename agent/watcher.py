@@ -24,6 +24,7 @@ from typing import Any
 
 from trainwarden.agent import procfs
 from trainwarden.agent.arbiter import STALE_S, STARTUP_GRACE_S, Arbiter
+from trainwarden.agent.config import WANDB_API_INTERVAL_S
 from trainwarden.agent.health import Ended, GuardFinding, ProcessHealth, log_tail
 from trainwarden.agent.logsource import BLOCK_IDLE_S, RunLog
 from trainwarden.agent.state import LogPosition, WandbPosition
@@ -40,7 +41,7 @@ METRICS_SOURCE = "metrics"  # `source` of source.status events about where metri
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WatchOptions:
     wandb_stale_s: float = STALE_S
-    wandb_api_interval_s: float = 30.0
+    wandb_api_interval_s: float = WANDB_API_INTERVAL_S
     wandb_base_url: str = DEFAULT_BASE_URL
     block_idle_s: float = BLOCK_IDLE_S
     startup_grace_s: float = STARTUP_GRACE_S

@@ -11,9 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from trainwarden import defaults
-
 COMMANDS = ("status", "launch", "stop", "snooze")
+RATE_PER_S = 1.0  # messages per second per channel (Slack allows about one, with short bursts)
+BURST = 4  # messages a channel may take at once before the rate applies
+FLAP_THRESHOLD = 3  # openings of one (run, rule) within FLAP_WINDOW_S before it is reported as flapping
+FLAP_WINDOW_S = 3600.0  # seconds
+KEEP_RUNNING_SNOOZE_S = 3600.0  # seconds a rule stays snoozed after "Keep running"
+DEADMAN_S = 120.0  # seconds without dispatcher heartbeat or with a stuck feed entry before the bot alerts
+HTTP_HOST = "0.0.0.0"  # HTTP mode: address the endpoint listens on
+HTTP_PORT = 3000  # HTTP mode: port of the endpoint Slack posts commands and clicks to
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,14 +39,14 @@ class Allow:
 class BotConfig:
     channel: str | None = None
     allow: Mapping[str, Allow] = field(default_factory=dict)  # command -> allow-list; missing: nobody
-    rate_per_s: float = defaults.SLACK_RATE_PER_S
-    burst: int = defaults.SLACK_BURST
-    flap_threshold: int = defaults.FLAP_THRESHOLD
-    flap_window_s: float = defaults.FLAP_WINDOW_S
-    keep_running_snooze_s: float = defaults.KEEP_RUNNING_SNOOZE_S
-    deadman_s: float = defaults.DEADMAN_S
-    http_host: str = defaults.SLACK_HTTP_HOST
-    http_port: int = defaults.SLACK_HTTP_PORT
+    rate_per_s: float = RATE_PER_S
+    burst: int = BURST
+    flap_threshold: int = FLAP_THRESHOLD
+    flap_window_s: float = FLAP_WINDOW_S
+    keep_running_snooze_s: float = KEEP_RUNNING_SNOOZE_S
+    deadman_s: float = DEADMAN_S
+    http_host: str = HTTP_HOST
+    http_port: int = HTTP_PORT
 
     def allows(self, command: str, *, user: str, channel: str | None) -> bool:
         allow = self.allow.get(command)

@@ -20,6 +20,7 @@ from typing import Any
 
 from trainwarden.bot import messages
 from trainwarden.bot.blocks import notice_blocks, text_blocks
+from trainwarden.bot.config import KEEP_RUNNING_SNOOZE_S
 from trainwarden.bot.deadman import Deadman
 from trainwarden.bot.delivery import Delivery
 from trainwarden.bot.errors import SlackUnavailable
@@ -28,7 +29,7 @@ from trainwarden.bot.stages import GUARD, INPUT_TYPES, Notice, NotifyState, Pipe
 from trainwarden.events import types as t
 from trainwarden.events.errors import DecodeError
 from trainwarden.events.faults import failpoint
-from trainwarden.events.feed import NOTIFY_GROUP, FeedEntry, GroupReader, parse_feed_entry
+from trainwarden.events.feed import NOTIFY_GROUP, RECLAIM_IDLE_S, FeedEntry, GroupReader, parse_feed_entry
 from trainwarden.events.loop import run_loop
 from trainwarden.events.projection import RunState
 from trainwarden.events.redis_types import hash_fields
@@ -36,11 +37,8 @@ from trainwarden.events.run_view import run_state as read_run_state
 from trainwarden.events.sids import sid_key
 from trainwarden.events.store import EventStore, Malformed, redis_errors
 
-from trainwarden import defaults
-
 log = logging.getLogger(__name__)
 
-DEFAULT_RECLAIM_IDLE_MS = 30_000
 TREND_POINTS = 20
 TRENDED = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT, t.STOP, GUARD})
 
@@ -55,8 +53,8 @@ class Notifier:
         channel: str,
         host: str,
         pipeline: Pipeline,
-        snooze_s: float = defaults.KEEP_RUNNING_SNOOZE_S,
-        reclaim_idle_ms: int = DEFAULT_RECLAIM_IDLE_MS,
+        snooze_s: float = KEEP_RUNNING_SNOOZE_S,
+        reclaim_idle_ms: int = int(RECLAIM_IDLE_S * 1000),
         deadman: Deadman | None = None,
     ) -> None:
         self.store = store

@@ -22,12 +22,13 @@ from slack_sdk.errors import SlackApiError
 from trainwarden.bot.errors import SlackRejected, SlackUnavailable
 from trainwarden.bot.sink import METADATA_TYPE, Message
 
-from trainwarden import defaults
-
 log = logging.getLogger(__name__)
 
 NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError)
 MAX_RATE_LIMITED = 20  # 429s in a row for one call before giving up for now
+TIMEOUT_S = 10  # seconds one Web API call may take
+MAX_ATTEMPTS = 6  # tries of one Web API call on 5xx / connection errors before giving up for now
+BACKOFF_S = 0.2  # first pause between such tries, doubled each time (up to BACKOFF_MAX_S)
 BACKOFF_MAX_S = 10.0
 PAGE = 200
 
@@ -72,8 +73,8 @@ class SlackSink:
         *,
         client: WebClient,
         limiter: RateLimiter,
-        max_attempts: int = defaults.SLACK_MAX_ATTEMPTS,
-        backoff_s: float = defaults.SLACK_BACKOFF_S,
+        max_attempts: int = MAX_ATTEMPTS,
+        backoff_s: float = BACKOFF_S,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.client = client

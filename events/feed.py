@@ -20,6 +20,7 @@ from trainwarden.events.store import redis_errors
 DISPATCH_GROUP = "dispatch"
 NOTIFY_GROUP = "notify"
 ALL_GROUPS = (DISPATCH_GROUP, NOTIFY_GROUP)
+RECLAIM_IDLE_S = 30.0  # seconds an entry may stay unacknowledged before another consumer (dispatcher, bot) claims it
 
 
 @dataclass(frozen=True, slots=True)

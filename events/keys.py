@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+NAMESPACE = "tw"  # the prefix of every key; several deployments may share one Redis under different ones
+
 
 @dataclass(frozen=True, slots=True)
 class Keys:
-    namespace: str = "tw"
+    namespace: str = NAMESPACE
 
     def log(self, run: str) -> str:
         """The run's event stream: the source of truth."""

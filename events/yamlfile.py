@@ -1,106 +1,389 @@
-"""Reading YAML config files so that every error names file:line:column and what was expected.
+"""The one reader for trainwarden's YAML files (settings, servers, experiments, plans, policies).
 
-Lives in `events/` because every package (policies, workers, the CLI) reads such files and
-`events/` is the one package they all depend on.
+Every problem is reported as `file:line:column: message` and one pass reports all of them: a
+`Reader` wraps one mapping node; each accessor validates one key, records a problem at the
+offending node instead of raising, and returns a default. `finish()` reports keys nobody asked for
+(with a did-you-mean). `Context.check()` raises once, listing everything.
+
+The accessors also record what they accept, so the JSON Schema of a file is generated from its
+parser: run the parser once in *probe* mode (`Context(probe=True)`, an empty document, every
+section and list visited once) and call `json_schema()` on its top `Reader`. Parsers therefore
+read their keys straight-line, through `section()` and `items()`, not behind `if key in ...`.
+
+Lives in `events/` because every package reads such files and `events/` is the one they all use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Set
+import difflib
+import math
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, overload
 
 import yaml
-from trainwarden.events.errors import YamlFileError
+from trainwarden.events.errors import TrainwardenError, YamlFileError
+
+Schema = dict[str, Any]
 
 
-class Doc:
-    """One YAML file being checked: turns nodes into values and mistakes into located errors."""
+def plain(node: yaml.Node) -> Any:
+    """A node's Python value (safe tags only)."""
+    return yaml.safe_load(yaml.serialize(node))
 
-    def __init__(self, path: Path, text: str | None = None) -> None:
-        self.path = Path(path)
-        if text is None:
-            try:
-                text = self.path.read_text()
-            except OSError as exc:
-                raise YamlFileError(f"{self.path}: cannot read: {exc.strerror}") from None
-        try:
-            self.root = yaml.compose(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{self.path}:{mark.line + 1}:{mark.column + 1}" if mark else str(self.path)
-            raise YamlFileError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+
+def empty_mapping() -> yaml.MappingNode:
+    """Stands in for an absent section, so that a parser reads it like any other (and finds defaults)."""
+    return yaml.MappingNode("tag:yaml.org,2002:map", [])
+
+
+def where(source: str, node: yaml.Node | None) -> str:
+    if node is None or node.start_mark is None:  # a stand-in node (an absent section) has no position
+        return source
+    return f"{source}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
+
+
+def read_text(path: Path) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise YamlFileError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def compose(text: str, source: str) -> yaml.Node | None:
+    """The node tree with positions; a syntax error stops here (nothing after it can be trusted)."""
+    try:
+        return yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
+        raise YamlFileError(f"{at}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+
+
+def report(problems: Sequence[str]) -> str:
+    """One message for several problems; a single one stays on one line."""
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} problems:\n" + "\n".join(f"  {p}" for p in problems)
+
+
+@dataclass(slots=True)
+class Context:
+    """The problems found so far in one file (several files may share one `problems` list)."""
+
+    source: str
+    problems: list[str] = field(default_factory=list)
+    noun: str = "key"  # what the file's keys are called in messages ("field" in policies)
+    probe: bool = False  # generating a schema: visit every section and list once, problems do not matter
 
     def where(self, node: yaml.Node | None) -> str:
-        if node is None:
-            return str(self.path)
-        return f"{self.path}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
+        return where(self.source, node)
 
-    def error(self, node: yaml.Node | None, message: str) -> YamlFileError:
-        return YamlFileError(f"{self.where(node)}: {message}")
+    def problem(self, node: yaml.Node | None, message: str) -> None:
+        self.problems.append(f"{self.where(node)}: {message}")
 
-    def mapping(
-        self, node: yaml.Node | None, what: str, *, allowed: Set[str], required: Set[str] = frozenset()
-    ) -> dict[str, yaml.Node]:
-        if not isinstance(node, yaml.MappingNode):
-            raise self.error(node, f"{what} must be a mapping of keys to values")
-        out: dict[str, yaml.Node] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value
-            if key not in allowed:
-                raise self.error(
-                    key_node, f"unknown key {key!r} in {what}; expected one of {', '.join(sorted(allowed))}"
-                )
-            if key in out:
-                raise self.error(key_node, f"{key!r} appears twice in {what}")
-            out[key] = value_node
-        missing = sorted(required - out.keys())
-        if missing:
-            raise self.error(node, f"{what} needs {', '.join(repr(m) for m in missing)}")
-        return out
+    def check(self, error: type[TrainwardenError] = YamlFileError) -> None:
+        """Raise `error` listing every problem, if there is one; its `problems` attribute holds them."""
+        if self.problems:
+            exc = error(report(self.problems))
+            exc.problems = list(self.problems)  # type: ignore[attr-defined]  # read by callers that list them
+            raise exc
 
-    def sequence(self, node: yaml.Node, what: str) -> list[yaml.Node]:
-        if not isinstance(node, yaml.SequenceNode):
-            raise self.error(node, f"{what} must be a list")
-        return list(node.value)
 
-    def value(self, node: yaml.Node) -> Any:
-        return yaml.safe_load(yaml.serialize(node))
+class Reader:
+    """One mapping node of a file: typed accessors that collect problems and record the schema."""
 
-    def string(self, node: yaml.Node, what: str) -> str:
-        value = self.value(node)
+    def __init__(self, node: yaml.Node | None, ctx: Context, what: str) -> None:
+        self.ctx = ctx
+        self.what = what
+        self.present = node is not None
+        self.node: yaml.Node = node if node is not None else empty_mapping()
+        self.fields: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+        self.used: set[str] = set()
+        self.properties: dict[str, Any] = {}  # key -> schema (dicts, lists and nested Readers)
+        self.required: set[str] = set()
+        if not isinstance(self.node, yaml.MappingNode):
+            ctx.problem(self.node, f"{what} must be a mapping of {ctx.noun}s to values")
+            return
+        for key_node, value_node in self.node.value:
+            key = str(key_node.value)
+            if key in self.fields:
+                ctx.problem(key_node, f"{ctx.noun} '{key}' appears twice in {what}")
+            self.fields[key] = (key_node, value_node)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    @property
+    def ok(self) -> bool:
+        return isinstance(self.node, yaml.MappingNode)
+
+    def has(self, key: str) -> bool:
+        self.used.add(key)
+        return key in self.fields
+
+    def value_node(self, key: str) -> yaml.Node:
+        return self.fields[key][1]
+
+    def node_of(self, key: str) -> yaml.Node:
+        """The value's node, or the mapping's when the key is absent (where a problem about it points)."""
+        return self.fields[key][1] if key in self.fields else self.node
+
+    def fail(self, key: str, message: str) -> None:
+        self.ctx.problem(self.node_of(key), message)
+
+    def declare(self, key: str, schema: Any, *, required: bool = False) -> None:
+        self.used.add(key)
+        self.properties.setdefault(key, schema)
+        if required:
+            self.required.add(key)
+
+    def needs(self, keys: Collection[str], message: str) -> bool:
+        """Required keys with one message for all of them; False when one is missing."""
+        self.required.update(keys)
+        if self.present and self.ok and not set(keys) <= self.fields.keys():
+            self.ctx.problem(self.node, message)
+            return False
+        return True
+
+    def raw(self, key: str, schema: Schema, *, required: bool = False) -> tuple[yaml.Node, Any] | None:
+        """A value the caller checks itself; `schema` says what it accepts."""
+        self.declare(key, schema, required=required)
+        if key not in self.fields:
+            if required and self.present and self.ok:
+                self.ctx.problem(self.node, f"{self.what} needs '{key}'")
+            return None
+        node = self.fields[key][1]
+        return node, plain(node)
+
+    # -- scalars ----------------------------------------------------------------------------------
+
+    def string(
+        self, key: str, *, required: bool = False, default: str | None = None, pattern: re.Pattern[str] | None = None,
+        hint: str = "is not valid", label: str | None = None, description: str = "",
+    ) -> str | None:  # fmt: skip
+        """A non-empty string; `pattern` restricts it further (a mismatch says `<label> 'value' <hint>`)."""
+        schema: Schema = {"type": "string", "minLength": 1}
+        if pattern is not None:
+            schema["pattern"] = pattern.pattern
+        if description:
+            schema["description"] = description
+        got = self.raw(key, schema, required=required)
+        if got is None:
+            return default
+        node, value = got
         if not isinstance(value, str) or not value:
-            raise self.error(node, f"{what} must be a non-empty string, got {value!r}")
+            self.ctx.problem(node, f"'{key}' must be a non-empty string, got {value!r}")
+            return default
+        if pattern is not None and not pattern.match(value):
+            self.ctx.problem(node, f"{label or key} {value!r} {hint}")
+            return default
         return value
 
-    def number(self, node: yaml.Node, what: str, *, kind: type = float, minimum: float | None = None) -> Any:
-        value = self.value(node)
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or (kind is int and not isinstance(value, int))
-        ):
-            raise self.error(node, f"{what} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+    def number(
+        self, key: str, *, required: bool = False, default: float | None = None, minimum: float | None = None,
+        positive: bool = False,
+    ) -> float | None:  # fmt: skip
+        schema: Schema = {"type": "number"}
+        if positive:
+            schema["exclusiveMinimum"] = 0
+        if minimum is not None:
+            schema["minimum"] = minimum
+        got = self.raw(key, schema, required=required)
+        if got is None:
+            return default
+        node, value = got
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            self.ctx.problem(node, f"'{key}' must be a number, got {value!r}")
+            return default
+        if positive and value <= 0:
+            self.ctx.problem(node, f"'{key}' must be positive, got {value!r}")
+            return default
         if minimum is not None and value < minimum:
-            raise self.error(node, f"{what} must be >= {minimum}, got {value!r}")
-        return kind(value)
+            self.ctx.problem(node, f"'{key}' must be at least {minimum:g}, got {value!r}")
+            return default
+        return float(value)
 
-    def boolean(self, node: yaml.Node, what: str) -> bool:
-        value = self.value(node)
-        if not isinstance(value, bool):
-            raise self.error(node, f"{what} must be true or false, got {value!r}")
+    @overload
+    def integer(self, key: str, *, required: bool = ..., default: int, minimum: int = ...) -> int: ...
+    @overload
+    def integer(self, key: str, *, required: bool = ..., default: None = ..., minimum: int = ...) -> int | None: ...
+    def integer(self, key: str, *, required: bool = False, default: int | None = None, minimum: int = 1) -> int | None:
+        got = self.raw(key, {"type": "integer", "minimum": minimum}, required=required)
+        if got is None:
+            return default
+        node, value = got
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.ctx.problem(node, f"'{key}' must be an integer, got {value!r}")
+            return default
+        if value < minimum:
+            self.ctx.problem(node, f"'{key}' must be at least {minimum}, got {value}")
+            return default
         return value
 
-    def strings(self, node: yaml.Node, what: str) -> list[str]:
-        return [self.string(item, f"each entry of {what}") for item in self.sequence(node, what)]
+    @overload
+    def boolean(self, key: str, *, default: bool) -> bool: ...
+    @overload
+    def boolean(self, key: str, *, default: None = ...) -> bool | None: ...
+    def boolean(self, key: str, *, default: bool | None = None) -> bool | None:
+        got = self.raw(key, {"type": "boolean"})
+        if got is None:
+            return default
+        node, value = got
+        if not isinstance(value, bool):
+            self.ctx.problem(node, f"'{key}' must be true or false, got {value!r}")
+            return default
+        return value
 
-    def string_map(self, node: yaml.Node, what: str) -> dict[str, str]:
+    def choice(self, key: str, options: tuple[str, ...], *, default: str, label: str | None = None) -> str:
+        got = self.raw(key, {"enum": list(options), "default": default})
+        if got is None:
+            return default
+        node, value = got
+        if value not in options:
+            self.ctx.problem(node, f"{label or repr(key)} must be one of {', '.join(options)}, got {value!r}")
+            return default
+        return str(value)
+
+    # -- collections ------------------------------------------------------------------------------
+
+    def strings(self, key: str, *, required: bool = False, default: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """A string or a list of strings."""
+        names: Schema = {"type": "string", "minLength": 1}
+        got = self.raw(key, {"anyOf": [names, {"type": "array", "items": names, "minItems": 1}]}, required=required)
+        if got is None:
+            return default
+        node, value = got
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not items or not all(isinstance(x, str) and x for x in items):
+            self.ctx.problem(node, f"'{key}' must be a name or a list of names, got {value!r}")
+            return default
+        return tuple(items)
+
+    def string_list(
+        self, key: str, *, pattern: re.Pattern[str] | None = None, hint: str = "is not valid", expected: str = "a list"
+    ) -> tuple[tuple[yaml.Node, str], ...]:
+        """A list of non-empty strings, each with its node (for checks that point at one entry)."""
+        item: Schema = {"type": "string", "minLength": 1}
+        if pattern is not None:
+            item["pattern"] = pattern.pattern
+        got = self.raw(key, {"type": "array", "items": item})
+        if got is None:
+            return ()
+        node, _ = got
+        if not isinstance(node, yaml.SequenceNode):
+            self.ctx.problem(node, f"'{key}' must be {expected}")
+            return ()
+        out: list[tuple[yaml.Node, str]] = []
+        for entry in node.value:
+            value = plain(entry)
+            if not isinstance(value, str) or not value:
+                self.ctx.problem(entry, f"each entry of '{key}' must be a non-empty string, got {value!r}")
+            elif pattern is not None and not pattern.match(value):
+                self.ctx.problem(entry, f"{value!r} in '{key}' {hint}")
+            else:
+                out.append((entry, value))
+        return tuple(out)
+
+    def integers(self, key: str, *, minimum: int = 0, unique: bool = True) -> tuple[int, ...] | None:
+        """A list of whole numbers (GPU indexes)."""
+        schema: Schema = {"type": "array", "items": {"type": "integer", "minimum": minimum}, "uniqueItems": unique}
+        got = self.raw(key, schema)
+        if got is None:
+            return None
+        node, value = got
+        if not isinstance(value, list) or not all(type(v) is int and v >= minimum for v in value):
+            self.ctx.problem(node, f"'{key}' must be a list of whole numbers >= {minimum} like [0, 1], got {value!r}")
+            return None
+        if unique and len(set(value)) != len(value):
+            self.ctx.problem(node, f"{key} lists a GPU twice")
+            return None
+        return tuple(value)
+
+    def string_map(self, key: str) -> dict[str, tuple[yaml.Node, str]]:
+        """name -> string (numbers are taken as their text), each with its key's node."""
+        schema = {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
+        got = self.raw(key, schema)
+        if got is None:
+            return {}
+        node, _ = got
         if not isinstance(node, yaml.MappingNode):
-            raise self.error(node, f"{what} must be a mapping of names to values")
-        out: dict[str, str] = {}
+            self.ctx.problem(node, f"'{key}' must be a mapping of names to values")
+            return {}
+        out: dict[str, tuple[yaml.Node, str]] = {}
         for key_node, value_node in node.value:
-            value = self.value(value_node)
+            value = plain(value_node)
             if isinstance(value, bool) or not isinstance(value, str | int | float):
-                raise self.error(value_node, f"{what}.{key_node.value} must be a string or number, got {value!r}")
-            out[str(key_node.value)] = str(value)
+                self.ctx.problem(value_node, f"{key}.{key_node.value} must be a string or number, got {value!r}")
+                continue
+            out[str(key_node.value)] = (key_node, str(value))
         return out
+
+    def section(self, key: str, what: str, *, required: bool = False) -> Self:
+        """A nested mapping; absent, an empty one (its `present` is False), so it reads as defaults."""
+        self.used.add(key)
+        if required:
+            self.required.add(key)
+            if self.present and self.ok and key not in self.fields:
+                self.ctx.problem(self.node, f"{self.what} needs '{key}'")
+        sub = type(self)(self.fields[key][1] if key in self.fields else None, self.ctx, what)
+        self.properties.setdefault(key, sub)
+        return sub
+
+    def items(self, key: str, what: str, *, required: bool = False) -> list[Self]:
+        """A list of mappings, one Reader each (in probe mode: one empty entry, to record its schema)."""
+        self.used.add(key)
+        if required:
+            self.required.add(key)
+        if key not in self.fields:
+            if required and self.present and self.ok:
+                self.ctx.problem(self.node, f"{self.what} needs '{key}'")
+            readers = [type(self)(None, self.ctx, what)] if self.ctx.probe else []
+        elif not isinstance(self.fields[key][1], yaml.SequenceNode):
+            self.ctx.problem(self.fields[key][1], f"'{key}' must be a list of mappings")
+            readers = [type(self)(None, self.ctx, what)] if self.ctx.probe else []
+        else:
+            readers = [type(self)(item, self.ctx, what) for item in self.fields[key][1].value]
+        if readers:
+            self.properties.setdefault(key, {"type": "array", "items": readers[0]})
+        return readers
+
+    # -- the end ----------------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Report the keys nobody asked for, with the closest expected one."""
+        expected = sorted(self.used)
+        for key, (key_node, _) in self.fields.items():
+            if key not in self.used:
+                close = difflib.get_close_matches(key, expected, n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                self.ctx.problem(
+                    key_node, f"unknown {self.ctx.noun} '{key}' in {self.what}; expected one of: "
+                    f"{', '.join(expected)}{hint}"
+                )  # fmt: skip
+
+    def json_schema(self) -> Schema:
+        out: Schema = {"type": "object", "properties": _resolve(self.properties), "additionalProperties": False}
+        if self.required:
+            out["required"] = sorted(self.required)
+        return out
+
+
+def _resolve(value: Any) -> Any:
+    if isinstance(value, Reader):
+        return value.json_schema()
+    if isinstance(value, dict):
+        return {k: _resolve(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v) for v in value]
+    return value
+
+
+def document_schema(title: str, top: Reader, description: str = "") -> Schema:
+    """The JSON Schema document of a file whose parser ran in probe mode on `top`."""
+    schema: Schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title}
+    if description:
+        schema["description"] = description
+    schema.update(top.json_schema())
+    return schema

@@ -18,34 +18,36 @@ Pure: takes text and a name for messages; reading files is the caller's business
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import yaml
 from trainwarden.events import types as t
+from trainwarden.events.errors import YamlFileError
+from trainwarden.events.yamlfile import Schema, compose, document_schema, plain
 from trainwarden.policies.durations import Persistence
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.kinds import READERS
 from trainwarden.policies.model import DECISIONS, DEFAULT_STARTUP_S, PHASES, SEVERITIES, Escalation, Policy, Rule
-from trainwarden.policies.schema import Context, Reader, plain
+from trainwarden.policies.schema import PolicyContext, PolicyReader
 
 RULE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
+DECISION_SCHEMA = {"enum": ["STOP", "WAIT", "none", "anomaly", "stop", "wait", None],
+                   "description": "STOP, WAIT or none (anomaly only)"}  # fmt: skip
+ALIASES_SCHEMA = {"type": "object", "description": "extra spellings of a metric, added to the built-in ones",
+                  "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1}}  # fmt: skip
 
 
 def load_policy(text: str, *, source: str) -> Policy:
     """Parse and validate a policy; raises PolicyError listing every problem."""
-    ctx = Context(source=source)
+    ctx = PolicyContext(source=source)
     try:
-        root = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise PolicyError([f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}"], source=source) from None
+        root = compose(text, source)
+    except YamlFileError as exc:
+        raise PolicyError([str(exc)], source=source) from None
     if root is None:
         raise PolicyError([f"{source}:1:1: the policy is empty; expected 'name' and a list of 'rules'"], source=source)
-    top = Reader(root, ctx, "the policy")
-    name = top.string("name", default="policy") or "policy"
-    startup_s = top.duration("startup", default=DEFAULT_STARTUP_S)
-    if top.has("aliases"):
-        ctx.aliases = _aliases(top, ctx)
+    top = PolicyReader(root, ctx, "the policy")
+    name, startup_s = _header(top)
     rules: list[Rule] = []
     if top.has("rules"):
         node = top.value_node("rules")
@@ -65,20 +67,28 @@ def load_policy(text: str, *, source: str) -> Policy:
     return Policy(name=name, rules=tuple(rules), startup_s=startup_s, text=text, source=source)
 
 
-def _aliases(top: Reader, ctx: Context) -> dict[str, tuple[str, ...]]:
-    node = top.value_node("aliases")
-    value = plain(node)
+def _header(top: PolicyReader) -> tuple[str, float]:
+    """The policy's name and startup phase; reads its aliases into the context (rules use them)."""
+    name = top.string("name", default="policy") or "policy"
+    startup_s = top.duration("startup", default=DEFAULT_STARTUP_S)
+    got = top.raw("aliases", ALIASES_SCHEMA)
+    if got is not None:
+        top.ctx.aliases = _aliases(top, *got)
+    return name, startup_s
+
+
+def _aliases(top: PolicyReader, node: yaml.Node, value: Any) -> dict[str, tuple[str, ...]]:
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, list) and v and all(isinstance(x, str) for x in v)
         for k, v in value.items()
     ):
-        ctx.problem(node, "'aliases' must map a metric name to a list of names, e.g. loss: [loss, train/loss]")
+        top.ctx.problem(node, "'aliases' must map a metric name to a list of names, e.g. loss: [loss, train/loss]")
         return {}
     return {k: tuple(v) for k, v in value.items()}
 
 
-def _rule(node: yaml.Node, ctx: Context, seen: dict[str, yaml.Node]) -> Rule | None:
-    r = Reader(node, ctx, "a rule")
+def _rule(node: yaml.Node, ctx: PolicyContext, seen: dict[str, yaml.Node]) -> Rule | None:
+    r = PolicyReader(node, ctx, "a rule")
     if not r.ok:
         return None
     rule_id = r.string("id", required=True) or "?"
@@ -90,16 +100,7 @@ def _rule(node: yaml.Node, ctx: Context, seen: dict[str, yaml.Node]) -> Rule | N
         seen.setdefault(rule_id, r.value_node("id"))
     r.what = f"rule '{rule_id}'"
     kind_name = r.string("kind", required=True)
-    persist = r.persistence("for")
-    phase = r.choice("phase", PHASES, default="any")
-    severity = r.choice("severity", SEVERITIES, default="warning")
-    decision = _decision(r, "decision")
-    escalate = _escalation(r, ctx)
-    remedy = r.string("remedy", default="") or ""
-    cooldown = r.duration("cooldown", default=0.0)
-    confirm = r.duration("confirm", default=0.0)
-    if confirm and t.STOP not in (decision, escalate.decision if escalate else None):
-        r.fail("confirm", "'confirm' applies to rules that decide STOP (decision: STOP, or escalate to STOP)")
+    common = _common(r)
     if kind_name is None:
         r.finish()
         return None
@@ -110,14 +111,30 @@ def _rule(node: yaml.Node, ctx: Context, seen: dict[str, yaml.Node]) -> Rule | N
     r.what = f"rule '{rule_id}' (kind {kind_name})"
     kind = reader(r)
     r.finish()
-    return Rule(id=rule_id, kind=kind, persist=persist, phase=phase, severity=severity, decision=decision,
-                escalate=escalate, remedy=remedy, cooldown_s=cooldown, confirm_s=confirm)  # fmt: skip
+    return Rule(id=rule_id, kind=kind, **common)
 
 
-def _decision(r: Reader, key: str) -> str | None:
-    if not r.has(key):
+def _common(r: PolicyReader) -> dict[str, Any]:
+    """The fields every rule kind has."""
+    persist = r.persistence("for")
+    phase = r.choice("phase", PHASES, default="any")
+    severity = r.choice("severity", SEVERITIES, default="warning")
+    decision = _decision(r, "decision")
+    escalate = _escalation(r)
+    remedy = r.string("remedy", default="") or ""
+    cooldown = r.duration("cooldown", default=0.0)
+    confirm = r.duration("confirm", default=0.0)
+    if confirm and t.STOP not in (decision, escalate.decision if escalate else None):
+        r.fail("confirm", "'confirm' applies to rules that decide STOP (decision: STOP, or escalate to STOP)")
+    return dict(persist=persist, phase=phase, severity=severity, decision=decision, escalate=escalate, remedy=remedy,
+                cooldown_s=cooldown, confirm_s=confirm)  # fmt: skip
+
+
+def _decision(r: PolicyReader, key: str) -> str | None:
+    got = r.raw(key, DECISION_SCHEMA)
+    if got is None:
         return None
-    value = plain(r.value_node(key))
+    _, value = got
     if value is None or (isinstance(value, str) and value.lower() in ("none", "anomaly")):
         return None
     if isinstance(value, str) and value.upper() in DECISIONS:
@@ -126,15 +143,35 @@ def _decision(r: Reader, key: str) -> str | None:
     return None
 
 
-def _escalation(r: Reader, ctx: Context) -> Escalation | None:
-    if not r.has("escalate"):
-        return None
-    sub = Reader(r.value_node("escalate"), ctx, f"{r.what}'s escalate")
+def _escalation(r: PolicyReader) -> Escalation | None:
+    sub = r.section("escalate", f"{r.what}'s escalate")
     decision = _decision(sub, "decision")
     persist = sub.persistence("for")
-    if sub.ok and "decision" not in sub.fields:
-        ctx.problem(sub.node, "escalate needs 'decision' (STOP or WAIT) and 'for' (how long the anomaly persists)")
+    if sub.present and sub.ok and "decision" not in sub.fields:
+        sub.ctx.problem(sub.node, "escalate needs 'decision' (STOP or WAIT) and 'for' (how long the anomaly persists)")
     sub.finish()
     if decision is None:
         return None
     return Escalation(decision=decision, persist=persist if persist != Persistence() else Persistence(samples=2))
+
+
+def policy_schema() -> Schema:
+    """The policy file's JSON Schema, recorded by running the loader's readers on empty documents."""
+    ctx = PolicyContext(source="schema", probe=True)
+    top = PolicyReader(None, ctx, "the policy")
+    _header(top)
+    variants = []
+    for kind_name, reader in sorted(READERS.items()):
+        r = PolicyReader(None, ctx, "a rule")
+        r.string("id", required=True, pattern=RULE_ID_RE)
+        r.raw("kind", {"const": kind_name}, required=True)
+        _common(r)
+        reader(r)
+        variants.append(r.json_schema())
+    rules = {"type": "array", "minItems": 1, "items": {"oneOf": variants}}
+    top.declare("rules", rules, required=True)
+    return document_schema("trainwarden policy", top, "A policy file: rules that turn a run's events into anomalies, "
+                           "WAIT and STOP decisions (`trainwarden policy check FILE`).")  # fmt: skip
+
+
+__all__ = ["load_policy", "plain", "policy_schema"]

@@ -1,19 +1,17 @@
-"""Reading YAML nodes against a schema, collecting every problem as `file:line:column: message`.
+"""The policy file's reader: the shared YAML reader (events/yamlfile.py) plus the policy's own value kinds.
 
-A `Reader` wraps one mapping node. Each accessor validates one field, records a problem (pointing
-at the offending node) instead of raising, and returns a default, so one pass reports every error
-in the file. `finish()` reports the fields nobody asked for, with the list of expected ones.
+Durations, persistence (`for:`), metric names with their aliases and regular expressions; each
+accessor records a problem at the offending node and the JSON Schema fragment it accepts, like the
+shared ones, so one pass reports every error and the policy's schema comes from the same code.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-import yaml
+from trainwarden.events.yamlfile import Context, Reader, plain
 from trainwarden.policies.durations import (
     DURATION_HINT,
     PERSISTENCE_HINT,
@@ -23,126 +21,25 @@ from trainwarden.policies.durations import (
 )
 from trainwarden.policies.names import expand
 
+__all__ = ["PolicyContext", "PolicyReader", "plain"]
+
+DURATION_SCHEMA = {"type": "string", "description": DURATION_HINT}
+PERSISTENCE_SCHEMA = {"type": ["integer", "string"], "description": PERSISTENCE_HINT}
+
 
 @dataclass(slots=True)
-class Context:
-    source: str
-    problems: list[str] = field(default_factory=list)
+class PolicyContext(Context):
+    noun: str = "field"
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def where(self, node: yaml.Node) -> str:
-        return f"{self.source}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
 
-    def problem(self, node: yaml.Node, message: str) -> None:
-        self.problems.append(f"{self.where(node)}: {message}")
+class PolicyReader(Reader):
+    """A `Reader` whose context is a `PolicyContext` (section() and items() give PolicyReaders too)."""
 
-
-def plain(node: yaml.Node) -> Any:
-    """A node's Python value (safe tags only)."""
-    return yaml.safe_load(yaml.serialize(node))
-
-
-class Reader:
-    def __init__(self, node: yaml.Node, ctx: Context, what: str) -> None:
-        self.ctx = ctx
-        self.what = what
-        self.node = node
-        self.fields: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        self.used: set[str] = set()
-        if not isinstance(node, yaml.MappingNode):
-            ctx.problem(node, f"{what} must be a mapping of field: value")
-            return
-        for key_node, value_node in node.value:
-            key = str(key_node.value)
-            if key in self.fields:
-                ctx.problem(key_node, f"field '{key}' appears twice in {what}")
-            self.fields[key] = (key_node, value_node)
-
-    @property
-    def ok(self) -> bool:
-        return isinstance(self.node, yaml.MappingNode)
-
-    def has(self, key: str) -> bool:
-        self.used.add(key)
-        return key in self.fields
-
-    def value_node(self, key: str) -> yaml.Node:
-        return self.fields[key][1]
-
-    def _get(self, key: str, required: bool) -> tuple[yaml.Node, Any] | None:
-        self.used.add(key)
-        if key not in self.fields:
-            if required and self.ok:
-                self.ctx.problem(self.node, f"{self.what} needs the field '{key}'")
-            return None
-        node = self.fields[key][1]
-        return node, plain(node)
-
-    def fail(self, key: str, message: str) -> None:
-        node = self.fields[key][1] if key in self.fields else self.node
-        self.ctx.problem(node, message)
-
-    def string(self, key: str, *, required: bool = False, default: str | None = None) -> str | None:
-        got = self._get(key, required)
-        if got is None:
-            return default
-        node, value = got
-        if not isinstance(value, str) or not value:
-            self.ctx.problem(node, f"'{key}' must be a non-empty string, got {value!r}")
-            return default
-        return value
-
-    def number(
-        self, key: str, *, required: bool = False, default: float | None = None, minimum: float | None = None,
-        positive: bool = False,
-    ) -> float | None:  # fmt: skip
-        got = self._get(key, required)
-        if got is None:
-            return default
-        node, value = got
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            self.ctx.problem(node, f"'{key}' must be a number, got {value!r}")
-            return default
-        if positive and value <= 0:
-            self.ctx.problem(node, f"'{key}' must be positive, got {value!r}")
-            return default
-        if minimum is not None and value < minimum:
-            self.ctx.problem(node, f"'{key}' must be at least {minimum:g}, got {value!r}")
-            return default
-        return float(value)
-
-    def integer(self, key: str, *, default: int, minimum: int = 1) -> int:
-        got = self._get(key, False)
-        if got is None:
-            return default
-        node, value = got
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.ctx.problem(node, f"'{key}' must be a whole number, got {value!r}")
-            return default
-        if value < minimum:
-            self.ctx.problem(node, f"'{key}' must be at least {minimum}, got {value}")
-            return default
-        return value
-
-    def choice(self, key: str, options: tuple[str, ...], *, default: str) -> str:
-        value = self.string(key, default=default)
-        if value not in options:
-            self.fail(key, f"'{key}' must be one of {', '.join(options)}, got {value!r}")
-            return default
-        return value
-
-    def boolean(self, key: str, *, default: bool) -> bool:
-        got = self._get(key, False)
-        if got is None:
-            return default
-        node, value = got
-        if not isinstance(value, bool):
-            self.ctx.problem(node, f"'{key}' must be true or false, got {value!r}")
-            return default
-        return value
+    ctx: PolicyContext
 
     def duration(self, key: str, *, required: bool = False, default: float = 0.0) -> float:
-        got = self._get(key, required)
+        got = self.raw(key, DURATION_SCHEMA, required=required)
         if got is None:
             return default
         node, value = got
@@ -153,7 +50,7 @@ class Reader:
         return seconds
 
     def persistence(self, key: str) -> Persistence:
-        got = self._get(key, False)
+        got = self.raw(key, PERSISTENCE_SCHEMA)
         if got is None:
             return Persistence()
         node, value = got
@@ -162,18 +59,6 @@ class Reader:
             self.ctx.problem(node, f"'{key}' must be {PERSISTENCE_HINT}, got {value!r}")
             return Persistence()
         return found
-
-    def strings(self, key: str, *, required: bool = False, default: tuple[str, ...] = ()) -> tuple[str, ...]:
-        """A string or a list of strings."""
-        got = self._get(key, required)
-        if got is None:
-            return default
-        node, value = got
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, list) or not items or not all(isinstance(x, str) and x for x in items):
-            self.ctx.problem(node, f"'{key}' must be a name or a list of names, got {value!r}")
-            return default
-        return tuple(items)
 
     def metric(self, key: str = "metric", *, required: bool = True) -> tuple[str, ...]:
         """Metric names with their aliases, in lookup order."""
@@ -189,9 +74,3 @@ class Reader:
         except re.error as exc:
             self.fail(key, f"'{key}' is not a valid regular expression: {exc}")
             return None
-
-    def finish(self) -> None:
-        expected = ", ".join(sorted(self.used))
-        for key, (key_node, _) in self.fields.items():
-            if key not in self.used:
-                self.ctx.problem(key_node, f"unknown field '{key}' in {self.what}; expected one of: {expected}")

@@ -16,21 +16,14 @@ from typing import Any
 import yaml
 from trainwarden.events.envelope import RUN_NAME_RE
 from trainwarden.events.errors import YamlFileError
-from trainwarden.events.yamlfile import Doc
+from trainwarden.events.yamlfile import Context, Reader, Schema, compose, document_schema, empty_mapping, read_text
 
 HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PARAM_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 
-SERVER_KEYS = {"name", "host", "port", "user", "key_file", "known_hosts", "gpus", "work_dir", "conda_env", "venv",
-               "scratch", "min_free_gb", "connect_timeout_s", "tmux_socket"}  # fmt: skip
-EXPERIMENT_KEYS = {"name", "server", "gpus", "command", "script", "code_dir", "env", "wandb", "total_steps", "epochs",
-                   "baseline", "stop_command", "resume_command", "checkpoints", "depends_on", "allow_offline_wandb",
-                   "max_restarts", "params", "stop_grace_s"}  # fmt: skip
 WANDB_KEYS = {"project", "group", "run_name", "entity"}
-BASELINE_KEYS = {"metric", "value", "direction"}
-CHECKPOINT_KEYS = {"dir", "pattern", "best_metric", "mode", "milestones"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,221 +94,244 @@ class Fleet:
         return self.servers[experiment.server]
 
 
-def _name(doc: Doc, node: yaml.Node, what: str) -> str:
-    value = doc.string(node, what)
-    if not RUN_NAME_RE.match(value):
-        raise doc.error(node, f"{what} {value!r} must be 1-100 letters, digits, '_', '.', '-' (no spaces or shell)")
+NAME_HINT = "must be 1-100 letters, digits, '_', '.', '-' (no spaces or shell)"
+ARGV_SCHEMA = {"anyOf": [{"type": "string", "minLength": 1}, {"type": "array", "minItems": 1,
+                                                             "items": {"type": ["string", "number"]}}]}  # fmt: skip
+GPU_INDEX = {"type": "integer", "minimum": 0}
+GPUS_SCHEMA = {"anyOf": [GPU_INDEX, {"type": "array", "items": GPU_INDEX, "uniqueItems": True}]}
+
+
+def _name(r: Reader, key: str, what: str, *, required: bool = False) -> str | None:
+    return r.string(key, required=required, pattern=RUN_NAME_RE, label=what, hint=NAME_HINT)
+
+
+def _path(r: Reader, key: str, *, required: bool = False) -> str | None:
+    value = r.string(key, required=required)
+    if value is not None and any(c in value for c in "\x00\n"):
+        r.fail(key, f"{key} must not contain NUL or newline characters")
+        return None
     return value
 
 
-def _command(doc: Doc, node: yaml.Node, what: str) -> tuple[str, ...]:
+def _command(r: Reader, key: str) -> tuple[str, ...] | None:
     """A command as a list, or a string split like a shell would (but never run through one)."""
-    value = doc.value(node)
+    got = r.raw(key, ARGV_SCHEMA)
+    if got is None:
+        return None
+    node, value = got
     if isinstance(value, str):
         try:
             argv = shlex.split(value)
         except ValueError as exc:
-            raise doc.error(node, f"{what} cannot be split into arguments: {exc}") from None
+            r.ctx.problem(node, f"{key} cannot be split into arguments: {exc}")
+            return None
     elif isinstance(value, list) and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
         argv = [str(v) for v in value]
     else:
-        raise doc.error(node, f"{what} must be a string or a list of strings")
+        r.ctx.problem(node, f"{key} must be a string or a list of strings")
+        return None
     if not argv:
-        raise doc.error(node, f"{what} is empty")
-    if any("\x00" in a or "\n" in a for a in argv):
-        raise doc.error(node, f"{what} must not contain NUL or newline characters")
-    return tuple(argv)
+        r.ctx.problem(node, f"{key} is empty")
+    elif any("\x00" in a or "\n" in a for a in argv):
+        r.ctx.problem(node, f"{key} must not contain NUL or newline characters")
+    else:
+        return tuple(argv)
+    return None
 
 
-def _path(doc: Doc, node: yaml.Node, what: str) -> str:
-    value = doc.string(node, what)
-    if any(c in value for c in "\x00\n"):
-        raise doc.error(node, f"{what} must not contain NUL or newline characters")
-    return value
-
-
-def _gpu_ids(doc: Doc, node: yaml.Node, what: str) -> tuple[int, ...]:
-    ids = tuple(doc.number(n, f"each entry of {what}", kind=int, minimum=0) for n in doc.sequence(node, what))
-    if len(set(ids)) != len(ids):
-        raise doc.error(node, f"{what} lists a GPU twice")
-    return ids
-
-
-def parse_servers(doc: Doc) -> dict[str, Server]:
-    top = doc.mapping(doc.root, "the servers file", allowed={"servers"}, required={"servers"})
+def read_servers(top: Reader, base: Path) -> tuple[dict[str, Server], dict[str, Reader]]:
+    """The servers by name, with the Reader of each (for checks that point into it)."""
     servers: dict[str, Server] = {}
-    for item in doc.sequence(top["servers"], "servers"):
-        m = doc.mapping(item, "a server", allowed=SERVER_KEYS, required={"name", "host", "user", "work_dir"})
-        name = _name(doc, m["name"], "server name")
-        if name in servers:
-            raise doc.error(m["name"], f"server {name!r} is defined twice")
-        host = doc.string(m["host"], "host")
-        if not HOST_RE.match(host):
-            raise doc.error(m["host"], f"host {host!r} is not a host name or IP address")
-        user = doc.string(m["user"], "user")
-        if not USER_RE.match(user):
-            raise doc.error(m["user"], f"user {user!r} is not a valid user name")
-        if "conda_env" in m and "venv" in m:
-            raise doc.error(item, "a server has either conda_env or venv, not both")
-        base = doc.path.parent
-        servers[name] = Server(
-            name=name,
-            host=host,
-            user=user,
-            work_dir=_path(doc, m["work_dir"], "work_dir"),
-            port=doc.number(m["port"], "port", kind=int, minimum=1) if "port" in m else 22,
-            key_file=(base / doc.string(m["key_file"], "key_file")).expanduser() if "key_file" in m else None,
-            known_hosts=(base / doc.string(m["known_hosts"], "known_hosts")).expanduser()
-            if "known_hosts" in m
-            else None,
-            gpus=_gpu_ids(doc, m["gpus"], "gpus") if "gpus" in m else (),
-            conda_env=_name(doc, m["conda_env"], "conda_env") if "conda_env" in m else None,
-            venv=_path(doc, m["venv"], "venv") if "venv" in m else None,
-            scratch=tuple(_path(doc, n, "scratch") for n in doc.sequence(m["scratch"], "scratch"))
-            if "scratch" in m
-            else (),
-            min_free_gb=doc.number(m["min_free_gb"], "min_free_gb", minimum=0) if "min_free_gb" in m else 10.0,
-            connect_timeout_s=doc.number(m["connect_timeout_s"], "connect_timeout_s", minimum=0.1)
-            if "connect_timeout_s" in m
-            else 10.0,
-            tmux_socket=_name(doc, m["tmux_socket"], "tmux_socket") if "tmux_socket" in m else None,
+    readers: dict[str, Reader] = {}
+    for r in top.items("servers", "a server", required=True):
+        name = _name(r, "name", "server name", required=True)
+        host = r.string("host", required=True, pattern=HOST_RE, label="host", hint="is not a host name or IP address")
+        user = r.string("user", required=True, pattern=USER_RE, label="user", hint="is not a valid user name")
+        work_dir = _path(r, "work_dir", required=True)
+        key_file, known_hosts = r.string("key_file"), r.string("known_hosts")
+        scratch = tuple(v for _, v in r.string_list("scratch"))
+        options: dict[str, Any] = dict(  # absent: the Server's defaults
+            port=r.integer("port", minimum=1),
+            key_file=(base / key_file).expanduser() if key_file else None,
+            known_hosts=(base / known_hosts).expanduser() if known_hosts else None,
+            gpus=r.integers("gpus"),
+            conda_env=_name(r, "conda_env", "conda_env"),
+            venv=_path(r, "venv"),
+            scratch=scratch if r.has("scratch") else None,
+            min_free_gb=r.number("min_free_gb", minimum=0),
+            connect_timeout_s=r.number("connect_timeout_s", minimum=0.1),
+            tmux_socket=_name(r, "tmux_socket", "tmux_socket"),
         )
-    return servers
+        r.finish()
+        if r.has("conda_env") and r.has("venv"):
+            r.ctx.problem(r.node, "a server has either conda_env or venv, not both")
+        if name is None or host is None or user is None or work_dir is None:
+            continue
+        if name in servers:
+            r.fail("name", f"server {name!r} is defined twice")
+            continue
+        options = {k: v for k, v in options.items() if v is not None}
+        servers[name] = Server(name=name, host=host, user=user, work_dir=work_dir, **options)
+        readers[name] = r
+    top.finish()
+    return servers, readers
 
 
-def parse_experiment(doc: Doc) -> tuple[Experiment, dict[str, yaml.Node]]:
-    m = doc.mapping(doc.root, "an experiment", allowed=EXPERIMENT_KEYS, required={"name", "server"})
-    if ("command" in m) == ("script" in m):
-        raise doc.error(doc.root, "an experiment needs exactly one of 'command' or 'script'")
-    command = _command(doc, m["command"], "command") if "command" in m else ("bash", _path(doc, m["script"], "script"))
-    env = doc.string_map(m["env"], "env") if "env" in m else {}
-    for key_node, _ in m["env"].value if "env" in m else ():
-        if not ENV_NAME_RE.match(str(key_node.value)):
-            raise doc.error(key_node, f"env name {key_node.value!r} is not a valid environment variable name")
-    gpus_value = doc.value(m["gpus"]) if "gpus" in m else 1
-    gpu_ids = _gpu_ids(doc, m["gpus"], "gpus") if isinstance(gpus_value, list) else None
-    gpus = (
-        len(gpu_ids)
-        if gpu_ids is not None
-        else doc.number(m["gpus"], "gpus", kind=int, minimum=0)
-        if "gpus" in m
-        else 1
-    )
-    params = doc.string_map(m["params"], "params") if "params" in m else {}
+def read_experiment(r: Reader) -> Experiment | None:
+    """One experiment file; None when it has a problem (recorded in r.ctx)."""
+    name = _name(r, "name", "experiment name", required=True)
+    server = _name(r, "server", "server", required=True)
+    command, script = _command(r, "command"), _path(r, "script")
+    if r.ok and r.present and r.has("command") == r.has("script"):
+        r.ctx.problem(r.node, "an experiment needs exactly one of 'command' or 'script'")
+    env = r.string_map("env")
+    for key, (key_node, _) in env.items():
+        if not ENV_NAME_RE.match(key):
+            r.ctx.problem(key_node, f"env name {key!r} is not a valid environment variable name")
+    gpus_got = r.raw("gpus", GPUS_SCHEMA)
+    gpus, gpu_ids = _gpus(r, gpus_got)
+    params = {k: v for k, (_, v) in r.string_map("params").items()}
     for key, value in params.items():
         if not PARAM_RE.match(key) or not PARAM_RE.match(value):
-            raise doc.error(m["params"], f"params {key}={value!r}: use short names and values ([A-Za-z0-9_.-])")
-    experiment = Experiment(
-        name=_name(doc, m["name"], "experiment name"),
-        server=_name(doc, m["server"], "server"),
-        command=command,
-        gpus=gpus,
-        gpu_ids=gpu_ids,
-        code_dir=_path(doc, m["code_dir"], "code_dir") if "code_dir" in m else None,
-        env=env,
-        wandb=_wandb(doc, m["wandb"]) if "wandb" in m else WandbConfig(),
-        total_steps=doc.number(m["total_steps"], "total_steps", kind=int, minimum=1) if "total_steps" in m else None,
-        epochs=doc.number(m["epochs"], "epochs", kind=int, minimum=1) if "epochs" in m else None,
-        baseline=_baseline(doc, m["baseline"]) if "baseline" in m else None,
-        stop_command=_command(doc, m["stop_command"], "stop_command") if "stop_command" in m else None,
-        resume_command=_command(doc, m["resume_command"], "resume_command") if "resume_command" in m else None,
-        checkpoints=_checkpoints(doc, m["checkpoints"]) if "checkpoints" in m else None,
-        depends_on=tuple(_name(doc, n, "depends_on entry") for n in doc.sequence(m["depends_on"], "depends_on"))
-        if "depends_on" in m
-        else (),
-        allow_offline_wandb=doc.boolean(m["allow_offline_wandb"], "allow_offline_wandb")
-        if "allow_offline_wandb" in m
-        else False,
-        max_restarts=doc.number(m["max_restarts"], "max_restarts", kind=int, minimum=0) if "max_restarts" in m else 0,
-        params=params,
-        stop_grace_s=doc.number(m["stop_grace_s"], "stop_grace_s", minimum=0) if "stop_grace_s" in m else 30.0,
-        source=str(doc.path),
+            r.fail("params", f"params {key}={value!r}: use short names and values ([A-Za-z0-9_.-])")
+    w = r.section("wandb", "wandb")
+    wandb = WandbConfig(**{k: _name(w, k, f"wandb.{k}") for k in sorted(WANDB_KEYS)})
+    w.finish()
+    depends_on = tuple(v for _, v in r.string_list("depends_on", pattern=RUN_NAME_RE, hint=NAME_HINT))
+    experiment: dict[str, Any] = dict(
+        code_dir=_path(r, "code_dir"),
+        total_steps=r.integer("total_steps", minimum=1),
+        epochs=r.integer("epochs", minimum=1),
+        baseline=_baseline(r.section("baseline", "baseline")),
+        stop_command=_command(r, "stop_command"),
+        resume_command=_command(r, "resume_command"),
+        checkpoints=_checkpoints(r.section("checkpoints", "checkpoints")),
+        allow_offline_wandb=r.boolean("allow_offline_wandb"),
+        max_restarts=r.integer("max_restarts", minimum=0),
+        stop_grace_s=r.number("stop_grace_s", minimum=0),
     )
-    return experiment, m
+    r.finish()
+    argv = command if command is not None else ("bash", script) if script is not None else None
+    if name is None or server is None or argv is None or r.ctx.probe:
+        return None
+    return Experiment(name=name, server=server, command=argv, gpus=gpus, gpu_ids=gpu_ids,
+                      env={k: v for k, (_, v) in env.items()}, wandb=wandb, depends_on=depends_on, params=params,
+                      source=r.ctx.source, **{k: v for k, v in experiment.items() if v is not None})  # fmt: skip
 
 
-def _wandb(doc: Doc, node: yaml.Node) -> WandbConfig:
-    m = doc.mapping(node, "wandb", allowed=WANDB_KEYS)
-    values = {k: _name(doc, m[k], f"wandb.{k}") for k in m}
-    return WandbConfig(**values)
+def _gpus(r: Reader, got: tuple[yaml.Node, Any] | None) -> tuple[int, tuple[int, ...] | None]:
+    """How many GPUs, and which when the file pins them (`gpus: [0, 1]`)."""
+    if got is None:
+        return 1, None
+    node, value = got
+    if isinstance(value, list):
+        if not all(type(v) is int and v >= 0 for v in value):
+            r.ctx.problem(node, f"gpus must be a count or a list of GPU indexes like [0, 1], got {value!r}")
+            return 1, None
+        if len(set(value)) != len(value):
+            r.ctx.problem(node, "gpus lists a GPU twice")
+        return len(value), tuple(value)
+    if type(value) is not int or value < 0:
+        r.ctx.problem(node, f"gpus must be a count or a list of GPU indexes like [0, 1], got {value!r}")
+        return 1, None
+    return value, None
 
 
-def _baseline(doc: Doc, node: yaml.Node) -> dict[str, Any]:
-    m = doc.mapping(node, "baseline", allowed=BASELINE_KEYS, required={"metric", "value"})
-    direction = doc.string(m["direction"], "baseline.direction") if "direction" in m else "min"
-    if direction not in ("min", "max"):
-        raise doc.error(m["direction"], f"baseline.direction must be 'min' or 'max', got {direction!r}")
-    return {"metric": doc.string(m["metric"], "baseline.metric"), "value": doc.number(m["value"], "baseline.value"),
-            "direction": direction}  # fmt: skip
+def _baseline(b: Reader) -> dict[str, Any] | None:
+    metric, value = b.string("metric", required=True), b.number("value", required=True)
+    direction = b.choice("direction", ("min", "max"), default="min", label="baseline.direction")
+    b.finish()
+    if not b.present or metric is None or value is None:
+        return None
+    return {"metric": metric, "value": value, "direction": direction}
 
 
-def _checkpoints(doc: Doc, node: yaml.Node) -> CheckpointConfig:
-    m = doc.mapping(node, "checkpoints", allowed=CHECKPOINT_KEYS, required={"dir"})
-    mode = doc.string(m["mode"], "checkpoints.mode") if "mode" in m else "min"
-    if mode not in ("min", "max"):
-        raise doc.error(m["mode"], f"checkpoints.mode must be 'min' or 'max', got {mode!r}")
-    pattern = _path(doc, m["pattern"], "checkpoints.pattern") if "pattern" in m else "*.pt"
+def _checkpoints(c: Reader) -> CheckpointConfig | None:
+    directory = _path(c, "dir", required=True)
+    pattern = _path(c, "pattern") or "*.pt"
     if "/" in pattern:
-        raise doc.error(m["pattern"], "checkpoints.pattern is a file name pattern like '*.pt', without '/'")
-    return CheckpointConfig(
-        dir=_path(doc, m["dir"], "checkpoints.dir"),
+        c.fail("pattern", "checkpoints.pattern is a file name pattern like '*.pt', without '/'")
+    config = CheckpointConfig(
+        dir=directory or "",
         pattern=pattern,
-        best_metric=doc.string(m["best_metric"], "checkpoints.best_metric") if "best_metric" in m else None,
-        mode=mode,
-        milestones=tuple(doc.number(n, "milestone", kind=int, minimum=0)
-                         for n in doc.sequence(m["milestones"], "checkpoints.milestones"))
-        if "milestones" in m
-        else (),
-    )  # fmt: skip
+        best_metric=c.string("best_metric"),
+        mode=c.choice("mode", ("min", "max"), default="min", label="checkpoints.mode"),
+        milestones=c.integers("milestones", unique=False) or (),
+    )
+    c.finish()
+    return config if c.present and directory is not None else None
 
 
 def load_fleet(servers_file: Path, experiment_files: Collection[Path]) -> Fleet:
-    """Load and cross-check everything; raises YamlFileError at the first problem, with file:line."""
-    servers = parse_servers(Doc(servers_file))
+    """Load and cross-check everything; raises YamlFileError listing every problem, with file:line:column."""
+    problems: list[str] = []
+    servers, _ = read_servers(_top(servers_file, problems, "the servers file"), servers_file.parent)
     experiments: dict[str, Experiment] = {}
-    nodes: dict[str, dict[str, yaml.Node]] = {}
-    docs: dict[str, Doc] = {}
+    readers: dict[str, Reader] = {}
     for path in sorted(experiment_files):
-        doc = Doc(path)
-        experiment, m = parse_experiment(doc)
+        r = _top(path, problems, "an experiment")
+        experiment = read_experiment(r)
+        if experiment is None:
+            continue
         if experiment.name in experiments:
-            raise doc.error(m["name"], f"experiment {experiment.name!r} is also defined in "
-                                       f"{experiments[experiment.name].source}")  # fmt: skip
-        experiments[experiment.name], nodes[experiment.name], docs[experiment.name] = experiment, m, doc
+            r.fail("name", f"experiment {experiment.name!r} is also defined in {experiments[experiment.name].source}")
+            continue
+        experiments[experiment.name], readers[experiment.name] = experiment, r
     for name, e in experiments.items():
-        doc, m = docs[name], nodes[name]
-        if e.server not in servers:
-            raise doc.error(m["server"], f"unknown server {e.server!r}; servers: {', '.join(sorted(servers))}")
-        server = servers[e.server]
-        if e.gpu_ids is not None and server.gpus and not set(e.gpu_ids) <= set(server.gpus):
-            raise doc.error(
-                m["gpus"], f"GPUs {list(e.gpu_ids)} are not all on {server.name} (it has {list(server.gpus)})"
-            )
-        if e.gpu_ids is None and server.gpus and e.gpus > len(server.gpus):
-            raise doc.error(m["gpus"], f"{e.gpus} GPUs asked for, {server.name} has {len(server.gpus)}")
+        r = readers[name]
+        server = servers.get(e.server)
+        if server is None:
+            r.fail("server", f"unknown server {e.server!r}; servers: {', '.join(sorted(servers))}")
+        elif e.gpu_ids is not None and server.gpus and not set(e.gpu_ids) <= set(server.gpus):
+            r.fail("gpus", f"GPUs {list(e.gpu_ids)} are not all on {server.name} (it has {list(server.gpus)})")
+        elif e.gpu_ids is None and server.gpus and e.gpus > len(server.gpus):
+            r.fail("gpus", f"{e.gpus} GPUs asked for, {server.name} has {len(server.gpus)}")
         for dep in e.depends_on:
             if dep not in experiments:
-                raise doc.error(m["depends_on"], f"depends_on names unknown experiment {dep!r}")
-    _check_acyclic(experiments, docs, nodes)
+                r.fail("depends_on", f"depends_on names unknown experiment {dep!r}")
+    if not problems:
+        _check_acyclic(experiments, readers)
+    Context(source=str(servers_file), problems=problems).check()
     return Fleet(servers=servers, experiments=experiments)
 
 
-def _check_acyclic(experiments: Mapping[str, Experiment], docs: Mapping[str, Doc], nodes: Mapping[str, Any]) -> None:
+def _top(path: Path, problems: list[str], what: str) -> Reader:
+    root = compose(read_text(path), str(path))
+    return Reader(root if root is not None else empty_mapping(), Context(source=str(path), problems=problems), what)
+
+
+def _check_acyclic(experiments: Mapping[str, Experiment], readers: Mapping[str, Reader]) -> None:
     state: dict[str, int] = {}
 
-    def visit(name: str, path: list[str]) -> None:
+    def visit(name: str, path: list[str]) -> bool:
         if state.get(name) == 2:
-            return
+            return True
         if state.get(name) == 1:
             cycle = " -> ".join([*path[path.index(name) :], name])
-            raise docs[name].error(nodes[name].get("depends_on"), f"depends_on makes a cycle: {cycle}")
+            readers[name].fail("depends_on", f"depends_on makes a cycle: {cycle}")
+            return False
         state[name] = 1
         for dep in experiments[name].depends_on:
-            visit(dep, [*path, name])
+            if not visit(dep, [*path, name]):
+                return False
         state[name] = 2
+        return True
 
     for name in experiments:
-        visit(name, [])
+        if not visit(name, []):
+            return
+
+
+def servers_schema() -> Schema:
+    top = Reader(None, Context(source="schema", probe=True), "the servers file")
+    read_servers(top, Path("."))
+    return document_schema("trainwarden servers", top, "servers.yaml: the GPU servers remote runs go to.")
+
+
+def experiment_schema() -> Schema:
+    top = Reader(None, Context(source="schema", probe=True), "an experiment")
+    read_experiment(top)
+    return document_schema("trainwarden experiment", top, "experiments/exp-*.yaml: one experiment to launch.")
 
 
 def experiment_files(directory: Path) -> list[Path]:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import RUN_NAME_RE, Event
 from trainwarden.events.projection import RunState
-from trainwarden.events.yamlfile import Doc
+from trainwarden.events.yamlfile import Context, Reader, compose, empty_mapping, read_text
 from trainwarden.remote.fleet import Fleet
 
 PLAN_PREFIX = "plan-"  # a plan's events live in their own log, named like a run
@@ -41,26 +42,32 @@ class Plan:
         return f"{PLAN_PREFIX}{self.name}"
 
 
-def parse_plan(doc: Doc, fleet: Fleet) -> Plan:
-    m = doc.mapping(
-        doc.root, "a plan", allowed={"name", "experiments", "max_parallel"}, required={"name", "experiments"}
-    )
-    name = doc.string(m["name"], "plan name")
-    if not RUN_NAME_RE.match(f"{PLAN_PREFIX}{name}"):
-        raise doc.error(m["name"], f"plan name {name!r} must be letters, digits, '_', '.', '-'")
-    names = doc.strings(m["experiments"], "experiments")
-    for node, exp in zip(doc.sequence(m["experiments"], "experiments"), names, strict=True):
+def parse_plan(path: Path, fleet: Fleet) -> Plan:
+    """Read a plan file; raises YamlFileError listing every problem as file:line:column."""
+    root = compose(read_text(path), str(path))
+    ctx = Context(source=str(path))
+    r = Reader(root if root is not None else empty_mapping(), ctx, "a plan")
+    name = r.string("name", required=True)
+    if name is not None and not RUN_NAME_RE.match(f"{PLAN_PREFIX}{name}"):
+        r.fail("name", f"plan name {name!r} must be letters, digits, '_', '.', '-'")
+    entries = r.string_list("experiments")
+    r.needs(("experiments",), "a plan needs 'experiments', the list of experiments to run")
+    names = [exp for _, exp in entries]
+    for node, exp in entries:
         if exp not in fleet.experiments:
             close = difflib.get_close_matches(exp, list(fleet.experiments), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise doc.error(node, f"unknown experiment {exp!r}{hint}")
+            ctx.problem(node, f"unknown experiment {exp!r}{hint}")
+            continue
         for dep in fleet.experiments[exp].depends_on:
             if dep not in names:
-                raise doc.error(node, f"{exp} depends on {dep}, which is not in the plan; add it to experiments")
+                ctx.problem(node, f"{exp} depends on {dep}, which is not in the plan; add it to experiments")
     if len(set(names)) != len(names):
-        raise doc.error(m["experiments"], "an experiment is listed twice")
-    max_parallel = doc.number(m["max_parallel"], "max_parallel", kind=int, minimum=1) if "max_parallel" in m else None
-    return Plan(name=name, experiments=tuple(names), max_parallel=max_parallel, source=str(doc.path))
+        r.fail("experiments", "an experiment is listed twice")
+    max_parallel = r.integer("max_parallel", minimum=1)
+    r.finish()
+    ctx.check()
+    return Plan(name=name or "", experiments=tuple(names), max_parallel=max_parallel, source=str(path))
 
 
 @dataclass(slots=True)

@@ -12,7 +12,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainwarden import archive_commands, cli_remote, policy_commands, render, replay_commands, simulate, wiring
+from trainwarden import (
+    archive_commands,
+    cli_remote,
+    policy_commands,
+    render,
+    replay_commands,
+    schemas,
+    simulate,
+    wiring,
+)
 from trainwarden.agent.watch import RunWatch
 from trainwarden.errors import ConfigError, TrainwardenError, UnknownRun
 from trainwarden.events import types as t
@@ -225,9 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reason", default="stopped from the command line")
     s.set_defaults(func=cmd_stop)
 
-    replay_commands.register(sub)
-    archive_commands.register(sub)
-    policy_commands.register(sub)
+    for commands in (replay_commands, archive_commands, policy_commands, schemas):
+        commands.register(sub)
 
     s = sub.add_parser("runs", help="list known runs")
     s.set_defaults(func=cmd_runs)

@@ -13,7 +13,6 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.events.projection import fold
 from trainwarden.events.store import Malformed
-from trainwarden.events.yamlfile import Doc
 from trainwarden.extras import require
 from trainwarden.settings import Settings
 from trainwarden.signals import stop_on_signals
@@ -76,7 +75,7 @@ def _plan(args: argparse.Namespace, settings: Settings) -> tuple[Fleet, Any]:
 
     fleet = wiring.fleet(settings, required=True)
     assert fleet is not None
-    return fleet, parse_plan(Doc(Path(args.plan)), fleet)
+    return fleet, parse_plan(Path(args.plan), fleet)
 
 
 def cmd_plan_run(args: argparse.Namespace, settings: Settings) -> int:

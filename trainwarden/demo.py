@@ -20,7 +20,7 @@ from typing import TextIO
 
 import yaml
 
-from trainwarden import defaults, render, wiring
+from trainwarden import render, wiring
 from trainwarden.bot.sink import ConsoleSink
 from trainwarden.errors import DemoError
 from trainwarden.events import types as t
@@ -34,6 +34,7 @@ from trainwarden.settings import load_settings
 
 RUN = "demo-nan"
 PROCESSES = ("agent", "dispatcher", "worker")
+DEMO_TIMEOUT_S = 60.0  # seconds the demo waits for the stop before failing
 
 
 class Demo:
@@ -111,7 +112,7 @@ class Demo:
             )
 
     def _wait_for_stop(self, store: EventStore) -> RunState:
-        deadline = time.monotonic() + defaults.DEMO_TIMEOUT_S
+        deadline = time.monotonic() + DEMO_TIMEOUT_S
         while time.monotonic() < deadline:
             state = self._state(store)
             if any(s["type"] in (t.STOP_DONE, t.STOP_FAILED) for s in state.stops):
@@ -121,7 +122,7 @@ class Demo:
                     raise DemoError(f"the {name} process exited with {proc.returncode}: {self._log_tail(name)}")
             time.sleep(0.1)
         raise DemoError(
-            f"no stop within {defaults.DEMO_TIMEOUT_S:.0f}s; worker log: {self._log_tail('worker')}; "
+            f"no stop within {DEMO_TIMEOUT_S:.0f}s; worker log: {self._log_tail('worker')}; "
             f"agent log: {self._log_tail('agent')}"
         )
 

@@ -13,180 +13,150 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from trainwarden import defaults
+from trainwarden.agent import config as agent_config
 from trainwarden.agent.errors import ControlMessageError
 from trainwarden.agent.watch import RunWatch
 from trainwarden.bot.config import BotConfig
 from trainwarden.errors import ConfigError
-from trainwarden.slack_settings import parse_slack
-from trainwarden.yaml_nodes import mapping as _mapping
-from trainwarden.yaml_nodes import scalar as _scalar
-from trainwarden.yaml_nodes import where as _where
+from trainwarden.events.errors import YamlFileError
+from trainwarden.events.feed import RECLAIM_IDLE_S
+from trainwarden.events.keys import NAMESPACE
+from trainwarden.events.yamlfile import Context, Reader, Schema, compose, document_schema, empty_mapping
+from trainwarden.slack_settings import read_slack
+from trainwarden.workers import config as workers_config
 
-TOP_LEVEL = {
-    "redis_url",
-    "rq_redis_url",
-    "host",
-    "namespace",
-    "queue",
-    "evidence_dir",
-    "archive_dir",
-    "agent",
-    "workers",
-    "servers_file",
-    "experiments_dir",
-    "policy",
-    "findings_file",
-    "slack",
-}
-AGENT_KEYS = {
-    "state_file", "poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
-    "wandb_api_interval_s", "wandb_base_url", "spool_dir", "spool_max_mb", "nvml", "watch",
-}  # fmt: skip
-AGENT_FLOATS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
-                "wandb_api_interval_s", "spool_max_mb")  # fmt: skip
-WATCH_KEYS = {
-    "run", "log", "exit_file", "session", "tmux_socket", "pid", "workdir", "wandb", "wandb_dir", "wandb_run_dir",
-    "wandb_path", "gpus",
-}  # fmt: skip
+REDIS_URL = "redis://127.0.0.1:6379/0"
+EVIDENCE_DIR = "evidence"  # relative to the working directory (`evidence_dir:` in settings: to that file)
+ARCHIVE_DIR = "archive"  # relative to the working directory (`archive_dir:` in settings: to that file)
+FINDINGS_FILE = "findings.md"  # relative to the working directory (`findings_file:` in settings: to that file)
+
+PATHS = (("servers_file", "servers_file"), ("experiments_dir", "experiments_dir"), ("evidence_dir", "evidence_dir"),
+         ("archive_dir", "archive_dir"), ("policy", "policy_path"), ("findings_file", "findings_file"))  # fmt: skip
+AGENT_NUMBERS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
+                 "wandb_api_interval_s", "spool_max_mb")  # fmt: skip
 WATCH_PATHS = ("log", "exit_file", "workdir", "wandb_dir", "wandb_run_dir")
-WORKER_KEYS = {"reclaim_idle_s", "lock_timeout_s", "job_timeout_s", "runs_per_job", "tick_startup_s", "tick_steady_s",
-               "tick_max_silence_s"}  # fmt: skip
+WATCH_STRINGS = ("run", "session", "tmux_socket", "wandb_path")
+WORKER_NUMBERS = ("reclaim_idle_s", "lock_timeout_s", "tick_startup_s", "tick_steady_s", "tick_max_silence_s")
+WORKER_INTEGERS = ("job_timeout_s", "runs_per_job")
+GPU_LIST = {"type": "array", "items": {"type": "integer", "minimum": 0}}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
-    redis_url: str = defaults.REDIS_URL
+    redis_url: str = REDIS_URL
     rq_redis_url: str | None = None  # RQ's queues may live on another Redis; default: redis_url
     host: str = field(default_factory=socket.gethostname)
-    namespace: str = defaults.NAMESPACE
-    queue: str = defaults.QUEUE_NAME
-    evidence_dir: Path = Path(defaults.EVIDENCE_DIR)
-    archive_dir: Path = Path(defaults.ARCHIVE_DIR)  # `trainwarden archive` writes <archive_dir>/<run>/*.jsonl.gz
-    agent_state_file: Path = field(default_factory=lambda: Path(defaults.AGENT_STATE_FILE).expanduser())
-    agent_poll_interval_s: float = defaults.AGENT_POLL_INTERVAL_S
-    agent_gpu_interval_s: float = defaults.AGENT_GPU_INTERVAL_S
-    agent_process_interval_s: float = defaults.AGENT_PROCESS_INTERVAL_S
-    agent_heartbeat_interval_s: float = defaults.AGENT_HEARTBEAT_INTERVAL_S
-    agent_wandb_stale_s: float = defaults.AGENT_WANDB_STALE_S
-    agent_wandb_api_interval_s: float = defaults.AGENT_WANDB_API_INTERVAL_S
-    agent_wandb_base_url: str = defaults.AGENT_WANDB_BASE_URL
+    namespace: str = NAMESPACE
+    queue: str = workers_config.QUEUE_NAME
+    evidence_dir: Path = Path(EVIDENCE_DIR)
+    archive_dir: Path = Path(ARCHIVE_DIR)  # `trainwarden archive` writes <archive_dir>/<run>/*.jsonl.gz
+    agent_state_file: Path = field(default_factory=lambda: Path(agent_config.STATE_FILE).expanduser())
+    agent_poll_interval_s: float = agent_config.POLL_INTERVAL_S
+    agent_gpu_interval_s: float = agent_config.GPU_INTERVAL_S
+    agent_process_interval_s: float = agent_config.PROCESS_INTERVAL_S
+    agent_heartbeat_interval_s: float = agent_config.HEARTBEAT_INTERVAL_S
+    agent_wandb_stale_s: float = agent_config.WANDB_STALE_S
+    agent_wandb_api_interval_s: float = agent_config.WANDB_API_INTERVAL_S
+    agent_wandb_base_url: str = agent_config.WANDB_BASE_URL
     agent_spool_dir: Path | None = None  # default: `spool/` beside the state file
-    agent_spool_max_mb: float = defaults.AGENT_SPOOL_MAX_MB
+    agent_spool_max_mb: float = agent_config.SPOOL_MAX_MB
     agent_nvml: bool = True
     watches: tuple[RunWatch, ...] = ()
-    reclaim_idle_s: float = defaults.RECLAIM_IDLE_S
-    lock_timeout_s: float = defaults.LOCK_TIMEOUT_S
-    job_timeout_s: int = defaults.JOB_TIMEOUT_S
-    runs_per_job: int = defaults.RUNS_PER_JOB
+    reclaim_idle_s: float = RECLAIM_IDLE_S
+    lock_timeout_s: float = workers_config.LOCK_TIMEOUT_S
+    job_timeout_s: int = workers_config.JOB_TIMEOUT_S
+    runs_per_job: int = workers_config.RUNS_PER_JOB
     slack: BotConfig = field(default_factory=BotConfig)
     servers_file: Path | None = None  # servers.yaml: remote runs over SSH
     experiments_dir: Path | None = None  # holds experiments/exp-*.yaml
     policy_path: Path | None = None  # None: the default policy shipped with trainwarden
-    findings_file: Path = Path(defaults.FINDINGS_FILE)
-    tick_startup_s: float = defaults.TICK_STARTUP_S
-    tick_steady_s: float = defaults.TICK_STEADY_S
-    tick_max_silence_s: float = defaults.TICK_MAX_SILENCE_S
+    findings_file: Path = Path(FINDINGS_FILE)
+    tick_startup_s: float = workers_config.TICK_STARTUP_S
+    tick_steady_s: float = workers_config.TICK_STEADY_S
+    tick_max_silence_s: float = workers_config.TICK_MAX_SILENCE_S
     source: str = "defaults"
 
 
 def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
+    """Validate the whole file; ConfigError lists every problem as file:line:column: message."""
     try:
-        root = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ConfigError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    values: dict[str, Any] = {"source": str(path)}
-    if root is not None:
-        top = _mapping(path, root, TOP_LEVEL, "the settings file")
-        for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
-            if key in top:
-                values[key] = _scalar(path, top[key], str, key)
-        paths = (
-            ("servers_file", "servers_file"),
-            ("experiments_dir", "experiments_dir"),
-            ("evidence_dir", "evidence_dir"),
-            ("archive_dir", "archive_dir"),
-            ("policy", "policy_path"),
-            ("findings_file", "findings_file"),
-        )
-        for key, attr in paths:
-            if key in top:
-                values[attr] = (path.parent / Path(_scalar(path, top[key], str, key)).expanduser()).resolve()
-        if "agent" in top:
-            values.update(_agent(path, top["agent"]))
-        if "workers" in top:
-            w = _mapping(path, top["workers"], WORKER_KEYS, "workers")
-            for key, kind in (
-                ("reclaim_idle_s", float),
-                ("lock_timeout_s", float),
-                ("job_timeout_s", int),
-                ("runs_per_job", int),
-                ("tick_startup_s", float),
-                ("tick_steady_s", float),
-                ("tick_max_silence_s", float),
-            ):
-                if key in w:
-                    values[key] = _scalar(path, w[key], kind, f"workers.{key}")
-        if "slack" in top:
-            values["slack"] = parse_slack(path, top["slack"])
-    return _with_env(Settings(**values), env)
+        root = compose(text, str(path))
+    except YamlFileError as exc:
+        raise ConfigError(str(exc)) from None
+    ctx = Context(source=str(path))
+    values = read_settings(Reader(root if root is not None else empty_mapping(), ctx, "the settings file"), path.parent)
+    ctx.check(ConfigError)
+    return _with_env(Settings(source=str(path), **values), env)
 
 
-def _bool(path: Path, node: yaml.Node, what: str) -> bool:
-    value = yaml.safe_load(yaml.serialize(node))
-    if not isinstance(value, bool):
-        raise ConfigError(f"{_where(path, node)}: {what} must be true or false, got {value!r}")
-    return value
+def read_settings(top: Reader, base: Path) -> dict[str, Any]:
+    """Settings fields from the file's top mapping (only those it sets); paths are relative to `base`."""
+    values: dict[str, Any] = {}
+    for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
+        values[key] = top.string(key)
+    for key, attr in PATHS:
+        text = top.string(key)
+        values[attr] = (base / Path(text).expanduser()).resolve() if text is not None else None
+    values.update(_agent(top.section("agent", "agent"), base))
+    w = top.section("workers", "workers")
+    for key in WORKER_NUMBERS:
+        values[key] = w.number(key, positive=True)
+    for key in WORKER_INTEGERS:
+        values[key] = w.integer(key, minimum=1)
+    w.finish()
+    values["slack"] = read_slack(top.section("slack", "slack"))
+    top.finish()
+    return {k: v for k, v in values.items() if v is not None}
 
 
-def _agent(path: Path, node: yaml.Node) -> dict[str, Any]:
-    a = _mapping(path, node, AGENT_KEYS, "agent")
+def _agent(a: Reader, base: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if "state_file" in a:
-        out["agent_state_file"] = Path(_scalar(path, a["state_file"], str, "agent.state_file")).expanduser()
-    if "spool_dir" in a:
-        out["agent_spool_dir"] = Path(_scalar(path, a["spool_dir"], str, "agent.spool_dir")).expanduser()
-    for key in AGENT_FLOATS:
-        if key in a:
-            out[f"agent_{key}"] = _scalar(path, a[key], float, f"agent.{key}")
-    if "wandb_base_url" in a:
-        out["agent_wandb_base_url"] = _scalar(path, a["wandb_base_url"], str, "agent.wandb_base_url")
-    if "nvml" in a:
-        out["agent_nvml"] = _bool(path, a["nvml"], "agent.nvml")
-    if "watch" in a:
-        if not isinstance(a["watch"], yaml.SequenceNode):
-            raise ConfigError(f"{_where(path, a['watch'])}: agent.watch must be a list of {{run, log, ...}} entries")
-        out["watches"] = tuple(_watch(path, item) for item in a["watch"].value)
+    for key in ("state_file", "spool_dir"):
+        text = a.string(key)
+        out[f"agent_{key}"] = Path(text).expanduser() if text is not None else None
+    for key in AGENT_NUMBERS:
+        out[f"agent_{key}"] = a.number(key, positive=True)
+    out["agent_wandb_base_url"] = a.string("wandb_base_url")
+    out["agent_nvml"] = a.boolean("nvml")
+    watches = [_watch(item, base) for item in a.items("watch", "an agent.watch entry")]
+    if a.has("watch"):
+        out["watches"] = tuple(w for w in watches if w is not None)
+    a.finish()
     return out
 
 
-def _watch(path: Path, item: yaml.Node) -> RunWatch:
-    w = _mapping(path, item, WATCH_KEYS, "an agent.watch entry")
-    if "run" not in w or "log" not in w:
-        raise ConfigError(f"{_where(path, item)}: an agent.watch entry needs both 'run' and 'log'")
+def _watch(w: Reader, base: Path) -> RunWatch | None:
+    complete = w.needs(("run", "log"), "an agent.watch entry needs both 'run' and 'log'")
     values: dict[str, Any] = {}
-    for key, node in w.items():
-        if key in WATCH_PATHS:
-            values[key] = path.parent / _scalar(path, node, str, key)
-        elif key == "wandb":
-            values[key] = _bool(path, node, "wandb")
-        elif key == "pid":
-            values[key] = _scalar(path, node, int, "pid")
-        elif key == "gpus":
-            gpus = yaml.safe_load(yaml.serialize(node))
-            if not isinstance(gpus, list) or not all(type(g) is int and g >= 0 for g in gpus):
-                raise ConfigError(f"{_where(path, node)}: gpus must be a list of GPU indexes like [0, 1], got {gpus!r}")
-            values[key] = gpus
+    for key in WATCH_STRINGS:
+        values[key] = w.string(key)
+    for key in WATCH_PATHS:
+        text = w.string(key)
+        values[key] = base / text if text is not None else None
+    values["wandb"] = w.boolean("wandb")
+    values["pid"] = w.integer("pid")
+    got = w.raw("gpus", GPU_LIST)
+    if got is not None:
+        node, gpus = got
+        if isinstance(gpus, list) and all(type(g) is int and g >= 0 for g in gpus):
+            values["gpus"] = gpus
         else:
-            values[key] = _scalar(path, node, str, key)
+            w.ctx.problem(node, f"gpus must be a list of GPU indexes like [0, 1], got {gpus!r}")
+    w.finish()
+    if not complete or w.ctx.probe:
+        return None
     try:
-        return RunWatch.from_dict(values)
+        return RunWatch.from_dict({k: v for k, v in values.items() if v is not None})
     except ControlMessageError as exc:
-        raise ConfigError(f"{_where(path, w['run'])}: {exc}") from None
+        w.fail("run", str(exc))
+        return None
+
+
+def settings_schema() -> Schema:
+    """The settings file's JSON Schema, recorded by running its parser on an empty document."""
+    top = Reader(None, Context(source="schema", probe=True), "the settings file")
+    read_settings(top, Path("."))
+    return document_schema("trainwarden settings", top, "Settings file (TRAINWARDEN_CONFIG or --config).")
 
 
 def _with_env(settings: Settings, env: Mapping[str, str]) -> Settings:

@@ -15,51 +15,38 @@ slack:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 from trainwarden.bot.config import COMMANDS, Allow, BotConfig
-from trainwarden.errors import ConfigError
-from trainwarden.yaml_nodes import mapping, scalar, where
+from trainwarden.events.yamlfile import Reader
 
-SLACK_KEYS = {
-    "channel", "allow", "rate_per_s", "burst", "flap_threshold", "flap_window_s",
-    "keep_running_snooze_s", "deadman_s", "http_host", "http_port",
-}  # fmt: skip
-NUMBERS: dict[str, type] = {
-    "rate_per_s": float, "burst": int, "flap_threshold": int, "flap_window_s": float,
-    "keep_running_snooze_s": float, "deadman_s": float, "http_port": int,
-}  # fmt: skip
+NUMBERS = ("rate_per_s", "flap_window_s", "keep_running_snooze_s", "deadman_s")
+INTEGERS = ("burst", "flap_threshold", "http_port")
 
 
-def parse_slack(path: Path, node: yaml.Node) -> BotConfig:
-    s = mapping(path, node, SLACK_KEYS, "slack")
+def read_slack(s: Reader) -> BotConfig | None:
+    """The bot's config; None when the section is absent (the defaults apply)."""
     values: dict[str, Any] = {}
     for key in ("channel", "http_host"):
-        if key in s:
-            values[key] = scalar(path, s[key], str, f"slack.{key}")
-    for key, kind in NUMBERS.items():
-        if key in s:
-            values[key] = scalar(path, s[key], kind, f"slack.{key}")
-    if "allow" in s:
-        values["allow"] = _allow(path, s["allow"])
-    return BotConfig(**values)
-
-
-def _ids(path: Path, node: yaml.Node, what: str) -> frozenset[str]:
-    if not isinstance(node, yaml.SequenceNode):
-        raise ConfigError(f"{where(path, node)}: {what} must be a list of Slack ids like [U0123ABCD]")
-    return frozenset(scalar(path, item, str, what) for item in node.value)
-
-
-def _allow(path: Path, node: yaml.Node) -> dict[str, Allow]:
-    out: dict[str, Allow] = {}
-    for command, item in mapping(path, node, set(COMMANDS), "slack.allow").items():
-        a = mapping(path, item, {"users", "channels"}, f"slack.allow.{command}")
-        if "users" not in a:
-            raise ConfigError(f"{where(path, item)}: slack.allow.{command} needs a 'users' list")
-        channels = _ids(path, a["channels"], f"slack.allow.{command}.channels") if "channels" in a else None
-        out[command] = Allow(users=_ids(path, a["users"], f"slack.allow.{command}.users"), channels=channels)
-    return out
+        values[key] = s.string(key)
+    for key in NUMBERS:
+        values[key] = s.number(key, positive=True)
+    for key in INTEGERS:
+        values[key] = s.integer(key, minimum=1)
+    allow = s.section("allow", "slack.allow")
+    allows: dict[str, Allow] = {}
+    for command in COMMANDS:
+        a = allow.section(command, f"slack.allow.{command}")
+        complete = a.needs(("users",), f"slack.allow.{command} needs a 'users' list")
+        users = a.string_list("users", expected="a list of Slack ids like [U0123ABCD]")
+        channels = a.string_list("channels", expected="a list of Slack ids like [C0123ABCD]")
+        a.finish()
+        if a.present and complete:
+            only = frozenset(v for _, v in channels) if a.has("channels") else None
+            allows[command] = Allow(users=frozenset(v for _, v in users), channels=only)
+    allow.finish()
+    s.finish()
+    if not s.present:
+        return None
+    values["allow"] = allows
+    return BotConfig(**{k: v for k, v in values.items() if v is not None})

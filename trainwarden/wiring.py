@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 import redis
 from redis.cluster import RedisCluster
 
-from trainwarden import defaults
 from trainwarden.errors import ConfigError
 from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
@@ -159,9 +158,7 @@ def dispatcher(settings: Settings) -> Dispatcher:
         reclaim_idle_ms=int(settings.reclaim_idle_s * 1000),
         job_timeout_s=settings.job_timeout_s,
         runs_per_job=settings.runs_per_job,
-        linger_s=defaults.DISPATCH_LINGER_S,
         ticker=Ticker(store=events, host=settings.host, retry_s=settings.tick_steady_s),
-        tick_check_s=defaults.TICK_CHECK_S,
     )
 
 
@@ -267,11 +264,13 @@ def slack_client(env: Mapping[str, str]) -> WebClient:
     """The Web API client; SLACK_API_URL points it elsewhere (a proxy, or the tests' local server)."""
     from slack_sdk import WebClient
 
+    from trainwarden.bot.slack_sink import TIMEOUT_S
+
     return WebClient(
         token=env["SLACK_BOT_TOKEN"],
         base_url=env.get("SLACK_API_URL") or WebClient.BASE_URL,
         retry_handlers=[],  # bot/slack_sink.py retries, reconciling first where a post may have landed
-        timeout=defaults.SLACK_TIMEOUT_S,
+        timeout=TIMEOUT_S,
     )
 
 

@@ -17,11 +17,10 @@ from trainwarden.events.redis_types import Client
 from trainwarden.events.store import EventStore
 from trainwarden.remote.launch import RemoteLauncher
 from trainwarden.remote.stop import RunController
+from trainwarden.workers.config import LOCK_TIMEOUT_S
 from trainwarden.workers.errors import NoWorkerContext
 from trainwarden.workers.policy_source import PolicySource
 from trainwarden.workers.schedule import TickSettings
-
-DEFAULT_LOCK_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,7 +33,7 @@ class WorkerContext:
     findings_file: Path | None = None  # where STOP notes are appended (None: nowhere)
     ticks: TickSettings = field(default_factory=TickSettings)
     clock: Callable[[], float] = time.time  # wall clock for output timestamps and tick scheduling only
-    lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S
+    lock_timeout_s: float = LOCK_TIMEOUT_S
     feed_group: str = DISPATCH_GROUP
     launcher: RemoteLauncher | None = None  # set when servers.yaml is configured (resumes, /launch)
 

@@ -25,26 +25,29 @@ from dataclasses import dataclass, field
 
 from rq import Queue
 from trainwarden.events.errors import DecodeError, StoreUnavailable
-from trainwarden.events.feed import ALL_GROUPS, DISPATCH_GROUP, GroupReader, parse_feed_entry, trim_feed
+from trainwarden.events.feed import (
+    ALL_GROUPS,
+    DISPATCH_GROUP,
+    RECLAIM_IDLE_S,
+    GroupReader,
+    parse_feed_entry,
+    trim_feed,
+)
 from trainwarden.events.loop import run_loop
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.events.types import WORKER_OUTPUT_TYPES
+from trainwarden.workers import config
 from trainwarden.workers.process import process_runs
 from trainwarden.workers.schedule import Ticker
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RECLAIM_IDLE_MS = 30_000
-DEFAULT_JOB_TIMEOUT_S = 600
 DEFAULT_TRIM_INTERVAL_S = 30.0
 OUTBOX_SWEEP_S = 10.0  # Redis Cluster: how often outboxes a dead writer left are carried out
-DEFAULT_TICK_CHECK_S = 5.0
 READ_COUNT = 1000
 HEARTBEAT_INTERVAL_S = 1.0  # the bot's dead-man's switch reads it (bot/deadman.py)
 RESULT_TTL_S = 60
 FAILURE_TTL_S = 7 * 24 * 3600
-DEFAULT_RUNS_PER_JOB = 32
-DEFAULT_LINGER_S = 0.1
 SPREAD_JOBS = 8  # an idle queue gets a read's runs in at least this many jobs (while there are that many runs)
 
 Work = list[tuple[str, list[str]]]  # (run, feed entry ids) per run, in the order they came
@@ -82,13 +85,13 @@ class Dispatcher:
         store: EventStore,
         queue: Queue,
         consumer: str,
-        reclaim_idle_ms: int = DEFAULT_RECLAIM_IDLE_MS,
-        job_timeout_s: int = DEFAULT_JOB_TIMEOUT_S,
+        reclaim_idle_ms: int = int(RECLAIM_IDLE_S * 1000),
+        job_timeout_s: int = config.JOB_TIMEOUT_S,
         trim_interval_s: float = DEFAULT_TRIM_INTERVAL_S,
         ticker: Ticker | None = None,
-        tick_check_s: float = DEFAULT_TICK_CHECK_S,
-        runs_per_job: int = DEFAULT_RUNS_PER_JOB,
-        linger_s: float = DEFAULT_LINGER_S,
+        tick_check_s: float = config.TICK_CHECK_S,
+        runs_per_job: int = config.RUNS_PER_JOB,
+        linger_s: float = config.LINGER_S,
     ) -> None:
         self.store = store
         self.queue = queue

@@ -24,6 +24,7 @@ from trainwarden.events.envelope import make_event
 from trainwarden.events.redis_types import scored_members
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.policies.model import Policy
+from trainwarden.workers import config
 from trainwarden.workers.checkpoint import Checkpoint
 
 log = logging.getLogger(__name__)
@@ -33,9 +34,9 @@ ENDED_STATUSES = frozenset({"stopping", "stopped", "finished", "failed"})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TickSettings:
-    startup_s: float = 60.0  # seconds between ticks of a quiet run in its startup phase
-    steady_s: float = 900.0  # seconds between ticks after it
-    max_silence_s: float = 86_400.0  # a run silent this long (event time) is no longer ticked
+    startup_s: float = config.TICK_STARTUP_S
+    steady_s: float = config.TICK_STEADY_S
+    max_silence_s: float = config.TICK_MAX_SILENCE_S
 
 
 def next_tick(cp: Checkpoint, policy: Policy, ticks: TickSettings, *, wall_now: float) -> float | None:

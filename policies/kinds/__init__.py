@@ -27,10 +27,10 @@ from trainwarden.policies.kinds.signals import Absence, LogPattern, Status
 from trainwarden.policies.kinds.values import NonFinite, Plateau, Spike, Threshold, Trend
 from trainwarden.policies.model import Kind
 from trainwarden.policies.names import expand
-from trainwarden.policies.schema import Reader
+from trainwarden.policies.schema import PolicyReader
 
 
-def _events(r: Reader, default: tuple[str, ...] = (t.METRIC,), key: str = "event") -> frozenset[str]:
+def _events(r: PolicyReader, default: tuple[str, ...] = (t.METRIC,), key: str = "event") -> frozenset[str]:
     names = r.strings(key, default=default)
     bad = [n for n in names if not TYPE_RE.match(n)]
     if bad:
@@ -39,11 +39,11 @@ def _events(r: Reader, default: tuple[str, ...] = (t.METRIC,), key: str = "event
     return frozenset(names)
 
 
-def _nonfinite(r: Reader) -> Kind:
+def _nonfinite(r: PolicyReader) -> Kind:
     return NonFinite(names=r.metric(), events=_events(r))
 
 
-def _threshold(r: Reader) -> Kind:
+def _threshold(r: PolicyReader) -> Kind:
     names = r.metric()
     above, below = r.number("above"), r.number("below")
     if above is None and below is None and r.ok and not {"above", "below"} & set(r.fields):
@@ -51,7 +51,7 @@ def _threshold(r: Reader) -> Kind:
     return Threshold(names=names, above=above, below=below, events=_events(r))
 
 
-def _spike(r: Reader) -> Kind:
+def _spike(r: PolicyReader) -> Kind:
     window = r.integer("window", default=20, minimum=2)
     return Spike(
         names=r.metric(),
@@ -64,7 +64,7 @@ def _spike(r: Reader) -> Kind:
     )
 
 
-def _trend(r: Reader) -> Kind:
+def _trend(r: PolicyReader) -> Kind:
     return Trend(
         names=r.metric(),
         direction=r.choice("direction", ("rising", "falling"), default="rising"),
@@ -74,7 +74,7 @@ def _trend(r: Reader) -> Kind:
     )
 
 
-def _plateau(r: Reader) -> Kind:
+def _plateau(r: PolicyReader) -> Kind:
     return Plateau(
         names=r.metric(),
         window=r.integer("window", default=20, minimum=2),
@@ -84,11 +84,11 @@ def _plateau(r: Reader) -> Kind:
     )
 
 
-def _divergence(r: Reader) -> Kind:
+def _divergence(r: PolicyReader) -> Kind:
     return Divergence(rising=r.metric("rising"), falling=r.metric("falling"), count=r.integer("count", default=2))
 
 
-def _baseline(r: Reader) -> Kind:
+def _baseline(r: PolicyReader) -> Kind:
     value, key = r.number("value"), r.string("config_key")
     if value is None and key is None and r.ok and not {"value", "config_key"} & set(r.fields):
         r.ctx.problem(r.node, f"{r.what} needs 'value' (a number) or 'config_key' (a path in the launch config)")
@@ -106,7 +106,7 @@ def _baseline(r: Reader) -> Kind:
     )
 
 
-def _absence(r: Reader) -> Kind:
+def _absence(r: PolicyReader) -> Kind:
     return Absence(
         duration=r.duration("duration", required=True, default=900.0),
         watch=_events(r),
@@ -114,12 +114,12 @@ def _absence(r: Reader) -> Kind:
     )
 
 
-def _log_pattern(r: Reader) -> Kind:
+def _log_pattern(r: PolicyReader) -> Kind:
     regex = r.regex("pattern")
     return LogPattern(pattern=regex.pattern if regex else "", regex=regex or _NEVER)
 
 
-def _lr_schedule(r: Reader) -> Kind:
+def _lr_schedule(r: PolicyReader) -> Kind:
     return LrSchedule(
         names=r.metric(required=False) or expand(("lr",), r.ctx.aliases),
         schedule=r.choice("schedule", ("decay", "any"), default="decay"),
@@ -128,7 +128,7 @@ def _lr_schedule(r: Reader) -> Kind:
     )
 
 
-def _status(r: Reader) -> Kind:
+def _status(r: PolicyReader) -> Kind:
     event = _events(r, default=(t.SOURCE_STATUS,))
     return Status(
         event_type=sorted(event)[0],
@@ -139,7 +139,7 @@ def _status(r: Reader) -> Kind:
 
 _NEVER = re.compile(r"(?!)")  # stands in for a pattern that did not compile
 
-READERS: dict[str, Callable[[Reader], Kind]] = {
+READERS: dict[str, Callable[[PolicyReader], Kind]] = {
     "nonfinite": _nonfinite,
     "threshold": _threshold,
     "spike": _spike,

@@ -45,6 +45,36 @@ def test_invalid_experiment_file(path, tmp_path):
     assert message in str(info.value)
 
 
+def test_every_problem_of_a_servers_file_is_reported(tmp_path):
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(
+        "servers:\n  - name: ic2\n    host: ic2;reboot\n    user: alice\n    work_dir: /w\n    prot: 22\n"
+        "  - name: ic3\n    user: bob\n    work_dir: /w\n    gpus: [0, 0]\n"
+    )
+    with pytest.raises(YamlFileError) as info:
+        load_fleet(servers, [])
+    assert info.value.problems == [
+        f"{servers}:3:11: host 'ic2;reboot' is not a host name or IP address",
+        f"{servers}:6:5: unknown key 'prot' in a server; expected one of: conda_env, connect_timeout_s, gpus, host, "
+        "key_file, known_hosts, min_free_gb, name, port, scratch, tmux_socket, user, venv, work_dir; "
+        "did you mean 'port'?",
+        f"{servers}:7:5: a server needs 'host'",
+        f"{servers}:10:11: gpus lists a GPU twice",
+    ]
+
+
+def test_problems_in_several_experiment_files_are_reported_together(tmp_path):
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(GOOD_SERVERS)
+    (tmp_path / "exp-a.yaml").write_text("name: a\nserver: ic9\ncommand: python t.py\nepochs: 0\n")
+    (tmp_path / "exp-b.yaml").write_text("name: b\nserver: ic2\nscript: run.sh\ncheckpoints: {dir: c, mode: best}\n")
+    with pytest.raises(YamlFileError) as info:
+        load_fleet(servers, sorted(tmp_path.glob("exp-*.yaml")))
+    assert [p.split(": ", 1)[0].rsplit("/", 1)[1] for p in info.value.problems] == [
+        "exp-a.yaml:4:9", "exp-b.yaml:4:29", "exp-a.yaml:2:9"]  # fmt: skip
+    assert "3 problems" in str(info.value)
+
+
 def test_cycle_is_reported(tmp_path):
     servers = tmp_path / "servers.yaml"
     servers.write_text(GOOD_SERVERS)
@@ -105,3 +135,24 @@ def test_secrets_go_to_the_env_file_only():
     assert "cd '/w d'" in script
     assert "python t.py '$(reboot)' 2>&1 | tee -a" in script
     assert "conda activate torch" in script
+
+
+def test_a_plan_reports_every_problem(tmp_path):
+    from trainwarden.remote.plan import parse_plan
+
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(GOOD_SERVERS)
+    (tmp_path / "exp-a.yaml").write_text("name: a\nserver: ic2\ncommand: python t.py\n")
+    fleet = load_fleet(servers, [tmp_path / "exp-a.yaml"])
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("name: p\nexperiments: [a, b]\nmax_parallel: 0\nparalel: 2\n")
+    with pytest.raises(YamlFileError) as info:
+        parse_plan(plan, fleet)
+    assert info.value.problems == [
+        f"{plan}:2:18: unknown experiment 'b'",
+        f"{plan}:3:15: 'max_parallel' must be at least 1, got 0",
+        f"{plan}:4:1: unknown key 'paralel' in a plan; expected one of: experiments, max_parallel, name; "
+        "did you mean 'max_parallel'?",
+    ]
+    plan.write_text("name: p\nexperiments: [a]\nmax_parallel: 2\n")
+    assert parse_plan(plan, fleet).experiments == ("a",)

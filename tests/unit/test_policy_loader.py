@@ -18,7 +18,7 @@ EXPECTED = {
     "bad-regex.yaml": ["5:14: 'pattern' is not a valid regular expression: missing ), unterminated subpattern"],
     "bad-decision.yaml": ["6:15: 'decision' must be STOP, WAIT or none (anomaly only), got 'KILL'"],
     "duplicate-id.yaml": ["6:9: rule id 'a' is used twice (first at line 3)"],
-    "missing-metric.yaml": ["3:5: rule 'gn' (kind threshold) needs the field 'metric'"],
+    "missing-metric.yaml": ["3:5: rule 'gn' (kind threshold) needs 'metric'"],
     "threshold-without-limit.yaml": ["3:5: rule 'gn' (kind threshold) needs 'above', 'below' or both"],
     "bad-phase.yaml": ["7:12: 'phase' must be one of startup, steady, any, got 'warmup'"],
     "not-yaml.yaml": ["5:1: not valid YAML"],

@@ -63,7 +63,7 @@ def test_environment_wins_for_connection_urls(tmp_path):
         ("agent:\n  watch:\n    - run: 'a b'\n      log: x\n", "tw.yaml:3:12", "invalid run name"),
         ("agent:\n  watch:\n    - run: a\n", "tw.yaml:3:7", "needs both 'run' and 'log'"),
         ("workers:\n  reclaim_idle_s: -3\n", "tw.yaml:2:19", "must be positive"),
-        ("workers:\n  reclaim_idle_s: soon\n", "tw.yaml:2:19", "must be a float"),
+        ("workers:\n  reclaim_idle_s: soon\n", "tw.yaml:2:19", "must be a number"),
         ("host: [a\n", "tw.yaml:2:1", "not valid YAML"),
         ("- 1\n", "tw.yaml:1:1", "must be a mapping"),
         ("agent:\n  nvml: maybe\n", "tw.yaml:2:9", "must be true or false"),
@@ -82,3 +82,27 @@ def test_errors_name_file_line_and_column(tmp_path, text, where, message):
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot read settings file"):
         load_settings(Path(tmp_path / "nope.yaml"), env={})
+
+
+def test_every_problem_is_reported_not_only_the_first(tmp_path):
+    text = "redis_url: x\nbogus: 1\nworkers:\n  reclaim_idle_s: soon\n  runs_per_job: 0\nslack:\n  rate_per_s: -1\n"
+    with pytest.raises(ConfigError) as info:
+        parse_settings(text, tmp_path / "tw.yaml", env={})
+    problems = info.value.problems
+    assert [p.split(": ", 1)[0].rsplit("tw.yaml:", 1)[1] for p in problems] == ["4:19", "5:17", "7:15", "2:1"]
+    assert "4 problems" in str(info.value)
+
+
+def test_an_unknown_key_suggests_the_closest_one(tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown key 'polll_interval_s' in agent; .*did you mean 'poll_interval_s'"):
+        parse_settings("agent:\n  polll_interval_s: 1\n", tmp_path / "tw.yaml", env={})
+
+
+def test_slack_section(tmp_path):
+    text = "slack:\n  channel: C1\n  allow:\n    stop: {users: [U1], channels: [C1]}\n    status: {users: [U1, U2]}\n"
+    s = parse_settings(text, tmp_path / "tw.yaml", env={})
+    assert s.slack.channel == "C1"
+    assert s.slack.allows("stop", user="U1", channel="C1") and not s.slack.allows("stop", user="U1", channel="C2")
+    assert s.slack.allows("status", user="U2", channel=None) and not s.slack.allows("launch", user="U1", channel=None)
+    with pytest.raises(ConfigError, match=r"tw.yaml:3:11: slack.allow.stop needs a 'users' list"):
+        parse_settings("slack:\n  allow:\n    stop: {channels: [C1]}\n", tmp_path / "tw.yaml", env={})

@@ -39,7 +39,7 @@ def test_no_slack_section_means_console_defaults(tmp_path):
         ("slack:\n  allow:\n    stop: {channels: [C1]}\n", "tw.yaml:3:11", "needs a 'users' list"),
         ("slack:\n  allow:\n    stop: {users: U1}\n", "tw.yaml:3:19", "must be a list of Slack ids"),
         ("slack:\n  rate_per_s: 0\n", "tw.yaml:2:15", "must be positive"),
-        ("slack:\n  flap_threshold: many\n", "tw.yaml:2:19", "must be a int"),
+        ("slack:\n  flap_threshold: many\n", "tw.yaml:2:19", "must be an integer"),
         ("slack:\n  experiments: exps.yaml\n", "tw.yaml:2:3", "unknown key 'experiments' in slack"),
     ],
 )  # fmt: skip

@@ -1,0 +1,14 @@
+"""The agent's defaults, each defined once with its unit; `AgentConfig`, `WatchOptions`, the spool
+and the settings file all read them from here (a leaf module: importing it loads nothing else)."""
+
+from __future__ import annotations
+
+STATE_FILE = "~/.trainwarden/agent-state.json"  # read offsets, registered runs (spool/ beside it)
+POLL_INTERVAL_S = 0.05  # seconds between log polls when idle
+GPU_INTERVAL_S = 10.0  # seconds between GPU samples (NVML)
+PROCESS_INTERVAL_S = 10.0  # seconds between process health samples (and exit checks)
+HEARTBEAT_INTERVAL_S = 30.0  # seconds between agent.heartbeat events to each watched run
+WANDB_STALE_S = 60.0  # seconds W&B may lag the log's metrics before the log takes over
+WANDB_API_INTERVAL_S = 30.0  # seconds between W&B API reads (only without local run files)
+WANDB_BASE_URL = "https://wandb.ai"  # for run URLs in source.status events
+SPOOL_MAX_MB = 256.0  # megabytes the local spool may hold while Redis is unreachable

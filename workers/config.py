@@ -1,0 +1,14 @@
+"""The workers' and dispatcher's defaults, each defined once with its unit; the dispatcher, the
+worker context, the tick schedule and the settings file read them from here (a leaf module)."""
+
+from __future__ import annotations
+
+QUEUE_NAME = "trainwarden"  # the RQ queue jobs go to
+LOCK_TIMEOUT_S = 30.0  # seconds a worker may hold a run's lock between progress
+JOB_TIMEOUT_S = 600  # seconds an RQ job may run
+RUNS_PER_JOB = 32  # runs one RQ job may cover (the dispatcher fills jobs this full while workers are busy)
+LINGER_S = 0.1  # seconds the dispatcher gathers runs into a job while the queue is not empty
+TICK_CHECK_S = 5.0  # seconds between the dispatcher's looks at the tick schedule
+TICK_STARTUP_S = 60.0  # seconds between ticks of a quiet run in its startup phase
+TICK_STEADY_S = 900.0  # seconds between ticks of a quiet run after its startup phase
+TICK_MAX_SILENCE_S = 86_400.0  # seconds of silence (event time) after which a run is no longer ticked
