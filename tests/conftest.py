@@ -16,6 +16,7 @@ from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
 from trainwarden.remote.stop import LocalTmuxController, tmux_argv
 from trainwarden.workers import context
+from trainwarden.workers.chart import preload
 from trainwarden.workers.context import WorkerContext
 from trainwarden.workers.policy_source import PolicySource
 
@@ -55,6 +56,7 @@ def tmux_socket() -> Iterator[str]:
 
 @pytest.fixture
 def worker_ctx(store: EventStore, tmp_path: Path) -> Iterator[WorkerContext]:
+    preload()  # as `trainwarden worker` does: the first matplotlib import must not eat the 2 s run lock
     ctx = WorkerContext(
         store=store,
         host="worker-test",
