@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -188,7 +188,8 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """An event the engine wants appended: `anomaly.opened`, `anomaly.resolved`, `decision`, `policy.applied`."""
+    """An event the engine wants appended: `anomaly.opened`, `anomaly.resolved`, `decision`, `policy.applied`
+    (`data`: their payload TypedDicts, events/payloads.py)."""
 
     type: str
-    data: dict[str, Any]
+    data: Mapping[str, Any]
