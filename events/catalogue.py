@@ -274,6 +274,38 @@ def fields(payload: Any) -> list[tuple[str, str, bool]]:
     return [(key, type_name(hint), key in required) for key, hint in hints.items()]
 
 
+def problems(event_type: str, data: dict[str, Any]) -> list[str]:
+    """How `data` departs from its type's payload: missing required fields, fields of the wrong
+    type (checked one level deep). [] for a conforming payload and for an unknown type. For tests
+    of producers: the engine and the readers never reject an event."""
+    spec = BY_NAME.get(event_type)
+    if spec is None:
+        return []
+    hints = get_type_hints(spec.payload)
+    out = [f"{event_type}: missing {key!r}" for key in sorted(spec.payload.__required_keys__ - data.keys())]
+    for key, value in data.items():
+        if key in hints and not _conforms(value, hints[key]):
+            out.append(f"{event_type}: {key}={value!r} is not {type_name(hints[key])}")
+    return out
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    origin = get_origin(hint)
+    if origin in (pytypes.UnionType, typing.Union):
+        return any(_conforms(value, arg) for arg in get_args(hint))
+    if isinstance(hint, type) and is_typeddict(hint):
+        return isinstance(value, dict)
+    if hint is float:
+        return type(value) in (float, int)  # JSON writes 2.0 as 2.0 but a producer may hand over an int
+    if hint is int:
+        return type(value) is int
+    return isinstance(value, origin or hint)
+
+
 def type_name(hint: Any) -> str:
     if hint is type(None):
         return "None"
