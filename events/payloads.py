@@ -198,7 +198,7 @@ class StopRequestedData(TypedDict, total=False):
     user: str
     rule: str | None
     reason: str
-    decision: str  # id of the STOP decision it carries out
+    decision: str | None  # id of the decision it carries out; None for a /stop or a CLI stop tied to none
     run_host: str
 
 
