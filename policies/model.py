@@ -20,7 +20,8 @@ CACHE_SHAPES = 4096  # event shapes remembered per policy (bounded: data keys co
 
 
 class Kind(Protocol):
-    """What a rule kind implements. `st` is the rule's own state: a JSON-serialisable dict it may mutate.
+    """What a rule kind implements. `st` is the rule's own state (RuleState.kind_state): a JSON-serialisable
+    dict it may mutate, with short keys (it is in every checkpoint; each kind's `initial` says what they hold).
 
     `observe` returns True/False when the event tells something about the condition, None when it
     does not (the rule's persistence is then left alone). `explain` turns the state into a reason
