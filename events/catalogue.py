@@ -8,6 +8,8 @@ catalogue documents and types the payloads, it does not filter the log.
 
 from __future__ import annotations
 
+import inspect
+import re
 import sys
 import types as pytypes
 import typing
@@ -79,7 +81,7 @@ CATALOGUE: tuple[EventType, ...] = (
     EventType(
         t.LOG_LINE,
         p.LogLineData,
-        "a notable log line (error, warning, a traceback grouped into one)",
+        "a notable log line (an error, OOM, NCCL failure; a traceback grouped into one)",
         "agent (agent/logsource.py)",
     ),
     EventType(
@@ -342,11 +344,25 @@ def render() -> str:
     for e in CATALOGUE:
         lines += ["", f"## {e.name}", "", f"{e.meaning[0].upper()}{e.meaning[1:]}.", ""]
         lines += [f"- emitted by: {e.emitted_by}", f"- appended to: {e.log}", f"- payload: `{e.payload.__name__}`"]
-        lines += ["", "| field | type | always |", "|---|---|---|"]
-        lines += [f"| `{key}` | `{_cell(typ)}` | {'yes' if req else 'no'} |" for key, typ, req in fields(e.payload)]
+        notes = field_notes(e.payload)
+        lines += ["", "| field | type | always | what |", "|---|---|---|---|"]
+        lines += [f"| `{key}` | `{_cell(typ)}` | {'yes' if req else 'no'} | {_cell(notes.get(key, ''))} |"
+                  for key, typ, req in fields(e.payload)]  # fmt: skip
         if e.more:
-            lines.append(f"| *other keys* | {e.more} | no |")
+            lines.append(f"| *other keys* | number | no | {e.more} |")
     return "\n".join(lines) + "\n"
+
+
+_NOTE = re.compile(r"^\s+(\w+): .*?  # (.+)$")
+
+
+def field_notes(payload: Any) -> dict[str, str]:
+    """The comment on each field's line in events/payloads.py: one source for the code and the docs."""
+    try:
+        source = inspect.getsource(payload)
+    except (OSError, TypeError):  # a TypedDict made by a call has no class body
+        return {}
+    return {m[1]: m[2] for line in source.splitlines() if (m := _NOTE.match(line))}
 
 
 def _cell(text: str) -> str:

@@ -55,8 +55,8 @@ class RunLaunchedData(TypedDict, total=False):
 
 
 class RunStartedData(TypedDict):
-    pid: int | None
-    server: str
+    pid: int | None  # the training process (None when it could not be read)
+    server: str  # the server in servers.yaml
     launch: str  # id of the run.launched it follows
 
 
@@ -65,7 +65,7 @@ class RunEndedData(TypedDict):
 
     exit_code: int | None  # None: the process vanished without an exit file
     by: NotRequired[str]  # agent@HOST when the agent saw it
-    attempt: NotRequired[int]
+    attempt: NotRequired[int]  # which launch of the experiment: 1, then 2 after the first automatic resume, ...
     launch: NotRequired[int]  # seq of the run.launched that ended (a relaunch may already be recorded)
     log_tail: NotRequired[list[str]]  # last log lines, secrets masked (failures only)
     reason: NotRequired[str]
@@ -77,8 +77,8 @@ class RunEndedData(TypedDict):
 class MetricData(TypedDict, total=False):
     """Known keys only: every other key is a metric, its canonical name -> a number (NaN/Inf kept)."""
 
-    step: int
-    epoch: float
+    step: int  # the training step
+    epoch: float  # the epoch
 
 
 class GpuData(TypedDict, total=False):
@@ -123,7 +123,7 @@ class HealthData(TypedDict, total=False):
 
 
 class LogLineData(TypedDict):
-    tag: str
+    tag: str  # oom | nccl | file_not_found | killed | traceback | error (agent/parse.py)
     line: str  # secrets masked
     lines: NotRequired[int]  # a traceback grouped into one event: how many lines
 
@@ -154,49 +154,49 @@ class DecisionData(TypedDict):
     reason: str
     trigger: str  # id of the event that caused it
     policy: str  # hash of the policy that decided
-    values: NotRequired[dict[str, Any]]
-    severity: NotRequired[str]
-    remedy: NotRequired[str | None]
+    values: NotRequired[dict[str, Any]]  # the offending values
+    severity: NotRequired[str]  # info | warning | critical
+    remedy: NotRequired[str | None]  # what to do, from the policy
     anomaly: NotRequired[str | None]  # id of the event that opened the rule's anomaly
     confirm_s: NotRequired[float]  # a guarded STOP: a person has this long to keep it running
-    run_host: NotRequired[str]
+    run_host: NotRequired[str]  # the host the run is on
 
 
 class AnomalyOpenedData(TypedDict):
-    rule: str
+    rule: str  # the rule's id in the policy
     severity: str
     reason: str
-    values: dict[str, Any]
-    remedy: str | None
-    decision: str | None
-    trigger: str
-    policy: str
-    run_host: NotRequired[str]
+    values: dict[str, Any]  # the offending values (metric name -> value, step)
+    remedy: str | None  # what to do about it, from the policy
+    decision: str | None  # what the rule asks for (STOP, WAIT) or None
+    trigger: str  # id of the event that made it open
+    policy: str  # hash of the policy
+    run_host: NotRequired[str]  # the host the run is on
 
 
 class AnomalyResolvedData(TypedDict):
     rule: str
-    reason: str
-    opened_by: str | None
-    policy: str
+    reason: str  # cleared, or rule removed from the policy
+    opened_by: str | None  # id of the event that opened it
+    policy: str  # hash of the policy
     trigger: NotRequired[str]  # absent when the rule left the policy
     run_host: NotRequired[str]
 
 
 class EvidenceBuiltData(TypedDict):
-    decision: str
+    decision: str  # id of the STOP decision
     rule: str | None
-    path: str
-    files: list[str]
-    findings: str | None
-    summary: str
-    run_host: str
+    path: str  # the pack's directory
+    files: list[str]  # the pack's files
+    findings: str | None  # the findings file a note was appended to
+    summary: str  # the FINAL_SUMMARY line
+    run_host: str  # the host the run is on
 
 
 class StopRequestedData(TypedDict, total=False):
     by: str  # policy | slack | cli
-    user: str
-    rule: str | None
+    user: str  # who asked (Slack user, or the login name for the CLI)
+    rule: str | None  # the rule behind it, if any
     reason: str
     decision: str | None  # id of the decision it carries out; None for a /stop or a CLI stop tied to none
     run_host: str
@@ -205,31 +205,31 @@ class StopRequestedData(TypedDict, total=False):
 class StopResultData(TypedDict):
     """`stop.done` (with `detail`) and `stop.failed` (with `error` and `hint`)."""
 
-    request: str
-    method: str
-    session: str | None
-    run_host: str
-    reason: str | None
+    request: str  # id of the stop.requested carried out
+    method: str  # stop_command | ctrl-c | tmux kill-session | none
+    session: str | None  # the run's tmux session
+    run_host: str  # the host the run is on
+    reason: str | None  # the request's reason
     detail: NotRequired[str]
-    error: NotRequired[str]
-    hint: NotRequired[str]
+    error: NotRequired[str]  # why it failed
+    hint: NotRequired[str]  # the command to stop it by hand
 
 
 class ResumeSkippedData(TypedDict):
-    reason: str
+    reason: str  # why it was not relaunched
     failure: str  # id of the run.failed
 
 
 class TickData(TypedDict):
-    due: float
+    due: float  # the scheduled time (a ts) it stands for
 
 
 class PolicyLoadedData(TypedDict):
-    policy: str
+    policy: str  # content hash
     name: str
     source: str
-    rules: int
-    sha256: str | None
+    rules: int  # how many rules
+    sha256: str | None  # of the text
     text: str | None  # None for a policy built in code: replay --verify then needs --policy
 
 
@@ -251,57 +251,57 @@ PolicyAppliedData = TypedDict(
 class CommandData(TypedDict):
     """`command.received` and `command.denied`."""
 
-    command: str
-    user: str
-    channel: str
-    via: str  # slash | button
-    text: str
+    command: str  # /stop, /snooze, ... or a button's action
+    user: str  # the Slack user
+    channel: str  # Slack channel id
+    via: str  # slash, or the button's action id
+    text: str  # the command's text, secrets masked
 
 
 class SnoozeSetData(TypedDict, total=False):
-    by: str
+    by: str  # slack
     rule: str | None  # None: every rule
     until: float
-    user: str
-    seconds: float
-    decision: str
+    user: str  # the Slack user
+    seconds: float  # /snooze's duration
+    decision: str  # the guarded STOP (Keep running)
 
 
 class StopCancelledData(TypedDict):
-    by: str
-    user: str
-    rule: str
+    by: str  # slack
+    user: str  # the Slack user
+    rule: str  # the rule whose STOP was kept running
     until: float
     decision: str  # id of the guarded STOP decision kept running
 
 
 class LaunchFailedData(TypedDict):
-    by: str
+    by: str  # slack
     server: str
-    user: str
-    error: str
+    user: str  # the Slack user
+    error: str  # why the launch failed
 
 
 class NotificationData(TypedDict):
     """`notification.intent` (with `at`) and `notification.sent` (with `ts`, `reconciled`)."""
 
-    key: str
-    channel: str
-    thread_ts: str | None
-    text: str
-    at: NotRequired[float]
-    ts: NotRequired[str | None]
-    reconciled: NotRequired[bool]
+    key: str  # the notice's key (the event it is about): one message per key
+    channel: str  # Slack channel id
+    thread_ts: str | None  # the thread it is posted in, None for a new thread
+    text: str  # the message text
+    at: NotRequired[float]  # when the post was attempted
+    ts: NotRequired[str | None]  # the posted message's Slack ts
+    reconciled: NotRequired[bool]  # found already posted after a crash
 
 
 class WatchdogStalledData(TypedDict):
-    detail: str
-    since: float
+    detail: str  # what is stuck
+    since: float  # when it was first seen stuck
 
 
 class WatchdogRecoveredData(TypedDict):
     detail: str
-    stalled_s: float
+    stalled_s: float  # how long it was stuck
 
 
 # -- remote runs: preflight, plans, checkpoints ---------------------------------------------------
@@ -310,24 +310,24 @@ class WatchdogRecoveredData(TypedDict):
 class PreflightData(TypedDict):
     experiment: str
     server: str
-    check: str
+    check: str  # the check's name
     ok: bool
-    detail: str
-    remedy: str | None
+    detail: str  # what it found
+    remedy: str | None  # how to fix a failed check
 
 
 class LaunchRefusedData(TypedDict):
     experiment: str
     server: str
-    check: str
+    check: str  # the check that failed
     reason: str
 
 
 class PlanStartedData(TypedDict):
     plan: str
     experiments: list[str]
-    depends_on: dict[str, list[str]]
-    source: str
+    depends_on: dict[str, list[str]]  # experiment -> the experiments it waits for
+    source: str  # the plan's file
 
 
 class PlanStepData(TypedDict):
@@ -336,9 +336,9 @@ class PlanStepData(TypedDict):
     state: str  # launching | running | refused | finished | failed | stopped | blocked
     reason: NotRequired[str]
     gpus: NotRequired[list[int]]
-    at: NotRequired[float]
+    at: NotRequired[float]  # when the launch began
     server: NotRequired[str]
-    launch_seq: NotRequired[int]
+    launch_seq: NotRequired[int]  # seq of its run.launched
 
 
 class PlanFinishedData(TypedDict):
@@ -352,6 +352,6 @@ class CheckpointSavedData(TypedDict, total=False):
 
 
 class CheckpointDeletedData(TypedDict):
-    path: str
+    path: str  # the deleted file
     server: str
-    reason: str
+    reason: str  # why retention let it go
