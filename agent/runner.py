@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from trainwarden.agent.watcher import RunWatcher, WatchOptions
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.payloads import SourceStatusData
 
 log = logging.getLogger(__name__)
 
@@ -177,10 +178,10 @@ class Agent:
         return out
 
     def _status_event(self, run: str, now: float, source: str, status: str, reason: str) -> Event:
-        return self._event(t.SOURCE_STATUS, run, f"{self.host}/status/{run}", now,
-                           {"source": source, "status": status, "reason": reason})  # fmt: skip
+        data: SourceStatusData = {"source": source, "status": status, "reason": reason}
+        return self._event(t.SOURCE_STATUS, run, f"{self.host}/status/{run}", now, data)
 
-    def _event(self, event_type: str, run: str, producer: str, now: float, data: dict[str, Any]) -> Event:
+    def _event(self, event_type: str, run: str, producer: str, now: float, data: Mapping[str, Any]) -> Event:
         return make_event(event_type, run=run, host=self.host, producer=producer, seq=time_seq(), data=data, ts=now)
 
     def _retire(self, now: float) -> None:

@@ -34,6 +34,7 @@ from trainwarden.agent.watch import RunWatch
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.metrics import normalise
+from trainwarden.events.payloads import HealthData, RunEndedData, SourceStatusData
 
 METRICS_SOURCE = "metrics"  # `source` of source.status events about where metrics come from
 
@@ -93,9 +94,9 @@ class RunWatcher:
         out: list[Event] = []
         if decision.transition is not None:
             tr = decision.transition
-            out.append(self._event(t.SOURCE_STATUS, f"{self.host}/status/{self.run}", time_seq(), now, {
-                "source": METRICS_SOURCE, "status": tr.status, "previous": tr.previous, "reason": tr.reason,
-                "url": tr.url}))  # fmt: skip
+            status: SourceStatusData = {"source": METRICS_SOURCE, "status": tr.status, "previous": tr.previous,
+                                        "reason": tr.reason, "url": tr.url}  # fmt: skip
+            out.append(self._event(t.SOURCE_STATUS, f"{self.host}/status/{self.run}", time_seq(), now, status))
         out.extend(item.event for item in decision.items)
         for row in decision.rows:
             data = normalise(row.metrics)
@@ -127,13 +128,13 @@ class RunWatcher:
 
     def _guard_event(self, g: GuardFinding, now: float) -> Event:
         reason = f"process {g.pid} ({g.comm}) runs with {g.variable}: its metrics do not reach W&B"
-        data = {"check": "wandb_mode", "ok": False, "wandb_mode": g.mode, "variable": g.variable, "pid": g.pid,
-                "process": g.comm, "reason": reason}  # fmt: skip
+        data: HealthData = {"check": "wandb_mode", "ok": False, "wandb_mode": g.mode, "variable": g.variable,
+                            "pid": g.pid, "process": g.comm, "reason": reason}  # fmt: skip
         return self._event(t.HEALTH, f"{self.host}/guard/{self.run}", g.start_ticks, now, data)
 
     def _ended_event(self, ended: Ended, now: float) -> Event:
         seq = self.watch.launch_seq or ended.exit_mtime_us or time_seq()
-        data: dict[str, Any] = {"exit_code": ended.exit_code, "by": f"agent@{self.host}"}
+        data: RunEndedData = {"exit_code": ended.exit_code, "by": f"agent@{self.host}"}
         if self.watch.launch_seq is not None:
             data["launch"] = self.watch.launch_seq  # which launch ended: a relaunch may already be recorded
         if ended.exit_code != 0:
@@ -158,5 +159,5 @@ class RunWatcher:
             "lines_read": self.log.lines_read,
         }
 
-    def _event(self, event_type: str, producer: str, seq: int, ts: float, data: dict[str, Any]) -> Event:
+    def _event(self, event_type: str, producer: str, seq: int, ts: float, data: Mapping[str, Any]) -> Event:
         return make_event(event_type, run=self.run, host=self.host, producer=producer, seq=seq, data=data, ts=ts)

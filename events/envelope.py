@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,10 +60,14 @@ def make_event(
     host: str,
     producer: str,
     seq: int,
-    data: dict[str, Any] | None = None,
+    data: Mapping[str, Any] | None = None,
     ts: float | None = None,
 ) -> Event:
-    """Build a validated event; raises EnvelopeError naming the bad field."""
+    """Build a validated event; raises EnvelopeError naming the bad field.
+
+    `data` must be a dict: typed as a Mapping so that a payload TypedDict (events/payloads.py) is
+    accepted as it is, without a copy.
+    """
     names = (event_type, run, producer, host)
     if names not in _VALID_NAMES:
         _check_names(event_type, run, producer, host)
@@ -70,7 +75,9 @@ def make_event(
             _VALID_NAMES.add(names)  # a producer makes many events with the same names: check them once
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
         raise EnvelopeError(f"seq must be a non-negative integer, got {seq!r}", run=run)
-    if data is not None and not isinstance(data, dict):
+    if data is None:
+        data = {}
+    elif not isinstance(data, dict):
         raise EnvelopeError(f"data must be a dict, got {type(data).__name__}", run=run)
     return Event(
         id=f"{producer}:{seq}",
@@ -79,7 +86,7 @@ def make_event(
         host=host,
         ts=time.time() if ts is None else float(ts),
         seq=seq,
-        data={} if data is None else data,
+        data=data,
     )
 
 

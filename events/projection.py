@@ -3,6 +3,9 @@
 `fold(events)` replays a whole log; `apply(state, event)` moves an existing state forward one
 event, which is how the workers keep it incrementally in their checkpoint. Windows are bounded so
 the state stays small however long the run.
+
+Handlers read `event.data` through its payload type (events/payloads.py), with `.get`: a log may
+hold events written by another version, and a missing field must not stop the fold.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ import math
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 
@@ -26,7 +30,7 @@ class RunState:
     run: str = ""
     host: str = ""
     status: str = "unknown"
-    launch: dict[str, Any] = field(default_factory=dict)
+    launch: p.RunLaunchedData = field(default_factory=p.RunLaunchedData)
     launch_seq: int | None = None  # seq of the latest run.launched: ends of that launch use it
     step: int | None = None
     last_metrics: dict[str, Any] = field(default_factory=dict)
@@ -114,9 +118,10 @@ def _history(items: list[dict[str, Any]], item: dict[str, Any]) -> None:
 
 @on(t.RUN_LAUNCHED)
 def _launched(state: RunState, event: Event) -> None:
-    state.launch = dict(event.data)
+    data = cast(p.RunLaunchedData, event.data)
+    state.launch = p.RunLaunchedData(**data)
     state.launch_seq = event.seq
-    state.host = event.data.get("host", event.host)
+    state.host = data.get("host", event.host)
     state.status = "launched"
     state.decision = None
     state.open_anomalies = {}
@@ -129,7 +134,7 @@ def _started(state: RunState, event: Event) -> None:
 
 @on(t.METRIC)
 def _metric(state: RunState, event: Event) -> None:
-    data = event.data
+    data = event.data  # p.MetricData plus any metric name: read as the open mapping it is
     state.last_metrics.update(data)
     step = data.get("step")
     if type(step) is int:
@@ -151,30 +156,32 @@ def _log_line(state: RunState, event: Event) -> None:
 def _source(state: RunState, event: Event) -> None:
     # the data source of the run's metrics (wandb_ok | log_fallback | unreachable); statuses of
     # other sources (`source: nvml`) are kept in the log but are not the run's data source
-    if event.data.get("source", "metrics") == "metrics":
-        state.source = event.data.get("status")
+    data = cast(p.SourceStatusData, event.data)
+    if data.get("source", "metrics") == "metrics":
+        state.source = data.get("status")
 
 
 @on(t.DECISION)
 def _decision(state: RunState, event: Event) -> None:
-    state.decision = event.data.get("decision")
+    state.decision = cast(p.DecisionData, event.data).get("decision")
     _history(state.decisions, {"id": event.id, "ts": event.ts, **event.data})
 
 
 @on(t.ANOMALY_OPENED)
 def _anomaly_opened(state: RunState, event: Event) -> None:
-    state.open_anomalies[event.data.get("rule", "?")] = {"id": event.id, "ts": event.ts, **event.data}
+    rule = cast(p.AnomalyOpenedData, event.data).get("rule", "?")
+    state.open_anomalies[rule] = {"id": event.id, "ts": event.ts, **event.data}
     state.anomalies_opened += 1
 
 
 @on(t.ANOMALY_RESOLVED)
 def _anomaly_resolved(state: RunState, event: Event) -> None:
-    state.open_anomalies.pop(event.data.get("rule", "?"), None)
+    state.open_anomalies.pop(cast(p.AnomalyResolvedData, event.data).get("rule", "?"), None)
 
 
 @on(t.EVIDENCE_BUILT)
 def _evidence(state: RunState, event: Event) -> None:
-    path = event.data.get("path")
+    path = cast(p.EvidenceBuiltData, event.data).get("path")
     if path:
         state.evidence.append(path)
 
@@ -189,7 +196,7 @@ def _stop(state: RunState, event: Event) -> None:
 
 
 def _of_current_launch(state: RunState, event: Event) -> bool:
-    launch = event.data.get("launch")
+    launch = cast(p.RunEndedData, event.data).get("launch")
     return type(launch) is not int or state.launch_seq is None or launch == state.launch_seq
 
 

@@ -1,4 +1,7 @@
-"""Event type names. Types are plain strings so that unknown (newer) types survive a round trip."""
+"""Event type names. Types are plain strings so that unknown (newer) types survive a round trip.
+
+What each type means and what its `data` holds: events/catalogue.py (and docs/events.md, made from it).
+"""
 
 from __future__ import annotations
 
@@ -43,53 +46,15 @@ POLICY_LOADED = "policy.loaded"  # in the reserved SYSTEM_RUN: a policy's text a
 POLICY_REJECTED = "policy.rejected"  # in SYSTEM_RUN: a changed policy file that failed validation
 POLICY_APPLIED = "policy.applied"  # in a run's log: from which entry on a policy evaluated it
 
+# Every type above: the event-type constants are the upper-case strings defined so far (SYSTEM_RUN
+# and the decision values below are not types). Each is described in events/catalogue.py.
+KNOWN_TYPES: frozenset[str] = frozenset(
+    value for name, value in list(globals().items()) if name.isupper() and isinstance(value, str)
+)
+
 # Events that concern the whole installation, not one run (policy.loaded, the bot's dead-man's
 # switch, run-less commands), live in this reserved run's log; the launcher refuses it as a run name.
 SYSTEM_RUN = "trainwarden.system"
-
-KNOWN_TYPES = frozenset(
-    {
-        RUN_LAUNCHED,
-        RUN_STARTED,
-        RUN_FINISHED,
-        RUN_FAILED,
-        METRIC,
-        GPU,
-        GPU_XID,
-        HEALTH,
-        LOG_LINE,
-        AGENT_HEARTBEAT,
-        SOURCE_STATUS,
-        DECISION,
-        ANOMALY_OPENED,
-        ANOMALY_RESOLVED,
-        EVIDENCE_BUILT,
-        STOP_REQUESTED,
-        STOP_DONE,
-        STOP_FAILED,
-        COMMAND_RECEIVED,
-        COMMAND_DENIED,
-        CHECKPOINT_SAVED,
-        CHECKPOINT_DELETED,
-        NOTIFICATION_SENT,
-        PREFLIGHT,
-        LAUNCH_REFUSED,
-        PLAN_STARTED,
-        PLAN_STEP,
-        PLAN_FINISHED,
-        RESUME_SKIPPED,
-        NOTIFICATION_INTENT,
-        SNOOZE_SET,
-        STOP_CANCELLED,
-        LAUNCH_FAILED,
-        WATCHDOG_STALLED,
-        WATCHDOG_RECOVERED,
-        TICK,
-        POLICY_LOADED,
-        POLICY_REJECTED,
-        POLICY_APPLIED,
-    }
-)
 
 # Types written by the workers as the result of processing a run, and the bot's bookkeeping. A
 # feed entry holding only these needs no further processing by the workers (the notifier still

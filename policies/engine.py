@@ -16,15 +16,57 @@ Semantics (the training-check method):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
+from trainwarden.events.payloads import (
+    AnomalyOpenedData,
+    AnomalyResolvedData,
+    DecisionData,
+    PolicyAppliedData,
+    RunEndedData,
+    RunLaunchedData,
+    StopCancelledData,
+    StopRequestedData,
+)
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.model import Outcome, Policy, Rule
 
 ENDING = frozenset({t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE})
 _LAUNCHED, _TICK, _METRIC = t.RUN_LAUNCHED, t.TICK, t.METRIC  # module globals: the hot path reads them often
+
+
+@dataclass(slots=True)
+class RuleState:
+    """What the engine remembers about one rule for one run; saved in the worker checkpoint.
+
+    A checkpoint written before these fields had names (`k`, `c`, `n`, `esc`, `open`, `resolved`)
+    is read as well (`from_dict`), so upgrading the workers does not lose a run's windows.
+    """
+
+    sig: str  # digest of the rule's parameters: a rule whose parameters changed starts its window over
+    kind_state: dict[str, Any]  # the kind's own JSON-serialisable window and counters (Kind.initial/observe)
+    holding: bool = False  # the condition held at the last event that told something about it
+    since: float | None = None  # ts from which it has held
+    samples: int = 0  # events in a row at which it held
+    opened_by: str | None = None  # id of the event that opened the rule's anomaly; None while not open
+    escalated: bool = False  # its `escalate` decision has been asked for (once per anomaly)
+    resolved_at: float | None = None  # ts its last anomaly resolved (for `cooldown`)
+    reason: str = ""  # why it opened, as reported in anomaly.opened and the decision
+    values: dict[str, Any] = field(default_factory=dict)  # the offending values, likewise
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RuleState:
+        named = {_OLD_RULE_KEYS.get(k, k): v for k, v in data.items()}
+        return cls(**{k: v for k, v in named.items() if k in cls.__slots__})
+
+
+_OLD_RULE_KEYS = {"k": "kind_state", "c": "holding", "n": "samples", "esc": "escalated", "open": "opened_by",
+                  "resolved": "resolved_at"}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -40,17 +82,21 @@ class PolicyState:
     dirty: bool = False  # the set of open rules changed outside an event (a policy change)
     step: Any = None
     config: dict[str, Any] = field(default_factory=dict)  # the launch config (baselines live there)
-    rules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rules: dict[str, RuleState] = field(default_factory=dict)
     deciding: dict[str, str] = field(default_factory=dict)  # open rule id -> the decision it asks for
     launch_seq: int | None = None  # seq of the run.launched being judged
     kept: dict[str, float] = field(default_factory=dict)  # rule id -> until: a person chose "keep running"
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        out = {name: getattr(self, name) for name in self.__slots__}
+        out["rules"] = {rule_id: rs.to_dict() for rule_id, rs in self.rules.items()}
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PolicyState:
-        return cls(**{k: v for k, v in data.items() if k in cls.__slots__})
+        fields = {k: v for k, v in data.items() if k in cls.__slots__}
+        fields["rules"] = {rule_id: RuleState.from_dict(rs) for rule_id, rs in fields.get("rules", {}).items()}
+        return cls(**fields)
 
 
 def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
@@ -65,7 +111,7 @@ def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
     if typ == t.STOP_REQUESTED:
         # A person asked for the stop (the policy's own requests follow its STOP decision, and where they
         # land in the log depends on batching, so they must not count): what follows is the stop working.
-        if event.data.get("by") != "policy":
+        if cast(StopRequestedData, event.data).get("by") != "policy":
             state.ended = True
         return []
     if typ in ENDING:
@@ -107,19 +153,19 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
         rs = states.get(rule_id)
         if rs is None:
             rs = _new_rule_state(policy, state, i, start=state.start)
-        elif (clear_only or i in startup_only) and not rs["c"] and rs["open"] is None:
+        elif (clear_only or i in startup_only) and not rs.holding and rs.opened_by is None:
             continue  # quiet, and this event cannot make it fire (or its phase is over until a relaunch)
-        cond = observe(rs["k"], event, now, name)
+        cond = observe(rs.kind_state, event, now, name)
         if cond is None:
             if i not in timed_set:
                 continue
-        elif not cond and not rs["c"] and rs["open"] is None:
+        elif not cond and not rs.holding and rs.opened_by is None:
             continue  # the common case: healthy, and was healthy
         changed = _advance(policy, state, rules[i], rs, cond, event=event, startup=startup, out=out) or changed
     for i in timed:
         rule = rules[i]
         rs = states.get(rule.id)
-        if rs is not None and (rs["c"] or rs["open"] is not None):
+        if rs is not None and (rs.holding or rs.opened_by is not None):
             changed = _advance(policy, state, rule, rs, None, event=event, startup=startup, out=out) or changed
     if changed or state.decision is None:
         state.dirty = False
@@ -135,18 +181,19 @@ def apply_policy(policy: Policy, state: PolicyState) -> list[Outcome]:
     sigs = {r.id: sig for r, sig in zip(policy.rules, policy.sigs, strict=True)}
     for rule_id, rs in list(state.rules.items()):
         if rule_id not in sigs:
-            if rs["open"] is not None:
-                out.append(Outcome(t.ANOMALY_RESOLVED, {"rule": rule_id, "reason": "rule removed from the policy",
-                                                         "opened_by": rs["open"], "policy": policy.hash}))  # fmt: skip
+            if rs.opened_by is not None:
+                removed: AnomalyResolvedData = {"rule": rule_id, "reason": "rule removed from the policy",
+                                                "opened_by": rs.opened_by, "policy": policy.hash}  # fmt: skip
+                out.append(Outcome(t.ANOMALY_RESOLVED, removed))
                 state.dirty = True
             del state.rules[rule_id]
             state.deciding.pop(rule_id, None)
-        elif rs["sig"] != sigs[rule_id]:
+        elif rs.sig != sigs[rule_id]:
             rule = policy.rule(rule_id)
             assert rule is not None
-            rs.update(sig=sigs[rule_id], k=rule.kind.initial(state.config, state.now), c=False, since=None, n=0,
-                      esc=False)  # fmt: skip
-            if rs["open"] is not None:
+            rs.sig, rs.kind_state = sigs[rule_id], rule.kind.initial(state.config, state.now)
+            rs.holding, rs.since, rs.samples, rs.escalated = False, None, 0, False
+            if rs.opened_by is not None:
                 state.dirty = True
                 if rule.decision:
                     state.deciding[rule_id] = rule.decision
@@ -157,17 +204,18 @@ def apply_policy(policy: Policy, state: PolicyState) -> list[Outcome]:
             if rule.id not in state.rules:
                 _new_rule_state(policy, state, i, start=state.now)
     previous, state.policy = state.policy, policy.hash
-    return [Outcome(t.POLICY_APPLIED, {"policy": policy.hash, "name": policy.name, "previous": previous}), *out]
+    applied: PolicyAppliedData = {"policy": policy.hash, "name": policy.name, "previous": previous}
+    return [Outcome(t.POLICY_APPLIED, applied), *out]
 
 
 def is_current_launch(event: Event, launch_seq: int | None) -> bool:
     """Whether an ending event (which may name its launch) belongs to the launch `launch_seq`."""
-    launch = event.data.get("launch")
+    launch = cast(RunEndedData, event.data).get("launch")
     return type(launch) is not int or launch_seq is None or launch == launch_seq
 
 
 def _reset(state: PolicyState, event: Event) -> None:
-    config = event.data.get("config")
+    config = cast(RunLaunchedData, event.data).get("config")
     state.launch_seq = event.seq
     state.decision = None
     state.start = event.ts
@@ -180,77 +228,82 @@ def _reset(state: PolicyState, event: Event) -> None:
     state.kept = {}
 
 
-def _new_rule_state(policy: Policy, state: PolicyState, i: int, *, start: float | None) -> dict[str, Any]:
+def _new_rule_state(policy: Policy, state: PolicyState, i: int, *, start: float | None) -> RuleState:
     rule = policy.rules[i]
-    rs = {"sig": policy.sigs[i], "k": rule.kind.initial(state.config, start), "c": False, "since": None, "n": 0,
-          "open": None, "esc": False, "resolved": None, "reason": "", "values": {}}  # fmt: skip
+    rs = RuleState(sig=policy.sigs[i], kind_state=rule.kind.initial(state.config, start))
     state.rules[rule.id] = rs
     return rs
 
 
 def _advance(
-    policy: Policy, state: PolicyState, rule: Rule, rs: dict[str, Any], cond: bool | None, *, event: Event,
+    policy: Policy, state: PolicyState, rule: Rule, rs: RuleState, cond: bool | None, *, event: Event,
     startup: bool, out: list[Outcome],
 ) -> bool:  # fmt: skip
     """Move one rule's persistence and anomaly lifecycle forward; True when what it asks for changed."""
     if cond is not None:
         if cond:
-            if rs["c"]:
-                rs["n"] += 1
+            if rs.holding:
+                rs.samples += 1
             else:
-                rs["c"], rs["since"], rs["n"] = True, state.now, 1
-        elif rs["c"]:
-            rs["c"], rs["since"], rs["n"] = False, None, 0
-    now: float = state.now  # type: ignore[assignment]
-    if rs["open"] is None:
-        if not rs["c"] or not rule.persist.met(rs["n"], now - rs["since"]):
+                rs.holding, rs.since, rs.samples = True, state.now, 1
+        elif rs.holding:
+            rs.holding, rs.since, rs.samples = False, None, 0
+    now: float = state.now  # type: ignore[assignment]  # set by _evaluate_input before any rule advances
+    if rs.opened_by is None:
+        if not rs.holding or not rule.persist.met(rs.samples, _held_for(rs, now)):
             return False
         if rule.phase != "any" and (rule.phase == "startup") != startup:
             return False
-        if rule.cooldown_s and rs["resolved"] is not None and now - rs["resolved"] < rule.cooldown_s:
+        if rule.cooldown_s and rs.resolved_at is not None and now - rs.resolved_at < rule.cooldown_s:
             return False
-        rs["reason"], rs["values"] = _explain(rule, rs, state)
-        rs["open"] = event.id
+        rs.reason, rs.values = _explain(rule, rs, state)
+        rs.opened_by = event.id
         if rule.decision:
             state.deciding[rule.id] = rule.decision
-        out.append(Outcome(t.ANOMALY_OPENED, {
-            "rule": rule.id, "severity": rule.severity, "reason": rs["reason"], "values": rs["values"],
+        opened: AnomalyOpenedData = {
+            "rule": rule.id, "severity": rule.severity, "reason": rs.reason, "values": rs.values,
             "remedy": rule.remedy, "decision": rule.decision, "trigger": event.id, "policy": policy.hash,
-        }))  # fmt: skip
+        }  # fmt: skip
+        out.append(Outcome(t.ANOMALY_OPENED, opened))
         _escalate(rule, rs, state)
         return True
-    if not rs["c"]:
-        out.append(Outcome(t.ANOMALY_RESOLVED, {
-            "rule": rule.id, "reason": "cleared",
-            "trigger": event.id, "opened_by": rs["open"], "policy": policy.hash,
-        }))  # fmt: skip
-        rs["open"], rs["esc"], rs["resolved"] = None, False, now
+    if not rs.holding:
+        cleared: AnomalyResolvedData = {
+            "rule": rule.id, "reason": "cleared", "trigger": event.id, "opened_by": rs.opened_by, "policy": policy.hash,
+        }  # fmt: skip
+        out.append(Outcome(t.ANOMALY_RESOLVED, cleared))
+        rs.opened_by, rs.escalated, rs.resolved_at = None, False, now
         state.deciding.pop(rule.id, None)
         return True
     return _escalate(rule, rs, state)
 
 
-def _escalate(rule: Rule, rs: dict[str, Any], state: PolicyState) -> bool:
+def _escalate(rule: Rule, rs: RuleState, state: PolicyState) -> bool:
     esc = rule.escalate
-    if esc is None or rs["esc"] or not esc.persist.met(rs["n"], state.now - rs["since"]):
+    if esc is None or rs.escalated or not esc.persist.met(rs.samples, _held_for(rs, state.now)):
         return False
-    rs["esc"] = True
-    rs["reason"] = f"{rs['reason']}, persisting {esc.persist.describe()}"
+    rs.escalated = True
+    rs.reason = f"{rs.reason}, persisting {esc.persist.describe()}"
     if t.DECISION_RANK[esc.decision] > t.DECISION_RANK.get(state.deciding.get(rule.id, t.CONTINUE), 0):
         state.deciding[rule.id] = esc.decision
     return True
 
 
-def _explain(rule: Rule, rs: dict[str, Any], state: PolicyState) -> tuple[str, dict[str, Any]]:
-    reason, values = rule.kind.explain(rs["k"])
+def _held_for(rs: RuleState, now: float | None) -> float:
+    """Seconds the condition has held (0 while it does not)."""
+    return 0.0 if rs.since is None or now is None else now - rs.since
+
+
+def _explain(rule: Rule, rs: RuleState, state: PolicyState) -> tuple[str, dict[str, Any]]:
+    reason, values = rule.kind.explain(rs.kind_state)
     values = dict(values)
     if state.step is not None and "step" not in values:
         values["step"] = state.step
         reason += f" at step {state.step}"
     if rule.persist.seconds:
-        reason += f" for {fmt_duration(state.now - rs['since'])}"
+        reason += f" for {fmt_duration(_held_for(rs, state.now))}"
     elif rule.persist.samples > 1:
-        reason += f" ({rs['n']} samples in a row)"
+        reason += f" ({rs.samples} samples in a row)"
     return reason, values
 
 
@@ -270,16 +323,15 @@ def _decide(policy: Policy, state: PolicyState, event: Event, out: list[Outcome]
         cleared = [o.data["rule"] for o in out if o.type == t.ANOMALY_RESOLVED]
         reason = f"healthy again: {', '.join(cleared)} resolved" if state.decision and cleared else "healthy"
         state.decision = t.CONTINUE
-        return [Outcome(t.DECISION, {"decision": t.CONTINUE, "rule": None, "reason": reason, "trigger": event.id,
-                                     "policy": policy.hash})]  # fmt: skip
+        return [_healthy(policy, event, reason)]
     decision = state.deciding[strongest.id]
     if decision == state.decision:
         return []
     state.decision = decision
     rs = state.rules[strongest.id]
-    data = {
-        "decision": decision, "rule": strongest.id, "reason": rs["reason"], "values": rs["values"],
-        "severity": strongest.severity, "remedy": strongest.remedy, "anomaly": rs["open"], "trigger": event.id,
+    data: DecisionData = {
+        "decision": decision, "rule": strongest.id, "reason": rs.reason, "values": rs.values,
+        "severity": strongest.severity, "remedy": strongest.remedy, "anomaly": rs.opened_by, "trigger": event.id,
         "policy": policy.hash,
     }  # fmt: skip
     if decision == t.STOP and strongest.confirm_s:
@@ -292,16 +344,20 @@ def _keep_running(policy: Policy, state: PolicyState, event: Event) -> list[Outc
     until `until`. Other rules still decide."""
     if state.decision != t.STOP or state.ended:
         return []
-    rule = event.data.get("rule") or ""
-    until = event.data.get("until")
+    cancel = cast(StopCancelledData, event.data)  # read with .get: a log may hold other versions' events
+    rule = cancel.get("rule") or ""
+    until = cancel.get("until")
     state.kept[rule] = float(until) if isinstance(until, int | float) else float("inf")
     state.decision = t.CONTINUE
-    who = event.data.get("user") or event.data.get("by") or "someone"
-    kept = f"kept running by {who} ({rule} may not stop it again until {event.data.get('until')})"
+    who = cancel.get("user") or cancel.get("by") or "someone"
+    kept = f"kept running by {who} ({rule} may not stop it again until {until})"
     out = _decide(policy, state, event, [])  # another open rule may still ask for WAIT or STOP
     if not out:
-        return [Outcome(t.DECISION, {"decision": t.CONTINUE, "rule": None, "reason": kept, "trigger": event.id,
-                                     "policy": policy.hash})]  # fmt: skip
-    for outcome in out:
-        outcome.data["reason"] = f"{kept}; {outcome.data['reason']}"
-    return out
+        return [_healthy(policy, event, kept)]
+    return [Outcome(o.type, {**o.data, "reason": f"{kept}; {o.data['reason']}"}) for o in out]
+
+
+def _healthy(policy: Policy, event: Event, reason: str) -> Outcome:
+    data: DecisionData = {"decision": t.CONTINUE, "rule": None, "reason": reason, "trigger": event.id,
+                          "policy": policy.hash}  # fmt: skip
+    return Outcome(t.DECISION, data)

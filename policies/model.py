@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -20,7 +20,8 @@ CACHE_SHAPES = 4096  # event shapes remembered per policy (bounded: data keys co
 
 
 class Kind(Protocol):
-    """What a rule kind implements. `st` is the rule's own state: a JSON-serialisable dict it may mutate.
+    """What a rule kind implements. `st` is the rule's own state (RuleState.kind_state): a JSON-serialisable
+    dict it may mutate, with short keys (it is in every checkpoint; each kind's `initial` says what they hold).
 
     `observe` returns True/False when the event tells something about the condition, None when it
     does not (the rule's persistence is then left alone). `explain` turns the state into a reason
@@ -192,7 +193,8 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """An event the engine wants appended: `anomaly.opened`, `anomaly.resolved`, `decision`, `policy.applied`."""
+    """An event the engine wants appended: `anomaly.opened`, `anomaly.resolved`, `decision`, `policy.applied`
+    (`data`: their payload TypedDicts, events/payloads.py)."""
 
     type: str
-    data: dict[str, Any]
+    data: Mapping[str, Any]

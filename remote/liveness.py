@@ -16,6 +16,7 @@ from typing import Any
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.payloads import RunEndedData
 from trainwarden.remote.fleet import Server
 from trainwarden.remote.runscript import tmux
 from trainwarden.remote.ssh import RemoteShell
@@ -63,7 +64,7 @@ def check_remote_run(shell: RemoteShell, server: Server, launch: Mapping[str, An
 def ended_event(run: str, launch: Mapping[str, Any], launch_seq: int, ended: Ended, *, host: str, now: float) -> Event:
     """`run.finished` / `run.failed`; its seq is the launch's, so each launch ends exactly once."""
     attempt = int(launch.get("attempt", 1))
-    data: dict[str, Any] = {"exit_code": ended.exit_code, "attempt": attempt, "launch": launch_seq}
+    data: RunEndedData = {"exit_code": ended.exit_code, "attempt": attempt, "launch": launch_seq}
     if not ended.ok:
         data["log_tail"] = list(ended.log_tail)
         if ended.exit_code is None:

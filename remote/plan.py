@@ -15,10 +15,11 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import RUN_NAME_RE, Event
+from trainwarden.events.payloads import PlanStepData
 from trainwarden.events.projection import RunState
 from trainwarden.events.yamlfile import Context, Reader, compose, empty_mapping, read_text
 from trainwarden.remote.fleet import Fleet
@@ -86,7 +87,7 @@ def fold_plan(events: Iterable[Event]) -> PlanState:
         if e.type == t.PLAN_STARTED:
             state.started = True
         elif e.type == t.PLAN_STEP:
-            state.steps[e.data["experiment"]] = dict(e.data)
+            state.steps[cast(PlanStepData, e.data)["experiment"]] = dict(e.data)
         elif e.type == t.PLAN_FINISHED:
             state.finished = True
     return state

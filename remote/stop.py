@@ -10,8 +10,9 @@ from __future__ import annotations
 import shlex
 import subprocess
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from trainwarden.events.payloads import RunLaunchedData
 from trainwarden.remote.errors import StopError
 
 STOP_COMMAND_TIMEOUT_S = 60.0
@@ -32,7 +33,7 @@ class StopTarget:
     grace_s: float = DEFAULT_GRACE_S
 
     @classmethod
-    def from_launch(cls, run: str, launch: dict[str, Any], *, default_host: str) -> StopTarget:
+    def from_launch(cls, run: str, launch: RunLaunchedData, *, default_host: str) -> StopTarget:
         stop_command = launch.get("stop_command")
         return cls(
             run=run,

@@ -8,10 +8,17 @@ gone is a no-op success, and the resulting event has a deterministic id
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.payloads import (
+    DecisionData,
+    EvidenceBuiltData,
+    ResumeSkippedData,
+    StopRequestedData,
+    StopResultData,
+)
 from trainwarden.events.store import Malformed
 from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import StopTarget, tmux_argv
@@ -38,29 +45,30 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
         return None
     producer = action_producer(run, action["sid"])
     if action["kind"] == ACTION_EVIDENCE:
-        data = build_evidence(ctx, cp, source)
-        return make_event(t.EVIDENCE_BUILT, run=run, host=ctx.host, producer=producer, seq=1, data=data, ts=now)
+        built = build_evidence(ctx, cp, source)
+        return make_event(t.EVIDENCE_BUILT, run=run, host=ctx.host, producer=producer, seq=1, data=built, ts=now)
     if action["kind"] == ACTION_STOP:
-        event_type, data = stop_run(ctx, run, cp, source)
-        return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=data, ts=now)
+        event_type, result = stop_run(ctx, run, cp, source)
+        return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=result, ts=now)
     if action["kind"] == ACTION_RESUME:
         skipped = resume_run(ctx, run, cp, action["sid"])
         if skipped is None:
             return None  # relaunched: the launcher recorded run.launched (attempt n+1)
-        return make_event(t.RESUME_SKIPPED, run=run, host=ctx.host, producer=producer, seq=1,
-                          data={"reason": skipped, "failure": source.id}, ts=now)  # fmt: skip
+        why: ResumeSkippedData = {"reason": skipped, "failure": source.id}
+        return make_event(t.RESUME_SKIPPED, run=run, host=ctx.host, producer=producer, seq=1, data=why, ts=now)
     log.error("unknown pending action kind %r for %s; dropping it", action["kind"], run)
     return None
 
 
-def build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> dict[str, Any]:
+def build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> EvidenceBuiltData:
     """Write the pack (JSON, report, chart), append the findings note, log the FINAL_SUMMARY."""
     log_path = cp.run.launch.get("log_path")
     tail = read_log_tail(log_path)
     recent = list(cp.run.recent_metrics)
-    values = decision.data.get("values") or {}
+    decided = cast(DecisionData, decision.data)
+    values = decided.get("values") or {}
     chart = render_chart(recent, metric=triggering_metric(values, recent), trigger=values,
-                         title=f"{decision.run}: {decision.data.get('reason')}")  # fmt: skip
+                         title=f"{decision.run}: {decided.get('reason')}")  # fmt: skip
     inspected = [log_path] if tail and log_path else []  # a tail was read only from a path
     pack = build_pack(state=cp.run, decision=decision, log_tail=tail, files_inspected=inspected,
                       root=ctx.evidence_dir, chart=chart)  # fmt: skip
@@ -70,7 +78,7 @@ def build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> dict[
     log.info("%s", pack.summary)
     return {
         "decision": decision.id,
-        "rule": decision.data.get("rule"),
+        "rule": decided.get("rule"),
         "path": str(path),
         "files": pack.files,
         "findings": str(ctx.findings_file) if ctx.findings_file else None,
@@ -79,11 +87,12 @@ def build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> dict[
     }
 
 
-def stop_run(ctx: WorkerContext, run: str, cp: Checkpoint, request: Event) -> tuple[str, dict[str, Any]]:
+def stop_run(ctx: WorkerContext, run: str, cp: Checkpoint, request: Event) -> tuple[str, StopResultData]:
     target = StopTarget.from_launch(run, cp.run.launch, default_host=cp.run.host or ctx.host)
     result = ctx.controller.stop(target)
-    base = {"request": request.id, "method": result.method, "session": target.session, "run_host": target.host,
-            "reason": request.data.get("reason")}  # fmt: skip
+    reason = cast(StopRequestedData, request.data).get("reason")
+    base: StopResultData = {"request": request.id, "method": result.method, "session": target.session,
+                            "run_host": target.host, "reason": reason}  # fmt: skip
     if result.ok:
         return t.STOP_DONE, {**base, "detail": result.detail}
     hint = (

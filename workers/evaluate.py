@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.payloads import DecisionData, StopCancelledData, StopRequestedData
 from trainwarden.events.projection import apply
 from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
@@ -69,10 +71,12 @@ def evaluate_entries(
             guard["requested"] = True
             cp.emitted += 1
             reason = f"no answer within {fmt_duration(guard['confirm_s'])}: {guard['reason']}"
+            unanswered: StopRequestedData = {
+                "by": "policy", "rule": guard["rule"], "reason": reason, "decision": guard["decision"],
+                "run_host": run_state.host or host,
+            }  # fmt: skip
             step.outputs.append(make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
-                                           data={"by": "policy", "rule": guard["rule"], "reason": reason,
-                                                 "decision": guard["decision"], "run_host": run_state.host or host},
-                                           ts=now))  # fmt: skip
+                                           data=unanswered, ts=now))  # fmt: skip
         outcomes = evaluate(policy, policy_state, event)
         if not outcomes:
             continue
@@ -83,8 +87,8 @@ def evaluate_entries(
             step.outputs.append(out)
             if outcome.type == t.DECISION and data["decision"] == t.STOP and not data.get("confirm_s"):
                 cp.emitted += 1
-                request = {"by": "policy", "rule": data["rule"], "reason": data["reason"], "decision": out.id,
-                           "run_host": data["run_host"]}  # fmt: skip
+                request: StopRequestedData = {"by": "policy", "rule": data["rule"], "reason": data["reason"],
+                                              "decision": out.id, "run_host": data["run_host"]}  # fmt: skip
                 step.outputs.append(
                     make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
                                data=request, ts=now)
@@ -96,21 +100,22 @@ def evaluate_entries(
 
 def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool) -> None:
     """Events that call for side effects, or settle a guarded stop, as they are read from the log."""
-    typ, data = event.type, event.data
+    typ = event.type
     guard = cp.guard
     if typ == t.STOP_REQUESTED:
         cp.pending.append({"kind": ACTION_STOP, "sid": sid, "id": event.id})
-        if guard is not None and data.get("decision") == guard["decision"]:
+        if guard is not None and cast(StopRequestedData, event.data).get("decision") == guard["decision"]:
             cp.guard = None  # Stop now (or the deadline): the usual stop path
     elif typ == t.STOP_CANCELLED:
-        if guard is not None and data.get("decision") == guard["decision"]:
+        if guard is not None and cast(StopCancelledData, event.data).get("decision") == guard["decision"]:
             cp.guard = None  # Keep running
     elif typ == t.RUN_FAILED:
         # the projection marks the run failed only when this is the end of its current launch
         if cp.run.status == "failed" and cp.run.launch.get("resumable") and not stopped_by_us:
             cp.pending.append({"kind": ACTION_RESUME, "sid": sid, "id": event.id})
-    elif data.get("decision") == t.STOP:
+    elif (data := cast(DecisionData, event.data)).get("decision") == t.STOP:
         cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
-        if data.get("confirm_s"):
+        confirm_s = data.get("confirm_s")
+        if confirm_s:
             cp.guard = {"decision": event.id, "rule": data.get("rule"), "reason": data.get("reason"),
-                        "confirm_s": data["confirm_s"], "deadline": event.ts + data["confirm_s"]}  # fmt: skip
+                        "confirm_s": confirm_s, "deadline": event.ts + confirm_s}  # fmt: skip

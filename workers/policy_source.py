@@ -21,6 +21,7 @@ from pathlib import Path
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.payloads import PolicyLoadedData, PolicyRejectedData
 from trainwarden.policies.default import DEFAULT_SOURCE, default_policy
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.loader import load_policy
@@ -93,15 +94,18 @@ class PolicySource:
         log.error("policy file %s rejected; keeping policy %s:\n  %s", self.path, self.policy.hash,
                   "\n  ".join(problems))  # fmt: skip
         key = sha256("\n".join(problems))[:16]
+        data: PolicyRejectedData = {"source": str(self.path), "problems": problems, "kept": self.policy.hash}
         self._pending.append(
             make_event(t.POLICY_REJECTED, run=t.SYSTEM_RUN, host=self.host, producer=f"policy-rejected/{key}",
-                       seq=1, data={"source": str(self.path), "problems": problems, "kept": self.policy.hash})
+                       seq=1, data=data)
         )  # fmt: skip
 
     def _loaded(self, policy: Policy) -> Event:
         text = policy.text  # None for a policy built in code: replay --verify then needs --policy
-        data = {"policy": policy.hash, "name": policy.name, "source": str(self.path or DEFAULT_SOURCE),
-                "rules": len(policy.rules), "sha256": sha256(text) if text else None, "text": text}  # fmt: skip
+        data: PolicyLoadedData = {
+            "policy": policy.hash, "name": policy.name, "source": str(self.path or DEFAULT_SOURCE),
+            "rules": len(policy.rules), "sha256": sha256(text) if text else None, "text": text,
+        }  # fmt: skip
         return make_event(t.POLICY_LOADED, run=t.SYSTEM_RUN, host=self.host, producer=f"policy/{policy.hash}", seq=1,
                           data=data)  # fmt: skip
 

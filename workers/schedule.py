@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
+from trainwarden.events.payloads import TickData
 from trainwarden.events.redis_types import scored_members
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.policies.model import Policy
@@ -82,7 +83,7 @@ class Ticker:
         # seq from the due time: two dispatchers (or a retry) ticking the same due time append once.
         events = [
             make_event(t.TICK, run=run.decode(), host=self.host, producer=tick_producer(run.decode()),
-                       seq=int(score * 1000), data={"due": score}, ts=now)
+                       seq=int(score * 1000), data=TickData(due=float(score)), ts=now)
             for run, score in due
         ]  # fmt: skip
         self.store.append(events)

@@ -32,6 +32,8 @@ class Divergence:
         return self.rising + self.falling
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        # `falling` since the last eval: sum, count, last value ("tm": its name); previous `falling` mean ("pt",
+        # "ptw" the one before) and `rising` value ("pv", "was" the one before, "vm" its name); "r": evals in a row
         return {"s": 0.0, "n": 0, "last": None, "pt": None, "pv": None, "r": 0}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
@@ -107,7 +109,7 @@ class Baseline(OneMetric):
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         base = self.value if self.value is not None else lookup(config, self.config_key or "")
-        return {"b": finite(base)}
+        return {"b": finite(base)}  # the baseline (+ "m", "v", "c": name, value, verdict of the last eval)
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present

@@ -108,7 +108,8 @@ class Spike(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        return {"w": [], "o": [], "s": 0.0}  # window in arrival order; sorted (median); its sum (mean)
+        # window in arrival order; sorted (median); its sum (mean); when firing "m", "v", "b": name, value, base
+        return {"w": [], "o": [], "s": 0.0}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -172,7 +173,7 @@ class Trend(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        return {"h": [], "r": 0}
+        return {"h": [], "r": 0}  # the last count+1 values; evaluations in a row it moved (+ "m": the name read)
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -214,7 +215,7 @@ class Plateau(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        return {"w": []}
+        return {"w": []}  # the last `window` values (+ "m": the name read, "g": the relative gain last computed)
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+from trainwarden.events import catalogue
 from trainwarden.events import types as t
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import LocalTmuxController, StopTarget
@@ -69,6 +70,8 @@ def test_nan_in_a_live_run_is_stopped_with_evidence(store, tmp_path, tmux_socket
     assert not LocalTmuxController().is_running(StopTarget.from_launch("exp01", launched.data, default_host="x"))
     everything = json.dumps([e.data for e in events]) + json.dumps(pack) + report
     assert SECRET not in everything
+    # every event the agent, the launcher and the worker wrote has the payload docs/events.md gives its type
+    assert [p for e in events for p in catalogue.problems(e.type, e.data)] == []
 
 
 def test_demo_command_passes(tmp_path):

@@ -1,0 +1,357 @@
+"""The `data` of each event type, as TypedDicts: payloads stay plain dicts on the wire (and in old logs),
+so a type checker checks the keys where they are built and read while nothing changes at run time.
+
+A field is `NotRequired` where some producer leaves it out (see the catalogue for who emits what);
+`total=False` where the producers differ enough that every field is optional. A reader of a log
+written by an older or newer version must still use `.get` for optional fields: these types say
+what the producers of this version write, not what every log holds.
+
+No `from __future__ import annotations` here: Python 3.11 reads `NotRequired` from evaluated
+annotations only, and the catalogue renders docs/events.md from `__required_keys__`.
+"""
+
+from typing import Any, NotRequired, TypedDict
+
+# -- a run's life ---------------------------------------------------------------------------------
+
+
+class WandbNames(TypedDict):
+    project: str | None
+    group: str | None
+    run_name: str | None
+    entity: str | None
+
+
+class RunLaunchedData(TypedDict, total=False):
+    """Local launches (`trainwarden launch RUN -- CMD`) write the first group; launches of an
+    experiment from servers.yaml (CLI, plan, /launch, resume) the rest as well."""
+
+    host: str
+    session: str
+    tmux_socket: str | None
+    log_path: str
+    workdir: str
+    command: list[str]
+    stop_command: list[str] | None
+    env: dict[str, str]
+    config: dict[str, Any]  # the policy's baselines (`config_key`) are looked up here
+    experiment: str
+    server: str
+    pid: int | None
+    exit_file: str
+    run_dir: str
+    gpus: list[int]
+    stop_grace_s: float
+    attempt: int  # 1 for the first launch, n+1 for the n-th automatic resume
+    resume: bool
+    max_restarts: int
+    resumable: bool
+    wandb: WandbNames
+    total_steps: int | None
+    epochs: int | None
+    baseline: dict[str, Any] | None
+    plan: str  # the plan that launched it
+    requested_by: str  # the Slack user who asked for it (/launch)
+
+
+class RunStartedData(TypedDict):
+    pid: int | None  # the training process (None when it could not be read)
+    server: str  # the server in servers.yaml
+    launch: str  # id of the run.launched it follows
+
+
+class RunEndedData(TypedDict):
+    """`run.finished` (exit code 0) and `run.failed`."""
+
+    exit_code: int | None  # None: the process vanished without an exit file
+    by: NotRequired[str]  # agent@HOST when the agent saw it
+    attempt: NotRequired[int]  # which launch of the experiment: 1, then 2 after the first automatic resume, ...
+    launch: NotRequired[int]  # seq of the run.launched that ended (a relaunch may already be recorded)
+    log_tail: NotRequired[list[str]]  # last log lines, secrets masked (failures only)
+    reason: NotRequired[str]
+
+
+# -- what the agent observes ----------------------------------------------------------------------
+
+
+class MetricData(TypedDict, total=False):
+    """Known keys only: every other key is a metric, its canonical name -> a number (NaN/Inf kept)."""
+
+    step: int  # the training step
+    epoch: float  # the epoch
+
+
+class GpuData(TypedDict, total=False):
+    gpu: int  # index
+    uuid: str
+    name: str
+    gpu_util: float  # % of time a kernel ran
+    mem_util: float
+    mem_used_mb: float
+    mem_total_mb: float
+    gpu_temp: float
+    power_w: float
+    throttle: list[str]
+    ecc_corrected: int
+    ecc_uncorrected: int
+    mapped: str  # process: the run's processes are on it; config: the run's `gpus` say so
+
+
+class GpuXidData(TypedDict):
+    gpu: int
+    uuid: str
+    xid: int
+    meaning: str
+    severity: str  # critical | error | warning
+    mapped: bool  # False: on a GPU no run is known to use (sent to every run)
+
+
+class HealthData(TypedDict, total=False):
+    """A process sample (alive, pid, processes, rss_mb, cpu_pct) or a guard finding (check, ok, ...)."""
+
+    alive: bool
+    pid: int
+    processes: int
+    rss_mb: float
+    cpu_pct: float
+    check: str  # wandb_mode
+    ok: bool
+    wandb_mode: str
+    variable: str
+    process: str
+    reason: str
+
+
+class LogLineData(TypedDict):
+    tag: str  # oom | nccl | file_not_found | killed | traceback | error (agent/parse.py)
+    line: str  # secrets masked
+    lines: NotRequired[int]  # a traceback grouped into one event: how many lines
+
+
+class AgentHeartbeatData(TypedDict):
+    interval_s: float
+    versions: dict[str, str | None]
+    gpu: dict[str, Any]
+    sources: dict[str, Any]
+    spool: dict[str, Any]
+    runs_watched: int
+
+
+class SourceStatusData(TypedDict):
+    source: str  # metrics: the run's data source; nvml: GPU sampling
+    status: str  # wandb_ok | log_fallback | unreachable (metrics); unavailable (nvml)
+    reason: str
+    previous: NotRequired[str | None]
+    url: NotRequired[str | None]
+
+
+# -- what the workers decide and do ---------------------------------------------------------------
+
+
+class DecisionData(TypedDict):
+    decision: str  # STOP | WAIT | CONTINUE
+    rule: str | None
+    reason: str
+    trigger: str  # id of the event that caused it
+    policy: str  # hash of the policy that decided
+    values: NotRequired[dict[str, Any]]  # the offending values
+    severity: NotRequired[str]  # info | warning | critical
+    remedy: NotRequired[str | None]  # what to do, from the policy
+    anomaly: NotRequired[str | None]  # id of the event that opened the rule's anomaly
+    confirm_s: NotRequired[float]  # a guarded STOP: a person has this long to keep it running
+    run_host: NotRequired[str]  # the host the run is on
+
+
+class AnomalyOpenedData(TypedDict):
+    rule: str  # the rule's id in the policy
+    severity: str
+    reason: str
+    values: dict[str, Any]  # the offending values (metric name -> value, step)
+    remedy: str | None  # what to do about it, from the policy
+    decision: str | None  # what the rule asks for (STOP, WAIT) or None
+    trigger: str  # id of the event that made it open
+    policy: str  # hash of the policy
+    run_host: NotRequired[str]  # the host the run is on
+
+
+class AnomalyResolvedData(TypedDict):
+    rule: str
+    reason: str  # cleared, or rule removed from the policy
+    opened_by: str | None  # id of the event that opened it
+    policy: str  # hash of the policy
+    trigger: NotRequired[str]  # absent when the rule left the policy
+    run_host: NotRequired[str]
+
+
+class EvidenceBuiltData(TypedDict):
+    decision: str  # id of the STOP decision
+    rule: str | None
+    path: str  # the pack's directory
+    files: list[str]  # the pack's files
+    findings: str | None  # the findings file a note was appended to
+    summary: str  # the FINAL_SUMMARY line
+    run_host: str  # the host the run is on
+
+
+class StopRequestedData(TypedDict, total=False):
+    by: str  # policy | slack | cli
+    user: str  # who asked (Slack user, or the login name for the CLI)
+    rule: str | None  # the rule behind it, if any
+    reason: str
+    decision: str | None  # id of the decision it carries out; None for a /stop or a CLI stop tied to none
+    run_host: str
+
+
+class StopResultData(TypedDict):
+    """`stop.done` (with `detail`) and `stop.failed` (with `error` and `hint`)."""
+
+    request: str  # id of the stop.requested carried out
+    method: str  # stop_command | ctrl-c | tmux kill-session | none
+    session: str | None  # the run's tmux session
+    run_host: str  # the host the run is on
+    reason: str | None  # the request's reason
+    detail: NotRequired[str]
+    error: NotRequired[str]  # why it failed
+    hint: NotRequired[str]  # the command to stop it by hand
+
+
+class ResumeSkippedData(TypedDict):
+    reason: str  # why it was not relaunched
+    failure: str  # id of the run.failed
+
+
+class TickData(TypedDict):
+    due: float  # the scheduled time (a ts) it stands for
+
+
+class PolicyLoadedData(TypedDict):
+    policy: str  # content hash
+    name: str
+    source: str
+    rules: int  # how many rules
+    sha256: str | None  # of the text
+    text: str | None  # None for a policy built in code: replay --verify then needs --policy
+
+
+class PolicyRejectedData(TypedDict):
+    source: str
+    problems: list[str]  # file:line:column: what is wrong
+    kept: str  # hash of the policy still in force
+
+
+# functional form: "from" (the first stream entry the policy evaluated) is a Python keyword
+PolicyAppliedData = TypedDict(
+    "PolicyAppliedData",
+    {"policy": str, "name": str, "previous": str | None, "from": NotRequired[str], "run_host": NotRequired[str]},
+)
+
+# -- people, Slack, the watchdog ------------------------------------------------------------------
+
+
+class CommandData(TypedDict):
+    """`command.received` and `command.denied`."""
+
+    command: str  # /stop, /snooze, ... or a button's action
+    user: str  # the Slack user
+    channel: str  # Slack channel id
+    via: str  # slash, or the button's action id
+    text: str  # the command's text, secrets masked
+
+
+class SnoozeSetData(TypedDict, total=False):
+    by: str  # slack
+    rule: str | None  # None: every rule
+    until: float
+    user: str  # the Slack user
+    seconds: float  # /snooze's duration
+    decision: str  # the guarded STOP (Keep running)
+
+
+class StopCancelledData(TypedDict):
+    by: str  # slack
+    user: str  # the Slack user
+    rule: str  # the rule whose STOP was kept running
+    until: float
+    decision: str  # id of the guarded STOP decision kept running
+
+
+class LaunchFailedData(TypedDict):
+    by: str  # slack
+    server: str
+    user: str  # the Slack user
+    error: str  # why the launch failed
+
+
+class NotificationData(TypedDict):
+    """`notification.intent` (with `at`) and `notification.sent` (with `ts`, `reconciled`)."""
+
+    key: str  # the notice's key (the event it is about): one message per key
+    channel: str  # Slack channel id
+    thread_ts: str | None  # the thread it is posted in, None for a new thread
+    text: str  # the message text
+    at: NotRequired[float]  # when the post was attempted
+    ts: NotRequired[str | None]  # the posted message's Slack ts
+    reconciled: NotRequired[bool]  # found already posted after a crash
+
+
+class WatchdogStalledData(TypedDict):
+    detail: str  # what is stuck
+    since: float  # when it was first seen stuck
+
+
+class WatchdogRecoveredData(TypedDict):
+    detail: str
+    stalled_s: float  # how long it was stuck
+
+
+# -- remote runs: preflight, plans, checkpoints ---------------------------------------------------
+
+
+class PreflightData(TypedDict):
+    experiment: str
+    server: str
+    check: str  # the check's name
+    ok: bool
+    detail: str  # what it found
+    remedy: str | None  # how to fix a failed check
+
+
+class LaunchRefusedData(TypedDict):
+    experiment: str
+    server: str
+    check: str  # the check that failed
+    reason: str
+
+
+class PlanStartedData(TypedDict):
+    plan: str
+    experiments: list[str]
+    depends_on: dict[str, list[str]]  # experiment -> the experiments it waits for
+    source: str  # the plan's file
+
+
+class PlanStepData(TypedDict):
+    plan: str
+    experiment: str
+    state: str  # launching | running | refused | finished | failed | stopped | blocked
+    reason: NotRequired[str]
+    gpus: NotRequired[list[int]]
+    at: NotRequired[float]  # when the launch began
+    server: NotRequired[str]
+    launch_seq: NotRequired[int]  # seq of its run.launched
+
+
+class PlanFinishedData(TypedDict):
+    plan: str
+    experiments: dict[str, str]  # experiment -> its final state
+
+
+class CheckpointSavedData(TypedDict, total=False):
+    path: str
+    metric: float  # the value of the experiment's best_metric
+
+
+class CheckpointDeletedData(TypedDict):
+    path: str  # the deleted file
+    server: str
+    reason: str  # why retention let it go
