@@ -22,7 +22,8 @@ POLICY = """\
 """
 
 # PolicyState.to_dict() as the previous version wrote it into the checkpoint (keys k, c, n, esc, open,
-# resolved; the policy hash and rule digests are this version's, whose metric vocabulary differs), after 10 healthy samples and 2 bad ones: loss-spike open, gn holding for 2 of its 3 samples.
+# resolved; the policy hash and rule digests are this version's, whose metric vocabulary differs), after
+# 10 healthy samples and 2 bad ones: loss-spike open, gn holding for 2 of its 3 samples.
 OLD_POLICY_STATE = json.loads("""{"config": {}, "deciding": {}, "decision": "CONTINUE", "dirty": false,
 "ended": false, "kept": {}, "last_input": 1800000011.0, "launch_seq": null, "now": 1800000011.0,
 "policy": "9063a0142caf0543", "rules": {"gn": {"c": true, "esc": false, "k": {"m": "grad_norm", "v": 150.0},
