@@ -101,6 +101,12 @@ class Rule:
         }
 
 
+# The layout of the kinds' own state (`Kind.initial`): part of each rule's digest and of the policy's hash, so
+# that a run whose state was saved in another layout (the short keys of earlier versions) has the policy applied
+# again and each rule's window started over, instead of being misread.
+KIND_STATE_LAYOUT = 2
+
+
 def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -182,9 +188,13 @@ class Policy:
 
     def __post_init__(self) -> None:
         described = [r.describe() for r in self.rules]
-        object.__setattr__(self, "sigs", tuple(_digest(d) for d in described))
+        object.__setattr__(self, "sigs", tuple(_digest({"rule": d, "state": KIND_STATE_LAYOUT}) for d in described))
         # Content hash recorded with every decision, so a replay knows which policy made it.
-        object.__setattr__(self, "hash", _digest({"name": self.name, "startup": self.startup_s, "rules": described}))
+        object.__setattr__(
+            self,
+            "hash",
+            _digest({"name": self.name, "startup": self.startup_s, "rules": described, "state": KIND_STATE_LAYOUT}),
+        )
         object.__setattr__(self, "index", Index.build(self.rules))
 
     def rule(self, rule_id: str) -> Rule | None:

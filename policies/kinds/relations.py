@@ -32,9 +32,17 @@ class Divergence:
         return self.rising + self.falling
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        # `falling` since the last eval: sum, count, last value ("tm": its name); previous `falling` mean ("pt",
-        # "ptw" the one before) and `rising` value ("pv", "was" the one before, "vm" its name); "r": evals in a row
-        return {"s": 0.0, "n": 0, "last": None, "pt": None, "pv": None, "r": 0}
+        # the `falling` (training) values since the last eval: sum, count, last one (+ "train_metric": its name);
+        # at each eval the training mean and the `rising` value (+ "train_mean_before", "val_value_before": the
+        # previous eval's, "val_metric": its name); evals in a row it diverged
+        return {
+            "train_sum": 0.0,
+            "train_count": 0,
+            "train_last": None,
+            "train_mean": None,
+            "val_value": None,
+            "in_a_row": 0,
+        }
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -48,31 +56,38 @@ class Divergence:
         v = finite(data[name])
         if v is None:
             return None
-        cur_train = st["s"] / st["n"] if st["n"] else st["last"]
+        cur_train = st["train_sum"] / st["train_count"] if st["train_count"] else st["train_last"]
         if cur_train is None:
             return None
-        pv, pt = st["pv"], st["pt"]
+        pv, pt = st["val_value"], st["train_mean"]
         if pv is not None and pt is not None:
-            st["r"] = st["r"] + 1 if (v > pv and cur_train < pt) else 0
-        st["vm"], st["was"], st["pv"], st["ptw"], st["pt"] = name, pv, v, pt, cur_train
-        st["s"], st["n"] = 0.0, 0
-        return st["r"] >= self.count
+            st["in_a_row"] = st["in_a_row"] + 1 if (v > pv and cur_train < pt) else 0
+        st["val_metric"], st["val_value_before"], st["val_value"], st["train_mean_before"], st["train_mean"] = (
+            name,
+            pv,
+            v,
+            pt,
+            cur_train,
+        )
+        st["train_sum"], st["train_count"] = 0.0, 0
+        return st["in_a_row"] >= self.count
 
     @staticmethod
     def _train(st: dict[str, Any], name: str, value: Any) -> None:
         tv = finite(value)
         if tv is not None:
-            st["s"] += tv
-            st["n"] += 1
-            st["last"] = tv
-            st["tm"] = name
+            st["train_sum"] += tv
+            st["train_count"] += 1
+            st["train_last"] = tv
+            st["train_metric"] = name
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        train = st.get("tm", self.falling[0])
+        train = st.get("train_metric", self.falling[0])
         return (
-            f"{st['vm']} rose to {fmt(st['pv'])} (from {fmt(st['was'])}) while {train} fell to {fmt(st['pt'])} "
-            f"(from {fmt(st['ptw'])}), {st['r']} evals in a row",
-            {st["vm"]: st["pv"], train: st["pt"]},
+            f"{st['val_metric']} rose to {fmt(st['val_value'])} (from {fmt(st['val_value_before'])}) "
+            f"while {train} fell to {fmt(st['train_mean'])} (from {fmt(st['train_mean_before'])}), "
+            f"{st['in_a_row']} evals in a row",
+            {st["val_metric"]: st["val_value"], train: st["train_mean"]},
         )
 
     def params(self) -> dict[str, Any]:
@@ -109,11 +124,12 @@ class Baseline(OneMetric):
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         base = self.value if self.value is not None else lookup(config, self.config_key or "")
-        return {"b": finite(base)}  # the baseline (+ "m", "v", "c": name, value, verdict of the last eval)
+        # the baseline (+ "metric", "value", "verdict": the name read, its value, the last eval's verdict)
+        return {"baseline": finite(base)}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
-        b = st["b"]
+        b = st["baseline"]
         if b is None:
             return None
         found = (name, event.data[name])
@@ -121,15 +137,15 @@ class Baseline(OneMetric):
             return None
         better = (b - v) if self.mode == "min" else (v - b)
         band = self.tolerance * abs(b)
-        st["m"], st["v"] = found[0], v
-        st["c"] = "improving" if better > band else ("worse" if better < -band else "flat")
-        return st["c"] in self.fire_on
+        st["metric"], st["value"] = found[0], v
+        st["verdict"] = "improving" if better > band else ("worse" if better < -band else "flat")
+        return st["verdict"] in self.fire_on
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return (
-            f"{st['m']}={fmt(st['v'])} is {st['c']} vs the expected baseline {fmt(st['b'])} "
+            f"{st['metric']}={fmt(st['value'])} is {st['verdict']} vs the expected baseline {fmt(st['baseline'])} "
             f"(tolerance {self.tolerance:.0%})",
-            {st["m"]: st["v"], "baseline": st["b"], "verdict": st["c"]},
+            {st["metric"]: st["value"], "baseline": st["baseline"], "verdict": st["verdict"]},
         )
 
     def params(self) -> dict[str, Any]:
@@ -151,7 +167,7 @@ class LrSchedule(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        return {"peak": None, "trough": None, "pos": False}
+        return {"peak": None, "trough": None, "seen_positive": False}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -161,9 +177,9 @@ class LrSchedule(OneMetric):
         if not math.isfinite(v):
             return self._firing(st, name, v, "non-finite")
         if v <= 0:
-            return self._firing(st, name, v, "zero") if self.zero and st["pos"] else False
-        if not st["pos"]:
-            st["pos"] = True
+            return self._firing(st, name, v, "zero") if self.zero and st["seen_positive"] else False
+        if not st["seen_positive"]:
+            st["seen_positive"] = True
         peak, trough = st["peak"], st["trough"]
         if trough is None:
             if peak is None or v > peak:
@@ -180,11 +196,11 @@ class LrSchedule(OneMetric):
 
     @staticmethod
     def _firing(st: dict[str, Any], name: str | None, v: float, why: str) -> bool:
-        st["m"], st["v"], st["why"] = name, v, why  # kept only when firing: that is what `explain` reports
+        st["metric"], st["value"], st["why"] = name, v, why  # kept only when firing: that is what `explain` reports
         return True
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        m, v = st["m"], st["v"]
+        m, v = st["metric"], st["value"]
         if st.get("why") == "rising":
             return f"{m}={fmt(v)} rose above {fmt(st['trough'])} while the schedule decays", {m: v}
         if st.get("why") == "zero":

@@ -109,13 +109,13 @@ class Status:
         if self.field_name not in event.data:
             return None
         value = event.data[self.field_name]
-        st["v"] = value
+        st["value"] = value
         st["why"] = str(event.data.get("reason") or "")[:200]
         return "*" in self.values or str(value) in self.values
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         why = f" ({st['why']})" if st.get("why") else ""
-        return f"{self.field_name}={st['v']}{why}", {self.field_name: st["v"]}
+        return f"{self.field_name}={st['value']}{why}", {self.field_name: st["value"]}
 
     def params(self) -> dict[str, Any]:
         return {"event": self.event_type, "field": self.field_name, "values": list(self.values)}

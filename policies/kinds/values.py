@@ -48,11 +48,11 @@ class NonFinite(OneMetric):
             return None
         if math.isfinite(v):
             return False
-        st["m"], st["v"] = name, v  # kept only when firing: that is what `explain` reports
+        st["metric"], st["value"] = name, v  # kept only when firing: that is what `explain` reports
         return True
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        return f"{st['m']}={fmt(st['v'])}", {st["m"]: st["v"]}
+        return f"{st['metric']}={fmt(st['value'])}", {st["metric"]: st["value"]}
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "event": sorted(self.events)}
@@ -76,14 +76,14 @@ class Threshold(OneMetric):
         if v is None:
             return None if number(raw) is None else False
         if (self.above is not None and v > self.above) or (self.below is not None and v < self.below):
-            st["m"], st["v"] = name, v  # kept only when firing: that is what `explain` reports
+            st["metric"], st["value"] = name, v  # kept only when firing: that is what `explain` reports
             return True
         return False
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        v = st["v"]
+        v = st["value"]
         limit = f"> {fmt(self.above)}" if self.above is not None and v > self.above else f"< {fmt(self.below)}"
-        return f"{st['m']}={fmt(v)} {limit}", {st["m"]: v}
+        return f"{st['metric']}={fmt(v)} {limit}", {st["metric"]: v}
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "above": self.above, "below": self.below, "event": sorted(self.events)}
@@ -108,8 +108,9 @@ class Spike(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        # window in arrival order; sorted (median); its sum (mean); when firing "m", "v", "b": name, value, base
-        return {"w": [], "o": [], "s": 0.0}
+        # the window in arrival order, sorted (for the median) and its sum (for the mean); when firing also
+        # "metric", "value", "baseline": the name read, its value and the trailing statistic it was compared with
+        return {"window": [], "sorted_window": [], "window_sum": 0.0}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -118,42 +119,42 @@ class Spike(OneMetric):
             v = finite(v)
             if v is None:
                 return None
-        window: list[float] = st["w"]
+        window: list[float] = st["window"]
         median = self.stat == "median"
         base: float | None = None
         if len(window) >= self.min_samples:
             if median:
-                ordered: list[float] = st["o"]
+                ordered: list[float] = st["sorted_window"]
                 mid = len(ordered) // 2
                 base = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
             else:
-                base = st["s"] / len(window)
+                base = st["window_sum"] / len(window)
         up = self.direction == "up"
         fired = base is not None and base > 0 and (v > self.ratio * base if up else v * self.ratio < base)
         if fired:
-            st["m"], st["v"], st["b"] = name, v, base
+            st["metric"], st["value"], st["baseline"] = name, v, base
             return True
         window.append(v)
         if median:
-            bisect.insort(st["o"], v)
+            bisect.insort(st["sorted_window"], v)
         else:
-            st["s"] += v
+            st["window_sum"] += v
         if len(window) > self.window:
             old = window.pop(0)
             if median:
-                del st["o"][bisect.bisect_left(st["o"], old)]
+                del st["sorted_window"][bisect.bisect_left(st["sorted_window"], old)]
             else:
-                st["s"] -= old
+                st["window_sum"] -= old
         return False
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        v, b = st["v"], st["b"]
+        v, b = st["value"], st["baseline"]
         times = v / b if b else math.inf
         if self.direction == "up":
             why = f"{fmt(times)}x its trailing {self.stat} {fmt(b)}"
         else:
             why = f"below 1/{fmt(self.ratio)} of its trailing {self.stat} {fmt(b)}"
-        return f"{st['m']}={fmt(v)} is {why}", {st["m"]: v, f"trailing_{self.stat}": b}
+        return f"{st['metric']}={fmt(v)} is {why}", {st["metric"]: v, f"trailing_{self.stat}": b}
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "ratio": self.ratio, "window": self.window, "stat": self.stat,
@@ -173,7 +174,8 @@ class Trend(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        return {"h": [], "r": 0}  # the last count+1 values; evaluations in a row it moved (+ "m": the name read)
+        # the last count+1 values; evaluations in a row it moved (+ "metric": the name read)
+        return {"history": [], "in_a_row": 0}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -181,21 +183,21 @@ class Trend(OneMetric):
         v = finite(found[1])
         if v is None:
             return None
-        history: list[float] = st["h"]
+        history: list[float] = st["history"]
         if history:
             prev = history[-1]
             delta = (v - prev) if self.direction == "rising" else (prev - v)
-            st["r"] = st["r"] + 1 if delta > self.min_delta * abs(prev) else 0
+            st["in_a_row"] = st["in_a_row"] + 1 if delta > self.min_delta * abs(prev) else 0
         history.append(v)
         if len(history) > self.count + 1:
             del history[0]
-        st["m"] = found[0]
-        return st["r"] >= self.count
+        st["metric"] = found[0]
+        return st["in_a_row"] >= self.count
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         verb = "rose" if self.direction == "rising" else "fell"
-        path = " -> ".join(fmt(x) for x in st["h"])
-        return f"{st['m']} {verb} {st['r']} evals in a row ({path})", {st["m"]: st["h"][-1]}
+        path = " -> ".join(fmt(x) for x in st["history"])
+        return f"{st['metric']} {verb} {st['in_a_row']} evals in a row ({path})", {st["metric"]: st["history"][-1]}
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "direction": self.direction, "count": self.count,
@@ -215,7 +217,8 @@ class Plateau(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        return {"w": []}  # the last `window` values (+ "m": the name read, "g": the relative gain last computed)
+        # the last `window` values (+ "metric": the name read, "gain": the relative gain last computed)
+        return {"window": []}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -223,11 +226,11 @@ class Plateau(OneMetric):
         v = finite(found[1])
         if v is None:
             return None
-        window: list[float] = st["w"]
+        window: list[float] = st["window"]
         window.append(v)
         if len(window) > self.window:
             del window[0]
-        st["m"] = found[0]
+        st["metric"] = found[0]
         if len(window) < self.window:
             return False
         half = self.window // 2
@@ -236,13 +239,13 @@ class Plateau(OneMetric):
         if older == 0:
             return False
         gain = (older - newer) if self.mode == "min" else (newer - older)
-        st["g"] = gain / abs(older)
-        return st["g"] < self.eps
+        st["gain"] = gain / abs(older)
+        return st["gain"] < self.eps
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return (
-            f"{st['m']} improved {st['g']:.2%} over the last {self.window} values (< {self.eps:.2%})",
-            {st["m"]: st["w"][-1], "improvement": st["g"]},
+            f"{st['metric']} improved {st['gain']:.2%} over the last {self.window} values (< {self.eps:.2%})",
+            {st["metric"]: st["window"][-1], "improvement": st["gain"]},
         )
 
     def params(self) -> dict[str, Any]:

@@ -22,16 +22,27 @@ POLICY = """\
 """
 
 # PolicyState.to_dict() as the previous version wrote it into the checkpoint (keys k, c, n, esc, open,
-# resolved; the policy hash and rule digests are this version's, whose metric vocabulary differs), after
-# 10 healthy samples and 2 bad ones: loss-spike open, gn holding for 2 of its 3 samples.
+# resolved), after 10 healthy samples and 2 bad ones: loss-spike open, gn holding for 2 of its 3 samples.
+# The policy hash and the rule digests are this version's, and so is the layout of the kinds' own state
+# (`k`); a state in the kinds' earlier layout is the next test's case.
 OLD_POLICY_STATE = json.loads("""{"config": {}, "deciding": {}, "decision": "CONTINUE", "dirty": false,
 "ended": false, "kept": {}, "last_input": 1800000011.0, "launch_seq": null, "now": 1800000011.0,
-"policy": "9063a0142caf0543", "rules": {"gn": {"c": true, "esc": false, "k": {"m": "grad_norm", "v": 150.0},
-"n": 2, "open": null, "reason": "", "resolved": null, "sig": "a6b9e0768fa98bd8", "since": 1800000010.0,
-"values": {}}, "loss-spike": {"c": true, "esc": false, "k": {"b": 1.0, "m": "loss", "o": [], "s": 10.0,
-"v": 3.0, "w": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]}, "n": 2, "open": "p:11",
-"reason": "loss=3 is 3x its trailing mean 1", "resolved": null, "sig": "19e1f2023043303a",
+"policy": "626a5afa87745dd1", "rules": {"gn": {"c": true, "esc": false,
+"k": {"metric": "grad_norm", "value": 150.0}, "n": 2, "open": null, "reason": "", "resolved": null,
+"sig": "a80d9c31a37e15dd", "since": 1800000010.0, "values": {}}, "loss-spike": {"c": true, "esc": false,
+"k": {"baseline": 1.0, "metric": "loss", "sorted_window": [], "window_sum": 10.0, "value": 3.0,
+"window": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]}, "n": 2, "open": "p:11",
+"reason": "loss=3 is 3x its trailing mean 1", "resolved": null, "sig": "05f8d58b6ce52c96",
 "since": 1800000010.0, "values": {"loss": 3.0, "trailing_mean": 1.0}}}, "start": 1800000000.0, "step": null}""")
+
+# The kinds' state in their earlier layout (short keys `w`, `s`, `m`, `v`, `b`) under that layout's digests.
+EARLIER_LAYOUT = {
+    "sig": "19e1f2023043303a",
+    "holding": True,
+    "samples": 2,
+    "since": 1800000010.0,
+    "kind_state": {"b": 1.0, "m": "loss", "o": [], "s": 10.0, "v": 3.0, "w": [1.0] * 10},
+}
 
 
 def _events() -> list:
@@ -55,7 +66,7 @@ def test_a_checkpoint_with_the_old_rule_keys_continues_exactly_where_it_left_off
     gn = cp.policy.rules["gn"]
     assert (gn.holding, gn.samples, gn.since, gn.opened_by) == (True, 2, 1800000010.0, None)
     assert cp.policy.rules["loss-spike"].opened_by == "p:11"
-    assert len(cp.policy.rules["loss-spike"].kind_state["w"]) == 10
+    assert len(cp.policy.rules["loss-spike"].kind_state["window"]) == 10
 
     resumed = run(pol, events[12:], cp.policy)
     assert resumed == whole[2:]  # the same outputs, with the same reasons, as if never interrupted
@@ -71,3 +82,19 @@ def test_rule_state_is_saved_under_named_keys() -> None:
     assert PolicyState.from_dict(saved) == state
     assert isinstance(PolicyState.from_dict(saved).rules["gn"], RuleState)
     assert state.decision == t.CONTINUE
+
+
+def test_a_kind_state_in_an_earlier_layout_starts_its_window_over_instead_of_being_misread() -> None:
+    pol = policy(POLICY)
+    state = PolicyState.from_dict(json.loads(json.dumps(OLD_POLICY_STATE)))
+    state.policy = "c381f1c932532252"  # the hash the earlier version gave this policy
+    state.rules["loss-spike"] = RuleState.from_dict(dict(EARLIER_LAYOUT))
+    c = Clock()
+    c.seq = 13  # after the 13 events of `_events`
+    outputs = run(pol, [c.metric(12 + i, loss=1.0, grad_norm=1) for i in range(3)], state)
+    spike = state.rules["loss-spike"]
+    assert spike.sig == pol.sigs[0]
+    assert spike.kind_state["window"] == [1.0, 1.0, 1.0]  # a new window, in this version's layout
+    assert "w" not in spike.kind_state
+    assert state.policy == pol.hash  # applied again: the hash covers the layout of the kinds' state
+    assert not any(typ == t.DECISION and data["decision"] == t.STOP for typ, data in outputs)
