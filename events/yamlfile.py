@@ -62,6 +62,26 @@ def compose(text: str, source: str) -> yaml.Node | None:
         raise YamlFileError(f"{at}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
 
 
+_POSITION = re.compile(r"^(.*?):(\d+):(\d+): ")
+
+
+def in_file_order(problems: Sequence[str]) -> list[str]:
+    """Problems sorted by file, line and column (they are found section by section, not top to bottom);
+    any without a position keep their order, after the others."""
+
+    def key(problem: str) -> tuple[int, str, int, int]:
+        m = _POSITION.match(problem)
+        return (0, m[1], int(m[2]), int(m[3])) if m else (1, "", 0, 0)
+
+    return sorted(problems, key=key)
+
+
+def did_you_mean(word: str, choices: Collection[str]) -> str:
+    """'; did you mean 'x'?' for the closest of `choices`, or '' when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
 def report(problems: Sequence[str]) -> str:
     """One message for several problems; a single one stays on one line."""
     if len(problems) == 1:
@@ -87,6 +107,7 @@ class Context:
     def check(self, error: type[TrainwardenError] = YamlFileError) -> None:
         """Raise `error` listing every problem, if there is one; its `problems` attribute holds them."""
         if self.problems:
+            self.problems[:] = in_file_order(self.problems)
             exc = error(report(self.problems))
             exc.problems = list(self.problems)  # type: ignore[attr-defined]  # read by callers that list them
             raise exc
@@ -356,11 +377,9 @@ class Reader:
         expected = sorted(self.used)
         for key, (key_node, _) in self.fields.items():
             if key not in self.used:
-                close = difflib.get_close_matches(key, expected, n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else ""
                 self.ctx.problem(
                     key_node, f"unknown {self.ctx.noun} '{key}' in {self.what}; expected one of: "
-                    f"{', '.join(expected)}{hint}"
+                    f"{', '.join(expected)}{did_you_mean(key, expected)}"
                 )  # fmt: skip
 
     def json_schema(self) -> Schema:

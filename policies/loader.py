@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from trainwarden.events import types as t
 from trainwarden.events.errors import YamlFileError
-from trainwarden.events.yamlfile import Schema, compose, document_schema, plain
+from trainwarden.events.yamlfile import Schema, compose, did_you_mean, document_schema, in_file_order, plain
 from trainwarden.policies.durations import Persistence
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.kinds import READERS
@@ -63,7 +63,7 @@ def load_policy(text: str, *, source: str) -> Policy:
         ctx.problem(root, "the policy needs a list of 'rules'")
     top.finish()
     if ctx.problems:
-        raise PolicyError(ctx.problems, source=source)
+        raise PolicyError(in_file_order(ctx.problems), source=source)
     return Policy(name=name, rules=tuple(rules), startup_s=startup_s, text=text, source=source)
 
 
@@ -106,7 +106,11 @@ def _rule(node: yaml.Node, ctx: PolicyContext, seen: dict[str, yaml.Node]) -> Ru
         return None
     reader = READERS.get(kind_name)
     if reader is None:
-        r.fail("kind", f"unknown rule kind {kind_name!r}; expected one of: {', '.join(sorted(READERS))}")
+        r.fail(
+            "kind",
+            f"unknown rule kind {kind_name!r}; expected one of: {', '.join(sorted(READERS))}"
+            f"{did_you_mean(kind_name, READERS)}",
+        )
         return None
     r.what = f"rule '{rule_id}' (kind {kind_name})"
     kind = reader(r)

@@ -71,7 +71,10 @@ def test_problems_in_several_experiment_files_are_reported_together(tmp_path):
     with pytest.raises(YamlFileError) as info:
         load_fleet(servers, sorted(tmp_path.glob("exp-*.yaml")))
     assert [p.split(": ", 1)[0].rsplit("/", 1)[1] for p in info.value.problems] == [
-        "exp-a.yaml:4:9", "exp-b.yaml:4:29", "exp-a.yaml:2:9"]  # fmt: skip
+        "exp-a.yaml:2:9",
+        "exp-a.yaml:4:9",
+        "exp-b.yaml:4:29",
+    ]  # fmt: skip  (by file, then line)
     assert "3 problems" in str(info.value)
 
 

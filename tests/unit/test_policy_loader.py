@@ -28,8 +28,8 @@ EXPECTED = {
         "2:10: 'startup' must be a duration like 30s, 10m, 2h or 1h30m, got 'half an hour'",
         "7:13: 'window' must be at least 2, got 0",
         "10:15: 'duration' must be a duration like 30s, 10m, 2h or 1h30m, got 15",
-        "14:15: 'severity' must be one of info, warning, critical, got 'fatal'",
         "13:14: 'pattern' is not a valid regular expression",
+        "14:15: 'severity' must be one of info, warning, critical, got 'fatal'",
     ],
 }
 

@@ -89,7 +89,12 @@ def test_every_problem_is_reported_not_only_the_first(tmp_path):
     with pytest.raises(ConfigError) as info:
         parse_settings(text, tmp_path / "tw.yaml", env={})
     problems = info.value.problems
-    assert [p.split(": ", 1)[0].rsplit("tw.yaml:", 1)[1] for p in problems] == ["4:19", "5:17", "7:15", "2:1"]
+    assert [p.split(": ", 1)[0].rsplit("tw.yaml:", 1)[1] for p in problems] == [
+        "2:1",
+        "4:19",
+        "5:17",
+        "7:15",
+    ]  # file order
     assert "4 problems" in str(info.value)
 
 
