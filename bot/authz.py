@@ -21,6 +21,7 @@ from trainwarden.bot.config import BotConfig
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.envelope import RUN_NAME_RE, make_event, time_seq
+from trainwarden.events.payloads import CommandData
 from trainwarden.events.redact import redact_text
 from trainwarden.events.store import EventStore
 
@@ -78,8 +79,8 @@ class Audit:
         self.experiments = frozenset(experiments)
 
     def record(self, event_type: str, request: Request) -> None:
-        data = {"command": f"/{request.command}", "user": request.user, "channel": request.channel,
-                "via": request.via, "text": redact_text(request.text)[:AUDIT_TEXT_MAX]}  # fmt: skip
+        data: CommandData = {"command": f"/{request.command}", "user": request.user, "channel": request.channel,
+                             "via": request.via, "text": redact_text(request.text)[:AUDIT_TEXT_MAX]}  # fmt: skip
         event = make_event(event_type, run=self._run_of(request), host=self.host, producer=f"slack/{self.host}",
                            seq=time_seq(), data=data)  # fmt: skip
         self.store.append_one(event)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from trainwarden.bot import messages
 from trainwarden.bot.stages import GUARD, Notice, NotifyState
 from trainwarden.events import types as t
+from trainwarden.events.payloads import AnomalyOpenedData, DecisionData
 
 ACTION_STOP_NOW = "tw_stop_now"  # guarded stop: stop at once
 ACTION_KEEP_RUNNING = "tw_keep_running"  # guarded stop: cancel it and snooze the rule
@@ -52,12 +53,12 @@ def stop_confirm_dialog(run: str) -> dict[str, Any]:
 def notice_blocks(
     notice: Notice, *, state: NotifyState, trend: tuple[str, list[float]] | None, snooze_s: float
 ) -> list[dict[str, Any]]:
-    d = notice.event.data
+    d = cast(AnomalyOpenedData | DecisionData, notice.event.data)  # others have no remedy: .get gives None
     extra: list[str] = []
     if trend and trend[1]:
         extra.append(messages.metric_trend(*trend))
-    if d.get("remedy") and notice.kind in WITH_BUTTONS | {GUARD, t.STOP}:
-        extra.append(messages.remedy(d["remedy"]))
+    if (remedy := d.get("remedy")) and notice.kind in WITH_BUTTONS | {GUARD, t.STOP}:
+        extra.append(messages.remedy(remedy))
     if state.wandb_url:
         extra.append(messages.wandb_link(state.wandb_url))
     if state.evidence and notice.kind in (t.STOP_DONE, t.STOP_FAILED, GUARD, t.STOP):

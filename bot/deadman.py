@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import cast
 
 import redis
 from trainwarden.bot import messages
@@ -19,6 +20,7 @@ from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.events.feed import DISPATCH_GROUP
+from trainwarden.events.payloads import WatchdogRecoveredData, WatchdogStalledData
 from trainwarden.events.redis_types import stream_entries
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
 
@@ -55,7 +57,7 @@ class Deadman:
             if isinstance(item, Malformed):
                 continue
             if item.type == t.WATCHDOG_STALLED:
-                return float(item.data.get("since", item.ts))
+                return float(cast(WatchdogStalledData, item.data).get("since", item.ts))
             if item.type == t.WATCHDOG_RECOVERED:
                 return None
         return None
@@ -89,14 +91,18 @@ class Deadman:
         problem = self.diagnose(now)
         if problem is not None and self._stalled_since is None:
             log.error("trainwarden stalled: %s", problem)
-            self._append(t.WATCHDOG_STALLED, {"detail": problem, "since": now}, now)
+            stalled: WatchdogStalledData = {"detail": problem, "since": now}
+            self._append(t.WATCHDOG_STALLED, stalled, now)
             self._stalled_since = now
         elif problem is None and self._stalled_since is not None:
-            data = {"detail": messages.progress_again(), "stalled_s": now - self._stalled_since}
-            self._append(t.WATCHDOG_RECOVERED, data, now)
+            recovered: WatchdogRecoveredData = {
+                "detail": messages.progress_again(),
+                "stalled_s": now - self._stalled_since,
+            }
+            self._append(t.WATCHDOG_RECOVERED, recovered, now)
             self._stalled_since = None
 
-    def _append(self, event_type: str, data: dict[str, object], now: float) -> None:
+    def _append(self, event_type: str, data: Mapping[str, object], now: float) -> None:
         event = make_event(event_type, run=SYSTEM_RUN, host=self.host, producer=f"watchdog/{self.host}",
                            seq=time_seq(), data=data, ts=now)  # fmt: skip
         self.store.append_one(event)

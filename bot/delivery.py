@@ -28,6 +28,7 @@ from trainwarden.bot.sink import Message, Sink
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.faults import failpoint
+from trainwarden.events.payloads import NotificationData
 from trainwarden.events.store import EventStore, redis_errors
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,9 @@ class Delivery:
         self._results.clear()
 
     def _record(self, message: Message, state: str, extra: dict[str, Any]) -> tuple[Event, Message, dict[str, Any]]:
-        data = {"key": message.key, "channel": message.channel, "thread_ts": message.thread_ts,
-                "text": message.text, **extra}  # fmt: skip
+        base: NotificationData = {"key": message.key, "channel": message.channel, "thread_ts": message.thread_ts,
+                                  "text": message.text}  # fmt: skip
+        data = {**base, **extra}  # at (intent), or ts and reconciled (sent)
         event_type = t.NOTIFICATION_INTENT if state == INTENT else t.NOTIFICATION_SENT
         event = make_event(event_type, run=message.run, host=self.host, producer=f"notify/{self.host}",
                            seq=time_seq(), data=data)  # fmt: skip

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from trainwarden.bot import blocks, commands, messages, status
 from trainwarden.bot.config import BotConfig
 from trainwarden.bot.errors import BadInput
+from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.redact import redact_text
@@ -56,9 +57,10 @@ class Handlers:
         self.fleet = fleet
         self.launcher = launcher
 
-    def _append(self, event_type: str, run: str, data: dict[str, Any]) -> Event:
+    def _append(self, event_type: str, run: str, data: Mapping[str, object]) -> Event:
+        """`data` is the type's payload (events/payloads.py), built by the caller so its keys are checked."""
         event = make_event(event_type, run=run, host=self.host, producer=f"slack/{self.host}", seq=time_seq(),
-                           data={"by": "slack", **data})  # fmt: skip
+                           data=data)  # fmt: skip
         self.store.append_one(event)
         return event
 
@@ -81,7 +83,9 @@ class Handlers:
             return Reply(messages.stop_confirm(run, reason), blocks=blocks.stop_prompt(run, reason))
         run = self._run(cmd.run)
         until = time.time() + cmd.seconds
-        self._append(t.SNOOZE_SET, run, {"rule": cmd.rule, "until": until, "user": user, "seconds": cmd.seconds})
+        snoozed: p.SnoozeSetData = {"by": "slack", "rule": cmd.rule, "until": until, "user": user,
+                                    "seconds": cmd.seconds}  # fmt: skip
+        self._append(t.SNOOZE_SET, run, snoozed)
         return Reply(messages.snoozed(run, cmd.rule, until, user), in_channel=True)
 
     def launch(self, cmd: commands.Launch, *, user: str) -> Reply:
@@ -98,7 +102,8 @@ class Handlers:
             except TrainwardenError as exc:
                 log.warning("launch of %s failed: %s", exp.name, exc)
                 error = redact_text(str(exc))
-                self._append(t.LAUNCH_FAILED, exp.name, {"server": exp.server, "user": user, "error": error})
+                failed: p.LaunchFailedData = {"by": "slack", "server": exp.server, "user": user, "error": error}
+                self._append(t.LAUNCH_FAILED, exp.name, failed)
 
         return Reply(messages.launching(exp.name, exp.server), then=perform)
 
@@ -107,7 +112,8 @@ class Handlers:
     def stop_run(self, value: dict[str, Any], *, user: str) -> Reply:
         run = self._run(str(value.get("run")))
         reason = redact_text(str(value.get("reason") or commands.DEFAULT_STOP_REASON))[: commands.MAX_TEXT]
-        self._append(t.STOP_REQUESTED, run, {"user": user, "reason": reason, "decision": value.get("decision")})
+        asked: p.StopRequestedData = {"by": "slack", "user": user, "reason": reason, "decision": value.get("decision")}
+        self._append(t.STOP_REQUESTED, run, asked)
         return Reply(messages.stop_requested(run, user))
 
     def cancel(self, value: dict[str, Any], *, user: str) -> Reply:
@@ -116,7 +122,8 @@ class Handlers:
     def snooze(self, value: dict[str, Any], *, user: str) -> Reply:
         run = self._run(str(value.get("run")))
         until = time.time() + float(value.get("seconds") or self.config.keep_running_snooze_s)
-        self._append(t.SNOOZE_SET, run, {"rule": value.get("rule"), "until": until, "user": user})
+        snoozed: p.SnoozeSetData = {"by": "slack", "rule": value.get("rule"), "until": until, "user": user}
+        self._append(t.SNOOZE_SET, run, snoozed)
         return Reply(messages.snoozed(run, value.get("rule"), until, user), in_channel=True)
 
     def stop_now(self, value: dict[str, Any], *, user: str) -> Reply:
@@ -125,8 +132,9 @@ class Handlers:
         if self.guard_outcome(run, decision) is not None:
             return Reply(messages.guard_already_closed(run))
         reason = f"{messages.BUTTON_STOP_NOW}: {value.get('rule')}"
-        self._append(t.STOP_REQUESTED, run, {"user": user, "reason": reason, "decision": decision,
-                                             "rule": value.get("rule")})  # fmt: skip
+        asked: p.StopRequestedData = {"by": "slack", "user": user, "reason": reason, "decision": decision,
+                                      "rule": value.get("rule")}  # fmt: skip
+        self._append(t.STOP_REQUESTED, run, asked)
         return Reply(messages.stop_requested(run, user))
 
     def keep_running(self, value: dict[str, Any], *, user: str) -> Reply:
@@ -135,10 +143,11 @@ class Handlers:
         if self.guard_outcome(run, decision) is not None:
             return Reply(messages.guard_already_closed(run))
         until = time.time() + self.config.keep_running_snooze_s
-        base = {"by": "slack", "user": user, "rule": rule, "until": until, "decision": decision}
+        kept: p.StopCancelledData = {"by": "slack", "user": user, "rule": rule, "until": until, "decision": decision}
+        snooze: p.SnoozeSetData = {"by": "slack", "user": user, "rule": rule, "until": until, "decision": decision}
         producer = f"slack/{self.host}"
-        cancelled = make_event(t.STOP_CANCELLED, run=run, host=self.host, producer=producer, seq=time_seq(), data=base)
-        snoozed = make_event(t.SNOOZE_SET, run=run, host=self.host, producer=producer, seq=time_seq(), data=base)
+        cancelled = make_event(t.STOP_CANCELLED, run=run, host=self.host, producer=producer, seq=time_seq(), data=kept)
+        snoozed = make_event(t.SNOOZE_SET, run=run, host=self.host, producer=producer, seq=time_seq(), data=snooze)
         self.store.append([cancelled, snoozed])  # one script call: both or neither
         return Reply(messages.kept_running(run, rule, until, user))
 
@@ -154,7 +163,8 @@ class Handlers:
                     continue
                 if item.id == decision:
                     return None
-                if item.type in (t.STOP_REQUESTED, t.STOP_CANCELLED) and item.data.get("decision") == decision:
+                settled = cast(p.StopRequestedData | p.StopCancelledData, item.data)
+                if item.type in (t.STOP_REQUESTED, t.STOP_CANCELLED) and settled.get("decision") == decision:
                     return item
             if len(entries) < GUARD_SCAN_PAGE:
                 return None

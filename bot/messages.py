@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
+from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.redact import redact_text
@@ -25,6 +26,7 @@ BAR_WIDTH = 10
 
 
 def where(event: Event) -> str:
+    """`run@host`: `run_host` is in the payload of every worker-made type that names the run's host."""
     return f"{event.run}@{event.data.get('run_host') or event.host}"
 
 
@@ -65,45 +67,45 @@ def number(value: object) -> str:
 
 
 def anomaly_opened(event: Event) -> str:
-    d = event.data
+    d = cast(p.AnomalyOpenedData, event.data)
     remedy = f" Try: {d['remedy']}." if d.get("remedy") else ""
     return f"ANOMALY {where(event)}: {d.get('reason')} ({d.get('rule')}, {d.get('severity')}).{remedy}"
 
 
 def anomaly_resolved(event: Event) -> str:
-    return f"RESOLVED {where(event)}: {event.data.get('rule')} is healthy again."
+    return f"RESOLVED {where(event)}: {cast(p.AnomalyResolvedData, event.data).get('rule')} is healthy again."
 
 
 def decision(event: Event) -> str:
-    d = event.data
+    d = cast(p.DecisionData, event.data)
     return f"{d.get('decision')} {where(event)}: {d.get('reason')} ({d.get('rule')})"
 
 
 def guarded_stop(event: Event) -> str:
-    d = event.data
+    d = cast(p.DecisionData, event.data)
     return f"Stopping {where(event)} in {fmt_duration(d.get('confirm_s', 0))}: {d.get('reason')} ({d.get('rule')})"
 
 
 def flapping(event: Event, *, openings: int, window_s: float) -> str:
-    rule = event.data.get("rule")
+    d = cast(p.AnomalyOpenedData, event.data)
     return (
-        f"FLAPPING {where(event)}: {rule} opened {openings} times in {fmt_duration(window_s)}; "
-        f"quiet until it settles. Last: {event.data.get('reason')}"
+        f"FLAPPING {where(event)}: {d.get('rule')} opened {openings} times in {fmt_duration(window_s)}; "
+        f"quiet until it settles. Last: {d.get('reason')}"
     )
 
 
 def stop_done(event: Event, evidence_path: str | None) -> str:
     pack = f" Evidence: {evidence_path}" if evidence_path else ""
-    return f"STOPPED {where(event)}: {event.data.get('detail')}.{pack}"
+    return f"STOPPED {where(event)}: {cast(p.StopResultData, event.data).get('detail')}.{pack}"
 
 
 def stop_failed(event: Event) -> str:
-    d = event.data
+    d = cast(p.StopResultData, event.data)
     return f"STOP FAILED {where(event)}: {d.get('error')}. Stop it by hand: {d.get('hint')}"
 
 
 def stop_cancelled(event: Event) -> str:
-    d = event.data
+    d = cast(p.StopCancelledData, event.data)
     return (
         f"KEPT RUNNING {where(event)}: <@{d.get('user')}> pressed Keep running; "
         f"{d.get('rule')} is snoozed until {clock(d.get('until', event.ts))}."
@@ -111,12 +113,12 @@ def stop_cancelled(event: Event) -> str:
 
 
 def run_failed(event: Event) -> str:
-    code = event.data.get("exit_code")
+    code = cast(p.RunEndedData, event.data).get("exit_code")
     return f"FAILED {where(event)}: the training process exited with code {code}."
 
 
 def policy_rejected(event: Event) -> str:
-    d = event.data
+    d = cast(p.PolicyRejectedData, event.data)
     problems = d.get("problems") or []
     first = problems[0] if problems else "unknown problem"
     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -127,7 +129,7 @@ def policy_rejected(event: Event) -> str:
 
 
 def launched(event: Event) -> str:
-    d = event.data
+    d = cast(p.RunLaunchedData, event.data)
     gpus = ",".join(str(g) for g in d.get("gpus") or []) or "-"
     return (
         f"LAUNCHED {event.run}@{d.get('server') or event.host} by <@{d.get('requested_by')}>: GPUs {gpus}, "
@@ -136,16 +138,18 @@ def launched(event: Event) -> str:
 
 
 def launch_failed(event: Event) -> str:
-    d = event.data
+    d = cast(p.LaunchFailedData, event.data)
     return f"LAUNCH FAILED {event.run}@{d.get('server')} (asked by <@{d.get('user')}>): {d.get('error')}"
 
 
 def watchdog_stalled(event: Event) -> str:
-    return f"TRAINWARDEN STALLED: {event.data.get('detail')}. Runs are not being watched until it recovers."
+    detail = cast(p.WatchdogStalledData, event.data).get("detail")
+    return f"TRAINWARDEN STALLED: {detail}. Runs are not being watched until it recovers."
 
 
 def watchdog_recovered(event: Event) -> str:
-    return f"TRAINWARDEN RECOVERED after {fmt_duration(event.data.get('stalled_s', 0))}: {event.data.get('detail')}."
+    d = cast(p.WatchdogRecoveredData, event.data)
+    return f"TRAINWARDEN RECOVERED after {fmt_duration(d.get('stalled_s', 0))}: {d.get('detail')}."
 
 
 def no_dispatcher() -> str:
@@ -166,15 +170,15 @@ def progress_again() -> str:
 
 def notification_text(event: Event, *, evidence_path: str | None = None) -> str | None:
     """The line for an event that needs a person, or None for everything else (healthy news)."""
-    d = event.data
+    decided = cast(p.DecisionData, event.data)  # read only for decisions
     text: str | None = None
     if event.type == t.ANOMALY_OPENED:
         text = anomaly_opened(event)
     elif event.type == t.ANOMALY_RESOLVED:
         text = anomaly_resolved(event)
-    elif event.type == t.DECISION and d.get("decision") == t.STOP and d.get("confirm_s"):
+    elif event.type == t.DECISION and decided.get("decision") == t.STOP and decided.get("confirm_s"):
         text = guarded_stop(event)
-    elif event.type == t.DECISION and d.get("decision") in (t.STOP, t.WAIT):
+    elif event.type == t.DECISION and decided.get("decision") in (t.STOP, t.WAIT):
         text = decision(event)
     elif event.type == t.STOP_DONE:
         text = stop_done(event, evidence_path)
@@ -186,7 +190,7 @@ def notification_text(event: Event, *, evidence_path: str | None = None) -> str 
         text = run_failed(event)
     elif event.type == t.POLICY_REJECTED:
         text = policy_rejected(event)
-    elif event.type == t.RUN_LAUNCHED and d.get("requested_by"):
+    elif event.type == t.RUN_LAUNCHED and cast(p.RunLaunchedData, event.data).get("requested_by"):
         text = launched(event)
     elif event.type == t.LAUNCH_FAILED:
         text = launch_failed(event)

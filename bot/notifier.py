@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from trainwarden.bot import messages
 from trainwarden.bot.blocks import notice_blocks, text_blocks
@@ -31,6 +31,7 @@ from trainwarden.events.errors import DecodeError
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import NOTIFY_GROUP, RECLAIM_IDLE_S, FeedEntry, GroupReader, parse_feed_entry
 from trainwarden.events.loop import run_loop
+from trainwarden.events.payloads import AnomalyOpenedData, DecisionData
 from trainwarden.events.projection import RunState
 from trainwarden.events.redis_types import hash_fields
 from trainwarden.events.run_view import run_state as read_run_state
@@ -193,7 +194,7 @@ class Notifier:
 def trend_of(notice: Notice, state: RunState) -> tuple[str, list[float]] | None:
     """The recent values of the metric the notice is about, oldest first, from the run's view (its
     bounded window of recent metrics), so no scan of the log back from the anomaly is needed."""
-    values = notice.event.data.get("values") or {}
+    values = cast(AnomalyOpenedData | DecisionData, notice.event.data).get("values") or {}
     name = next((k for k, v in values.items() if k != "step" and isinstance(v, int | float)), None)
     if name is None:
         return None

@@ -14,9 +14,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from trainwarden.bot import messages
+from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 
@@ -81,21 +82,21 @@ def select(state: NotifyState, event: Event) -> Notice | None:
     text = messages.notification_text(event, evidence_path=state.evidence)
     if text is None:
         return None
-    d = event.data
     kind = event.type
     if event.type == t.DECISION:
-        kind = GUARD if d.get("decision") == t.STOP and d.get("confirm_s") else d["decision"]
+        decided = cast(p.DecisionData, event.data)
+        kind = GUARD if decided.get("decision") == t.STOP and decided.get("confirm_s") else decided["decision"]
     close, outcome = None, None
     if state.guard and event.type in (t.STOP_DONE, t.STOP_FAILED):
         close, outcome = state.guard, messages.guard_outcome_stopped(state.stop_by)
     elif state.guard and event.type == t.STOP_CANCELLED:
-        close, outcome = state.guard, messages.guard_outcome_kept(d.get("user"))
+        close, outcome = state.guard, messages.guard_outcome_kept(cast(p.StopCancelledData, event.data).get("user"))
     return Notice(
         key=event.id,
         kind=kind,
         event=event,
         text=text,
-        rule=d.get("rule"),
+        rule=rule_of(event),
         broadcast=kind in (t.STOP, GUARD),
         update_parent=event.type in (t.ANOMALY_RESOLVED, t.WATCHDOG_RECOVERED),
         close_guard=close,
@@ -196,10 +197,11 @@ def commit(state: NotifyState, notice: Notice) -> None:
 
 def observe(state: NotifyState, event: Event) -> None:
     """Move the state forward by one event (context that later notices depend on)."""
-    d = event.data
-    rule = d.get("rule") or ""
+    rule = rule_of(event) or ""
     if event.type == t.RUN_LAUNCHED:
-        wandb_url = (d.get("config") or {}).get("wandb_url") or d.get("wandb_url")
+        # `config` is free-form (the run's own); no producer of this version writes a top-level `wandb_url`
+        config = cast(p.RunLaunchedData, event.data).get("config") or {}
+        wandb_url = config.get("wandb_url") or event.data.get("wandb_url")
         fresh = NotifyState(thread=state.thread, headline=state.headline, wandb_url=wandb_url)
         for f in dataclasses.fields(NotifyState):  # a new launch starts clean, in the same thread
             setattr(state, f.name, getattr(fresh, f.name))
@@ -210,21 +212,31 @@ def observe(state: NotifyState, event: Event) -> None:
     elif ends_run(event):
         state.ended = True
     elif event.type == t.STOP_REQUESTED:
-        state.stop_by = d.get("user") if d.get("by") == "slack" else None
+        asked = cast(p.StopRequestedData, event.data)
+        state.stop_by = asked.get("user") if asked.get("by") == "slack" else None
     elif event.type == t.STOP_CANCELLED:
         state.ended = False
-    elif event.type == t.EVIDENCE_BUILT and d.get("path"):
-        state.evidence = d["path"]
+    elif event.type == t.EVIDENCE_BUILT and (path := cast(p.EvidenceBuiltData, event.data).get("path")):
+        state.evidence = path
     elif event.type == t.SNOOZE_SET:
-        key = d.get("rule") or ALL_RULES
-        state.snoozes[key] = max(state.snoozes.get(key, 0.0), float(d.get("until", 0.0)))
+        snoozed = cast(p.SnoozeSetData, event.data)
+        key = snoozed.get("rule") or ALL_RULES
+        state.snoozes[key] = max(state.snoozes.get(key, 0.0), float(snoozed.get("until", 0.0)))
 
 
 def ends_run(event: Event) -> bool:
     """After this, symptoms like "GPU idle" or "run silent" are follow-ons, not news."""
     if event.type == t.DECISION:
-        return event.data.get("decision") == t.STOP and not event.data.get("confirm_s")
+        decided = cast(p.DecisionData, event.data)
+        return decided.get("decision") == t.STOP and not decided.get("confirm_s")
     return event.type in (t.STOP_DONE, t.RUN_FINISHED, t.RUN_FAILED)
+
+
+def rule_of(event: Event) -> str | None:
+    """The rule an event is about: a key that anomalies, decisions, stops and snoozes share, read untyped
+    because no one payload type holds it."""
+    rule: str | None = event.data.get("rule")
+    return rule
 
 
 def posted(state: NotifyState, notice: Notice, ts: str) -> None:

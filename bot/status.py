@@ -4,11 +4,13 @@ plan's fold), rendered one line per run."""
 from __future__ import annotations
 
 import time
+from typing import cast
 
 from trainwarden.bot import messages
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.metrics import first_of
+from trainwarden.events.payloads import PlanStartedData
 from trainwarden.events.projection import RunState, is_finite_number
 from trainwarden.events.redis_types import stream_entries
 from trainwarden.events.run_view import run_state
@@ -80,8 +82,9 @@ def plan_line(store: EventStore, stream: str) -> str | None:
     state = fold_plan(events)
     if started is None or state.finished:
         return None
-    names = started.data.get("experiments") or list(state.steps)
-    return messages.plan_status_line(started.data.get("plan", stream), [(n, state.state_of(n)) for n in names])
+    data = cast(PlanStartedData, started.data)
+    names = data.get("experiments") or list(state.steps)
+    return messages.plan_status_line(data.get("plan", stream), [(n, state.state_of(n)) for n in names])
 
 
 def overview(store: EventStore, *, now: float | None = None) -> str:

@@ -253,7 +253,7 @@ class CommandData(TypedDict):
 
     command: str  # /stop, /snooze, ... or a button's action
     user: str  # the Slack user
-    channel: str  # Slack channel id
+    channel: str | None  # Slack channel id (None when Slack's request names none)
     via: str  # slash, or the button's action id
     text: str  # the command's text, secrets masked
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from trainwarden.events import types as t
 from trainwarden.events.codec import json_safe
+from trainwarden.events.payloads import CheckpointDeletedData
 from trainwarden.events.projection import fold
 from trainwarden.events.store import EventStore, Malformed
 from trainwarden.remote.plan import PLAN_PREFIX
@@ -48,7 +49,7 @@ def collect(store: EventStore, *, out: Path, runs: list[str] | None = None) -> l
             "plan": launch.get("plan"),
         }))  # fmt: skip
         saved = [e.data for e in events if e.type == t.CHECKPOINT_SAVED]
-        deleted = [e.data.get("path") for e in events if e.type == t.CHECKPOINT_DELETED]
+        deleted = [cast(CheckpointDeletedData, e.data).get("path") for e in events if e.type == t.CHECKPOINT_DELETED]
         if saved or deleted:
             checkpoints[name] = {"saved": json_safe(saved), "deleted": deleted}
     training = out / "training"

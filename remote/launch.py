@@ -16,6 +16,7 @@ from typing import Any
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.payloads import LaunchRefusedData, PreflightData, RunLaunchedData, RunStartedData
 from trainwarden.events.redact import redact
 from trainwarden.events.store import EventStore
 from trainwarden.remote.errors import LaunchError, PreflightFailed, WandbGuardRefused
@@ -68,7 +69,8 @@ class RemoteLauncher:
         self.secrets = dict(secrets)
         self.today = today
 
-    def _event(self, event_type: str, run: str, data: dict[str, Any]) -> Event:
+    def _event(self, event_type: str, run: str, data: Mapping[str, object]) -> Event:
+        """`data` is the type's payload (events/payloads.py); secrets in it are masked before it is stored."""
         event = make_event(event_type, run=run, host=self.host, producer=f"launch/{self.host}", seq=time_seq(),
                            data=redact(data))  # fmt: skip
         self.store.append_one(event)
@@ -93,9 +95,9 @@ class RemoteLauncher:
         server = self.fleet.server_of(experiment)
         results = run_checks(self.shell, server, preflight_checks(experiment, server, gpu_ids, self.secrets))
         for r in results:
-            self._event(t.PREFLIGHT, experiment.name, {"experiment": experiment.name, "server": server.name,
-                                                       "check": r.name, "ok": r.ok, "detail": r.detail,
-                                                       "remedy": r.remedy})  # fmt: skip
+            checked: PreflightData = {"experiment": experiment.name, "server": server.name, "check": r.name,
+                                      "ok": r.ok, "detail": r.detail, "remedy": r.remedy}  # fmt: skip
+            self._event(t.PREFLIGHT, experiment.name, checked)
         return results
 
     def launch(
@@ -131,8 +133,9 @@ class RemoteLauncher:
         return self._start(experiment, server, gpus, command, attempt=attempt, resume=resume, extra=extra or {})
 
     def _refuse(self, experiment: Experiment, server: Server, check: str, reason: str) -> None:
-        self._event(t.LAUNCH_REFUSED, experiment.name, {"experiment": experiment.name, "server": server.name,
-                                                         "check": check, "reason": reason})  # fmt: skip
+        refused: LaunchRefusedData = {"experiment": experiment.name, "server": server.name, "check": check,
+                                      "reason": reason}  # fmt: skip
+        self._event(t.LAUNCH_REFUSED, experiment.name, refused)
 
     def _command(self, experiment: Experiment, server: Server, resume: bool) -> tuple[str, ...]:
         if not resume:
@@ -184,7 +187,8 @@ class RemoteLauncher:
                               f"{(started.stderr or started.stdout).strip()}", run=run)  # fmt: skip
         pid = int(started.stdout.split()[-1]) if started.stdout.split()[-1:] != ["NOPID"] else None
         wandb = experiment.wandb
-        launched = self._event(t.RUN_LAUNCHED, run, {
+        baseline = dict(experiment.baseline) if experiment.baseline is not None else None  # a dict on the wire
+        data: RunLaunchedData = {
             "experiment": run, "server": server.name, "host": server.name, "session": session,
             "tmux_socket": server.tmux_socket, "pid": pid, "log_path": paths.log, "exit_file": paths.exit_file,
             "run_dir": paths.run_dir, "workdir": experiment.code_dir or server.work_dir, "gpus": list(gpus),
@@ -193,11 +197,12 @@ class RemoteLauncher:
             "stop_grace_s": experiment.stop_grace_s, "attempt": attempt, "resume": resume,
             "max_restarts": experiment.max_restarts, "resumable": experiment.resume_command is not None,
             "wandb": {"project": wandb.project, "group": wandb.group, "run_name": wandb_name, "entity": wandb.entity},
-            "total_steps": experiment.total_steps, "epochs": experiment.epochs, "baseline": experiment.baseline,
+            "total_steps": experiment.total_steps, "epochs": experiment.epochs, "baseline": baseline,
             "config": {"source": experiment.source, "env": dict(experiment.env), "params": dict(experiment.params)},
-            **extra,
-        })  # fmt: skip
-        self._event(t.RUN_STARTED, run, {"pid": pid, "server": server.name, "launch": launched.id})
+        }  # fmt: skip
+        launched = self._event(t.RUN_LAUNCHED, run, {**data, **extra})  # extra: plan, requested_by
+        up: RunStartedData = {"pid": pid, "server": server.name, "launch": launched.id}
+        self._event(t.RUN_STARTED, run, up)
         self.store.redis.xadd(
             self.store.keys.agent_control(server.name),
             {"op": "watch", "run": run, "log": paths.log, "exit_file": paths.exit_file, "session": session,

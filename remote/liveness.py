@@ -10,13 +10,11 @@ once. (Its seq is the `run.launched` event's seq.)
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
-from trainwarden.events.payloads import RunEndedData
+from trainwarden.events.payloads import RunEndedData, RunLaunchedData
 from trainwarden.remote.fleet import Server
 from trainwarden.remote.runscript import tmux
 from trainwarden.remote.ssh import RemoteShell
@@ -41,7 +39,7 @@ def judge(exit_text: str | None, session_alive: bool) -> int | bool | None:
     return True if session_alive else None
 
 
-def check_remote_run(shell: RemoteShell, server: Server, launch: Mapping[str, Any]) -> Ended | None:
+def check_remote_run(shell: RemoteShell, server: Server, launch: RunLaunchedData) -> Ended | None:
     """None while the run is going; else how it ended."""
     exit_file, log = launch["exit_file"], launch["log_path"]
     # The session is probed before the exit file is read. The wrapper writes the exit file and
@@ -61,7 +59,7 @@ def check_remote_run(shell: RemoteShell, server: Server, launch: Mapping[str, An
     return Ended(exit_code=verdict if isinstance(verdict, int) else None, log_tail=tuple(tail.splitlines()))
 
 
-def ended_event(run: str, launch: Mapping[str, Any], launch_seq: int, ended: Ended, *, host: str, now: float) -> Event:
+def ended_event(run: str, launch: RunLaunchedData, launch_seq: int, ended: Ended, *, host: str, now: float) -> Event:
     """`run.finished` / `run.failed`; its seq is the launch's, so each launch ends exactly once."""
     attempt = int(launch.get("attempt", 1))
     data: RunEndedData = {"exit_code": ended.exit_code, "attempt": attempt, "launch": launch_seq}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, check_run_name, make_event, time_seq
+from trainwarden.events.payloads import RunLaunchedData
 from trainwarden.events.redact import redact
 from trainwarden.events.redis_types import field_map
 from trainwarden.events.store import EventStore, redis_errors
@@ -86,19 +87,18 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL, check=False)
     if proc.returncode != 0:
         raise LaunchError(f"tmux could not start session {session}: {proc.stderr.strip()}", run=spec.run)
-    data = redact(
-        {
-            "session": session,
-            "tmux_socket": spec.tmux_socket,
-            "host": host,
-            "log_path": str(spec.log_path),
-            "workdir": str(spec.workdir),
-            "command": list(spec.command),
-            "stop_command": list(spec.stop_command) if spec.stop_command else None,
-            "env": dict(spec.env),
-            "config": dict(spec.config),
-        }
-    )
+    launched: RunLaunchedData = {
+        "session": session,
+        "tmux_socket": spec.tmux_socket,
+        "host": host,
+        "log_path": str(spec.log_path),
+        "workdir": str(spec.workdir),
+        "command": list(spec.command),
+        "stop_command": list(spec.stop_command) if spec.stop_command else None,
+        "env": dict(spec.env),
+        "config": dict(spec.config),
+    }
+    data = redact(launched)
     event = make_event(t.RUN_LAUNCHED, run=spec.run, host=host, producer=f"launch/{host}", seq=time_seq(), data=data)
     store.append_one(event)
     control = {"op": "watch", "run": spec.run, "log": str(spec.log_path), "session": session,

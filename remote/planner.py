@@ -9,11 +9,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.payloads import PlanFinishedData, PlanStartedData, PlanStepData, RunLaunchedData
 from trainwarden.events.projection import fold
 from trainwarden.events.store import EventStore, Malformed
 from trainwarden.remote.errors import LaunchError
@@ -48,7 +49,8 @@ class PlanRunner:
         self.poll_s = poll_s
         self.report = report
 
-    def _append(self, plan: Plan, event_type: str, data: dict[str, Any]) -> None:
+    def _append(self, plan: Plan, event_type: str, data: Mapping[str, object]) -> None:
+        """`data` is the type's payload (events/payloads.py), built by the caller so its keys are checked."""
         self.store.append_one(make_event(event_type, run=plan.stream, host=self.host, producer=f"plan/{self.host}",
                                          seq=time_seq(), data=data))  # fmt: skip
 
@@ -60,14 +62,16 @@ class PlanRunner:
         state = self.state(plan)
         if not state.started:
             edges = {n: list(self.fleet.experiments[n].depends_on) for n in plan.experiments}
-            self._append(plan, t.PLAN_STARTED, {"plan": plan.name, "experiments": list(plan.experiments),
-                                                "depends_on": edges, "source": plan.source})  # fmt: skip
+            started: PlanStartedData = {"plan": plan.name, "experiments": list(plan.experiments), "depends_on": edges,
+                                        "source": plan.source}  # fmt: skip
+            self._append(plan, t.PLAN_STARTED, started)
         while not stop.is_set():
             state = self.state(plan)
             if is_done(plan, state):
                 if not state.finished:
                     summary = {name: state.state_of(name) for name in plan.experiments}
-                    self._append(plan, t.PLAN_FINISHED, {"plan": plan.name, "experiments": summary})
+                    finished: PlanFinishedData = {"plan": plan.name, "experiments": summary}
+                    self._append(plan, t.PLAN_FINISHED, finished)
                     self.report(f"plan {plan.name} done: " + ", ".join(f"{k}={v}" for k, v in summary.items()))
                 return self.state(plan)
             for name in plan.experiments:
@@ -84,7 +88,7 @@ class PlanRunner:
     def _status(self, name: str, state: PlanState) -> str:
         """Bring the run's log up to date (did it end?) and read its status from it."""
         run = fold(e for _, e in self.store.iter_run(name) if not isinstance(e, Malformed))
-        since = state.steps[name].get("launch_seq")
+        since = cast(PlanStepData, state.steps[name]).get("launch_seq")
         if run.status in ("launched", "running", "stopping") and run.launch.get("server"):
             server = self.fleet.servers.get(run.launch["server"])
             ended = check_remote_run(self.shell, server, run.launch) if server else None
@@ -95,36 +99,47 @@ class PlanRunner:
         return run_status(run, since_seq=since)
 
     def _apply(self, plan: Plan, step: Step) -> None:
-        data = {"plan": plan.name, "experiment": step.experiment, "state": step.state, "reason": step.reason}
+        data: PlanStepData = {"plan": plan.name, "experiment": step.experiment, "state": step.state,
+                              "reason": step.reason}  # fmt: skip
         if step.state == "running":
-            self._append(plan, t.PLAN_STEP, {**data, "state": "launching", "gpus": list(step.gpus), "at": time.time()})
+            launching: PlanStepData = {**data, "state": "launching", "gpus": list(step.gpus), "at": time.time()}
+            self._append(plan, t.PLAN_STEP, launching)
             self._launch(plan, step.experiment, step.gpus)
             return
         self.report(f"{step.experiment}: {step.state}" + (f" ({step.reason})" if step.reason else ""))
         self._append(plan, t.PLAN_STEP, data)
 
     def _launch(self, plan: Plan, name: str, gpus: tuple[int, ...]) -> None:
-        data = {"plan": plan.name, "experiment": name}
         try:
             launched = self.launcher.launch(name, gpu_ids=gpus, extra={"plan": plan.name})
         except LaunchError as exc:
-            self._append(plan, t.PLAN_STEP, {**data, "state": "refused", "reason": str(exc)})
+            refused: PlanStepData = {"plan": plan.name, "experiment": name, "state": "refused", "reason": str(exc)}
+            self._append(plan, t.PLAN_STEP, refused)
             self.report(f"{name}: launch refused: {exc}")
             return
         self._running(plan, launched)
 
     def _running(self, plan: Plan, launched: Event) -> None:
-        data = launched.data
-        self._append(plan, t.PLAN_STEP, {"plan": plan.name, "experiment": launched.run, "state": "running",
-                                         "reason": "", "gpus": data["gpus"], "server": data["server"],
-                                         "launch_seq": launched.seq})  # fmt: skip
+        data = cast(RunLaunchedData, launched.data)
+        running: PlanStepData = {
+            "plan": plan.name,
+            "experiment": launched.run,
+            "state": "running",
+            "reason": "",
+            "gpus": data["gpus"],
+            "server": data["server"],
+            "launch_seq": launched.seq,
+        }
+        self._append(plan, t.PLAN_STEP, running)
         self.report(f"{launched.run}: launched on {data['server']} GPUs {data['gpus']}")
 
-    def _adopt_or_relaunch(self, plan: Plan, name: str, step: dict[str, Any]) -> None:
+    def _adopt_or_relaunch(self, plan: Plan, name: str, latest: dict[str, Any]) -> None:
         """A previous runner died mid-launch: adopt the run it started, or launch it now."""
+        step = cast(PlanStepData, latest)
         for _, e in self.store.iter_run(name):
-            if isinstance(e, Event) and e.type == t.RUN_LAUNCHED and e.data.get("plan") == plan.name \
-                    and e.ts >= step.get("at", 0):  # fmt: skip
+            if not isinstance(e, Event) or e.type != t.RUN_LAUNCHED:
+                continue
+            if cast(RunLaunchedData, e.data).get("plan") == plan.name and e.ts >= step.get("at", 0):
                 self._running(plan, e)
                 return
         self._launch(plan, name, tuple(step.get("gpus", ())))

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from trainwarden import (
     archive_commands,
@@ -27,6 +28,7 @@ from trainwarden.errors import ConfigError, TrainwardenError, UnknownRun
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.events.errors import StoreError, StoreUnavailable
+from trainwarden.events.payloads import RunLaunchedData, StopRequestedData
 from trainwarden.events.redact import redact_text
 from trainwarden.extras import MissingExtra, require
 from trainwarden.settings import Settings, load_settings
@@ -132,8 +134,9 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
         stop_command=tuple(args.stop_command.split()) if args.stop_command else None,
     )
     event = launch_local(spec, store=wiring.store(settings), host=settings.host)
-    print(f"launched {args.run} in tmux session {event.data['session']}; log: {event.data['log_path']}")
-    print(f"watch it with: trainwarden agent --watch {args.run}={event.data['log_path']}")
+    launched = cast(RunLaunchedData, event.data)
+    print(f"launched {args.run} in tmux session {launched['session']}; log: {launched['log_path']}")
+    print(f"watch it with: trainwarden agent --watch {args.run}={launched['log_path']}")
     return 0
 
 
@@ -141,11 +144,10 @@ def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
     if store.length(args.run) == 0:
         raise UnknownRun(args.run)
-    user = getpass.getuser()
+    asked: StopRequestedData = {"by": "cli", "user": getpass.getuser(), "reason": redact_text(args.reason)}
     event = make_event(
-        t.STOP_REQUESTED, run=args.run, host=settings.host, producer=f"cli/{settings.host}", seq=time_seq(),
-        data={"by": "cli", "user": user, "reason": redact_text(args.reason)},
-    )  # fmt: skip
+        t.STOP_REQUESTED, run=args.run, host=settings.host, producer=f"cli/{settings.host}", seq=time_seq(), data=asked
+    )
     store.append_one(event)
     print(f"stop requested for {args.run}; the workers will carry it out (see `trainwarden replay {args.run}`)")
     return 0

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from trainwarden import wiring
 from trainwarden.errors import ConfigError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
+from trainwarden.events.payloads import CheckpointDeletedData, CheckpointSavedData, RunLaunchedData
 from trainwarden.events.projection import fold
 from trainwarden.events.store import Malformed
 from trainwarden.extras import require
@@ -64,7 +65,7 @@ def launch_experiment(args: argparse.Namespace, settings: Settings) -> int:
     launched = wiring.remote_launcher(settings, fleet).launch(
         args.run, gpu_ids=_gpus(args.gpus), resume=args.resume, preflight=not args.no_preflight
     )
-    d = launched.data
+    d = cast(RunLaunchedData, launched.data)
     print(f"launched {args.run} on {d['server']} GPUs {d['gpus']} in tmux session {d['session']} (pid {d['pid']})")
     print(f"log: {d['server']}:{d['log_path']}")
     return 0
@@ -116,11 +117,11 @@ def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
     events = [e for _, e in store.iter_run(experiment.name) if not isinstance(e, Malformed)]
     state = fold(events)
-    saved = {
-        Path(e.data["path"]).name: float(e.data["metric"])
-        for e in events
-        if e.type == t.CHECKPOINT_SAVED and isinstance(e.data.get("metric"), int | float) and e.data.get("path")
-    }
+    saved: dict[str, float] = {}
+    for data in (cast(CheckpointSavedData, e.data) for e in events if e.type == t.CHECKPOINT_SAVED):
+        metric, path = data.get("metric"), data.get("path")
+        if isinstance(metric, int | float) and path:
+            saved[Path(path).name] = float(metric)
     files = list_checkpoints(wiring.ssh_pool(), server, experiment.checkpoints, saved)  # fmt: skip
     plan = plan_retention(files, experiment.checkpoints, failed=state.status == "failed")
     for name, reasons in plan.keep.items():
@@ -135,10 +136,10 @@ def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     gone = delete_checkpoints(wiring.ssh_pool(), server, experiment.checkpoints, plan.delete)
     directory = experiment.checkpoints.dir.rstrip("/")
+    why, producer = "retention: not the latest, the best or a milestone", f"retention/{settings.host}"
     store.append([
-        make_event(t.CHECKPOINT_DELETED, run=experiment.name, host=settings.host, producer=f"retention/{settings.host}",
-                   seq=time_seq(), data={"path": f"{directory}/{name}", "server": server.name,
-                                         "reason": "retention: not the latest, the best or a milestone"})
+        make_event(t.CHECKPOINT_DELETED, run=experiment.name, host=settings.host, producer=producer, seq=time_seq(),
+                   data=CheckpointDeletedData(path=f"{directory}/{name}", server=server.name, reason=why))
         for name in gone
     ])  # fmt: skip
     print(f"deleted {len(gone)} file(s) on {server.name}")

@@ -16,13 +16,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 import yaml
 
 from trainwarden import render, wiring
 from trainwarden.bot.sink import ConsoleSink
 from trainwarden.errors import DemoError
+from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.projection import RunState, fold
@@ -94,7 +95,8 @@ class Demo:
             config={"experiment": "demo", "lr": 3e-4, "note": "synthetic run; loss turns NaN"},
         )
         launched = launch_local(spec, store=store, host=settings_host)
-        self.say(f"launched {RUN} in tmux session {launched.data['session']} (loss turns NaN at step {self.nan_at})")
+        session = cast(p.RunLaunchedData, launched.data)["session"]
+        self.say(f"launched {RUN} in tmux session {session} (loss turns NaN at step {self.nan_at})")
 
         state = self._wait_for_stop(store)
         time.sleep(0.3)  # let the notifier print the last line before the summary
@@ -132,10 +134,13 @@ class Demo:
 
     def _summary(self, store: EventStore, state: RunState) -> int:
         events = [item for _, item in store.iter_run(RUN) if isinstance(item, Event)]
+        # a metric's values are keys beyond MetricData's (its canonical names): read untyped
         nan_metric = next((e for e in events if e.type == t.METRIC and str(e.data.get("loss")) == "nan"), None)
-        stop = next((e for e in events if e.type == t.DECISION and e.data.get("decision") == t.STOP), None)
-        rule = stop.data.get("rule") if stop else None
-        anomaly = next((e for e in events if e.type == t.ANOMALY_OPENED and e.data.get("rule") == rule), None)
+        decisions = [e for e in events if e.type == t.DECISION]
+        stop = next((e for e in decisions if cast(p.DecisionData, e.data).get("decision") == t.STOP), None)
+        rule = cast(p.DecisionData, stop.data).get("rule") if stop else None
+        openings = [e for e in events if e.type == t.ANOMALY_OPENED]
+        anomaly = next((e for e in openings if cast(p.AnomalyOpenedData, e.data).get("rule") == rule), None)
         done = next((e for e in events if e.type in (t.STOP_DONE, t.STOP_FAILED)), None)
         built = next((e for e in events if e.type == t.EVIDENCE_BUILT), None)
         target = StopTarget.from_launch(RUN, state.launch, default_host=state.host)
@@ -150,8 +155,8 @@ class Demo:
             print(f"    evidence pack: {path}", file=self.out)
             for f in sorted(Path(path).iterdir()):
                 print(f"                   - {f.name} ({f.stat().st_size} bytes)", file=self.out)
-        if built and built.data.get("summary"):
-            print(f"    {built.data['summary']}", file=self.out)
+        if built and (summary := cast(p.EvidenceBuiltData, built.data).get("summary")):
+            print(f"    {summary}", file=self.out)
         if done:
             print(f"    stop:          {done.type}: {render.describe(done)}", file=self.out)
         print(f"    tmux session:  {target.session} {'STILL RUNNING' if alive else 'gone'}", file=self.out)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any
+from typing import Any, cast
 
+from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.projection import RunState, unknown_types
@@ -31,37 +32,54 @@ def fmt_ts(ts: float | None) -> str:
 
 
 def describe(event: Event) -> str:
+    """One line; each type's payload is read through its type (events/payloads.py), `.get` because a log
+    may hold events written by another version."""
     d = event.data
     if event.type == t.METRIC:
         return fmt_metrics(d)
     if event.type == t.DECISION:
-        rule = f" by {d['rule']}" if d.get("rule") else ""
-        return f"{d.get('decision')}{rule}: {d.get('reason')} [policy {d.get('policy')}]"
+        decided = cast(p.DecisionData, d)
+        rule = f" by {decided['rule']}" if decided.get("rule") else ""
+        return f"{decided.get('decision')}{rule}: {decided.get('reason')} [policy {decided.get('policy')}]"
     if event.type == t.ANOMALY_OPENED:
-        return f"{d.get('rule')} ({d.get('severity')}): {d.get('reason')}"
+        opened = cast(p.AnomalyOpenedData, d)
+        return f"{opened.get('rule')} ({opened.get('severity')}): {opened.get('reason')}"
     if event.type == t.ANOMALY_RESOLVED:
-        return f"{d.get('rule')} resolved"
+        return f"{cast(p.AnomalyResolvedData, d).get('rule')} resolved"
     if event.type == t.RUN_LAUNCHED:
-        return f"session {d.get('session')} on {d.get('host')}, log {d.get('log_path')}"
+        launched = cast(p.RunLaunchedData, d)
+        return f"session {launched.get('session')} on {launched.get('host')}, log {launched.get('log_path')}"
     if event.type == t.STOP_REQUESTED:
-        who = d.get("by") or d.get("user") or "?"
-        return f"by {who}" + (f" ({d['rule']})" if d.get("rule") else "") + f": {d.get('reason')}"
+        asked = cast(p.StopRequestedData, d)
+        who = asked.get("by") or asked.get("user") or "?"
+        return f"by {who}" + (f" ({asked['rule']})" if asked.get("rule") else "") + f": {asked.get('reason')}"
     if event.type == t.STOP_DONE:
-        return f"{d.get('method')}: {d.get('detail')}"
+        done = cast(p.StopResultData, d)
+        return f"{done.get('method')}: {done.get('detail')}"
     if event.type == t.STOP_FAILED:
-        return f"{d.get('method')}: {d.get('error')}"
+        failed = cast(p.StopResultData, d)
+        return f"{failed.get('method')}: {failed.get('error')}"
     if event.type == t.EVIDENCE_BUILT:
-        return f"{d.get('path')}"
+        return f"{cast(p.EvidenceBuiltData, d).get('path')}"
     if event.type == t.LOG_LINE:
-        return f"[{d.get('tag')}] {d.get('line')}"
+        line = cast(p.LogLineData, d)
+        return f"[{line.get('tag')}] {line.get('line')}"
     if event.type == t.TICK:
         return "scheduled evaluation of a quiet run"
     if event.type == t.POLICY_APPLIED:
-        return f"policy {d.get('name')} {d.get('policy')} evaluates from entry {d.get('from')}"
+        applied = cast(p.PolicyAppliedData, d)
+        return f"policy {applied.get('name')} {applied.get('policy')} evaluates from entry {applied.get('from')}"
     if event.type == t.POLICY_LOADED:
-        return f"policy {d.get('name')} {d.get('policy')} loaded from {d.get('source')} ({d.get('rules')} rules)"
+        loaded = cast(p.PolicyLoadedData, d)
+        return (
+            f"policy {loaded.get('name')} {loaded.get('policy')} loaded from {loaded.get('source')} "
+            f"({loaded.get('rules')} rules)"
+        )
     if event.type == t.POLICY_REJECTED:
-        return f"policy file {d.get('source')} rejected, kept {d.get('kept')}: " + "; ".join(d.get("problems", []))
+        rejected = cast(p.PolicyRejectedData, d)
+        return f"policy file {rejected.get('source')} rejected, kept {rejected.get('kept')}: " + "; ".join(
+            rejected.get("problems", [])
+        )
     note = "" if event.type in t.KNOWN_TYPES else "(unknown type, kept) "
     return note + json.dumps(d, default=str, sort_keys=True)[:300]
 

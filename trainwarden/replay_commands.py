@@ -10,7 +10,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from trainwarden import render, wiring
 from trainwarden.archive.history import History, load_history
@@ -18,6 +18,7 @@ from trainwarden.errors import PolicyNotRecorded
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.payloads import PolicyLoadedData
 from trainwarden.events.projection import fold
 from trainwarden.events.store import EventStore, Malformed
 from trainwarden.policies.default import default_policy
@@ -126,8 +127,11 @@ class RecordedPolicies:
         except StoreUnavailable:
             system = []  # replaying archive files offline: the default policy and --policy only
         for _, item in system:
-            if isinstance(item, Event) and item.type == t.POLICY_LOADED and item.data.get("text"):
-                self.texts[item.data["policy"]] = item.data["text"]
+            if not isinstance(item, Event) or item.type != t.POLICY_LOADED:
+                continue
+            loaded = cast(PolicyLoadedData, item.data)
+            if text := loaded.get("text"):
+                self.texts[loaded["policy"]] = text
         self.known: dict[str, Policy] = {default_policy().hash: default_policy()}
         if extra is not None:
             policy = read_policy_file(extra)
