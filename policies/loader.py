@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from trainwarden.events import types as t
 from trainwarden.events.errors import YamlFileError
-from trainwarden.events.yamlfile import Schema, compose, did_you_mean, document_schema, in_file_order, plain
+from trainwarden.events.yamlfile import Schema, compose, did_you_mean, document_schema, in_file_order
 from trainwarden.policies.durations import Persistence
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.kinds import READERS
@@ -176,6 +176,3 @@ def policy_schema() -> Schema:
     top.declare("rules", rules, required=True)
     return document_schema("trainwarden policy", top, "A policy file: rules that turn a run's events into anomalies, "
                            "WAIT and STOP decisions (`trainwarden policy check FILE`).")  # fmt: skip
-
-
-__all__ = ["load_policy", "plain", "policy_schema"]

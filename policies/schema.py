@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from trainwarden.events.yamlfile import Context, Reader, plain
+from trainwarden.events.yamlfile import Context, Reader
 from trainwarden.policies.durations import (
     DURATION_HINT,
     PERSISTENCE_HINT,
@@ -20,8 +20,6 @@ from trainwarden.policies.durations import (
     parse_persistence,
 )
 from trainwarden.policies.names import expand
-
-__all__ = ["PolicyContext", "PolicyReader", "plain"]
 
 DURATION_SCHEMA = {"type": "string", "description": DURATION_HINT}
 PERSISTENCE_SCHEMA = {"type": ["integer", "string"], "description": PERSISTENCE_HINT}
