@@ -12,7 +12,7 @@
 | absence | no event of a type (or no finite metric) for `duration` |
 | log_pattern | a log line matches `pattern` |
 | lr_schedule | lr non-finite, zero after being positive, or rising while the schedule decays |
-| status | an event field (`source.status` status) takes one of `values` |
+| status | an event field (`source.status` status) takes one of `values` (of `source`, if given) |
 """
 
 from __future__ import annotations
@@ -134,6 +134,7 @@ def _status(r: PolicyReader) -> Kind:
         event_type=sorted(event)[0],
         field_name=r.string("field", default="status") or "status",
         values=r.strings("values", required=True),
+        source=r.string("source", description="only events with this `source` count (source.status: metrics, nvml)"),
     )
 
 

@@ -89,13 +89,18 @@ class LogPattern:
 @dataclass(frozen=True, slots=True)
 class Status:
     """A status field of an event (`source.status`'s `status`, say) takes one of `values`
-    (compared as text; `"*"` matches any value, e.g. any `exit_code` of `run.failed`)."""
+    (compared as text; `"*"` matches any value, e.g. any `exit_code` of `run.failed`).
+
+    With `source`, only events whose `source` is that one count. Without it, each source speaks for
+    itself: a status from another source than the one that opened the rule does not resolve it
+    (the agent re-announces its GPU sampling at every restart; that says nothing about W&B)."""
 
     kind: ClassVar[str] = "status"
     time_driven: ClassVar[bool] = False
     event_type: str
     field_name: str
     values: tuple[str, ...]
+    source: str | None = None
     events: frozenset[str] = frozenset()
     keys: None = None
 
@@ -108,14 +113,24 @@ class Status:
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         if self.field_name not in event.data:
             return None
-        value = event.data[self.field_name]
-        st["value"] = value
+        source = event.data.get("source")
+        if self.source is not None and source != self.source:
+            return None
+        matches = "*" in self.values or str(event.data[self.field_name]) in self.values
+        if not matches and st.get("matched") and st.get("source") != source:
+            return None  # another source's news: the one that opened the rule has not recovered
+        st["value"] = event.data[self.field_name]
         st["why"] = str(event.data.get("reason") or "")[:200]
-        return "*" in self.values or str(value) in self.values
+        st["source"] = source
+        st["matched"] = matches
+        return matches
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         why = f" ({st['why']})" if st.get("why") else ""
         return f"{self.field_name}={st['value']}{why}", {self.field_name: st["value"]}
 
     def params(self) -> dict[str, Any]:
-        return {"event": self.event_type, "field": self.field_name, "values": list(self.values)}
+        out: dict[str, Any] = {"event": self.event_type, "field": self.field_name, "values": list(self.values)}
+        if self.source is not None:
+            out["source"] = self.source
+        return out

@@ -8,7 +8,7 @@ import pytest
 from trainwarden.events import types as t
 from trainwarden.policies.default import default_policy
 
-from tests.policy_helpers import Clock, run, summary
+from tests.policy_helpers import Clock, policy, run, summary
 
 POLICY = default_policy()
 MIN = 60.0
@@ -186,7 +186,7 @@ def test_unreachable_data_source_waits_and_never_stops():
 def test_startup_checks():
     c = Clock()
     # launched, but no loss and an idle GPU for the first minutes
-    events = [c.event(t.RUN_LAUNCHED, 0), c.event(t.SOURCE_STATUS, 30, status="log_fallback")]
+    events = [c.event(t.RUN_LAUNCHED, 0), c.event(t.SOURCE_STATUS, 30, source="metrics", status="log_fallback")]
     events += [c.event(t.GPU, i * MIN, util=0) for i in range(7)]
     events += [c.tick(11 * MIN), c.event(t.HEALTH, 12 * MIN, alive=False)]
     opened = [s for s in fired(events) if s.startswith("opened")]
@@ -279,3 +279,31 @@ def test_a_late_end_of_an_earlier_launch_does_not_end_the_new_one():
     own_end = make_event(t.RUN_FAILED, run=first.run, host="gpu1", producer=f"exit/{first.run}", seq=relaunch.seq,
                          data={"exit_code": 1, "launch": relaunch.seq}, ts=300.0)  # fmt: skip
     assert fold([*events, own_end]).status == "failed"
+
+
+def test_another_sources_status_neither_resolves_nor_reopens_wandb_not_connected():
+    """The agent re-announces its GPU sampling (`nvml`) at each restart: W&B is still not connected."""
+    c = Clock()
+    events = [c.event(t.RUN_LAUNCHED, 0), c.event(t.SOURCE_STATUS, 30, source="metrics", status="log_fallback")]
+    for restart in range(3):  # each agent restart: GPU sampling, then the metrics source, announced again
+        events.append(c.event(t.SOURCE_STATUS, 60 + restart * 30, source="nvml", status="unavailable"))
+        events.append(c.event(t.SOURCE_STATUS, 61 + restart * 30, source="metrics", status="log_fallback"))
+    assert [s for s in fired(events) if "wandb" in s] == ["opened:wandb-not-connected"]
+    events.append(c.event(t.SOURCE_STATUS, 200, source="metrics", status="wandb_ok"))
+    assert [s for s in fired(events) if "wandb" in s] == ["opened:wandb-not-connected", "resolved:wandb-not-connected"]
+
+
+def test_a_status_rule_without_a_source_is_resolved_only_by_the_source_that_opened_it():
+    pol = policy("""
+      - id: wandb-down
+        kind: status
+        event: source.status
+        values: [log_fallback]
+    """)
+    c = Clock()
+    events = [c.event(t.SOURCE_STATUS, 10, source="metrics", status="log_fallback"),
+              c.event(t.SOURCE_STATUS, 20, source="nvml", status="unavailable"),
+              c.event(t.SOURCE_STATUS, 30, source="metrics", status="log_fallback")]  # fmt: skip
+    assert [s for s in summary(run(pol, events)) if "wandb" in s] == ["opened:wandb-down"]
+    events.append(c.event(t.SOURCE_STATUS, 40, source="metrics", status="wandb_ok"))
+    assert [s for s in summary(run(pol, events)) if "wandb" in s] == ["opened:wandb-down", "resolved:wandb-down"]
