@@ -8,6 +8,13 @@
     status intent -> a previous notifier died between the two: look for the key in the channel
                      (message metadata) and post only if it is not there
     status sent   -> nothing to do
+    status failed -> nothing to do: Slack refused it, then refused it again as plain text
+
+A refusal of one message (Slack's ok=false for anything but the token or channel: a block over a
+limit that fitting missed, say) is recorded as `notification.failed` with Slack's error and the
+message is posted once more as its text alone, cut to fit (bot/limits.py); if that is refused too
+the key is marked failed and the notifier goes on. So one message never holds up the next.
+A refusal of the setup (`SlackRejected.setup`) propagates: nothing could be posted.
 
 Each event is appended in one MULTI/EXEC with its mark in the run's `notified` hash, so the mark
 and the audit record never disagree. Failpoints `notify-after-intent`, `notify-after-post` (here) and
@@ -17,6 +24,7 @@ kill -9 tests freeze the notifier at each step.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -24,6 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from redis.client import Pipeline
+from trainwarden.bot.errors import SlackRejected
+from trainwarden.bot.limits import fallback_text
 from trainwarden.bot.sink import Message, Sink
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
@@ -35,6 +45,8 @@ log = logging.getLogger(__name__)
 
 INTENT = "intent"
 SENT = "sent"
+FAILED = "failed"
+FULL, PLAIN = "full", "plain"  # the two attempts at a message Slack refuses
 
 
 class Delivery:
@@ -45,7 +57,7 @@ class Delivery:
         self._results: list[tuple[Event, Message, dict[str, Any]]] = []  # posted, not yet recorded
 
     def status(self, run: str, key: str) -> dict[str, Any] | None:
-        for _event, message, mark in self._results:
+        for _event, message, mark in reversed(self._results):  # the latest result for the key
             if message.run == run and message.key == key:
                 return mark
         with redis_errors("read a notification's status", run=run):
@@ -54,26 +66,28 @@ class Delivery:
 
     def deliver(
         self, message: Message, *, status: dict[str, Any] | None, after_post: Callable[[str], None] | None = None
-    ) -> str:
+    ) -> str | None:
         """Post `message` once (see the module docstring) given its current `status` (from `status()`;
-        None without reading it is right only for events no notifier has tried yet); returns its ts.
-        `after_post` (idempotent follow-ups such as updating the parent message) runs before the
-        result is recorded."""
+        None without reading it is right only for events no notifier has tried yet); returns its ts,
+        or None when Slack refused it twice. `after_post` (idempotent follow-ups such as updating
+        the parent message) runs before the result is recorded."""
         if status is not None and status["state"] == SENT:
             return str(status["ts"])
+        if status is not None and status["state"] == FAILED:
+            return None
         ts: str | None = None
         reconciled = False
         if status is not None:
-            ts = self.sink.find(
-                channel=status["channel"], key=message.key, thread_ts=status.get("thread_ts"), oldest=status["at"]
-            )
+            ts = self._find(message, status)
             reconciled = ts is not None
         else:
             self._write([*self._results, self._record(message, INTENT, {"at": time.time()})])
             self._results.clear()
             failpoint("notify-after-intent", self.store.redis, self.store.keys)
         if ts is None:
-            ts = self.sink.post(message)
+            ts = self._post(message)
+            if ts is None:
+                return None
             failpoint("notify-after-post", self.store.redis, self.store.keys)
         else:
             log.info("%s was already in the channel (posted before a crash); not posting again", message.key)
@@ -81,6 +95,39 @@ class Delivery:
             after_post(ts)
         self._results.append(self._record(message, SENT, {"ts": ts, "reconciled": reconciled}))
         return ts
+
+    def _find(self, message: Message, status: dict[str, Any]) -> str | None:
+        """The message if an earlier notifier posted it; a thread Slack refuses to read (its parent
+        was deleted, say) counts as not posted."""
+        try:
+            return self.sink.find(channel=status["channel"], key=message.key, thread_ts=status.get("thread_ts"),
+                                  oldest=status.get("at", 0.0))  # fmt: skip
+        except SlackRejected as exc:
+            if exc.setup:
+                raise
+            log.warning("could not look for %s in the channel (%s); posting it", message.key, exc.error)
+            return None
+
+    def _post(self, message: Message) -> str | None:
+        """Post; on a refusal of this message, record it and post its text alone once."""
+        try:
+            return self.sink.post(message)
+        except SlackRejected as exc:
+            if exc.setup:
+                raise
+            log.error("Slack refused %s (%s); posting its text alone", message.key, exc.error)
+            self._results.append(self._record(message, FAILED, {"error": exc.error, "attempt": FULL}))
+        # The text alone, in the channel itself: a thread that Slack refuses does not hold it up either.
+        plain = dataclasses.replace(message, text=fallback_text(message.text), blocks=[], thread_ts=None,
+                                    broadcast=False)  # fmt: skip
+        try:
+            return self.sink.post(plain)
+        except SlackRejected as exc:
+            if exc.setup:
+                raise
+            log.error("Slack refused %s again as plain text (%s); giving it up", message.key, exc.error)
+            self._results.append(self._record(plain, FAILED, {"error": exc.error, "attempt": PLAIN}))
+        return None
 
     def flush(self, pipeline: Pipeline | None = None) -> None:
         """Write the results not yet recorded (into `pipeline`, a MULTI the caller executes, if given)."""
@@ -92,8 +139,8 @@ class Delivery:
     def _record(self, message: Message, state: str, extra: dict[str, Any]) -> tuple[Event, Message, dict[str, Any]]:
         base: NotificationData = {"key": message.key, "channel": message.channel, "thread_ts": message.thread_ts,
                                   "text": message.text}  # fmt: skip
-        data = {**base, **extra}  # at (intent), or ts and reconciled (sent)
-        event_type = t.NOTIFICATION_INTENT if state == INTENT else t.NOTIFICATION_SENT
+        data = {**base, **extra}  # at (intent), ts and reconciled (sent), or error and attempt (failed)
+        event_type = {INTENT: t.NOTIFICATION_INTENT, SENT: t.NOTIFICATION_SENT, FAILED: t.NOTIFICATION_FAILED}[state]
         event = make_event(event_type, run=message.run, host=self.host, producer=f"notify/{self.host}",
                            seq=time_seq(), data=data)  # fmt: skip
         return event, message, {"state": state, **data}

@@ -4,7 +4,8 @@ TrainwardenError (trainwarden.errors)
 └── BotError                       the Slack bot
     ├── SlackError                 talking to Slack's Web API failed
     │   ├── SlackUnavailable       5xx, connection reset, timeouts after retries (retried later)
-    │   └── SlackRejected          Slack answered ok=false (bad token, unknown channel): fix the setup
+    │   └── SlackRejected          Slack answered ok=false: a setup problem (bad token, unknown channel;
+    │                              retried later) or this one message (recorded, sent once as plain text)
     └── CommandError               a slash command or button that is not carried out
         ├── BadInput               refused input (unknown name, shell metacharacters, too long)
         └── NotAllowed             the user or channel is not on the command's allow-list
@@ -28,7 +29,13 @@ class SlackUnavailable(SlackError):
 
 
 class SlackRejected(SlackError):
-    """Slack refused the call (ok=false); retrying does not help, the setup must be fixed."""
+    """Slack refused the call (ok=false) with `error` (its error code). With `setup` (token, scopes,
+    channel) nothing can be posted until the setup is fixed; otherwise only this message is refused."""
+
+    def __init__(self, message: str, *, error: str = "", setup: bool = False, **context: object) -> None:
+        super().__init__(message, **context)
+        self.error = error
+        self.setup = setup
 
 
 class CommandError(BotError):

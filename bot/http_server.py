@@ -33,9 +33,19 @@ class SlackHTTPServer:
         return f"http://{host}:{port}{PATH}"
 
     def start(self) -> SlackHTTPServer:
-        self._thread = threading.Thread(target=self.server.serve_forever, name="slack-http", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="slack-http", daemon=True)
         self._thread.start()
         return self
+
+    def _serve(self) -> None:
+        try:
+            self.server.serve_forever()
+        except BaseException:
+            log.critical("the Slack HTTP server died", exc_info=True)
+            raise
+
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> None:
         self.server.shutdown()

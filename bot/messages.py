@@ -235,6 +235,15 @@ def evidence_link(path: str) -> str:
     return f"Evidence pack: `{path}`"
 
 
+def truncated(omitted: int) -> str:
+    """Ends a text cut to fit Slack's limits."""
+    return f" … [{omitted} more characters cut]"
+
+
+def blocks_left_out(count: int) -> str:
+    return f"… {count} more parts of this message were left out (Slack allows 50)."
+
+
 # -- buttons ---------------------------------------------------------------------------------------
 
 BUTTON_STOP_NOW = "Stop now"

@@ -23,7 +23,7 @@ from trainwarden.bot.blocks import notice_blocks, text_blocks
 from trainwarden.bot.config import KEEP_RUNNING_SNOOZE_S
 from trainwarden.bot.deadman import Deadman
 from trainwarden.bot.delivery import Delivery
-from trainwarden.bot.errors import SlackUnavailable
+from trainwarden.bot.errors import SlackRejected, SlackUnavailable
 from trainwarden.bot.sink import Message, Sink
 from trainwarden.bot.stages import GUARD, INPUT_TYPES, Notice, NotifyState, Pipeline, posted
 from trainwarden.events import types as t
@@ -108,7 +108,9 @@ class Notifier:
                 if entry.types & INPUT_TYPES:
                     try:
                         self._handle_entry(entry, fresh=fresh)
-                    except SlackUnavailable as exc:
+                    except (SlackUnavailable, SlackRejected) as exc:
+                        if isinstance(exc, SlackRejected) and not exc.setup:
+                            raise  # bot/delivery.py handles refusals of one message; anything else is a bug
                         self.delivery.flush()  # what was posted before the outage stays recorded
                         log.warning("Slack unavailable (%s); %s stays pending and is retried", exc, fid)
                         self.states.pop(entry.run, None)  # reload from the checkpoint: nothing counted twice
@@ -178,6 +180,14 @@ class Notifier:
                           thread_ts=state.thread, broadcast=notice.broadcast and state.thread is not None)  # fmt: skip
 
         def follow_ups(ts: str) -> None:
+            try:
+                update_others()
+            except SlackRejected as exc:  # an edit Slack refuses costs the edit, not the message
+                if exc.setup:
+                    raise
+                log.error("Slack refused an update after %s: %s", notice.key, exc)
+
+        def update_others() -> None:
             if notice.update_parent and state.thread and state.headline:
                 text = messages.thread_parent(state.headline, state.open_rules)
                 self.sink.update(channel=self.channel, ts=state.thread, text=text, blocks=text_blocks(text))
@@ -188,7 +198,8 @@ class Notifier:
                     self.sink.update(channel=guard["channel"], ts=guard["ts"], text=text, blocks=text_blocks(text))
 
         ts = self.delivery.deliver(message, status=status, after_post=follow_ups)
-        posted(state, notice, ts)
+        if ts is not None:
+            posted(state, notice, ts)
 
 
 def trend_of(notice: Notice, state: RunState) -> tuple[str, list[float]] | None:

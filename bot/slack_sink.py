@@ -20,6 +20,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from trainwarden.bot.errors import SlackRejected, SlackUnavailable
+from trainwarden.bot.limits import fit_message
 from trainwarden.bot.sink import METADATA_TYPE, Message
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,14 @@ MAX_ATTEMPTS = 6  # tries of one Web API call on 5xx / connection errors before 
 BACKOFF_S = 0.2  # first pause between such tries, doubled each time (up to BACKOFF_MAX_S)
 BACKOFF_MAX_S = 10.0
 PAGE = 200
+# Refusals that no message would get past (token, scopes, channel): the setup must be fixed, the
+# notification waits for it; any other refusal concerns the one message (bot/delivery.py).
+SETUP_ERRORS = frozenset({
+    "not_authed", "invalid_auth", "account_inactive", "token_revoked", "token_expired", "no_permission",
+    "missing_scope", "not_allowed_token_type", "access_denied", "channel_not_found", "not_in_channel",
+    "is_archived", "team_access_not_granted", "org_login_required", "two_factor_setup_required",
+    "ekm_access_denied", "enterprise_is_restricted",
+})  # fmt: skip
 
 
 class RateLimiter:
@@ -85,10 +94,11 @@ class SlackSink:
         self.retries = 0  # calls repeated after 429, 5xx or a dropped connection
 
     def post(self, message: Message) -> str:
-        kwargs: dict[str, Any] = {"channel": message.channel, "text": message.text, "metadata": message.metadata,
+        text, blocks = fit_message(message.text, message.blocks)
+        kwargs: dict[str, Any] = {"channel": message.channel, "text": text, "metadata": message.metadata,
                                   "unfurl_links": False}  # fmt: skip
-        if message.blocks:
-            kwargs["blocks"] = message.blocks
+        if blocks:
+            kwargs["blocks"] = blocks
         if message.thread_ts:
             kwargs["thread_ts"] = message.thread_ts
             kwargs["reply_broadcast"] = message.broadcast
@@ -102,6 +112,7 @@ class SlackSink:
 
     def update(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
         """chat.update is idempotent: a repeat after an unclear failure is harmless."""
+        text, blocks = fit_message(text, blocks)
         self._call("chat.update", channel, lambda: self.client.chat_update(channel=channel, ts=ts, text=text,
                                                                           blocks=blocks))  # fmt: skip
 
@@ -165,11 +176,11 @@ class SlackSink:
                     self.limiter.pause(channel, retry_after)
                     continue
                 if status < 500 and status != 429:
-                    raise SlackRejected(
-                        f"Slack refused {method}: {exc.response.get('error') or status}; check the bot token's "
-                        "scopes and that the bot was invited to the channel",
-                        channel=channel,
-                    ) from None
+                    error = str(exc.response.get("error") or status)
+                    setup = error in SETUP_ERRORS
+                    fix = "; check the bot token's scopes and that the bot was invited to the channel" if setup else ""
+                    raise SlackRejected(f"Slack refused {method}: {error}{fix}", error=error, setup=setup,
+                                        channel=channel) from None  # fmt: skip
                 cause: str = f"HTTP {status}"
             except NETWORK_ERRORS as exc:
                 cause = f"{type(exc).__name__}: {exc}"

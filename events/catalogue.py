@@ -209,6 +209,12 @@ CATALOGUE: tuple[EventType, ...] = (
         "bot (bot/delivery.py)",
     ),
     EventType(
+        t.NOTIFICATION_FAILED,
+        p.NotificationFailedData,
+        "Slack refused a message (`error`); it is sent once more as plain text (`attempt` says which was refused)",
+        "bot (bot/delivery.py)",
+    ),
+    EventType(
         t.WATCHDOG_STALLED,
         p.WatchdogStalledData,
         "the bot's dead-man's switch: trainwarden stopped making progress",

@@ -294,6 +294,17 @@ class NotificationData(TypedDict):
     reconciled: NotRequired[bool]  # found already posted after a crash
 
 
+class NotificationFailedData(TypedDict):
+    """`notification.failed`: Slack refused the message; after a refused `plain` attempt it is given up."""
+
+    key: str  # the notice's key (the event it is about)
+    channel: str  # Slack channel id
+    thread_ts: str | None  # the thread it was posted in
+    text: str  # the message text
+    error: str  # Slack's error code (invalid_blocks, msg_too_long, ...)
+    attempt: str  # full (text and blocks) | plain (the text alone, cut to fit)
+
+
 class WatchdogStalledData(TypedDict):
     detail: str  # what is stuck
     since: float  # when it was first seen stuck

@@ -36,6 +36,7 @@ PLAN_FINISHED = "plan.finished"
 RESUME_SKIPPED = "resume.skipped"
 # The Slack bot's: see docs/decisions/0010-slack-bot.md.
 NOTIFICATION_INTENT = "notification.intent"
+NOTIFICATION_FAILED = "notification.failed"  # Slack refused a message (then sent once as plain text)
 SNOOZE_SET = "snooze.set"
 STOP_CANCELLED = "stop.cancelled"
 LAUNCH_FAILED = "launch.failed"
@@ -70,6 +71,7 @@ WORKER_OUTPUT_TYPES = frozenset(
         PREFLIGHT,
         RESUME_SKIPPED,
         NOTIFICATION_INTENT,
+        NOTIFICATION_FAILED,
         COMMAND_RECEIVED,
         COMMAND_DENIED,
         SNOOZE_SET,

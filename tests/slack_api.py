@@ -4,7 +4,9 @@ Methods: auth.test, chat.postMessage, chat.update, conversations.history, conver
 and response_url posts (/response/<id>). Tests read what it received: messages (with threads,
 blocks, metadata), every call, response_url bodies. Faults are queued per method: "429" (with
 Retry-After), "500", "reset" (connection dropped, nothing posted), "reset-after-post" (the message
-is posted, then the connection is dropped: the reply is lost).
+is posted, then the connection is dropped: the reply is lost), "refuse:ERROR" (ok=false with that
+error, nothing posted). Like Slack, it refuses a message over Slack's documented limits
+(`slack_violations`: msg_too_long, invalid_blocks), checked here independently of bot/limits.py.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class SlackAPI:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.responses: list[tuple[str, dict[str, Any]]] = []
         self.faults: dict[str, list[str]] = {}
+        self.refused: list[tuple[str, list[str]]] = []  # calls refused (over a limit or by a "refuse:" fault)
         self.post_times: dict[str, float] = {}  # metadata key -> perf_counter when it arrived (benchmarks)
         self.lock = threading.Lock()
         self._ts = itertools.count(1)
@@ -104,6 +107,11 @@ class SlackAPI:
             self.calls.append((method, params))
             if method == "auth.test":
                 return {"ok": True, "user_id": "UBOT", "bot_id": "BBOT", "team_id": "T1", "url": "https://x.test/"}
+            if method in ("chat.postMessage", "chat.update") and (problems := slack_violations(params)):
+                self.calls.append((method + ":refused", params))
+                self.refused.append((method, problems))
+                error = "msg_too_long" if any(p.startswith("text") for p in problems) else "invalid_blocks"
+                return {"ok": False, "error": error, "response_metadata": {"messages": problems}}
             if method == "chat.postMessage":
                 arrived = time.perf_counter()
                 reply = self._post(params)
@@ -157,6 +165,54 @@ class SlackAPI:
                 "response_metadata": {"next_cursor": str(start + limit) if more else ""}}  # fmt: skip
 
 
+def slack_violations(params: dict[str, Any]) -> list[str]:
+    """What Slack would refuse in a chat.postMessage / chat.update (its Block Kit reference's limits)."""
+    blocks = params.get("blocks") or []
+    if isinstance(blocks, str):
+        blocks = json.loads(blocks)
+    text = params.get("text") or ""
+    out = [f"text: {len(text)} > 40000"] if len(text) > 40_000 else []
+    if not text and not blocks:
+        out.append("text: no text and no blocks")
+    if len(blocks) > 50:
+        out.append(f"blocks: {len(blocks)} > 50")
+
+    def over(what: str, value: Any, limit: int) -> None:
+        if isinstance(value, dict):
+            value = value.get("text")
+        if isinstance(value, str) and len(value) > limit:
+            out.append(f"{what}: {len(value)} > {limit}")
+
+    for i, block in enumerate(blocks):
+        kind = block.get("type")
+        if kind == "section":
+            over(f"[{i}] section text", block.get("text"), 3000)
+            fields = block.get("fields") or []
+            if len(fields) > 10:
+                out.append(f"[{i}] section fields: {len(fields)} > 10")
+            for f in fields:
+                over(f"[{i}] section field", f, 2000)
+        elif kind == "header":
+            over(f"[{i}] header", block.get("text"), 150)
+        elif kind == "context":
+            elements = block.get("elements") or []
+            if len(elements) > 10:
+                out.append(f"[{i}] context elements: {len(elements)} > 10")
+            for e in elements:
+                over(f"[{i}] context element", e, 2000)
+        elif kind == "actions":
+            elements = block.get("elements") or []
+            if len(elements) > 25:
+                out.append(f"[{i}] actions elements: {len(elements)} > 25")
+            for e in elements:
+                over(f"[{i}] button text", e.get("text"), 75)
+                over(f"[{i}] button value", e.get("value"), 2000)
+                confirm = e.get("confirm") or {}
+                for name, limit in (("title", 100), ("text", 300), ("confirm", 30), ("deny", 30)):
+                    over(f"[{i}] confirm {name}", confirm.get(name), limit)
+    return out
+
+
 def _true(value: Any) -> bool:
     return value in (True, "true", "True", "1", 1)
 
@@ -202,6 +258,11 @@ def _handler(api: SlackAPI) -> type[BaseHTTPRequestHandler]:
                 with api.lock:
                     api.calls.append((method + ":500", params))
                 self._json(500, {"ok": False, "error": "internal_error"})
+            elif fault is not None and fault.startswith("refuse:"):
+                with api.lock:
+                    api.calls.append((method + ":refused", params))
+                    api.refused.append((method, [fault]))
+                self._json(200, {"ok": False, "error": fault.removeprefix("refuse:")})
             elif fault in ("reset", "reset-after-post"):
                 if fault == "reset-after-post":
                     api.call(method, params)

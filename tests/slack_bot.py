@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import yaml
 from trainwarden.bot.config import Allow, BotConfig
 from trainwarden.bot.handlers import Launcher
 from trainwarden.bot.service import SlackBot
 from trainwarden.remote.fleet import Fleet
 
+from tests.conftest import spawn, stop_process
 from tests.helpers import wait_for
 from tests.slack_api import SlackAPI, sign
 from trainwarden import wiring
@@ -51,8 +58,9 @@ def running_bot(
         thread.join(timeout=10)
 
 
-def post(bot: SlackBot, body: str, *, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-    url = bot.endpoint.url  # type: ignore[attr-defined]
+def post(bot: SlackBot | str, body: str, *, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    """A request to the bot (in-process, or a process's endpoint URL), signed unless `headers` are given."""
+    url = bot if isinstance(bot, str) else bot.endpoint.url  # type: ignore[attr-defined]
     request = urllib.request.Request(url, data=body.encode(), headers=headers or sign(body, SECRET))
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -62,18 +70,23 @@ def post(bot: SlackBot, body: str, *, headers: dict[str, str] | None = None) -> 
         return exc.code, {}
 
 
-def command(bot: SlackBot, api: SlackAPI, name: str, text: str, *, user: str = ADMIN,
+def trigger_id() -> str:
+    """Slack gives every interaction its own trigger_id, so no two requests it sends are identical."""
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+def command(bot: SlackBot | str, api: SlackAPI, name: str, text: str, *, user: str = ADMIN,
             channel: str = "C1") -> tuple[int, dict[str, Any]]:  # fmt: skip
     body = urllib.parse.urlencode({"token": "x", "team_id": "T1", "channel_id": channel, "user_id": user,
                                    "command": f"/{name}", "text": text, "response_url": api.response_url(),
-                                   "trigger_id": "t1", "api_app_id": "A1"})  # fmt: skip
+                                   "trigger_id": trigger_id(), "api_app_id": "A1"})  # fmt: skip
     return post(bot, body)
 
 
-def click(bot: SlackBot, api: SlackAPI, action_id: str, value: dict[str, Any], *, user: str = ADMIN,
+def click(bot: SlackBot | str, api: SlackAPI, action_id: str, value: dict[str, Any], *, user: str = ADMIN,
           ephemeral: bool = False) -> tuple[int, dict[str, Any]]:  # fmt: skip
     payload = {"type": "block_actions", "user": {"id": user}, "channel": {"id": "C1"}, "team": {"id": "T1"},
-               "api_app_id": "A1", "token": "x", "trigger_id": "t1", "response_url": api.response_url("click"),
+               "api_app_id": "A1", "token": "x", "trigger_id": trigger_id(), "response_url": api.response_url("click"),
                "container": {"type": "message", "is_ephemeral": ephemeral},
                "actions": [{"action_id": action_id, "block_id": "b1", "type": "button",
                             "value": json.dumps(value)}]}  # fmt: skip
@@ -83,3 +96,47 @@ def click(bot: SlackBot, api: SlackAPI, action_id: str, value: dict[str, Any], *
 def responses(api: SlackAPI, n: int) -> list[tuple[str, dict[str, Any]]]:
     """The response_url posts, once there are at least `n`."""
     return wait_for(lambda: len(api.responses) >= n and api.responses, what=f"{n} response_url posts")
+
+
+@dataclass
+class BotProcess:
+    """A real `trainwarden bot` process in HTTP mode (tests/faults)."""
+
+    proc: subprocess.Popen[bytes]
+    url: str  # its Slack endpoint
+    log: Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def bot_process(tmp_path: Path, redis_url: str, api: SlackAPI, **settings: Any) -> Iterator[BotProcess]:
+    """`trainwarden bot` as a separate process (HTTP mode on a free port, posting to `api`), up and serving."""
+    port = free_port()
+    slack = {"channel": "C1", "rate_per_s": 1000, "burst": 1000, "http_host": "127.0.0.1", "http_port": port,
+             "deadman_s": 3600, "allow": {"status": {"users": [ADMIN, VIEWER]}, "stop": {"users": [ADMIN]},
+                                          "snooze": {"users": [ADMIN]}}}  # fmt: skip
+    config = tmp_path / "bot.yaml"
+    config.write_text(yaml.safe_dump({"redis_url": redis_url, "host": "bothost", "workers": {"reclaim_idle_s": 1},
+                                      "slack": slack, **settings}))  # fmt: skip
+    env = {"SLACK_BOT_TOKEN": "xoxb-test-token", "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": api.url}
+    log = tmp_path / "bot.log"
+    proc = spawn(config, log, "bot", env=env)
+    try:
+
+        def up() -> bool:
+            assert proc.poll() is None, log.read_text()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as response:
+                    return response.status == 200
+            except OSError:
+                return False
+
+        wait_for(up, timeout=30, what="the bot's HTTP endpoint")
+        yield BotProcess(proc=proc, url=f"http://127.0.0.1:{port}/slack/events", log=log)
+    finally:
+        stop_process(proc)

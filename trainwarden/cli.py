@@ -105,8 +105,7 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
         bot = wiring.slack_bot(settings, os.environ)
         log.info("Slack bot posting to %s (%s mode)", settings.slack.channel,
                  "Socket" if os.environ.get("SLACK_APP_TOKEN") else "HTTP")  # fmt: skip
-        bot.run(stop=stop)
-        return 0
+        return bot.run(stop=stop)  # non-zero when one of its loops died: the supervisor restarts it
     if os.environ.get("SLACK_BOT_TOKEN"):
         sink = wiring.slack_sink(settings, os.environ)  # --burst: post what is there, no endpoint
         notifier = wiring.notifier(settings, sink, channel=settings.slack.channel or "")

@@ -54,7 +54,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     └── BotError                     (bot.errors) the Slack bot
         ├── SlackError               talking to Slack's Web API failed
         │   ├── SlackUnavailable     5xx, connection reset, timeouts after retries (the notification is retried)
-        │   └── SlackRejected        Slack answered ok=false (bad token, unknown channel): fix the setup
+        │   └── SlackRejected        ok=false: of the setup (retried later) or of one message (sent as plain text)
         └── CommandError             a slash command or button that is not carried out (the message is shown)
             ├── BadInput             refused input (unknown name, shell metacharacters, too long)
             └── NotAllowed           the user or channel is not on the command's allow-list
