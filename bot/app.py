@@ -1,8 +1,9 @@
 """The slack-bolt app: slash commands and buttons routed to bot/handlers.py behind bot/authz.py.
 
 HTTP mode verifies every request's signature and timestamp (bolt's RequestVerification: a forged
-signature or a timestamp over five minutes old is answered 401); Socket Mode needs no public
-endpoint. Listeners acknowledge at once (ephemeral), so Slack's 3-second limit always holds;
+signature or a timestamp over five minutes old is answered 401), then refuses a signature already
+seen (`ReplayGuard`: a captured request sent again within those minutes is not carried out twice);
+Socket Mode needs no public endpoint. Listeners acknowledge at once (ephemeral), so Slack's 3-second limit always holds;
 work that takes longer (a launch) runs after the acknowledgement.
 """
 
@@ -13,17 +14,47 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from slack_bolt import Ack, App, Respond
+import redis
+from slack_bolt import Ack, App, BoltRequest, BoltResponse, Respond
+from slack_bolt.middleware import Middleware
 from slack_sdk import WebClient
 from trainwarden.bot import blocks, messages
 from trainwarden.bot.authz import Audit, Authorize
 from trainwarden.bot.config import COMMANDS, BotConfig
 from trainwarden.bot.errors import CommandError
 from trainwarden.bot.handlers import Handlers, Reply
+from trainwarden.bot.limits import fit_message
+from trainwarden.events.store import EventStore
 
 log = logging.getLogger(__name__)
 
 ButtonHandler = Callable[[dict[str, Any]], Reply]
+# Slack's signing scheme accepts a timestamp up to five minutes off either way, so a signature stays
+# usable for ten minutes: it is remembered that long (Redis SET NX with a TTL: every bot process
+# sharing the store sees it, and memory holds only the last ten minutes' requests).
+SEEN_TTL_S = 600
+
+
+class ReplayGuard(Middleware):
+    """Runs after bolt's signature check: the first request with a signature goes on, a repeat is 401."""
+
+    def __init__(self, store: EventStore, ttl_s: int = SEEN_TTL_S) -> None:
+        self.store = store
+        self.ttl_s = ttl_s
+
+    def process(self, *, req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]) -> BoltResponse:
+        signature = (req.headers.get("x-slack-signature") or [""])[0]
+        if req.mode == "socket_mode" or not signature:
+            return next()
+        try:
+            first = self.store.redis.set(self.store.keys.slack_request(signature), "1", nx=True, ex=self.ttl_s)
+        except redis.RedisError as exc:  # without the record a replay could not be told apart: refuse
+            log.warning("cannot check a Slack request for replay (%s); refused", exc)
+            return BoltResponse(status=503, body={"error": "try again"})
+        if not first:
+            log.warning("refused a replayed Slack request (its signature was already used)")
+            return BoltResponse(status=401, body={"error": "replayed request"})
+        return next()
 
 
 def build_app(
@@ -38,6 +69,8 @@ def build_app(
         process_before_response=False,
         raise_error_for_unhandled_request=False,
     )
+    if signing_secret:
+        app.use(ReplayGuard(handlers.store))
     app.use(Authorize(config=config, audit=audit))
 
     def on_command(ack: Ack, command: dict[str, Any], respond: Respond) -> None:
@@ -51,8 +84,8 @@ def build_app(
             log.exception("/%s failed", name)
             ack(response_type="ephemeral", text=messages.internal_error())
             return
-        ack(response_type="in_channel" if reply.in_channel else "ephemeral", text=reply.text,
-            blocks=reply.blocks or None)  # fmt: skip
+        text, fitted = fit_message(reply.text, reply.blocks)  # a long /status is cut, not refused by Slack
+        ack(response_type="in_channel" if reply.in_channel else "ephemeral", text=text, blocks=fitted or None)
         if reply.then is not None:
             reply.then()
 
@@ -82,7 +115,7 @@ def build_app(
             return
         # A private prompt (/stop's) is replaced by the outcome; a channel message keeps its buttons.
         private = (body.get("container") or {}).get("is_ephemeral", False)
-        respond(text=reply.text, response_type="in_channel" if reply.in_channel else "ephemeral",
+        respond(text=fit_message(reply.text, None)[0], response_type="in_channel" if reply.in_channel else "ephemeral",
                 replace_original=bool(private))  # fmt: skip
 
     for action_id in blocks.ACTIONS:

@@ -1,12 +1,15 @@
 """HTTP mode: a small threaded server that hands Slack's requests to the bolt app.
 
 Signature and timestamp checks happen inside the app (bolt's RequestVerification), before any
-listener or middleware of ours runs. Bodies over 1 MiB are refused without being read.
+listener or middleware of ours runs; a replayed signature is refused by bot/app.py's ReplayGuard.
+Before that, this server answers what bolt would choke on: a Content-Length that is not a number
+(400), a body over 1 MiB (413, not read), a request timestamp that is not a number (401).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +21,8 @@ log = logging.getLogger(__name__)
 
 PATH = "/slack/events"
 MAX_BODY = 1 << 20
+DRAIN_S = 0.2  # how long a refused request's unread body is waited for
+TIMESTAMP_RE = re.compile(r"[0-9]{1,12}")  # Unix seconds, ASCII digits only
 
 
 class SlackHTTPServer:
@@ -59,11 +64,19 @@ def _handler(app: App, path: str) -> type[BaseHTTPRequestHandler]:
             if url.path != path:
                 self._reply(404, b"not found")
                 return
-            length = int(self.headers.get("Content-Length") or 0)
+            raw_length = (self.headers.get("Content-Length") or "0").strip()
+            if not raw_length.isascii() or not raw_length.isdigit():
+                self._refuse(400, b"bad Content-Length")  # where the body ends is unknown
+                return
+            length = int(raw_length)
             if length > MAX_BODY:
-                self._reply(413, b"too large")
+                self._refuse(413, b"too large")
                 return
             body = self.rfile.read(length).decode("utf-8", "replace")
+            stamp = self.headers.get("X-Slack-Request-Timestamp")
+            if stamp is not None and not TIMESTAMP_RE.fullmatch(stamp.strip()):
+                self._reply(401, b"bad request timestamp")
+                return
             headers: dict[str, str | Sequence[str]] = {k.lower(): v for k, v in self.headers.items()}
             response = app.dispatch(BoltRequest(body=body, query=url.query, headers=headers))
             data = response.body.encode()
@@ -83,6 +96,20 @@ def _handler(app: App, path: str) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def _refuse(self, status: int, data: bytes) -> None:
+            """Answer, then close the connection, discarding what the client still sends for a while
+            (closing with unread data would reset the connection before the client reads the answer)."""
+            self.close_connection = True
+            self._reply(status, data)
+            self.wfile.flush()
+            self.connection.settimeout(DRAIN_S)
+            left = MAX_BODY
+            try:
+                while left > 0 and (chunk := self.connection.recv(min(left, 65536))):
+                    left -= len(chunk)
+            except OSError:
+                pass
 
         def log_message(self, format: str, *args: object) -> None:
             log.debug("%s %s", self.address_string(), format % args)

@@ -84,6 +84,10 @@ class Keys:
         """Wall-clock time of the last loop of a daemon (the bot's dead-man's switch reads it)."""
         return f"{self.namespace}:heartbeat:{role}"
 
+    def slack_request(self, signature: str) -> str:
+        """Set (with a TTL) once a signed Slack request was accepted: a replay of it is refused (bot/app.py)."""
+        return f"{self.namespace}:slack:seen:{signature}"
+
     def fault(self, name: str) -> str:
         """Marker a failpoint sets when reached (see workers/faults.py)."""
         return f"{self.namespace}:fault:{name}"
