@@ -20,6 +20,8 @@ from trainwarden.policies.durations import duration_problem, fmt_duration
 
 SPARK = "▁▂▃▄▅▆▇█"
 BAR_WIDTH = 10
+NOTICE_MAX = 3_000  # a notice is shown as one section block, which Slack caps at this (bot/limits.py)
+MASK_MARGIN = 500  # masked beyond the cut, so that no secret is cut in half and shown in part
 
 
 # -- formatting helpers ---------------------------------------------------------------------------
@@ -198,7 +200,17 @@ def notification_text(event: Event, *, evidence_path: str | None = None) -> str 
         text = watchdog_stalled(event)
     elif event.type == t.WATCHDOG_RECOVERED:
         text = watchdog_recovered(event)
-    return None if text is None else redact_text(text)
+    return None if text is None else masked_head(text, NOTICE_MAX)
+
+
+def masked_head(text: str, limit: int) -> str:
+    """`text` with secrets masked, cut to `limit` with a marker. Only the head is scanned: masking is
+    slow on very long texts (a 60,000-character launch error), and only the head is ever shown."""
+    if len(text) <= limit:
+        return redact_text(text)
+    masked = redact_text(text[: limit + MASK_MARGIN])
+    keep = max(0, limit - len(truncated(len(text))))
+    return masked[:keep] + truncated(len(text) - keep)
 
 
 def thread_parent(headline: str, open_rules: Sequence[str]) -> str:
