@@ -3,7 +3,8 @@
 Signature and timestamp checks happen inside the app (bolt's RequestVerification), before any
 listener or middleware of ours runs; a replayed signature is refused by bot/app.py's ReplayGuard.
 Before that, this server answers what bolt would choke on: a Content-Length that is not a number
-(400), a body over 1 MiB (413, not read), a request timestamp that is not a number (401).
+(400), a body over 1 MiB (413, not read), a request timestamp that is not a number (401), a
+`payload` that is not a JSON object (400).
 """
 
 from __future__ import annotations
@@ -78,7 +79,12 @@ def _handler(app: App, path: str) -> type[BaseHTTPRequestHandler]:
                 self._reply(401, b"bad request timestamp")
                 return
             headers: dict[str, str | Sequence[str]] = {k.lower(): v for k, v in self.headers.items()}
-            response = app.dispatch(BoltRequest(body=body, query=url.query, headers=headers))
+            try:
+                request = BoltRequest(body=body, query=url.query, headers=headers)
+            except (ValueError, TypeError, AttributeError):  # a `payload` that is not a JSON object
+                self._reply(400, b"bad body")
+                return
+            response = app.dispatch(request)
             data = response.body.encode()
             self.send_response(response.status)
             for name, values in response.headers.items():
