@@ -43,25 +43,20 @@ def feed_pending(r) -> int:
     return int(r.xpending(Keys().feed(), NOTIFY_GROUP)["pending"])
 
 
-def test_a_long_launch_error_is_fitted_and_the_next_alert_still_goes_out(store, r, slack_api, redis_server, tmp_path):
+def test_a_long_message_is_fitted_a_refused_one_is_recorded_and_neither_holds_up_the_next(
+    store, r, slack_api, redis_server, tmp_path
+):
     worker = Worker()
     with bot_process(tmp_path, redis_server.url, slack_api) as bot:
+        # A 3,200-character launch error: cut to fit a section (Slack refused it, and the notifier died).
         store.append_one(worker.launch_failed("exp01"))
         (launch,) = posted(slack_api, "LAUNCH FAILED exp01")
         section = launch.blocks[0]["text"]["text"]
         assert len(section) <= 3000 and section.startswith("LAUNCH FAILED exp01@gpu1")
         assert "more characters cut" in section
         store.append_one(worker.nan("exp01"))
-        posted(slack_api, "loss=nan at step 210")
+        posted(slack_api, "exp01@gpu1: loss=nan at step 210")
         assert slack_api.refused == []  # fitted before sending: Slack had nothing to refuse
-        assert bot.proc.poll() is None
-
-
-def test_a_refused_message_is_recorded_sent_as_plain_text_and_holds_nothing_up(
-    store, r, slack_api, redis_server, tmp_path
-):
-    worker = Worker()
-    with bot_process(tmp_path, redis_server.url, slack_api) as bot:
         # Refused once: recorded, then posted as its text alone.
         slack_api.fail("chat.postMessage", "refuse:invalid_blocks")
         store.append_one(worker.nan("exp02"))
@@ -76,8 +71,7 @@ def test_a_refused_message_is_recorded_sent_as_plain_text_and_holds_nothing_up(
         store.append_one(worker.nan("exp04"))
         posted(slack_api, "exp04@gpu1")
         assert not [m for m in slack_api.messages if "exp03" in m.text]
-        attempts = [e.data["attempt"] for e in events_of(store, "exp03", t.NOTIFICATION_FAILED)]
-        assert attempts == ["full", "plain"]
+        assert [e.data["attempt"] for e in events_of(store, "exp03", t.NOTIFICATION_FAILED)] == ["full", "plain"]
         wait_for(lambda: feed_pending(r) == 0, what="every feed entry acknowledged")  # nothing redelivered forever
         assert bot.proc.poll() is None
     assert "Exception in thread" not in bot.log.read_text()
