@@ -55,9 +55,10 @@ def worker_busy(client: redis.Redis) -> bool:
     return any(client.hget(name, "state") == b"busy" for name in client.smembers("rq:workers"))
 
 
-@pytest.mark.parametrize("fork", [False, True], ids=["in-process", "forking"])
+@pytest.mark.parametrize(("fork", "slack"), [(False, True), (True, False)],
+                         ids=["worker+slack-bot", "forking-worker+console-bot"])  # fmt: skip
 def test_daemons_ride_out_a_redis_restart_and_stop_the_nan_after_it(
-    fork: bool, own_redis: RedisServer, slack_api: SlackAPI, tmp_path: Path
+    fork: bool, slack: bool, own_redis: RedisServer, slack_api: SlackAPI, tmp_path: Path
 ) -> None:
     settings = tmp_path / "trainwarden.yaml"
     settings.write_text(yaml.safe_dump({
@@ -68,7 +69,15 @@ def test_daemons_ride_out_a_redis_restart_and_stop_the_nan_after_it(
         "slack": {"channel": "C1", "rate_per_s": 1000, "burst": 1000, "http_host": "127.0.0.1",
                   "http_port": free_port()},
     }))  # fmt: skip
-    slack_env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_API_URL": slack_api.url, "SLACK_SIGNING_SECRET": "s3cret"}
+    bot_env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_API_URL": slack_api.url, "SLACK_SIGNING_SECRET": "s3cret"}
+    if not slack:
+        bot_env = {"SLACK_BOT_TOKEN": ""}  # console mode: posts go to its output
+
+    def posted() -> list[str]:
+        if slack:
+            return slack_api.texts()
+        return (tmp_path / "bot.log").read_text(errors="replace").splitlines()
+
     train_log = tmp_path / "train.log"
     train_log.write_text("step=1 loss=2.0\n")
     store = EventStore(own_redis.client(socket_timeout=2), keys=Keys())
@@ -76,7 +85,7 @@ def test_daemons_ride_out_a_redis_restart_and_stop_the_nan_after_it(
     try:
         procs["dispatcher"] = spawn(settings, tmp_path / "dispatcher.log", "dispatcher")
         procs["worker"] = spawn(settings, tmp_path / "worker.log", "worker", *(["--fork"] if fork else []))
-        procs["bot"] = spawn(settings, tmp_path / "bot.log", "bot", env=slack_env)
+        procs["bot"] = spawn(settings, tmp_path / "bot.log", "bot", env=bot_env)
         procs["agent"] = spawn(settings, tmp_path / "agent.log", "agent", "--watch", f"exp01={train_log}")
         procs["simulate"] = spawn(settings, tmp_path / "simulate.log", "simulate", "--runs", str(SIM_RUNS),
                                   "--rate", "5")  # fmt: skip
@@ -92,7 +101,7 @@ def test_daemons_ride_out_a_redis_restart_and_stop_the_nan_after_it(
         wait_for(lambda: "STOP" in decisions(store, "exp01"), timeout=45, what="the NaN after the restart stopped")
         alive = {name: procs[name].poll() is None for name in DAEMONS}
         assert alive == dict.fromkeys(DAEMONS, True)
-        wait_for(lambda: any("STOP" in text for text in slack_api.texts()), timeout=20, what="the STOP posted")
+        wait_for(lambda: any("STOP exp01" in text for text in posted()), timeout=20, what="the STOP posted")
         # the job Redis failed mid-way is redone: every simulated run's log is evaluated to its end
         runs = [f"sim-{i:05d}" for i in range(SIM_RUNS)]
         wait_for(lambda: all(evaluated_to_end(store, run) for run in runs), timeout=30, what="every run evaluated")
