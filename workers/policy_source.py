@@ -119,10 +119,11 @@ class PolicySource:
         fallback = recorded() if recorded is not None else None
         if fallback is None:
             log.error("%s", exc)  # every problem, file:line:column
+            first = " ".join(exc.problems[0].split())  # one line, whatever the YAML parser said
             more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
             raise NoValidPolicy(
                 f"the policy file {path} is invalid and no valid policy was ever recorded to start with instead: "
-                f"{exc.problems[0]}{more}; list every problem with `trainwarden policy check {path}`"
+                f"{first}{more}; list every problem with `trainwarden policy check {path}`"
             ) from None
         log.error("policy file %s is invalid; starting with the last valid policy recorded, %s (%s)", path,
                   fallback.name, fallback.hash)  # fmt: skip
