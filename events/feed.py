@@ -18,11 +18,11 @@ from trainwarden.events.redis_types import Client, pending_reads, stream_reads
 from trainwarden.events.sids import sid_key
 from trainwarden.events.store import redis_errors
 
+log = logging.getLogger(__name__)
+
 DISPATCH_GROUP = "dispatch"
 NOTIFY_GROUP = "notify"
 ALL_GROUPS = (DISPATCH_GROUP, NOTIFY_GROUP)
-log = logging.getLogger(__name__)
-
 RECLAIM_IDLE_S = 30.0  # seconds an entry may stay unacknowledged before another consumer (dispatcher, bot) claims it
 
 
