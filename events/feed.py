@@ -7,6 +7,7 @@ consumer left pending is taken over with XAUTOCLAIM after `min_idle_ms`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ from trainwarden.events.errors import DecodeError
 from trainwarden.events.redis_types import Client, pending_reads, stream_reads
 from trainwarden.events.sids import sid_key
 from trainwarden.events.store import redis_errors
+
+log = logging.getLogger(__name__)
 
 DISPATCH_GROUP = "dispatch"
 NOTIFY_GROUP = "notify"
@@ -65,9 +68,13 @@ class GroupReader:
     def read(self, *, count: int = 500, block_ms: int | None = None) -> list[tuple[str, dict[bytes, bytes]]]:
         """New entries for this consumer; blocks up to `block_ms` when there are none."""
         with redis_errors("read the feed", group=self.group):
-            reply = stream_reads(
-                self.redis.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=count, block=block_ms)
-            )
+            try:
+                reply = stream_reads(
+                    self.redis.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=count, block=block_ms)
+                )
+            except redis.ResponseError as exc:
+                self._recreate(exc)
+                return []
         if not reply:
             return []
         return [(sid.decode(), fields) for sid, fields in reply[0][1]]
@@ -75,7 +82,11 @@ class GroupReader:
     def read_own_pending(self, *, count: int = 500) -> list[tuple[str, dict[bytes, bytes]]]:
         """Entries this consumer read earlier but has not acknowledged (after a restart or a failure), in order."""
         with redis_errors("read the feed", group=self.group):
-            reply = pending_reads(self.redis.xreadgroup(self.group, self.consumer, {self.stream: "0"}, count=count))
+            try:
+                reply = pending_reads(self.redis.xreadgroup(self.group, self.consumer, {self.stream: "0"}, count=count))
+            except redis.ResponseError as exc:
+                self._recreate(exc)
+                return []
         if not reply:
             return []
         return [(sid.decode(), fields or {}) for sid, fields in reply[0][1]]  # trimmed: {} (acked as garbage)
@@ -86,13 +97,25 @@ class GroupReader:
         start = "0-0"
         with redis_errors("claim stale feed entries", group=self.group):
             while True:
-                reply = self.redis.xautoclaim(
-                    self.stream, self.group, self.consumer, min_idle_ms, start_id=start, count=count
-                )
+                try:
+                    reply = self.redis.xautoclaim(
+                        self.stream, self.group, self.consumer, min_idle_ms, start_id=start, count=count
+                    )
+                except redis.ResponseError as exc:
+                    self._recreate(exc)
+                    return out
                 start = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
                 out.extend((sid.decode(), fields) for sid, fields in reply[1] if fields is not None)
                 if start == "0-0" or len(out) >= count:
                     return out
+
+    def _recreate(self, exc: redis.ResponseError) -> None:
+        """The group is gone (Redis restarted without its data, or someone deleted it): create it again."""
+        if not str(exc).startswith("NOGROUP"):
+            raise exc
+        log.warning("consumer group %s of %s is gone (Redis restarted without its data?); creating it again",
+                    self.group, self.stream)  # fmt: skip
+        self.ensure_group()
 
     def ack(self, ids: Sequence[str], *, pipeline: Pipeline | None = None) -> None:
         if not ids:

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.redis_errors import transient
 
 log = logging.getLogger(__name__)
 
@@ -16,30 +16,47 @@ BACKOFF_START_S = 0.1
 BACKOFF_MAX_S = 5.0
 
 
+class Outage:
+    """One component riding out Redis outages: the growing pause, and one log line when it starts and ends."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.since: float | None = None
+        self.backoff = BACKOFF_START_S
+
+    def failed(self, exc: BaseException) -> float:
+        """Note a failed try; returns how long to wait before the next."""
+        if self.since is None:
+            self.since = time.monotonic()
+            log.warning("%s: %s; retrying with backoff", self.name, exc)
+        pause = self.backoff
+        self.backoff = min(self.backoff * 2, BACKOFF_MAX_S)
+        return pause
+
+    def succeeded(self) -> None:
+        if self.since is not None:
+            log.warning("%s: Redis reachable again after %.1fs", self.name, time.monotonic() - self.since)
+        self.since = None
+        self.backoff = BACKOFF_START_S
+
+
 def run_loop(step: Callable[[int | None], int], *, name: str, burst: bool, stop: threading.Event | None) -> None:
     """Call `step(block_ms)` until `stop` is set; `step` returns how many items it handled.
 
     With `burst=True`, return as soon as a step handles nothing (and let errors propagate, so a
-    test or a one-shot command sees them). Otherwise keep going through Redis outages.
+    test or a one-shot command sees them). Otherwise keep going through Redis outages: every
+    transient Redis error (events/redis_errors.py), wrapped as StoreUnavailable or escaping raw.
     """
     stop = stop or threading.Event()
-    backoff = BACKOFF_START_S
-    outage_since: float | None = None
+    outage = Outage(name)
     while not stop.is_set():
         try:
             handled = step(None if burst else BLOCK_MS)
-        except StoreUnavailable as exc:
-            if burst:
+        except Exception as exc:
+            if burst or not transient(exc):
                 raise
-            if outage_since is None:
-                outage_since = time.monotonic()
-                log.warning("%s: %s; retrying with backoff", name, exc)
-            stop.wait(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX_S)
+            stop.wait(outage.failed(exc))
             continue
-        if outage_since is not None:
-            log.warning("%s: Redis reachable again after %.1fs", name, time.monotonic() - outage_since)
-            outage_since = None
-            backoff = BACKOFF_START_S
+        outage.succeeded()
         if burst and handled == 0:
             return

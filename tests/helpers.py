@@ -91,3 +91,13 @@ class FaultyProxy:
     def close(self) -> None:
         self._closed.set()
         self.listener.close()
+
+
+def evaluated_to_end(store: EventStore, run: str) -> bool:
+    """The workers' checkpoint of `run` has evaluated its whole log."""
+    from trainwarden.events.redis_types import hash_fields
+    from trainwarden.workers.checkpoint import decode_checkpoint
+
+    last = store.redis.xrevrange(store.keys.log(run), count=1)
+    cp = decode_checkpoint(hash_fields(store.redis.hgetall(store.keys.cursor(run))))
+    return bool(last) and cp.after == last[0][0].decode()

@@ -74,11 +74,10 @@ def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     require("worker", "rq", "asyncssh", "matplotlib")  # jobs, stopping remote runs, evidence charts
-    from rq import SimpleWorker, Worker
-
     from trainwarden.workers.chart import preload
     from trainwarden.workers.context import install
     from trainwarden.workers.process import record_policy_events
+    from trainwarden.workers.rq_worker import ForkingWorker, InProcessWorker
 
     ctx = wiring.worker_context(settings)
     install(ctx)
@@ -87,9 +86,12 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     queue = wiring.queue(settings)
     # Jobs run in this process by default: a forked work horse per job cost ~25 ms, more than the
     # evaluation of the 30 runs a busy job covers (docs/benchmarks.md, "Scale: load and saturation").
-    worker_class = Worker if args.fork else SimpleWorker
+    worker_class = ForkingWorker if args.fork else InProcessWorker
     worker = worker_class([queue], connection=queue.connection)
     worker.work(burst=args.burst, logging_level=args.log_level)
+    if not args.burst and not worker.stop_asked:  # RQ's loop gave up (it logged why): let the supervisor restart us
+        log.error("the worker's job loop ended without a stop request; exiting with status 1")
+        return 1
     return 0
 
 

@@ -31,6 +31,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     ├── PolicyError                  (policies.errors) a policy that does not validate (every problem, file:line:col)
     ├── WorkerError                  (workers.errors) the RQ jobs
     │   ├── NoWorkerContext          a job ran in a process that `trainwarden worker` did not set up
+    │   ├── NoValidPolicy            the policy file is invalid at start and no valid policy was ever recorded
     │   ├── RunBusy                  another worker holds the run's lock for too long (the entry is retried)
     │   └── RunsFailed               some runs of a multi-run job failed (their feed entries are retried)
     ├── RemoteError                  (remote.errors) launching, stopping and reaching runs on servers

@@ -162,11 +162,11 @@ def dispatcher(settings: Settings) -> Dispatcher:
     )
 
 
-def policy_source(settings: Settings) -> PolicySource:
-    """The configured policy file (PolicyError if it is invalid), or the packaged default."""
-    from trainwarden.workers.policy_source import PolicySource
+def policy_source(settings: Settings, events: EventStore) -> PolicySource:
+    """The configured policy file (if it is invalid: the last valid policy recorded in `events`), or the default."""
+    from trainwarden.workers.policy_source import PolicySource, last_recorded_policy
 
-    return PolicySource(host=settings.host, path=settings.policy_path)
+    return PolicySource(host=settings.host, path=settings.policy_path, recorded=lambda: last_recorded_policy(events))
 
 
 def fleet(settings: Settings, *, required: bool = False) -> Fleet | None:
@@ -222,7 +222,7 @@ def worker_context(settings: Settings) -> WorkerContext:
     return WorkerContext(
         store=shared,
         host=settings.host,
-        policies=policy_source(settings),
+        policies=policy_source(settings, shared),
         controller=controller(the_fleet),
         evidence_dir=settings.evidence_dir.resolve(),
         findings_file=settings.findings_file.resolve(),

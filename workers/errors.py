@@ -3,6 +3,7 @@
 TrainwardenError (trainwarden.errors)
 └── WorkerError             the RQ jobs
     ├── NoWorkerContext     a job ran in a process that `trainwarden worker` did not set up
+    ├── NoValidPolicy       the policy file is invalid at start and no valid policy was ever recorded
     ├── RunBusy             another worker holds the run's lock for too long (the entry is retried)
     └── RunsFailed          some runs of a multi-run job failed (their feed entries are retried)
 
@@ -20,6 +21,10 @@ class WorkerError(TrainwardenError):
 
 class NoWorkerContext(WorkerError):
     """Jobs need the context `trainwarden worker` installs (Redis, policy, run controller)."""
+
+
+class NoValidPolicy(WorkerError):
+    """The policy file is invalid at worker start and Redis holds no valid policy to start with instead."""
 
 
 class RunBusy(WorkerError):

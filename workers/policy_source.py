@@ -4,8 +4,13 @@ At each job start `refresh()` looks at the file (one stat; the text is read only
 mtime moved, and parsed only when its content changed). A valid new file becomes the policy and
 is announced with a `policy.loaded` event (its text and content hash) in the reserved `trainwarden.system`
 run; an invalid one is announced with `policy.rejected` (every file:line:column problem) and the
-old policy stays. Event ids derive from the content, so several workers announcing the same
-change append it once.
+old policy stays. Event ids derive from the content (a rejection's also from the policy it kept
+and the file's mtime), so several workers announcing the same change append it once, while the
+same invalid text saved again after a valid edit is announced again.
+
+A worker that starts while the file is invalid starts with the last valid policy recorded in
+Redis (the newest `policy.loaded` that carries its text) and announces the rejection; only when
+no valid policy was ever recorded does it refuse to start (`NoValidPolicy`).
 
 With RQ's forking worker each job runs in a child process, so a change seen by a job is not
 remembered by the parent: every later job re-reads the changed file (a few milliseconds) until
@@ -17,17 +22,25 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import PolicyLoadedData, PolicyRejectedData
+from trainwarden.events.redis_errors import redis_errors
+from trainwarden.events.redis_types import stream_entries
+from trainwarden.events.store import EventStore, decode_entries
 from trainwarden.policies.default import DEFAULT_SOURCE, default_policy
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.loader import load_policy
 from trainwarden.policies.model import Policy
+from trainwarden.workers.errors import NoValidPolicy
 
 log = logging.getLogger(__name__)
+
+RECORDED_PAGE = 500  # system-log entries read at a time, newest first, looking for the last policy.loaded
 
 
 def sha256(text: str) -> str:
@@ -43,19 +56,78 @@ def read_policy_file(path: Path) -> Policy:
     return load_policy(text, source=str(path))
 
 
+def last_recorded_policy(store: EventStore) -> Policy | None:
+    """The newest valid policy recorded in the system log (a `policy.loaded` with its text), or None."""
+    key = store.keys.log(t.SYSTEM_RUN)
+    upper = "+"
+    while True:
+        with redis_errors("read the recorded policies", run=t.SYSTEM_RUN):
+            entries = stream_entries(store.redis.xrevrange(key, max=upper, count=RECORDED_PAGE))
+        for _sid, item in decode_entries(entries, t.SYSTEM_RUN):  # newest first
+            if isinstance(item, Event) and item.type == t.POLICY_LOADED:
+                policy = _recorded(cast(PolicyLoadedData, item.data))
+                if policy is not None:
+                    return policy
+        if len(entries) < RECORDED_PAGE:
+            return None
+        upper = "(" + entries[-1][0].decode()
+
+
+def _recorded(data: PolicyLoadedData) -> Policy | None:
+    text = data.get("text")
+    if not text or data.get("sha256") != sha256(text):
+        return None  # built in code (no text), or not the text that was loaded
+    try:
+        return load_policy(text, source=f"{data.get('source')} (as recorded in Redis)")
+    except PolicyError:
+        return None  # valid for an older trainwarden, not this one
+
+
 class PolicySource:
-    def __init__(self, *, host: str, path: Path | None = None, policy: Policy | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        host: str,
+        path: Path | None = None,
+        policy: Policy | None = None,
+        recorded: Callable[[], Policy | None] | None = None,
+    ) -> None:
+        """`recorded` finds the last valid policy recorded (`last_recorded_policy`): used only when the file
+        is invalid at start. Without it, or when it finds none, an invalid file raises NoValidPolicy."""
         self.host = host
         self.path = path
         self._stat: tuple[int, int] | None = None
+        self._pending: list[Event] = []
         if path is not None:
             self._stat = self._stat_of(path)
-            self.policy = read_policy_file(path)  # an invalid file at startup is fatal: say so now
+            try:
+                self.policy = read_policy_file(path)
+            except PolicyError as exc:
+                self.policy = self._fall_back(path, exc, recorded)
+                self._sha = ""
+                self._pending.append(self._loaded(self.policy))
+                self._reject(exc.problems)
+                return
             self._sha = sha256(self.policy.text or "")
         else:
             self.policy = policy or default_policy()
             self._sha = sha256(self.policy.text or "")
-        self._pending: list[Event] = [self._loaded(self.policy)]
+        self._pending.append(self._loaded(self.policy))
+
+    @staticmethod
+    def _fall_back(path: Path, exc: PolicyError, recorded: Callable[[], Policy | None] | None) -> Policy:
+        fallback = recorded() if recorded is not None else None
+        if fallback is None:
+            log.error("%s", exc)  # every problem, file:line:column
+            first = " ".join(exc.problems[0].split())  # one line, whatever the YAML parser said
+            more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
+            raise NoValidPolicy(
+                f"the policy file {path} is invalid and no valid policy was ever recorded to start with instead: "
+                f"{first}{more}; list every problem with `trainwarden policy check {path}`"
+            ) from None
+        log.error("policy file %s is invalid; starting with the last valid policy recorded, %s (%s)", path,
+                  fallback.name, fallback.hash)  # fmt: skip
+        return fallback
 
     def refresh(self) -> list[Event]:
         """Pick up a changed file; returns the `trainwarden.system` events still to record (call `recorded()` after)."""
@@ -93,7 +165,9 @@ class PolicySource:
     def _reject(self, problems: list[str]) -> None:
         log.error("policy file %s rejected; keeping policy %s:\n  %s", self.path, self.policy.hash,
                   "\n  ".join(problems))  # fmt: skip
-        key = sha256("\n".join(problems))[:16]
+        # what was kept and which save of the file: the same invalid text saved again later is announced again
+        mtime = self._stat[0] if self._stat else 0
+        key = sha256("\n".join([self.policy.hash, str(mtime), *problems]))[:16]
         data: PolicyRejectedData = {"source": str(self.path), "problems": problems, "kept": self.policy.hash}
         self._pending.append(
             make_event(t.POLICY_REJECTED, run=t.SYSTEM_RUN, host=self.host, producer=f"policy-rejected/{key}",

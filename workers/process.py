@@ -119,6 +119,19 @@ class RunProcessor:
                 log.warning("lock for %s expired while processing; commits were still guarded by WATCH", self.run)
         return self.summary
 
+    def _hold(self, lock: Lock) -> None:
+        """Extend the run lock for the next step. Lost after a stall over `lock_timeout_s` (a paused process, a
+        Redis outage): the commits so far stand (WATCH-guarded), and the turn ends as RunBusy, so that the
+        run's feed entries stay pending and its next job finishes the work."""
+        try:
+            lock.reacquire()
+        except redis.exceptions.LockNotOwnedError:
+            raise RunBusy(
+                f"the run lock expired mid-turn (a stall over {fmt_duration(self.ctx.lock_timeout_s)}); "
+                "the work committed stands, the rest is retried",
+                run=self.run,
+            ) from None
+
     def _evaluate(self, lock: Lock) -> bool:
         """Evaluate the log from the checkpoint on; returns whether actions are pending.
 
@@ -162,7 +175,7 @@ class RunProcessor:
             self.summary["dead_letters"] += len(step.dead)
             if len(entries) < PAGE and not step.outputs:
                 return bool(cp.pending)
-            lock.reacquire()
+            self._hold(lock)
 
     def _perform_pending(self, lock: Lock) -> None:
         cursor = self.keys.cursor(self.run)
@@ -185,4 +198,4 @@ class RunProcessor:
                     continue
             self.ctx.store.flush([self.run])
             self.summary["actions"] += 1
-            lock.reacquire()
+            self._hold(lock)

@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import time
 
 import pytest
 from redis.lock import Lock
@@ -13,7 +14,7 @@ from trainwarden.workers.dispatcher import Dispatcher
 from trainwarden.workers.errors import RunsFailed
 from trainwarden.workers.process import process_runs
 
-from tests.helpers import events_of, metric
+from tests.helpers import evaluated_to_end, events_of, metric
 
 pytestmark = pytest.mark.redis
 
@@ -107,4 +108,29 @@ def test_a_run_that_fails_does_not_hold_up_the_others_in_its_job(store, r, worke
     held.release()
     process_runs([["busy", fids["busy"]]])
     assert [d.data["decision"] for d in events_of(store, "busy", t.DECISION)] == [t.CONTINUE]
+    assert pending(store) == 0
+
+
+def test_a_stall_over_the_lock_timeout_mid_turn_ends_the_turn_and_the_next_job_finishes(store, r, worker_ctx):
+    stalls = [0.6]  # the first evaluation stalls (a paused process, a swapped-out page) past the 0.2 s lock
+
+    def stalling_clock() -> float:
+        if stalls:
+            time.sleep(stalls.pop())
+        return time.time()
+
+    context.install(dataclasses.replace(worker_ctx, lock_timeout_s=0.2, clock=stalling_clock))
+    store.append([metric("x", 1, loss=2.0)])
+    reader = GroupReader(r, stream=store.keys.feed(), group=DISPATCH_GROUP, consumer="d1")
+    reader.ensure_group()
+    fids = [fid for fid, _ in reader.read()]
+    with pytest.raises(RunsFailed, match="x: RunBusy: the run lock expired mid-turn"):
+        process_runs([["x", fids]])
+    assert pending(store) == 1  # left for the next job
+    assert [d.data["decision"] for d in events_of(store, "x", t.DECISION)] == [t.CONTINUE]  # committed, stands
+    store.append([metric("x", 2, loss=1.5)])
+    context.install(worker_ctx)
+    process_runs([["x", fids]])
+    assert evaluated_to_end(store, "x")
+    assert [d.data["decision"] for d in events_of(store, "x", t.DECISION)] == [t.CONTINUE]  # nothing twice
     assert pending(store) == 0

@@ -60,3 +60,15 @@ def test_trim_waits_for_groups_that_do_not_exist_yet(r, store):
     reader(r, store, "c", group=DISPATCH_GROUP)
     store.append([metric("exp01", 1, loss=1.0)])
     assert trim_feed(r, stream=store.keys.feed()) == 0
+
+
+def test_a_group_lost_with_redis_data_is_created_again(r, store):
+    """Redis restarted without its data (no AOF): the readers go on instead of failing with NOGROUP."""
+    a = reader(r, store, "a")
+    store.append([metric("exp01", 1, loss=1.0)])
+    assert len(a.read()) == 1
+    for read in (a.read_own_pending, lambda: a.claim_stale(min_idle_ms=0), a.read):
+        r.flushall()
+        assert read() == []
+    store.append([metric("exp01", 2, loss=1.0)])
+    assert len(a.read()) == 1
