@@ -32,7 +32,7 @@ def recorded_run(command: str, *, log: str, exit_file: str) -> list[str]:
         "trap ':' INT",
         """trap '[ -n "$tw_signalled" ] || { tw_signalled=1; kill -HUP 0; }' HUP""",
         """trap '[ -n "$tw_signalled" ] || { tw_signalled=1; kill -TERM 0; }' TERM""",
-        f"( trap - INT QUIT; exec {command} ) 2>&1 | ( trap '' INT TERM HUP; tee -a {shlex.quote(log)}; exit 0 ) &",
+        f"( trap - INT QUIT; exec -- {command} ) 2>&1 | ( trap '' INT TERM HUP; tee -a {shlex.quote(log)}; exit 0 ) &",
         # A trapped signal ends `wait` early (status 128+N) while the job still runs: wait again. Only the
         # first `wait` that sees the job end returns the pipeline's status (pipefail: the command's).
         'while :; do wait "$!"; tw_status=$?; kill -0 "$!" 2>/dev/null || break; done',
