@@ -123,9 +123,8 @@ def stop_cancelled(event: Event) -> str:
 
 
 def run_failed(event: Event) -> str:
-    return (
-        f"FAILED {where(event)}: the training process {exit_status(cast(p.RunEndedData, event.data).get('exit_code'))}."
-    )
+    code = cast(p.RunEndedData, event.data).get("exit_code")
+    return f"FAILED {where(event)}: the training process {exit_status(code)}."
 
 
 def exit_status(code: object) -> str:
@@ -133,13 +132,10 @@ def exit_status(code: object) -> str:
     if type(code) is not int:
         return "ended with an unknown exit code (it left none: killed, or its host went down)"
     signo = code - 128 if code > 128 else -code if code < 0 else 0
-    if signo:
-        try:
-            name = f" ({signal.Signals(signo).name})"
-        except ValueError:
-            name = ""
-        return f"was killed by signal {signo}{name}, exit code {code}"
-    return f"exited with code {code}"
+    if not signo:
+        return f"exited with code {code}"
+    name = f" ({signal.Signals(signo).name})" if signo in {s.value for s in signal.Signals} else ""
+    return f"was killed by signal {signo}{name}, exit code {code}"
 
 
 def policy_rejected(event: Event) -> str:
