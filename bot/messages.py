@@ -132,7 +132,7 @@ def exit_status(code: object) -> str:
     if type(code) is not int:
         return "ended with an unknown exit code (it left none: killed, or its host went down)"
     signo = code - 128 if code > 128 else -code if code < 0 else 0
-    if not signo:
+    if signo not in signal.valid_signals():  # 0, or past the last signal (exit 255): a plain exit code
         return f"exited with code {code}"
     name = f" ({signal.Signals(signo).name})" if signo in {s.value for s in signal.Signals} else ""
     return f"was killed by signal {signo}{name}, exit code {code}"
