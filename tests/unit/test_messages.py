@@ -69,7 +69,7 @@ def test_a_rejected_policy_says_what_is_wrong_and_how_to_fix_it():
 
 @pytest.mark.parametrize(
     ("code", "said"),
-    [(3, "exited with code 3"), (130, "was killed by signal 2 (SIGINT), exit code 130"),
+    [(3, "exited with code 3"), (255, "exited with code 255"), (130, "was killed by signal 2 (SIGINT), exit code 130"),
      (137, "was killed by signal 9 (SIGKILL), exit code 137"),
      (-15, "was killed by signal 15 (SIGTERM), exit code -15"),
      (None, "ended with an unknown exit code (it left none: killed, or its host went down)")],
