@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 from trainwarden.events import types as t
 from trainwarden.events.run_view import run_state
 
@@ -22,6 +23,9 @@ pytestmark = [pytest.mark.redis, pytest.mark.tmux]
 
 def test_a_stopped_run_is_stopped_not_failed(store, tmp_path, tmux_socket, settings_file):
     log = tmp_path / "exp01.log"
+    body = yaml.safe_load(settings_file.read_text())
+    body["agent"]["process_interval_s"] = 0.2  # the agent looks for the run's end this often
+    settings_file.write_text(yaml.safe_dump(body))
     procs = [spawn(settings_file, tmp_path / f"{name}.log", name) for name in ("agent", "dispatcher", "worker")]
     try:
         trainer = [sys.executable, "-m", "trainwarden.demo_train", "--nan-at", "100000", "--interval", "0.05"]
