@@ -1,7 +1,10 @@
 # Image for the central processes: dispatcher, RQ worker, bot. (The agent is a pip install on GPU servers.)
 #   docker build -t trainwarden .
 #   docker run --rm -e REDIS_URL=redis://redis:6379/0 trainwarden dispatcher
-#   docker run --rm -e REDIS_URL=redis://redis:6379/0 -v /srv/evidence:/app/evidence trainwarden worker
+#   docker run --rm -e REDIS_URL=redis://redis:6379/0 -v /srv/trainwarden:/data trainwarden worker
+# What the processes write (evidence packs, findings.md, archives) goes to /data, their working
+# directory: the settings' relative defaults (evidence/, findings.md, archive/) resolve there. Mount
+# a volume on it; the settings file itself may be mounted read-only (e.g. /config).
 FROM python:3.11-slim
 
 RUN apt-get update \
@@ -19,8 +22,10 @@ COPY workers ./workers
 COPY bot ./bot
 COPY remote ./remote
 COPY archive ./archive
-RUN pip install --no-cache-dir '.[server,bot]' && mkdir -p /app/evidence && chown trainwarden /app/evidence
+RUN pip install --no-cache-dir '.[server,bot]' && mkdir -p /data && chown trainwarden /data
 
 USER trainwarden
+WORKDIR /data
+VOLUME ["/data"]
 ENTRYPOINT ["trainwarden"]
 CMD ["worker"]

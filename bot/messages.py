@@ -8,6 +8,7 @@ Replies to commands say what was refused and how to fix it. Nothing here touches
 from __future__ import annotations
 
 import math
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -96,14 +97,23 @@ def flapping(event: Event, *, openings: int, window_s: float) -> str:
     )
 
 
-def stop_done(event: Event, evidence_path: str | None) -> str:
+def stop_done(event: Event, evidence_path: str | None, evidence_problem: str | None = None) -> str:
     pack = f" Evidence: {evidence_path}" if evidence_path else ""
-    return f"STOPPED {where(event)}: {cast(p.StopResultData, event.data).get('detail')}.{pack}"
+    problem = f" {evidence_problem}" if evidence_problem else ""
+    return f"STOPPED {where(event)}: {cast(p.StopResultData, event.data).get('detail')}.{pack}{problem}"
 
 
-def stop_failed(event: Event) -> str:
+def stop_failed(event: Event, evidence_problem: str | None = None) -> str:
     d = cast(p.StopResultData, event.data)
-    return f"STOP FAILED {where(event)}: {d.get('error')}. Stop it by hand: {d.get('hint')}"
+    problem = f" {evidence_problem}" if evidence_problem else ""
+    return f"STOP FAILED {where(event)}: {d.get('error')}. Stop it by hand: {d.get('hint')}{problem}"
+
+
+def evidence_failed(data: p.EvidenceFailedData) -> str:
+    """Said in the STOP message: the stop went on, its evidence (or findings note) did not get written."""
+    problems = data.get("problems") or [f"{data.get('path')}: {data.get('error')}"]
+    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"Evidence could not be written: {problems[0]}{more}; fix the path's permissions or space."
 
 
 def stop_cancelled(event: Event) -> str:
@@ -116,7 +126,18 @@ def stop_cancelled(event: Event) -> str:
 
 def run_failed(event: Event) -> str:
     code = cast(p.RunEndedData, event.data).get("exit_code")
-    return f"FAILED {where(event)}: the training process exited with code {code}."
+    return f"FAILED {where(event)}: the training process {exit_status(code)}."
+
+
+def exit_status(code: object) -> str:
+    """How a process ended, from its exit code as the wrapper wrote it (128+N: killed by signal N)."""
+    if type(code) is not int:
+        return "ended with an unknown exit code (it left none: killed, or its host went down)"
+    signo = code - 128 if code > 128 else -code if code < 0 else 0
+    if signo not in signal.valid_signals():  # 0, or past the last signal (exit 255): a plain exit code
+        return f"exited with code {code}"
+    name = f" ({signal.Signals(signo).name})" if signo in {s.value for s in signal.Signals} else ""
+    return f"was killed by signal {signo}{name}, exit code {code}"
 
 
 def policy_rejected(event: Event) -> str:
@@ -170,7 +191,9 @@ def progress_again() -> str:
     return "the dispatcher and the workers are making progress again"
 
 
-def notification_text(event: Event, *, evidence_path: str | None = None) -> str | None:
+def notification_text(
+    event: Event, *, evidence_path: str | None = None, evidence_problem: str | None = None
+) -> str | None:
     """The line for an event that needs a person, or None for everything else (healthy news)."""
     decided = cast(p.DecisionData, event.data)  # read only for decisions
     text: str | None = None
@@ -183,9 +206,9 @@ def notification_text(event: Event, *, evidence_path: str | None = None) -> str 
     elif event.type == t.DECISION and decided.get("decision") in (t.STOP, t.WAIT):
         text = decision(event)
     elif event.type == t.STOP_DONE:
-        text = stop_done(event, evidence_path)
+        text = stop_done(event, evidence_path, evidence_problem)
     elif event.type == t.STOP_FAILED:
-        text = stop_failed(event)
+        text = stop_failed(event, evidence_problem)
     elif event.type == t.STOP_CANCELLED:
         text = stop_cancelled(event)
     elif event.type == t.RUN_FAILED:

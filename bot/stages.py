@@ -28,7 +28,7 @@ GUARD = "guard"  # the kind of a STOP decision that waits for confirmation
 # Events that change the notifier's state or may be posted; feed entries with none are skipped.
 INPUT_TYPES = frozenset(
     {t.RUN_LAUNCHED, t.RUN_FINISHED, t.RUN_FAILED, t.DECISION, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED,
-     t.EVIDENCE_BUILT, t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED, t.STOP_CANCELLED, t.SNOOZE_SET,
+     t.EVIDENCE_BUILT, t.EVIDENCE_FAILED, t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED, t.STOP_CANCELLED, t.SNOOZE_SET,
      t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED}
 )  # fmt: skip
 # Kinds that are noise control's business; decisions to STOP, stops and failures always go out.
@@ -55,6 +55,7 @@ class NotifyState:
     thread: str | None = None  # ts of the run's parent message
     headline: str | None = None  # the parent's first text, kept for its updates
     evidence: str | None = None
+    evidence_problem: str | None = None  # said in the STOP message: the pack or findings note could not be written
     wandb_url: str | None = None
     ended: bool = False  # stopped, finished, failed or STOP decided: follow-on symptoms are inhibited
     open_rules: list[str] = field(default_factory=list)  # open per the log
@@ -64,6 +65,7 @@ class NotifyState:
     snoozes: dict[str, float] = field(default_factory=dict)  # rule or ALL_RULES -> until
     guard: str | None = None  # key of the open guarded-stop message
     stop_by: str | None = None  # Slack user who asked for the latest stop
+    stop_asked: bool = False  # a stop was requested: the run's end is the stop's doing, not a failure
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -79,7 +81,7 @@ Stage = Callable[[NotifyState, Notice], tuple[Notice | None, str]]
 
 def select(state: NotifyState, event: Event) -> Notice | None:
     """A notice for an event that needs a person; None for healthy news (pure payload predicate)."""
-    text = messages.notification_text(event, evidence_path=state.evidence)
+    text = messages.notification_text(event, evidence_path=state.evidence, evidence_problem=state.evidence_problem)
     if text is None:
         return None
     kind = event.type
@@ -107,6 +109,8 @@ def select(state: NotifyState, event: Event) -> Notice | None:
 def inhibit(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
     if state.ended and notice.kind in QUIETABLE:
         return None, "inhibited"  # the run was stopped or has ended
+    if state.stop_asked and notice.kind == t.RUN_FAILED:
+        return None, "stopped"  # the end of a run we asked to stop (Ctrl-C: exit 130) is no failure
     return notice, ""
 
 
@@ -214,10 +218,14 @@ def observe(state: NotifyState, event: Event) -> None:
     elif event.type == t.STOP_REQUESTED:
         asked = cast(p.StopRequestedData, event.data)
         state.stop_by = asked.get("user") if asked.get("by") == "slack" else None
+        state.stop_asked = True
     elif event.type == t.STOP_CANCELLED:
         state.ended = False
     elif event.type == t.EVIDENCE_BUILT and (path := cast(p.EvidenceBuiltData, event.data).get("path")):
-        state.evidence = path
+        state.evidence, state.evidence_problem = path, None
+    elif event.type == t.EVIDENCE_FAILED:
+        failed = cast(p.EvidenceFailedData, event.data)
+        state.evidence, state.evidence_problem = failed.get("pack"), messages.evidence_failed(failed)
     elif event.type == t.SNOOZE_SET:
         snoozed = cast(p.SnoozeSetData, event.data)
         key = snoozed.get("rule") or ALL_RULES

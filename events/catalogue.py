@@ -128,6 +128,12 @@ CATALOGUE: tuple[EventType, ...] = (
         "worker (workers/actions.py)",
     ),
     EventType(
+        t.EVIDENCE_FAILED,
+        p.EvidenceFailedData,
+        "the evidence pack or the findings note of a STOP decision could not be written; the stop went on",
+        "worker (workers/actions.py)",
+    ),
+    EventType(
         t.STOP_REQUESTED,
         p.StopRequestedData,
         "someone asked for the run to be stopped: the policy, a person in Slack, or `trainwarden stop`",

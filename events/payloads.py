@@ -193,6 +193,20 @@ class EvidenceBuiltData(TypedDict):
     run_host: str  # the host the run is on
 
 
+class EvidenceFailedData(TypedDict):
+    """Evidence is best effort: a STOP never waits on it. What could not be written, and why."""
+
+    decision: str  # id of the STOP decision
+    rule: str | None
+    path: str  # the first path that could not be written (the pack's directory or the findings file)
+    error: str  # that OS error, e.g. "[Errno 13] Permission denied: '/app/evidence'"
+    problems: list[str]  # every failure, "PATH: ERROR" (the pack and the findings note are tried separately)
+    pack: str | None  # the pack's directory when it was written after all (only the findings note failed)
+    findings: str | None  # the findings file when its note was appended
+    summary: str  # the FINAL_SUMMARY line (also logged by the worker)
+    run_host: str  # the host the run is on
+
+
 class StopRequestedData(TypedDict, total=False):
     by: str  # policy | slack | cli
     user: str  # who asked (Slack user, or the login name for the CLI)

@@ -186,6 +186,13 @@ def _evidence(state: RunState, event: Event) -> None:
         state.evidence.append(path)
 
 
+@on(t.EVIDENCE_FAILED)
+def _evidence_failed(state: RunState, event: Event) -> None:
+    pack = cast(p.EvidenceFailedData, event.data).get("pack")  # written when only the findings note failed
+    if pack:
+        state.evidence.append(pack)
+
+
 @on(t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED)
 def _stop(state: RunState, event: Event) -> None:
     _history(state.stops, {"type": event.type, "id": event.id, "ts": event.ts, **event.data})
@@ -200,16 +207,16 @@ def _of_current_launch(state: RunState, event: Event) -> bool:
     return type(launch) is not int or state.launch_seq is None or launch == state.launch_seq
 
 
-@on(t.RUN_FINISHED)
-def _finished(state: RunState, event: Event) -> None:
-    if _of_current_launch(state, event):  # not the end of an earlier launch, noticed late
-        state.status = "finished"
-
-
-@on(t.RUN_FAILED)
-def _failed(state: RunState, event: Event) -> None:
-    if _of_current_launch(state, event):
-        state.status = "failed"
+@on(t.RUN_FINISHED, t.RUN_FAILED)
+def _ended(state: RunState, event: Event) -> None:
+    if not _of_current_launch(state, event):
+        return  # the end of an earlier launch, noticed late
+    if state.status in ("stopping", "stopped"):
+        # a stop was asked for: however the process ended (Ctrl-C gives exit code 130, a killed session
+        # none at all), it is the stop's doing, never a failure to report or resume
+        state.status = "stopped"
+    else:
+        state.status = "finished" if event.type == t.RUN_FINISHED else "failed"
 
 
 @on(t.COMMAND_RECEIVED, t.COMMAND_DENIED)

@@ -20,6 +20,7 @@ DECISION = "decision"
 ANOMALY_OPENED = "anomaly.opened"
 ANOMALY_RESOLVED = "anomaly.resolved"
 EVIDENCE_BUILT = "evidence.built"
+EVIDENCE_FAILED = "evidence.failed"  # the pack or the findings note could not be written (the stop goes on)
 STOP_REQUESTED = "stop.requested"
 STOP_DONE = "stop.done"
 STOP_FAILED = "stop.failed"
@@ -65,6 +66,7 @@ WORKER_OUTPUT_TYPES = frozenset(
         ANOMALY_OPENED,
         ANOMALY_RESOLVED,
         EVIDENCE_BUILT,
+        EVIDENCE_FAILED,
         STOP_DONE,
         STOP_FAILED,
         NOTIFICATION_SENT,

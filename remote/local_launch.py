@@ -21,6 +21,7 @@ from trainwarden.events.redis_types import field_map
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import session_name, tmux_argv
+from trainwarden.remote.wrapper import EXIT_SUFFIX, recorded_run
 
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
@@ -38,13 +39,13 @@ class LaunchSpec:
 
 
 def shell_line(spec: LaunchSpec) -> str:
-    """`cd DIR && CMD 2>&1 | tee -a LOG`, keeping the command's exit code in LOG.exit."""
-    log = shlex.quote(str(spec.log_path))
-    exit_file = shlex.quote(f"{spec.log_path}.exit")
+    """`cd DIR`, then CMD with its output appended to LOG and its exit status kept in LOG.exit (remote/wrapper.py)."""
+    exit_file = f"{spec.log_path}{EXIT_SUFFIX}"
     command = " ".join(shlex.quote(part) for part in spec.command)
-    return (
-        f"cd {shlex.quote(str(spec.workdir))} && set -o pipefail; {command} 2>&1 | tee -a {log}; echo $? > {exit_file}"
-    )
+    cd_failed = f"{{ echo 98 > {shlex.quote(exit_file)}; exit 98; }}"
+    lines = [f"cd {shlex.quote(str(spec.workdir))} || {cd_failed}",
+             *recorded_run(command, log=str(spec.log_path), exit_file=exit_file)]  # fmt: skip
+    return "\n".join(lines)
 
 
 def validate(spec: LaunchSpec) -> None:
@@ -77,7 +78,7 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     validate(spec)
     session = session_name(spec.run)
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{spec.log_path}.exit").unlink(missing_ok=True)  # an earlier launch's exit code is not this one's
+    Path(f"{spec.log_path}{EXIT_SUFFIX}").unlink(missing_ok=True)  # an earlier launch's exit code is not this one's
     launched_at = time.time()
     env_args = [arg for name, value in spec.env.items() for arg in ("-e", f"{name}={value}")]
     argv = tmux_argv(

@@ -22,6 +22,7 @@ from trainwarden import (
     schemas,
     simulate,
     wiring,
+    writable,
 )
 from trainwarden.agent.watch import RunWatch
 from trainwarden.errors import ConfigError, TrainwardenError, UnknownRun
@@ -54,6 +55,8 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
             watches.append(RunWatch(run=run, log=Path(path).resolve()))
         except TrainwardenError as exc:
             raise ConfigError(f"--watch {spec!r}: {exc}") from None
+    if unwritable := writable.problems(settings, writable.AGENT, state_file=args.state_file):
+        raise ConfigError("; ".join(unwritable))  # it could keep neither its offsets nor a spool for outages
     agent = wiring.agent(settings, watches=tuple(watches), state_file=args.state_file)
     control = agent.control.key if agent.control is not None else "no control stream"
     log.info("agent on %s watching %s; new runs from %s", settings.host,
@@ -79,6 +82,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from trainwarden.workers.process import record_policy_events
     from trainwarden.workers.rq_worker import ForkingWorker, InProcessWorker
 
+    for unwritable in writable.problems(settings, writable.WORKER):
+        # not fatal: a STOP never waits on its evidence; each one records evidence.failed and says so in Slack
+        log.error("%s; stops go on without it", unwritable)
     ctx = wiring.worker_context(settings)
     install(ctx)
     record_policy_events(ctx)  # announce the policy once here, not in every forked job

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from trainwarden import wiring
+from trainwarden import wiring, writable
 from trainwarden.errors import ConfigError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
@@ -34,12 +34,19 @@ def _gpus(text: str | None) -> tuple[int, ...] | None:
 def cmd_config_check(args: argparse.Namespace, settings: Settings) -> int:
     fleet = wiring.fleet(settings)
     print(f"settings: {settings.source}: ok")
+    unwritable = 0
+    for path in writable.paths_written(settings):
+        problem = writable.write_problem(path.path, directory=path.directory)
+        unwritable += problem is not None
+        print(f"{path.setting} ({path.role}): {path.path}: {'FAIL ' + problem if problem else 'writable'}")
     if fleet is None:
         print("servers: none configured (servers_file not set)")
-        return 0
-    print(f"servers: {settings.servers_file}: {len(fleet.servers)} ok ({', '.join(sorted(fleet.servers))})")
-    print(f"experiments: {len(fleet.experiments)} ok ({', '.join(sorted(fleet.experiments))})")
-    return 0
+    else:
+        print(f"servers: {settings.servers_file}: {len(fleet.servers)} ok ({', '.join(sorted(fleet.servers))})")
+        print(f"experiments: {len(fleet.experiments)} ok ({', '.join(sorted(fleet.experiments))})")
+    if unwritable:
+        print(f"config check failed: {unwritable} path(s) cannot be written; set them to writable paths")
+    return 1 if unwritable else 0
 
 
 def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import redis
 from redis.cluster import RedisCluster
 
+from trainwarden import writable
 from trainwarden.errors import ConfigError
 from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
@@ -116,8 +117,7 @@ def agent(
     client = events_redis(settings)
     event_store = store(settings, client)
     state_path = state_file or settings.agent_state_file
-    spool = Spool(settings.agent_spool_dir or state_path.parent / "spool",
-                  max_bytes=int(settings.agent_spool_max_mb * 2**20))  # fmt: skip
+    spool = Spool(writable.spool_dir(settings, state_path), max_bytes=int(settings.agent_spool_max_mb * 2**20))
     problem = None
     if gpu is None:
         gpu, problem = gpu_sampler(settings)

@@ -8,13 +8,16 @@ gone is a no-op success, and the resulting event has a deterministic id
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any, cast
 
+from rq.timeouts import JobTimeoutException
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import (
     DecisionData,
     EvidenceBuiltData,
+    EvidenceFailedData,
     ResumeSkippedData,
     StopRequestedData,
     StopResultData,
@@ -45,8 +48,8 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
         return None
     producer = action_producer(run, action["sid"])
     if action["kind"] == ACTION_EVIDENCE:
-        built = build_evidence(ctx, cp, source)
-        return make_event(t.EVIDENCE_BUILT, run=run, host=ctx.host, producer=producer, seq=1, data=built, ts=now)
+        event_type, built = build_evidence(ctx, cp, source)
+        return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=built, ts=now)
     if action["kind"] == ACTION_STOP:
         event_type, result = stop_run(ctx, run, cp, source)
         return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=result, ts=now)
@@ -60,31 +63,58 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
     return None
 
 
-def build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> EvidenceBuiltData:
-    """Write the pack (JSON, report, chart), append the findings note, log the FINAL_SUMMARY."""
+def build_evidence(
+    ctx: WorkerContext, cp: Checkpoint, decision: Event
+) -> tuple[str, EvidenceBuiltData | EvidenceFailedData]:
+    """Write the pack (JSON, report, chart), append the findings note, log the FINAL_SUMMARY.
+
+    Best effort: a STOP must never wait on a full disk or a read-only volume. What cannot be
+    written is returned as `evidence.failed` (path and OS error) instead of raised, so the stop
+    action after this one runs and the STOP message says what is missing."""
     log_path = cp.run.launch.get("log_path")
     tail = read_log_tail(log_path)
     recent = list(cp.run.recent_metrics)
     decided = cast(DecisionData, decision.data)
     values = decided.get("values") or {}
-    chart = render_chart(recent, metric=triggering_metric(values, recent), trigger=values,
-                         title=f"{decision.run}: {decided.get('reason')}")  # fmt: skip
+    try:
+        chart = render_chart(recent, metric=triggering_metric(values, recent), trigger=values,
+                             title=f"{decision.run}: {decided.get('reason')}")  # fmt: skip
+    except JobTimeoutException:
+        raise
+    except Exception:  # a plotting bug costs the chart, not the pack
+        log.exception("could not draw the chart for %s; the pack goes without it", decision.id)
+        chart = None
     inspected = [log_path] if tail and log_path else []  # a tail was read only from a path
     pack = build_pack(state=cp.run, decision=decision, log_tail=tail, files_inspected=inspected,
                       root=ctx.evidence_dir, chart=chart)  # fmt: skip
-    path = write_pack(ctx.evidence_dir, pack)
+    problems: list[tuple[Path, OSError]] = []
+    pack_dir = ctx.evidence_dir / pack.relative_dir
+    written: Path | None = None
+    try:
+        written = write_pack(ctx.evidence_dir, pack)
+    except OSError as exc:
+        problems.append((pack_dir, exc))
+    findings: str | None = None
     if ctx.findings_file is not None:
-        append_note(ctx.findings_file, findings_note(pack.evidence, pack_dir=path), decision_id=decision.id)
+        try:
+            append_note(ctx.findings_file, findings_note(pack.evidence, pack_dir=pack_dir), decision_id=decision.id)
+            findings = str(ctx.findings_file)
+        except OSError as exc:
+            problems.append((ctx.findings_file, exc))
     log.info("%s", pack.summary)
-    return {
-        "decision": decision.id,
-        "rule": decided.get("rule"),
-        "path": str(path),
-        "files": pack.files,
-        "findings": str(ctx.findings_file) if ctx.findings_file else None,
-        "summary": pack.summary,
-        "run_host": cp.run.host,
-    }
+    rule, host = decided.get("rule"), cp.run.host
+    if not problems and written is not None:
+        built: EvidenceBuiltData = {"decision": decision.id, "rule": rule, "path": str(written), "files": pack.files,
+                                    "findings": findings, "summary": pack.summary, "run_host": host}  # fmt: skip
+        return t.EVIDENCE_BUILT, built
+    for where, error in problems:
+        log.error("evidence for %s could not be written to %s: %s (the stop goes on)", decision.run, where, error)
+    failed: EvidenceFailedData = {
+        "decision": decision.id, "rule": rule, "path": str(problems[0][0]), "error": str(problems[0][1]),
+        "problems": [f"{where}: {error}" for where, error in problems], "pack": str(written) if written else None,
+        "findings": findings, "summary": pack.summary, "run_host": host,
+    }  # fmt: skip
+    return t.EVIDENCE_FAILED, failed
 
 
 def stop_run(ctx: WorkerContext, run: str, cp: Checkpoint, request: Event) -> tuple[str, StopResultData]:

@@ -1,5 +1,7 @@
 """Process health of runs launched in real tmux: how they end, CPU/RSS, the W&B guard, real W&B."""
 
+import os
+import signal
 import subprocess
 import sys
 
@@ -72,7 +74,11 @@ def test_wandb_guard_health_and_a_killed_session(store, tmp_path, tmux_socket):
     samples = drive(agent, lambda: [e for e in events_of(store, "exp01", t.HEALTH) if "cpu_pct" in e.data],
                     what="a health sample with CPU%")  # fmt: skip
     assert samples[-1].data["alive"] is True and samples[-1].data["processes"] >= 2
-    subprocess.run(tmux_argv(tmux_socket, "kill-session", "-t", "=train-exp01"), check=True)
+    # kill -9 of the wrapper (the pane's process) leaves no exit file; a killed session is recorded as
+    # exit code 129 by the wrapper (tests/integration/test_launch_stop.py)
+    pane = subprocess.run(tmux_argv(tmux_socket, "list-panes", "-t", "=train-exp01", "-F", "#{pane_pid}"),
+                          capture_output=True, text=True, check=True).stdout.split()[0]  # fmt: skip
+    os.kill(int(pane), signal.SIGKILL)
     (failed,) = drive(agent, lambda: events_of(store, "exp01", t.RUN_FAILED), what="run.failed")
     assert failed.data["exit_code"] is None
     assert failed.data["reason"] == "the process is gone and left no exit code"

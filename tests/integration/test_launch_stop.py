@@ -1,12 +1,13 @@
 """Local launch in real tmux and the local run controller."""
 
+import subprocess
 import sys
 
 import pytest
 from trainwarden.events import types as t
 from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
-from trainwarden.remote.stop import LocalTmuxController, StopTarget
+from trainwarden.remote.stop import LocalTmuxController, StopTarget, tmux_argv
 
 from tests.helpers import events_of, wait_for
 
@@ -110,3 +111,39 @@ def test_launch_of_a_session_that_exists_is_refused(store, tmp_path, tmux_socket
     with pytest.raises(LaunchError, match="could not start session"):
         launch_local(spec(tmp_path, tmux_socket), store=store, host="gpu1")
     assert len(events_of(store, "exp01", t.RUN_LAUNCHED)) == 1
+
+
+LAST_WORDS = """
+import time
+print("training", flush=True)
+try:
+    time.sleep(60)
+except KeyboardInterrupt:
+    time.sleep(0.2)
+    print("interrupted: saved a last checkpoint", flush=True)
+    raise
+"""
+
+
+def test_ctrl_c_is_recorded_as_130_with_the_trainers_last_words(store, tmp_path, tmux_socket):
+    """The stop's Ctrl-C reaches the trainer; the wrapper waits for it and writes its exit status."""
+    run = LaunchSpec(run="exp03", command=(sys.executable, "-c", LAST_WORDS), workdir=tmp_path,
+                     log_path=tmp_path / "exp03.log", tmux_socket=tmux_socket)  # fmt: skip
+    event = launch_local(run, store=store, host="gpu1")
+    wait_for(lambda: run.log_path.exists() and "training" in run.log_path.read_text(), what="the run to start")
+    stopped = LocalTmuxController().stop(StopTarget.from_launch("exp03", event.data, default_host="h"))
+    assert stopped.ok and stopped.method == "ctrl-c", stopped
+    assert (tmp_path / "exp03.log.exit").read_text().strip() == "130"
+    assert "interrupted: saved a last checkpoint" in run.log_path.read_text()
+
+
+def test_a_killed_session_is_recorded_as_killed_by_sighup(store, tmp_path, tmux_socket):
+    """tmux kill-session hangs up on the wrapper only: it passes the signal on and records 128+1."""
+    run = LaunchSpec(run="exp04", command=(sys.executable, "-c", PRINT_ARGV), workdir=tmp_path,
+                     log_path=tmp_path / "exp04.log", tmux_socket=tmux_socket)  # fmt: skip
+    event = launch_local(run, store=store, host="gpu1")
+    wait_for(lambda: run.log_path.exists() and "argv" in run.log_path.read_text(), what="the run to start")
+    subprocess.run(tmux_argv(tmux_socket, "kill-session", "-t", "=train-exp04"), check=True)
+    exit_file = tmp_path / "exp04.log.exit"
+    assert wait_for(lambda: exit_file.exists() and exit_file.read_text().strip(), what="exit file") == "129"
+    assert not LocalTmuxController().is_running(target(event))

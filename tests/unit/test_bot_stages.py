@@ -62,3 +62,24 @@ def test_a_rejected_policy_file_is_posted_even_for_an_ended_run():
                   problems=["/etc/tw/policy.yaml:4:11: unknown rule kind 'spikes'"])  # fmt: skip
     out, _ = fold([rejected], NotifyState(ended=True))
     assert out == [t.POLICY_REJECTED]
+
+
+def test_the_end_of_a_run_asked_to_stop_is_not_a_failure():
+    events = [ev(1, t.STOP_REQUESTED, by="cli", user="ana"), ev(2, t.RUN_FAILED, exit_code=130),
+              ev(3, t.STOP_DONE, detail="sent Ctrl-C"), ev(4, t.RUN_LAUNCHED),
+              ev(5, t.RUN_FAILED, exit_code=1)]  # fmt: skip
+    out, _ = fold(events)
+    assert out == ["healthy", "stopped", t.STOP_DONE, "healthy", t.RUN_FAILED]  # a relaunch's failure is one again
+
+
+def test_the_stop_message_says_the_evidence_could_not_be_written():
+    events = [ev(1, t.EVIDENCE_FAILED, decision="d", path="/ev/r1/x", error="[Errno 28] No space left on device",
+                 problems=["/ev/r1/x: [Errno 28] No space left on device"], pack=None, findings=None),
+              ev(2, t.STOP_DONE, detail="sent Ctrl-C to train-r1")]  # fmt: skip
+    pipeline, state = Pipeline(flap_threshold=2, flap_window_s=100.0), NotifyState()
+    notices = [pipeline.process(state, e)[0] for e in events]
+    assert notices[0] is None
+    assert notices[1].text == (
+        "STOPPED r1@gpu1: sent Ctrl-C to train-r1. Evidence could not be written: "
+        "/ev/r1/x: [Errno 28] No space left on device; fix the path's permissions or space."
+    )

@@ -136,7 +136,7 @@ def test_secrets_go_to_the_env_file_only():
     assert "hf-x" not in script and "k$(id)" not in script
     assert "export CUDA_VISIBLE_DEVICES=0,1" in script
     assert "cd '/w d'" in script
-    assert "python t.py '$(reboot)' 2>&1 | tee -a" in script
+    assert "exec -- python t.py '$(reboot)' ) 2>&1 | ( trap '' INT TERM HUP; tee -a" in script
     assert "conda activate torch" in script
 
 

@@ -65,3 +65,16 @@ def test_a_rejected_policy_says_what_is_wrong_and_how_to_fix_it():
     assert text.startswith("POLICY REJECTED: /etc/tw/policy.yaml has errors, still using policy 15d20eb4: ")
     assert "unknown rule kind 'spikes' (+1 more)" in text
     assert "trainwarden policy check FILE" in text
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [(3, "exited with code 3"), (255, "exited with code 255"), (130, "was killed by signal 2 (SIGINT), exit code 130"),
+     (137, "was killed by signal 9 (SIGKILL), exit code 137"),
+     (-15, "was killed by signal 15 (SIGTERM), exit code -15"),
+     (None, "ended with an unknown exit code (it left none: killed, or its host went down)")],
+)  # fmt: skip
+def test_an_exit_code_reads_as_what_happened_never_none(code, said):
+    text = notification_text(ev(t.RUN_FAILED, exit_code=code))
+    assert text == f"FAILED exp01-baseline@ic2: the training process {said}."
+    assert "None" not in text

@@ -72,3 +72,15 @@ def test_relaunch_resets_decision():
     state = fold([*history(), ev(t.RUN_LAUNCHED, 13, session="train-exp01")])
     assert state.status == "launched"
     assert state.decision is None
+
+
+def test_an_end_after_a_stop_request_is_stopped_whatever_the_exit_code():
+    launched = [ev(t.RUN_LAUNCHED, 1, session="s"), ev(t.METRIC, 2, step=1, loss=1.0)]
+    for end in (ev(t.RUN_FAILED, 4, exit_code=130, launch=1), ev(t.RUN_FAILED, 4, exit_code=None, launch=1),
+                ev(t.RUN_FINISHED, 4, exit_code=0, launch=1)):  # fmt: skip
+        assert fold([*launched, ev(t.STOP_REQUESTED, 3, by="cli"), end]).status == "stopped"
+        assert fold([*launched, ev(t.STOP_REQUESTED, 3, by="cli"), ev(t.STOP_DONE, 4, detail="x"), end]).status == (
+            "stopped"
+        )
+    assert fold([*launched, ev(t.RUN_FAILED, 4, exit_code=1, launch=1)]).status == "failed"
+    assert fold([*launched, ev(t.RUN_FINISHED, 4, exit_code=0, launch=1)]).status == "finished"
