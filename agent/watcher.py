@@ -59,6 +59,7 @@ class RunWatcher:
         pos = log_position or LogPosition()
         tail = LogTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
         self.secrets = RunSecrets(watch)
+        self.secrets()  # learn what its processes already hold, before any of its text goes out
         self.log = RunLog(run=watch.run, host=host, tail=tail, block_idle_s=options.block_idle_s, secrets=self.secrets)
         self.wandb = RunWandb(
             watch=watch, host=host, api=wandb_api, api_interval_s=options.wandb_api_interval_s,
