@@ -8,7 +8,7 @@ a caller learned elsewhere (the agent reads each run's environment from /proc).
 
 A 40-hex string (a classic W&B key, but also a git commit) is masked only after a key-ish word or
 `wandb`; metrics (`loss=0.123`, `max_tokens=5`, `tokens_per_s=1200`) are never masked.
-Pure and cheap: a line without any trigger word costs one regex search.
+Pure and cheap: a pattern is tried only on lines holding one of its trigger words.
 """
 
 from __future__ import annotations
@@ -34,34 +34,35 @@ _SECRET_NAME = rf"(?:(?:[A-Za-z0-9]+[_.-])*{_SECRET_WORD}|KEY)"
 SECRET_KEY_RE = re.compile(rf"^{_SECRET_NAME}$", re.IGNORECASE)
 FLAG_NAME_RE = re.compile(rf"(?i)^--?{_SECRET_NAME}$")
 
-# The pattern table: (what, regex, shaped). A match is replaced by its `keep` group (when the
-# pattern has one) followed by MASK, so `--token=abc` reads `--token=***` and `xoxb-1-2` reads `***`.
-# `shaped`: the token alone says it is a secret (an environment value of that shape is one).
+# The pattern table: (what, regex, shaped, triggers). A match is replaced by its `keep` group (when
+# the pattern has one) followed by MASK, so `--token=abc` reads `--token=***` and `xoxb-1-2` reads
+# `***`. `shaped`: the token alone says it is a secret (an environment value of that shape is one).
+# `triggers`: lowercase words one of which a line must hold for the pattern to be tried at all
+# (substring tests are far cheaper than regexes: most log lines hold none and cost next to nothing).
+_NAMES = ("key", "token", "secret", "passw", "credential", "authorization")
 # fmt: off
-PATTERNS: tuple[tuple[str, str, bool], ...] = (
-    ("W&B key", r"\bwandb_v\d+_[A-Za-z0-9_-]{16,}", True),
-    ("Slack token", r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9-]{8,}", True),
-    ("Hugging Face token", r"\bhf_[A-Za-z0-9]{20,}", True),
-    ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", True),
-    ("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})", True),
-    ("OpenAI-style key", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}", True),
+PATTERNS: tuple[tuple[str, str, bool, tuple[str, ...]], ...] = (
+    ("W&B key", r"\bwandb_v\d+_[A-Za-z0-9_-]{16,}", True, ("wandb_v",)),
+    ("Slack token", r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9-]{8,}", True, ("xox", "xapp-")),
+    ("Hugging Face token", r"\bhf_[A-Za-z0-9]{20,}", True, ("hf_",)),
+    ("AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", True, ("akia", "asia")),
+    ("GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})", True,
+     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+    ("OpenAI-style key", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}", True, ("sk-",)),
     ("40-hex key after a key-ish word or wandb",
      r"(?i)(?P<keep>(?<![a-z])(?:wandb|api[_ -]?key|key|token|secret|password|login)(?![a-z])[^\n]{0,40}?)"
-     r"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])", False),
-    ("bearer token", r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}", False),
-    ("password in a URL", r"(?P<keep>[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@/\s]+(?=@)", False),
-    ("secret flag", rf"(?i)(?P<keep>(?<![\w-])--?{_SECRET_NAME}(?:\s+|=))(?!-)\S+", False),
+     r"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])", False, ("wandb", "login", *_NAMES)),
+    ("bearer token", r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}", False, ("bearer",)),
+    ("password in a URL", r"(?P<keep>[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@/\s]+(?=@)", False, ("://",)),
+    ("secret flag", rf"(?i)(?P<keep>(?<![\w-])--?{_SECRET_NAME}(?:\s+|=))(?!-)\S+", False, _NAMES),
+    # the name's last segment is enough to find (what precedes it is kept): faster than matching it whole
     ("secret assignment",
-     rf"(?i)(?P<keep>(?<![\w.-]){_SECRET_NAME}['\"]?\s*[=:]\s*)(?:\"[^\"]*\"|'[^']*'|[^\s,;]+)", False),
+     rf"(?i)(?P<keep>(?:(?<![A-Za-z0-9]){_SECRET_WORD}|(?<![\w.-])KEY)['\"]?\s*[=:]\s*)"
+     r"(?:\"[^\"]*\"|'[^']*'|[^\s,;]+)", False, _NAMES),
 )
 # fmt: on
-_COMPILED = tuple(re.compile(regex) for _, regex, _ in PATTERNS)
-_SHAPED = tuple(c for c, (_, _, shaped) in zip(_COMPILED, PATTERNS, strict=True) if shaped)
-# Every pattern needs one of these words or characters; a line with none is left as it is, fast.
-_TRIGGER = re.compile(
-    r"(?i)wandb_v|xox|xapp-|hf_|AKIA|ASIA|gh[pousr]_|github_pat|sk-|bearer|://|key|token|secret|passw|credential"
-    r"|authorization|login"
-)
+_TABLE = tuple((re.compile(regex), triggers) for _, regex, _, triggers in PATTERNS)
+_SHAPED = tuple(c for (c, _), (_, _, shaped, _) in zip(_TABLE, PATTERNS, strict=True) if shaped)
 
 
 def _sub(m: re.Match[str]) -> str:
@@ -97,10 +98,12 @@ def redact_text(text: str, secrets: Iterable[str] | None = None) -> str:
     for secret in known_secrets() if secrets is None else secrets:
         if secret in text:
             text = text.replace(secret, MASK)
-    if _TRIGGER.search(text) is None:
-        return text
-    for pattern in _COMPILED:
-        text = pattern.sub(_sub, text)
+    low = text.lower().replace("tokens", "")  # tokens_per_s, max_tokens: metrics, not secrets
+    for pattern, triggers in _TABLE:
+        for word in triggers:
+            if word in low:
+                text = pattern.sub(_sub, text)
+                break
     return text
 
 
