@@ -137,6 +137,11 @@ def test_planted_secrets_are_stored_and_shown_nowhere(r, store, redis_server, se
                                        "EXIT_FILE": f"{fail_log}.exit"})  # fmt: skip
         watch = {"op": "watch", "run": "exp-fail", "log": str(fail_log), "pid": str(failing.pid)}
         store.redis.xadd(store.keys.agent_control("testhost"), field_map(watch))
+        # a malformed control message holding a secret: the agent logs why it skips it (the daemon log is masked)
+        bad = {"op": "watch", "run": "exp-bad", "log": "/nonexistent.log", "pid": SHAPED["HF_TOKEN"]}
+        bad_id = store.redis.xadd(store.keys.agent_control("testhost"), field_map(bad))
+        wait_for(lambda: "skipping control message" in logs["agent"].read_text(), timeout=20, what="agent log")
+        store.redis.xdel(store.keys.agent_control("testhost"), bad_id)  # planted by the test itself
         for run in ("exp-stop", "exp-fail"):  # the agent follows both runs' processes before they print
             wait_for(lambda run=run: [e for e in events_of(store, run, t.HEALTH) if e.data.get("alive")],
                      timeout=20, what=f"{run} seen alive")  # fmt: skip
