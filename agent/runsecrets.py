@@ -6,9 +6,10 @@ secret variables in `/proc/<pid>/environ` of the run's processes (names like *_T
 *PASSWORD*, or values shaped like a token; see events.redact) are kept for the run's life, even
 after its processes are gone, and masked wherever its text goes out: `log.line`, `run.failed`.
 
-They are read when the process samples find new processes, and also whenever text is about to go
-out (looking for new processes at most once per `LOOK_EVERY_S`), so that a line printed before the
-first sample, or by a process started since, is masked too.
+They are read when the agent starts watching the run, at each process sample (new processes),
+and, during the run's first `LOOK_FOR_S` (when trainers log in and print their keys), whenever
+text is about to go out (looking for new processes at most once per `LOOK_EVERY_S`: a look lists
+/proc), so that a line printed by a process started since the last sample is masked too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from trainwarden.agent.watch import RunWatch
 from trainwarden.events.redact import env_secrets, known_secrets
 
 LOOK_EVERY_S = 1.0
+LOOK_FOR_S = 60.0
 
 
 class RunSecrets:
@@ -30,6 +32,7 @@ class RunSecrets:
         self.values: list[str] = known_secrets()  # the agent's own, then the run's: longest first
         self._read: set[int] = set()  # pids whose environment was read
         self._looked_at: float | None = None
+        self._since = time.monotonic()
 
     def learn(self, pids: Iterable[int]) -> None:
         """Read the environment of processes not read yet."""
@@ -46,7 +49,7 @@ class RunSecrets:
 
     def __call__(self) -> list[str]:
         """The values to mask now, after looking for new processes of the run."""
-        if self.watch.pid or self.watch.session:
+        if (self.watch.pid or self.watch.session) and time.monotonic() - self._since < LOOK_FOR_S:
             self._look()
         return self.values
 

@@ -184,3 +184,25 @@ def test_planted_secrets_are_stored_and_shown_nowhere(r, store, redis_server, se
     assert b"evidence.json" in places["redis"] and places["evidence"] and places["findings"]
     leaks = [(where, s) for where, blob in places.items() for s in PLANTED if s.encode() in blob]
     assert leaks == []
+
+
+def test_the_agent_learns_a_runs_secrets_from_its_process_tree(tmp_path):
+    """As a run script does: the wrapper holds no secret, the trainer it starts does; the agent,
+    following the wrapper's pid, learns the trainer's secret values (and no ordinary value)."""
+    from trainwarden.agent.runsecrets import RunSecrets
+    from trainwarden.agent.watch import RunWatch
+
+    trainer_env = {**UNSHAPED, "SHORT_TOKEN": "1", "HOME": "/home/someone"}
+    child = (f"import os, subprocess, sys; env = {{**os.environ, **{trainer_env!r}}}; "
+             "subprocess.run([sys.executable, '-c', 'import time; time.sleep(30)'], env=env)")  # fmt: skip
+    wrapper = subprocess.Popen([sys.executable, "-c", child], env={"PATH": os.environ.get("PATH", "")},
+                               start_new_session=True)  # fmt: skip
+    try:
+        children = Path(f"/proc/{wrapper.pid}/task/{wrapper.pid}/children")
+        wait_for(lambda: children.read_text().strip(), what="the trainer process")
+        values = RunSecrets(RunWatch(run="exp01", log=tmp_path / "x.log", pid=wrapper.pid))()
+        assert set(UNSHAPED.values()) <= set(values)
+        assert "1" not in values and "/home/someone" not in values
+    finally:
+        os.killpg(wrapper.pid, 9)
+        wrapper.wait()
