@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainwarden.agent import procfs
 from trainwarden.agent.watch import RunWatch
-from trainwarden.events.redact import redact_text
+from trainwarden.events.redact import known_secrets, redact_text
 
 LOG_TAIL_LINES = 20
 LOG_TAIL_BYTES = 16384
@@ -55,7 +55,7 @@ def read_exit_code(path: Path, *, not_before: float | None = None) -> tuple[int,
     return int(text), st.st_mtime_ns // 1000
 
 
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES, *, secrets: Iterable[str] | None = None) -> list[str]:
     """The log's last lines, secrets masked (for `run.failed`)."""
     try:
         with open(path, "rb") as f:
@@ -65,7 +65,8 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     except OSError:
         return []
     text = data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
-    return [redact_text(line) for line in text.splitlines()[-lines:]]
+    secrets = known_secrets() if secrets is None else list(secrets)
+    return [redact_text(line, secrets) for line in text.splitlines()[-lines:]]
 
 
 def wandb_guard(env: Mapping[str, str]) -> tuple[str, str] | None:

@@ -14,6 +14,7 @@ only grow.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from trainwarden.agent.blocks import Block, Single, TracebackGrouper
@@ -23,7 +24,7 @@ from trainwarden.agent.tail import Line, LogTail
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.metrics import normalise
-from trainwarden.events.redact import redact_text
+from trainwarden.events.redact import known_secrets, redact_text
 
 BLOCK_IDLE_S = 1.0  # an unfinished traceback is sent after this long without new lines
 
@@ -36,7 +37,10 @@ class Item:
     is_metric: bool
 
 
-def line_item(*, run: str, host: str, line: Line, now: float) -> Item | None:
+Secrets = Callable[[], Iterable[str]]  # the secret values to mask, asked for only when text goes out
+
+
+def line_item(*, run: str, host: str, line: Line, now: float, secrets: Secrets = known_secrets) -> Item | None:
     """Pure: the event one ordinary line yields (a metric or a notable line), if any."""
     metrics = parse_metrics(line.text)
     if metrics:
@@ -46,23 +50,25 @@ def line_item(*, run: str, host: str, line: Line, now: float) -> Item | None:
     tag = tag_of(line.text)
     if tag is None:
         return None
-    data = {"tag": tag, "line": redact_text(line.text[:MAX_LINE_CHARS])}
+    data = {"tag": tag, "line": redact_text(line.text[:MAX_LINE_CHARS], secrets())}
     event = make_event(t.LOG_LINE, run=run, host=host, producer=f"{host}/lines/{run}/g{line.generation}",
                        seq=line.end, data=data, ts=now)  # fmt: skip
     return Item(event, line.start, line.generation, False)
 
 
-def block_item(*, run: str, host: str, block: Block, now: float) -> Item:
+def block_item(*, run: str, host: str, block: Block, now: float, secrets: Secrets = known_secrets) -> Item:
     end = block.end
-    data = {"tag": block.tag(), "line": redact_text(block.text()), "lines": len(block.lines) + block.dropped}
+    data = {"tag": block.tag(), "line": redact_text(block.text(), secrets()), "lines": len(block.lines) + block.dropped}
     event = make_event(t.LOG_LINE, run=run, host=host, producer=f"{host}/lines/{run}/g{end.generation}",
                        seq=end.end, data=data, ts=now)  # fmt: skip
     return Item(event, block.start, end.generation, False)
 
 
 class RunLog:
-    def __init__(self, *, run: str, host: str, tail: LogTail, block_idle_s: float = BLOCK_IDLE_S) -> None:
+    def __init__(self, *, run: str, host: str, tail: LogTail, block_idle_s: float = BLOCK_IDLE_S,
+                 secrets: Secrets | None = None) -> None:  # fmt: skip
         self.run = run
+        self.secrets: Secrets = secrets or known_secrets  # the run's secrets (agent.watcher), else the agent's
         self.host = host
         self.tail = tail
         self.block_idle_s = block_idle_s
@@ -94,12 +100,13 @@ class RunLog:
 
     def finish(self, now: float) -> list[Item]:
         """Send an unfinished traceback (nothing more is coming: idle, or the run ended)."""
-        return [block_item(run=self.run, host=self.host, block=b, now=now) for b in self.grouper.flush()]
+        return [block_item(run=self.run, host=self.host, block=b, now=now, secrets=self.secrets)
+                for b in self.grouper.flush()]  # fmt: skip
 
     def _item(self, piece: Single | Block, now: float) -> Item | None:
         if isinstance(piece, Block):
-            return block_item(run=self.run, host=self.host, block=piece, now=now)
-        item = line_item(run=self.run, host=self.host, line=piece.line, now=now)
+            return block_item(run=self.run, host=self.host, block=piece, now=now, secrets=self.secrets)
+        item = line_item(run=self.run, host=self.host, line=piece.line, now=now, secrets=self.secrets)
         if item is not None and item.is_metric and "it/s" in piece.line.text:
             # a progress bar redraws many times a second with the same postfix: keep changes only
             if item.event.data == self._last_bar:

@@ -27,6 +27,7 @@ from trainwarden.agent.arbiter import STALE_S, STARTUP_GRACE_S, Arbiter
 from trainwarden.agent.config import WANDB_API_INTERVAL_S
 from trainwarden.agent.health import Ended, GuardFinding, ProcessHealth, log_tail
 from trainwarden.agent.logsource import BLOCK_IDLE_S, RunLog
+from trainwarden.agent.runsecrets import RunSecrets
 from trainwarden.agent.state import LogPosition, WandbPosition
 from trainwarden.agent.tail import LogTail
 from trainwarden.agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, RunWandb
@@ -57,7 +58,9 @@ class RunWatcher:
         self.host = host
         pos = log_position or LogPosition()
         tail = LogTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
-        self.log = RunLog(run=watch.run, host=host, tail=tail, block_idle_s=options.block_idle_s)
+        self.secrets = RunSecrets(watch)
+        self.secrets()  # learn what its processes already hold, before any of its text goes out
+        self.log = RunLog(run=watch.run, host=host, tail=tail, block_idle_s=options.block_idle_s, secrets=self.secrets)
         self.wandb = RunWandb(
             watch=watch, host=host, api=wandb_api, api_interval_s=options.wandb_api_interval_s,
             base_url=options.wandb_base_url,
@@ -111,6 +114,7 @@ class RunWatcher:
         if self.ended is not None:
             return out
         sample = self.health.sample(procs, now)
+        self.secrets.learn(self.health.pids)
         ended = self.health.ended()
         if sample is not None and not (sample.get("alive") is False and ended is not None):
             # A run that ended is told by run.finished / run.failed (with its exit code, or none when it
@@ -138,7 +142,7 @@ class RunWatcher:
         if self.watch.launch_seq is not None:
             data["launch"] = self.watch.launch_seq  # which launch ended: a relaunch may already be recorded
         if ended.exit_code != 0:
-            data["log_tail"] = log_tail(self.watch.log)
+            data["log_tail"] = log_tail(self.watch.log, secrets=self.secrets.values)
             if ended.exit_code is None:
                 data["reason"] = "the process is gone and left no exit code"
         event_type = t.RUN_FINISHED if ended.exit_code == 0 else t.RUN_FAILED

@@ -1,8 +1,9 @@
 """Slash-command text in, a validated command out; pure, nothing runs here.
 
-Refused before anything else: text over 200 characters, control characters, and shell
-metacharacters (no command of the bot needs them; refusing them keeps every name and reason
-inert wherever it later travels: tmux session names, log paths, Slack messages).
+Refused before anything else: text that looks like a secret (never echoed back), text over 200
+characters, control characters, and shell metacharacters (no command of the bot needs them;
+refusing them keeps every name and reason inert wherever it later travels: tmux session names,
+log paths, Slack messages).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from trainwarden.bot import messages
 from trainwarden.bot.errors import BadInput
 from trainwarden.events.envelope import RUN_NAME_RE
+from trainwarden.events.redact import looks_secret
 from trainwarden.policies.durations import parse_duration
 
 MAX_TEXT = 200
@@ -51,7 +53,9 @@ Command = Status | Launch | Stop | Snooze
 
 
 def check_text(text: str) -> None:
-    """Raise BadInput saying why `text` is refused."""
+    """Raise BadInput saying why `text` is refused; text that looks like a secret is never echoed."""
+    if looks_secret(text):
+        raise BadInput(messages.refused(messages.looks_like_secret()))
     if len(text) > MAX_TEXT:
         raise BadInput(messages.refused(messages.too_long(MAX_TEXT, len(text))))
     if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text):

@@ -322,6 +322,10 @@ def forbidden_chars(chars: str) -> str:
     return f"it contains the characters {chars}, which run names, experiments and reasons never need"
 
 
+def looks_like_secret() -> str:
+    return "that looks like a secret (a token, a key or a password); not echoed. Revoke it if it was real"
+
+
 def control_chars() -> str:
     return "it contains control characters"
 

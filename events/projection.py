@@ -19,6 +19,7 @@ from typing import Any, cast
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
+from trainwarden.events.redact import redact
 
 RECENT_METRICS = 50
 RECENT_LOG_LINES = 20
@@ -118,7 +119,7 @@ def _history(items: list[dict[str, Any]], item: dict[str, Any]) -> None:
 
 @on(t.RUN_LAUNCHED)
 def _launched(state: RunState, event: Event) -> None:
-    data = cast(p.RunLaunchedData, event.data)
+    data = cast(p.RunLaunchedData, redact(event.data))  # masked at the source too: kept only masked
     state.launch = p.RunLaunchedData(**data)
     state.launch_seq = event.seq
     state.host = data.get("host", event.host)
@@ -149,7 +150,7 @@ def _metric(state: RunState, event: Event) -> None:
 
 @on(t.LOG_LINE)
 def _log_line(state: RunState, event: Event) -> None:
-    state.recent_log_lines.append({"ts": event.ts, **event.data})
+    state.recent_log_lines.append({"ts": event.ts, **redact(event.data)})  # masked at the source too
 
 
 @on(t.SOURCE_STATUS)

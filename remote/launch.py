@@ -17,7 +17,7 @@ from typing import Any
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.payloads import LaunchRefusedData, PreflightData, RunLaunchedData, RunStartedData
-from trainwarden.events.redact import redact
+from trainwarden.events.redact import env_secrets, known_secrets, redact
 from trainwarden.events.store import EventStore
 from trainwarden.remote.errors import LaunchError, PreflightFailed, WandbGuardRefused
 from trainwarden.remote.fleet import Experiment, Fleet, Server
@@ -72,7 +72,7 @@ class RemoteLauncher:
     def _event(self, event_type: str, run: str, data: Mapping[str, object]) -> Event:
         """`data` is the type's payload (events/payloads.py); secrets in it are masked before it is stored."""
         event = make_event(event_type, run=run, host=self.host, producer=f"launch/{self.host}", seq=time_seq(),
-                           data=redact(data))  # fmt: skip
+                           data=redact(data, [*known_secrets(), *env_secrets(self.secrets)]))  # fmt: skip
         self.store.append_one(event)
         return event
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import RunEndedData, RunLaunchedData
+from trainwarden.events.redact import redact_text
 from trainwarden.remote.fleet import Server
 from trainwarden.remote.runscript import tmux
 from trainwarden.remote.ssh import RemoteShell
@@ -64,7 +65,7 @@ def ended_event(run: str, launch: RunLaunchedData, launch_seq: int, ended: Ended
     attempt = int(launch.get("attempt", 1))
     data: RunEndedData = {"exit_code": ended.exit_code, "attempt": attempt, "launch": launch_seq}
     if not ended.ok:
-        data["log_tail"] = list(ended.log_tail)
+        data["log_tail"] = [redact_text(line) for line in ended.log_tail]
         if ended.exit_code is None:
             data["reason"] = "the process is gone and left no exit code"
     return make_event(t.RUN_FINISHED if ended.ok else t.RUN_FAILED, run=run, host=host, producer=f"exit/{run}",

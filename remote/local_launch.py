@@ -16,7 +16,7 @@ from pathlib import Path
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, check_run_name, make_event, time_seq
 from trainwarden.events.payloads import RunLaunchedData
-from trainwarden.events.redact import redact
+from trainwarden.events.redact import env_secrets, known_secrets, redact
 from trainwarden.events.redis_types import field_map
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.remote.errors import LaunchError
@@ -99,7 +99,7 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
         "env": dict(spec.env),
         "config": dict(spec.config),
     }
-    data = redact(launched)
+    data = redact(launched, [*known_secrets(), *env_secrets(spec.env)])  # the run's own secrets too
     event = make_event(t.RUN_LAUNCHED, run=spec.run, host=host, producer=f"launch/{host}", seq=time_seq(), data=data)
     store.append_one(event)
     control = {"op": "watch", "run": spec.run, "log": str(spec.log_path), "session": session,

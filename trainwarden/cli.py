@@ -30,7 +30,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.events.errors import StoreError, StoreUnavailable
 from trainwarden.events.payloads import RunLaunchedData, StopRequestedData
-from trainwarden.events.redact import redact_text
+from trainwarden.events.redact import MaskingFilter, redact_text
 from trainwarden.extras import MissingExtra, require
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import stop_on_signals
@@ -269,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(MaskingFilter())  # daemon logs never hold a secret, tracebacks included
     try:
         return int(args.func(args, _settings(args)))
     except MissingExtra as exc:

@@ -18,7 +18,7 @@ from typing import Any
 from trainwarden.events.codec import json_safe
 from trainwarden.events.envelope import Event
 from trainwarden.events.projection import RunState
-from trainwarden.events.redact import redact
+from trainwarden.events.redact import redact, redact_text
 from trainwarden.workers.report import render_report, utc
 
 CHART = "chart.png"
@@ -113,7 +113,7 @@ def write_pack(root: Path, pack: Pack) -> Path:
 
 
 def read_log_tail(path: str | None, *, lines: int = 30, max_bytes: int = 64 * 1024) -> list[str]:
-    """The last lines of a local log file, or [] when it is not readable from here."""
+    """The last lines of a local log file, secrets masked, or [] when it is not readable from here."""
     if not path:
         return []
     try:
@@ -124,4 +124,4 @@ def read_log_tail(path: str | None, *, lines: int = 30, max_bytes: int = 64 * 10
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return []
-    return text.splitlines()[-lines:]
+    return [redact_text(line) for line in text.splitlines()[-lines:]]

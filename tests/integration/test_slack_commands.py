@@ -101,8 +101,12 @@ def test_unauthorized_user_is_denied_and_audited(bot, slack_api, store):
 
 
 def test_stop_asks_for_confirmation_then_requests_the_stop(bot, slack_api, store):
+    # a reason holding a secret is refused, and the secret is not echoed back
     _, body = command(bot, slack_api, "stop", "exp01 lr too high, token=abc123secret")
-    assert body["text"] == "Stop exp01? Reason: lr too high, token=***"
+    assert body["text"].startswith("Refused, nothing was run: that looks like a secret")
+    assert "abc123secret" not in json.dumps(body)
+    _, body = command(bot, slack_api, "stop", "exp01 lr too high")
+    assert body["text"] == "Stop exp01? Reason: lr too high"
     button = body["blocks"][1]["elements"][0]
     assert events_of(store, "exp01", t.STOP_REQUESTED) == []  # nothing before the click
     click(bot, slack_api, button["action_id"], json.loads(button["value"]), ephemeral=True)
@@ -110,7 +114,7 @@ def test_stop_asks_for_confirmation_then_requests_the_stop(bot, slack_api, store
     assert reply["text"] == f"Stop of exp01 requested by <@{ADMIN}>; the outcome goes to the run's thread."
     assert reply["replace_original"] in (True, "true")
     (requested,) = events_of(store, "exp01", t.STOP_REQUESTED)
-    assert requested.data["user"] == ADMIN and requested.data["reason"] == "lr too high, token=***"
+    assert requested.data["user"] == ADMIN and requested.data["reason"] == "lr too high"
     assert "abc123secret" not in json.dumps([e.data for e in events_of(store, "exp01")])
 
 
