@@ -28,6 +28,7 @@ from trainwarden.bot.sink import Message, Sink
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.faults import failpoint
+from trainwarden.events.heartbeat import count, gauge
 from trainwarden.events.payloads import NotificationData
 from trainwarden.events.store import EventStore, redis_errors
 
@@ -73,7 +74,13 @@ class Delivery:
             self._results.clear()
             failpoint("notify-after-intent", self.store.redis, self.store.keys)
         if ts is None:
-            ts = self.sink.post(message)
+            try:
+                ts = self.sink.post(message)
+            except Exception as exc:
+                count("slack_post_failures", error=type(exc).__name__)
+                raise
+            count("slack_posts")
+            gauge("slack_last_post_timestamp_seconds", time.time())
             failpoint("notify-after-post", self.store.redis, self.store.keys)
         else:
             log.info("%s was already in the channel (posted before a crash); not posting again", message.key)

@@ -84,6 +84,14 @@ class Keys:
         """Wall-clock time of the last loop of a daemon (the bot's dead-man's switch reads it)."""
         return f"{self.namespace}:heartbeat:{role}"
 
+    def beat(self, component: str) -> str:
+        """Hash holding a daemon's last heartbeat (events/heartbeat.py); `component` is `role@host`."""
+        return f"{self.namespace}:beat:{component}"
+
+    def silent(self) -> str:
+        """Hash component -> ts of the last beat before it went silent (events/silence.py)."""
+        return f"{self.namespace}:silent"
+
     def fault(self, name: str) -> str:
         """Marker a failpoint sets when reached (see workers/faults.py)."""
         return f"{self.namespace}:fault:{name}"
