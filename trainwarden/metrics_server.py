@@ -26,7 +26,7 @@ PREFIX = "trainwarden"
 HOST = "127.0.0.1"
 # The process counters by role, with their labels: listed (at 0) before anything is counted.
 DECLARED: dict[str, dict[str, list[str]]] = {
-    "worker": {"decisions": ["rule", "decision"], "stops": ["outcome"]},
+    "worker": {"decisions": ["rule", "decision"], "stop_requests": ["rule"], "stops": ["outcome"]},
     "notifier": {"slack_posts": [], "slack_post_failures": ["error"]},
 }
 
@@ -62,15 +62,12 @@ def collect(sources: Sources) -> Iterator[Any]:
             [beat.host], float(beat.backlog or 0)
         )
     for name, names in DECLARED.get(beat.role, {}).items():
-        family(CounterMetricFamily, name, f"{name.replace('_', ' ')} counted by this process", names)
-    for name, labels, value in hb.counters():
-        names = [k for k, _ in labels]
-        family(CounterMetricFamily, name, f"{name.replace('_', ' ')} counted by this process", names).add_metric(
-            [v for _, v in labels], value
-        )
-    for name, labels, value in hb.gauges():
-        names = [k for k, _ in labels]
-        family(GaugeMetricFamily, name, name.replace("_", " "), names).add_metric([v for _, v in labels], value)
+        family(CounterMetricFamily, name, name.replace("_", " "), names)
+    for kind, items in ((CounterMetricFamily, hb.counters()), (GaugeMetricFamily, hb.gauges())):
+        for name, labels, value in items:
+            found = family(kind, name, name.replace("_", " "), [k for k, _ in labels])
+            given = dict(labels)  # in the order of the family's label names (a declared family has its own)
+            found.add_metric([given.get(label, "") for label in found._labelnames], value)
     up = family(GaugeMetricFamily, "redis_up", "1 when this scrape could read Redis", [])
     try:
         _redis_metrics(sources, family)

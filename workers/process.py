@@ -22,7 +22,7 @@ from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import ack_feed
 from trainwarden.events.heartbeat import count
-from trainwarden.events.payloads import DecisionData
+from trainwarden.events.payloads import DecisionData, StopRequestedData
 from trainwarden.events.redis_types import field_map, hash_fields
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.workers.actions import perform
@@ -196,8 +196,10 @@ class RunProcessor:
 
 
 def count_outputs(outputs: Sequence[Event]) -> None:
-    """Decisions by rule for the Prometheus endpoint (trainwarden_decisions_total)."""
+    """Decisions and the stops they ask for, by rule, for the Prometheus endpoint."""
     for event in outputs:
         if event.type == t.DECISION:
             decided = cast(DecisionData, event.data)
             count("decisions", rule=str(decided.get("rule") or ""), decision=str(decided.get("decision")))
+        elif event.type == t.STOP_REQUESTED:
+            count("stop_requests", rule=str(cast(StopRequestedData, event.data).get("rule") or ""))

@@ -21,12 +21,20 @@ from trainwarden.events.heartbeat import read_beats
 from trainwarden.events.store import EventStore
 
 from tests.conftest import cli_argv, spawn, stop_process
-from tests.helpers import events_of, wait_for
+from tests.helpers import events_of, nan_metric, wait_for
 from trainwarden.health_commands import row
 from trainwarden.redis_server import free_port
 
 INTERVAL_S = 0.25  # heartbeat interval: silent after 3 of them
 ROLES = ("agent", "dispatcher", "worker", "notifier")
+
+
+def sample(text: str, name: str) -> float:
+    """The value of an unlabelled sample in a /metrics page (0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    return 0.0
 
 
 @pytest.fixture
@@ -100,6 +108,11 @@ def test_health_silence_recovery_and_metrics(fast_settings: Path, daemons: Daemo
         assert f"{role}@testhost" in table.stdout
     assert "SILENT" not in table.stdout
     check_metrics(daemons)
+    store.append([nan_metric("exp-metrics", 1)])  # a STOP decision, and its post
+    decided = 'trainwarden_decisions_total{decision="STOP",rule="loss-nonfinite"} 1.0'
+    wait_for(lambda: decided in scrape(daemons.ports["worker"]), timeout=20, what="the decision counted")
+    wait_for(lambda: sample(scrape(daemons.ports["notifier"]), "trainwarden_slack_posts_total") >= 1, timeout=20,
+             what="the post counted")  # fmt: skip
 
     daemons.kill("worker")
     wait_for(lambda: statuses(store).get("worker") == "SILENT", timeout=15, what="worker silent")
@@ -130,7 +143,12 @@ def check_metrics(daemons: Daemons) -> None:
     expected = {
         "agent": ("trainwarden_spool_bytes",),
         "dispatcher": ("trainwarden_jobs_queued",),
-        "worker": ("trainwarden_jobs_total", "trainwarden_decisions_total", "trainwarden_stops_total"),
+        "worker": (
+            "trainwarden_jobs_total",
+            "trainwarden_decisions_total",
+            "trainwarden_stop_requests_total",
+            "trainwarden_stops_total",
+        ),
         "notifier": ("trainwarden_slack_posts_total", "trainwarden_slack_post_failures_total"),
     }
     for role, port in daemons.ports.items():
