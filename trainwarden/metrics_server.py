@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from trainwarden.errors import ConfigError
 from trainwarden.events import heartbeat as hb
 from trainwarden.events.heartbeat import Heartbeat
 from trainwarden.events.keys import Keys
@@ -123,5 +124,8 @@ def serve(command: str, sources: Sources, *, port: int, host: str = HOST) -> Non
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector())
-    start_http_server(port, addr=host, registry=registry)
+    try:
+        start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise ConfigError(f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror}") from None
     log.info("Prometheus metrics on http://%s:%d/metrics", host, port)

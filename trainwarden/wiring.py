@@ -88,7 +88,10 @@ def heartbeat(settings: Settings, role: str, client: redis.Redis | RedisCluster 
     beat = Heartbeat(client=client or events_redis(settings), keys=Keys(settings.namespace), role=role,
                      host=settings.host, version=importlib.metadata.version("trainwarden"),
                      interval_s=settings.heartbeat_interval_s, lag_of=LAG_OF.get(role, ""))  # fmt: skip
-    logging.getLogger().addHandler(LastErrorHandler(beat))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, LastErrorHandler) and h.heartbeat.role == role]:
+        root.removeHandler(old)  # built again in this process (the demo, tests): the newest one reports
+    root.addHandler(LastErrorHandler(beat))
     return beat
 
 
