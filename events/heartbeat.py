@@ -3,8 +3,9 @@
 Each daemon (agent, dispatcher, worker, notifier) keeps one `Heartbeat` and writes it from its loop
 at most every `interval_s` to `tw:beat:<role>@<host>` (HSET + EXPIRE in one round trip). The hash
 expires after `RETENTION_S`: a component seen within that window is expected; one whose last beat is
-older than `SILENT_INTERVALS` of its own interval is silent. No stream event per beat: the event log
-stays lean (the agent's per-run `agent.heartbeat` events are separate and kept).
+older than `SILENT_INTERVALS` of its own interval is silent. Ages are read from the hash's TTL,
+which each beat renews: Redis' clock, so hosts whose clocks disagree are not taken for silent.
+No stream event per beat: the event log stays lean (the agent's per-run `agent.heartbeat` events are separate and kept).
 
 What is stored: role, host, pid, version, the interval, the loop's lag (`lag_s`, what it measures in
 `lag_of`), a backlog count, and the last error logged (text, masked, and time). `encode`/`decode`
@@ -14,6 +15,7 @@ well (`count`, `gauge`), plain dicts any package may bump without importing prom
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -52,12 +54,15 @@ class Beat:
     backlog: int | None = None  # feed entries / queued jobs / spooled bytes
     last_error: str | None = None
     last_error_at: float | None = None
+    redis_age: float | None = None  # age by Redis' clock when read (from the hash's TTL): immune to clock skew
 
     @property
     def component(self) -> str:
         return component_name(self.role, self.host)
 
     def age(self, now: float) -> float:
+        if self.redis_age is not None:
+            return self.redis_age
         return max(0.0, now - self.ts)
 
     def silent(self, now: float) -> bool:
@@ -104,8 +109,15 @@ def read_beats(client: redis.Redis, keys: Keys) -> list[Beat]:
     pipe = client.pipeline(transaction=False)
     for name in names:
         pipe.hgetall(name)
-    beats = [decode(fields) for fields in pipe.execute()]
-    return sorted((b for b in beats if b is not None), key=lambda b: b.component)
+        pipe.pttl(name)  # the writer renews the TTL with each beat: RETENTION_S - TTL is the age by Redis' clock
+    replies = pipe.execute()
+    beats = []
+    for fields, ttl_ms in zip(replies[::2], replies[1::2], strict=True):
+        beat = decode(fields)
+        if beat is not None:
+            age = RETENTION_S - ttl_ms / 1000 if isinstance(ttl_ms, int) and ttl_ms > 0 else None
+            beats.append(dataclasses.replace(beat, redis_age=None if age is None else max(0.0, age)))
+    return sorted(beats, key=lambda b: b.component)
 
 
 def forget(client: redis.Redis, keys: Keys, component: str) -> bool:
@@ -164,7 +176,7 @@ class Heartbeat:
             with redis_errors("write a heartbeat"):
                 pipe = self.client.pipeline(transaction=False)
                 pipe.hset(key, mapping=encode(beat))
-                pipe.expire(key, int(RETENTION_S))
+                pipe.pexpire(key, int(RETENTION_S * 1000))
                 pipe.execute()
         except StoreAuthFailed:
             raise
