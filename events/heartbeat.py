@@ -102,26 +102,31 @@ def decode(fields: Mapping[bytes, bytes] | Mapping[str, str]) -> Beat | None:
 
 
 def read_beats(client: redis.Redis, keys: Keys) -> list[Beat]:
-    """Every component's last beat, by component name."""
-    names = sorted(client.scan_iter(match=keys.beat("*"), count=500))
+    """Every known component's last beat (those whose hash expired are dropped from the index)."""
+    names = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in client.smembers(keys.beats()))
     if not names:
         return []
     pipe = client.pipeline(transaction=False)
     for name in names:
-        pipe.hgetall(name)
-        pipe.pttl(name)  # the writer renews the TTL with each beat: RETENTION_S - TTL is the age by Redis' clock
+        pipe.hgetall(keys.beat(name))
+        pipe.pttl(keys.beat(name))  # each beat renews the TTL: RETENTION_S - TTL is the age by Redis' clock
     replies = pipe.execute()
-    beats = []
-    for fields, ttl_ms in zip(replies[::2], replies[1::2], strict=True):
-        beat = decode(fields)
-        if beat is not None:
-            age = RETENTION_S - ttl_ms / 1000 if isinstance(ttl_ms, int) and ttl_ms > 0 else None
-            beats.append(dataclasses.replace(beat, redis_age=None if age is None else max(0.0, age)))
+    beats, gone = [], []
+    for name, fields, ttl_ms in zip(names, replies[::2], replies[1::2], strict=True):
+        beat = decode(fields) if fields else None
+        if beat is None:
+            gone.append(name)
+            continue
+        age = RETENTION_S - ttl_ms / 1000 if isinstance(ttl_ms, int) and ttl_ms > 0 else None
+        beats.append(dataclasses.replace(beat, redis_age=None if age is None else max(0.0, age)))
+    if gone:
+        client.srem(keys.beats(), *gone)
     return sorted(beats, key=lambda b: b.component)
 
 
 def forget(client: redis.Redis, keys: Keys, component: str) -> bool:
     """Drop a component that is gone for good (a retired host), so it is no longer expected."""
+    client.srem(keys.beats(), component)
     return bool(client.delete(keys.beat(component)))
 
 
@@ -176,6 +181,7 @@ class Heartbeat:
             with redis_errors("write a heartbeat"):
                 pipe = self.client.pipeline(transaction=False)
                 pipe.hset(key, mapping=encode(beat))
+                pipe.sadd(self.keys.beats(), self.component)
                 pipe.pexpire(key, int(RETENTION_S * 1000))
                 pipe.execute()
         except StoreAuthFailed:

@@ -88,6 +88,10 @@ class Keys:
         """Hash holding a daemon's last heartbeat (events/heartbeat.py); `component` is `role@host`."""
         return f"{self.namespace}:beat:{component}"
 
+    def beats(self) -> str:
+        """Set of the components that have a heartbeat hash (read without SCAN)."""
+        return f"{self.namespace}:beats"
+
     def silent(self) -> str:
         """Hash component -> ts of the last beat before it went silent (events/silence.py)."""
         return f"{self.namespace}:silent"
