@@ -174,6 +174,10 @@ def test_notifier_down_is_seen_by_others(fast_settings: Path, daemons: Daemons, 
     log = daemons.log("notifier")
     wait_for(lambda: "SILENT: the notifier on testhost" in log.read_text(), timeout=30, what="its silence posted")
     wait_for(lambda: "BACK: the notifier on testhost" in log.read_text(), timeout=30, what="its recovery posted")
+    replay = subprocess.run(cli_argv(fast_settings, "replay", t.SYSTEM_RUN), capture_output=True, text=True,
+                            timeout=30, check=False)  # fmt: skip
+    assert replay.returncode == 0, replay.stderr
+    assert "notifier@testhost (pid" in replay.stdout and "beats again after" in replay.stdout
 
 
 def test_metrics_needs_the_extra_in_one_line(fast_settings: Path, tmp_path: Path) -> None:
