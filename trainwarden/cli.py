@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 import threading
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -336,9 +337,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def auth_failed(exc: Exception, settings: Settings | None) -> str:
     """One line for credentials Redis refused: the URL(s) with the password masked, and the fix."""
-    urls = [] if settings is None else [settings.redis_url, settings.rq_redis_url]
-    where = " or ".join(dict.fromkeys(redact_text(u) for u in urls if u)) or "Redis"
-    reply = redact_text(str(exc.__cause__ or exc)).splitlines()[0] if str(exc.__cause__ or exc) else type(exc).__name__
+    urls = [u for u in ([] if settings is None else [settings.redis_url, settings.rq_redis_url]) if u]
+    where = " or ".join(dict.fromkeys(redact_text(u) for u in urls)) or "Redis"
+    reply = (str(exc.__cause__ or exc).splitlines() or [type(exc).__name__])[0]
+    for url in urls:  # Redis' reply never holds the password; masked anyway, without rewording the reply
+        password = urllib.parse.urlsplit(url).password
+        reply = reply.replace(password, "***") if password else reply
     return (
         f"trainwarden: error: Redis at {where} refused the credentials ({reply}); put the right password in the "
         "URL (redis://:PASSWORD@host:port/0, or redis://USER:PASSWORD@... for an ACL user) via REDIS_URL or --redis-url"

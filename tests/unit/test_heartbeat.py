@@ -70,5 +70,6 @@ def test_auth_errors_are_not_outages() -> None:
 
 def test_auth_failed_is_one_masked_line() -> None:
     settings = Settings(redis_url="redis://tw:hunter2pw@db:6379/0")
-    line = auth_failed(StoreAuthFailed("x"), settings)
+    line = auth_failed(StoreAuthFailed("WRONGPASS invalid username-password pair (hunter2pw)"), settings)
     assert "\n" not in line and "hunter2pw" not in line and "redis://tw:***@db:6379/0" in line
+    assert "invalid username-password pair" in line
