@@ -29,6 +29,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import StoreUnavailable
 from trainwarden.events.payloads import SourceStatusData
+from trainwarden.events.silence import Pulse
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class Agent:
                  state_path: Path | None = None, config: AgentConfig | None = None,
                  gpu: GpuSampler | None = None, gpu_problem: str | None = None,
                  control: ControlReader | None = None, wandb_api: HistoryApi | None = None,
-                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.time, pulse: Pulse | None = None) -> None:  # fmt: skip
         self.publisher = publisher
         self.host = host
         self.state_path = state_path
@@ -60,6 +61,7 @@ class Agent:
         self.control = control
         self.wandb_api = wandb_api
         self.clock = clock
+        self.pulse = pulse  # the daemon heartbeat (events/heartbeat.py): spool backlog, last error
         self.state = agent_state.load(state_path)
         self.configured = {w.run: w for w in watches}
         self.watchers: dict[str, RunWatcher] = {}
@@ -237,6 +239,7 @@ class Agent:
                     if outage_since is not None and self.publisher.outage_since is None:
                         log.warning("Redis reachable again after %.1fs", time.monotonic() - outage_since)
                         outage_since = None
+                self._beat()
                 if made == 0:
                     if burst:
                         return
@@ -244,6 +247,16 @@ class Agent:
         finally:
             if self.publisher.durable:
                 self.save_state(force=True)
+
+    def _beat(self) -> None:
+        """The daemon heartbeat: lag = how long events have waited in the spool, backlog = its bytes."""
+        if self.pulse is None:
+            return
+        since = self.publisher.outage_since
+        spool = self.publisher.spool
+        self.pulse.heartbeat.lag_of = "spool backlog"
+        self.pulse.heartbeat.backlog = len(spool) if spool is not None else 0
+        self.pulse.tick(lag_s=time.monotonic() - since if since is not None else 0.0)
 
 
 def _gpus_of(watcher: RunWatcher, samples: list[GpuSample]) -> set[int]:

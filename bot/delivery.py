@@ -38,6 +38,7 @@ from trainwarden.bot.sink import Message, Sink
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.faults import failpoint
+from trainwarden.events.heartbeat import count, gauge
 from trainwarden.events.payloads import NotificationData
 from trainwarden.events.store import EventStore, redis_errors
 
@@ -111,7 +112,7 @@ class Delivery:
     def _post(self, message: Message) -> str | None:
         """Post; on a refusal of this message, record it and post its text alone once."""
         try:
-            return self.sink.post(message)
+            return self._send(message)
         except SlackRejected as exc:
             if exc.setup:
                 raise
@@ -121,13 +122,24 @@ class Delivery:
         plain = dataclasses.replace(message, text=fallback_text(message.text), blocks=[], thread_ts=None,
                                     broadcast=False)  # fmt: skip
         try:
-            return self.sink.post(plain)
+            return self._send(plain)
         except SlackRejected as exc:
             if exc.setup:
                 raise
             log.error("Slack refused %s again as plain text (%s); giving it up", message.key, exc.error)
             self._results.append(self._record(plain, FAILED, {"error": exc.error, "attempt": PLAIN}))
         return None
+
+    def _send(self, message: Message) -> str:
+        """One post, counted for the metrics endpoint."""
+        try:
+            ts = self.sink.post(message)
+        except Exception as exc:
+            count("slack_post_failures", error=type(exc).__name__)
+            raise
+        count("slack_posts")
+        gauge("slack_last_post_timestamp_seconds", time.time())
+        return ts
 
     def flush(self, pipeline: Pipeline | None = None) -> None:
         """Write the results not yet recorded (into `pipeline`, a MULTI the caller executes, if given)."""

@@ -175,6 +175,23 @@ def watchdog_recovered(event: Event) -> str:
     return f"TRAINWARDEN RECOVERED after {fmt_duration(d.get('stalled_s', 0))}: {d.get('detail')}."
 
 
+def component_silent(event: Event) -> str:
+    d = cast(p.ComponentSilentData, event.data)
+    error = f" Its last error: {d['last_error']}" if d.get("last_error") else ""
+    return (
+        f"SILENT: the {d.get('role')} on {d.get('host')} (pid {d.get('pid')}) has sent no heartbeat for "
+        f"{fmt_duration(d.get('silent_s', 0))}; what it does is not being done (see `trainwarden health`).{error}"
+    )
+
+
+def component_recovered(event: Event) -> str:
+    d = cast(p.ComponentRecoveredData, event.data)
+    return (
+        f"BACK: the {d.get('role')} on {d.get('host')} (pid {d.get('pid')}) sends heartbeats again "
+        f"after {fmt_duration(d.get('silent_s', 0))} of silence."
+    )
+
+
 def no_dispatcher() -> str:
     return "no dispatcher has reported (start `trainwarden dispatcher`)"
 
@@ -223,6 +240,10 @@ def notification_text(
         text = watchdog_stalled(event)
     elif event.type == t.WATCHDOG_RECOVERED:
         text = watchdog_recovered(event)
+    elif event.type == t.COMPONENT_SILENT:
+        text = component_silent(event)
+    elif event.type == t.COMPONENT_RECOVERED:
+        text = component_recovered(event)
     return None if text is None else masked_head(text, NOTICE_MAX)
 
 

@@ -36,6 +36,7 @@ from trainwarden.events.projection import RunState
 from trainwarden.events.redis_types import hash_fields
 from trainwarden.events.run_view import run_state as read_run_state
 from trainwarden.events.sids import sid_key
+from trainwarden.events.silence import Pulse, entry_lag
 from trainwarden.events.store import EventStore, Malformed, redis_errors
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class Notifier:
         snooze_s: float = KEEP_RUNNING_SNOOZE_S,
         reclaim_idle_ms: int = int(RECLAIM_IDLE_S * 1000),
         deadman: Deadman | None = None,
+        pulse: Pulse | None = None,
     ) -> None:
         self.store = store
         self.sink = sink
@@ -65,6 +67,7 @@ class Notifier:
         self.snooze_s = snooze_s
         self.reclaim_idle_ms = reclaim_idle_ms
         self.deadman = deadman
+        self.pulse = pulse  # heartbeat (feed lag) and the watch for silent components
         self.delivery = Delivery(store=store, sink=sink, host=host)
         self.reader = GroupReader(store.redis, stream=store.keys.feed(), group=NOTIFY_GROUP, consumer=consumer)
         self.states: dict[str, tuple[NotifyState, str | None]] = {}  # run -> (state, folded up to)
@@ -77,6 +80,8 @@ class Notifier:
     def step(self, *, block_ms: int | None = None) -> int:
         if self.deadman is not None:
             self.deadman.check()
+        if self.pulse is not None:
+            self.pulse.tick()
         entries: list[tuple[str, dict[bytes, bytes]]] = []
         if self._own_pending:
             entries = self.reader.read_own_pending()
@@ -88,7 +93,10 @@ class Notifier:
         if entries:
             return self._consume(entries, fresh=False)
         # Entries delivered for the first time: no notifier has tried them, so no status to read.
-        return self._consume(self.reader.read(block_ms=block_ms), fresh=True)
+        new = self.reader.read(block_ms=block_ms)
+        if self.pulse is not None:
+            self.pulse.tick(lag_s=entry_lag(new))  # beats here too: a step above may have waited on Slack
+        return self._consume(new, fresh=True)
 
     def run(self, *, burst: bool = False, stop: threading.Event | None = None) -> None:
         self.reader.ensure_group()

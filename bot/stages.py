@@ -29,7 +29,8 @@ GUARD = "guard"  # the kind of a STOP decision that waits for confirmation
 INPUT_TYPES = frozenset(
     {t.RUN_LAUNCHED, t.RUN_FINISHED, t.RUN_FAILED, t.DECISION, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED,
      t.EVIDENCE_BUILT, t.EVIDENCE_FAILED, t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED, t.STOP_CANCELLED, t.SNOOZE_SET,
-     t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED}
+     t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED,
+     t.COMPONENT_SILENT, t.COMPONENT_RECOVERED}
 )  # fmt: skip
 # Kinds that are noise control's business; decisions to STOP, stops and failures always go out.
 QUIETABLE = frozenset({t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.WAIT})

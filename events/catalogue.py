@@ -234,6 +234,20 @@ CATALOGUE: tuple[EventType, ...] = (
         "bot (bot/deadman.py)",
         log=SYSTEM,
     ),
+    EventType(
+        t.COMPONENT_SILENT,
+        p.ComponentSilentData,
+        "a daemon (agent, dispatcher, worker, notifier) sent no heartbeat for 3 of its intervals",
+        "dispatcher, worker or notifier, whichever notices first (events/silence.py)",
+        log=SYSTEM,
+    ),
+    EventType(
+        t.COMPONENT_RECOVERED,
+        p.ComponentRecoveredData,
+        "a silent daemon sends heartbeats again",
+        "dispatcher, worker or notifier, whichever notices first (events/silence.py)",
+        log=SYSTEM,
+    ),
     # -- remote runs
     EventType(
         t.PREFLIGHT,

@@ -6,7 +6,8 @@ TrainwardenError (trainwarden.errors)
     │   ├── EnvelopeError            building an event with bad fields (caller bug)
     │   └── DecodeError              a stored entry that cannot be read back
     └── StoreError                   talking to the event log failed
-        └── StoreUnavailable         Redis unreachable or timed out (callers retry)
+        ├── StoreUnavailable         Redis unreachable or timed out (callers retry)
+        └── StoreAuthFailed          Redis refused our credentials (never retried: the daemon exits)
 
 YamlFileError, raised by the YAML reader events/yamlfile.py, hangs under ConfigError (trainwarden.errors).
 """
@@ -38,6 +39,11 @@ class StoreError(EventLogError):
 
 class StoreUnavailable(StoreError):
     """Redis cannot be reached or timed out; the operation may be retried safely (appends are idempotent)."""
+
+
+class StoreAuthFailed(StoreError):
+    """Redis refused the credentials (no password, wrong password, ACL user without rights): retrying
+    cannot help, so daemons stop and say so in one line (the URL shown with its password masked)."""
 
 
 class YamlFileError(ConfigError):

@@ -88,6 +88,18 @@ class Keys:
         """Set (with a TTL) once a signed Slack request was accepted: a replay of it is refused (bot/app.py)."""
         return f"{self.namespace}:slack:seen:{signature}"
 
+    def beat(self, component: str) -> str:
+        """Hash holding a daemon's last heartbeat (events/heartbeat.py); `component` is `role@host`."""
+        return f"{self.namespace}:beat:{component}"
+
+    def beats(self) -> str:
+        """Set of the components that have a heartbeat hash (read without SCAN)."""
+        return f"{self.namespace}:beats"
+
+    def silent(self) -> str:
+        """Hash component -> ts of the last beat before it went silent (events/silence.py)."""
+        return f"{self.namespace}:silent"
+
     def fault(self, name: str) -> str:
         """Marker a failpoint sets when reached (see workers/faults.py)."""
         return f"{self.namespace}:fault:{name}"

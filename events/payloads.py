@@ -329,6 +329,24 @@ class WatchdogRecoveredData(TypedDict):
     stalled_s: float  # how long it was stuck
 
 
+class ComponentSilentData(TypedDict):
+    component: str  # role@host
+    role: str  # agent | dispatcher | worker | notifier
+    host: str
+    pid: int  # of the process that beat last
+    last_beat: float  # time of its last heartbeat
+    silent_s: float  # how long it had been quiet when noticed
+    last_error: str | None  # the last error it reported
+
+
+class ComponentRecoveredData(TypedDict):
+    component: str
+    role: str
+    host: str
+    pid: int  # of the process beating now (a restart changes it)
+    silent_s: float  # from its last beat before the silence to its first one after
+
+
 # -- remote runs: preflight, plans, checkpoints ---------------------------------------------------
 
 

@@ -14,7 +14,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import redis
-from trainwarden.events.errors import StoreError, StoreUnavailable
+from trainwarden.events.errors import StoreAuthFailed, StoreError, StoreUnavailable
+
+AUTH_REPLIES = ("NOAUTH", "WRONGPASS", "NOPERM", "invalid password", "invalid username-password")
+
+
+def is_auth_error(exc: BaseException) -> bool:
+    """Whether Redis refused our credentials or an ACL user's rights (not an outage: retrying cannot help)."""
+    return isinstance(exc, redis.AuthenticationError | redis.exceptions.NoPermissionError) or (
+        isinstance(exc, redis.ResponseError) and any(s in str(exc) for s in AUTH_REPLIES)
+    )
+
 
 TRANSIENT_ERRORS: tuple[type[redis.RedisError], ...] = (
     redis.ConnectionError,  # includes BusyLoadingError (LOADING)
@@ -28,6 +38,8 @@ TRANSIENT_REPLIES = ("LOADING", "READONLY", "MASTERDOWN", "NOREPLICAS", "UNBLOCK
 
 def transient(exc: BaseException) -> bool:
     """Whether `exc` says Redis cannot answer *now* (an outage, a restart, a failover), not that it refused."""
+    if is_auth_error(exc):
+        return False  # an AuthenticationError is a ConnectionError, but waiting will not fix a password
     if isinstance(exc, (StoreUnavailable, *TRANSIENT_ERRORS)):
         return True
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(TRANSIENT_REPLIES)
@@ -39,6 +51,8 @@ def redis_errors(what: str, **context: Any) -> Iterator[None]:
     try:
         yield
     except redis.RedisError as exc:
+        if is_auth_error(exc):
+            raise StoreAuthFailed(f"Redis refused the credentials while trying to {what}: {exc}", **context) from exc
         if transient(exc):
             raise StoreUnavailable(f"Redis unreachable while trying to {what}: {exc}", **context) from exc
         if isinstance(exc, redis.ResponseError):

@@ -43,6 +43,8 @@ STOP_CANCELLED = "stop.cancelled"
 LAUNCH_FAILED = "launch.failed"
 WATCHDOG_STALLED = "watchdog.stalled"
 WATCHDOG_RECOVERED = "watchdog.recovered"
+COMPONENT_SILENT = "component.silent"  # in SYSTEM_RUN: a daemon's heartbeat went quiet (events/silence.py)
+COMPONENT_RECOVERED = "component.recovered"  # in SYSTEM_RUN: it beats again
 TICK = "tick"  # a scheduled evaluation of a quiet run (workers/schedule.py)
 POLICY_LOADED = "policy.loaded"  # in the reserved SYSTEM_RUN: a policy's text and content hash
 POLICY_REJECTED = "policy.rejected"  # in SYSTEM_RUN: a changed policy file that failed validation
@@ -80,6 +82,8 @@ WORKER_OUTPUT_TYPES = frozenset(
         LAUNCH_FAILED,
         WATCHDOG_STALLED,
         WATCHDOG_RECOVERED,
+        COMPONENT_SILENT,
+        COMPONENT_RECOVERED,
         POLICY_LOADED,
         POLICY_REJECTED,
         POLICY_APPLIED,

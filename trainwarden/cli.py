@@ -9,13 +9,19 @@ import importlib.metadata
 import logging
 import os
 import sys
+import threading
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, Any, cast
+
+import redis
 
 from trainwarden import (
     archive_commands,
     cli_remote,
+    health_commands,
+    metrics_server,
     policy_commands,
     render,
     replay_commands,
@@ -28,12 +34,17 @@ from trainwarden.agent.watch import RunWatch
 from trainwarden.errors import ConfigError, TrainwardenError, UnknownRun
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
-from trainwarden.events.errors import StoreError, StoreUnavailable
+from trainwarden.events.errors import StoreAuthFailed, StoreError, StoreUnavailable
+from trainwarden.events.heartbeat import Heartbeat
 from trainwarden.events.payloads import RunLaunchedData, StopRequestedData
 from trainwarden.events.redact import MaskingFilter, redact_text
+from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import stop_on_signals
+
+if TYPE_CHECKING:
+    from trainwarden.bot.notifier import Notifier
 
 log = logging.getLogger("trainwarden")
 
@@ -57,7 +68,10 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
             raise ConfigError(f"--watch {spec!r}: {exc}") from None
     if unwritable := writable.problems(settings, writable.AGENT, state_file=args.state_file):
         raise ConfigError("; ".join(unwritable))  # it could keep neither its offsets nor a spool for outages
+    wiring.check_redis(settings)
     agent = wiring.agent(settings, watches=tuple(watches), state_file=args.state_file)
+    if agent.pulse is not None:
+        _serve_metrics(args, "agent", agent.pulse.heartbeat, wiring.store(settings, agent.pulse.heartbeat.client))
     control = agent.control.key if agent.control is not None else "no control stream"
     log.info("agent on %s watching %s; new runs from %s", settings.host,
              ", ".join(f"{w.run}={w.log}" for w in agent.watchers.values()) or "nothing yet", control)  # fmt: skip
@@ -69,7 +83,11 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
     require("dispatcher", "rq")
+    wiring.check_redis(settings, rq=True)
     dispatcher = wiring.dispatcher(settings)
+    if dispatcher.pulse is not None:
+        _serve_metrics(args, "dispatcher", dispatcher.pulse.heartbeat, dispatcher.store,
+                       queue_length=lambda: dispatcher.queue.count)  # fmt: skip
     log.info("dispatcher reading the feed into queue %r", settings.queue)
     dispatcher.run(burst=args.burst, stop=stop_on_signals())
     return 0
@@ -77,6 +95,7 @@ def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     require("worker", "rq", "asyncssh", "matplotlib")  # jobs, stopping remote runs, evidence charts
+    wiring.check_redis(settings, rq=True)
     from trainwarden.workers.chart import preload
     from trainwarden.workers.context import install
     from trainwarden.workers.process import record_policy_events
@@ -94,7 +113,16 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     # evaluation of the 30 runs a busy job covers (docs/benchmarks.md, "Scale: load and saturation").
     worker_class = ForkingWorker if args.fork else InProcessWorker
     worker = worker_class([queue], connection=queue.connection)
-    worker.work(burst=args.burst, logging_level=args.log_level)
+    pulse = wiring.pulse(settings, "worker", ctx.store)
+    pulse.backlog = lambda: queue.count
+    _serve_metrics(args, "worker", pulse.heartbeat, ctx.store, queue_length=lambda: queue.count,
+                   jobs=lambda: {"ok": worker.successful_job_count, "failed": worker.failed_job_count})  # fmt: skip
+    beating = threading.Event()
+    pulse.run_in_thread(beating, measure=lambda: wiring.queue_wait(queue))
+    try:
+        worker.work(burst=args.burst, logging_level=args.log_level)
+    finally:
+        beating.set()
     if not args.burst and not worker.stop_asked:  # RQ's loop gave up (it logged why): let the supervisor restart us
         log.error("the worker's job loop ended without a stop request; exiting with status 1")
         return 1
@@ -109,8 +137,10 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
         if settings.servers_file is not None and not args.burst:
             require("bot", "asyncssh")  # /launch on the configured servers
     stop = stop_on_signals()
+    wiring.check_redis(settings)
     if os.environ.get("SLACK_BOT_TOKEN") and not args.burst:
         bot = wiring.slack_bot(settings, os.environ)
+        _serve_notifier_metrics(args, bot.notifier)
         log.info("Slack bot posting to %s (%s mode)", settings.slack.channel,
                  "Socket" if os.environ.get("SLACK_APP_TOKEN") else "HTTP")  # fmt: skip
         return bot.run(stop=stop)  # non-zero when one of its loops died: the supervisor restarts it
@@ -120,8 +150,23 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
     else:
         log.info("no Slack token configured: notifications go to this console")
         notifier = wiring.notifier(settings, ConsoleSink())
+    _serve_notifier_metrics(args, notifier)
     notifier.run(burst=args.burst, stop=stop)
     return 0
+
+
+def _serve_metrics(args: argparse.Namespace, command: str, heartbeat: Heartbeat, store: EventStore,
+                   **extra: Any) -> None:  # fmt: skip
+    """The Prometheus endpoint, when `--metrics-port` asks for one."""
+    if args.metrics_port is None:
+        return
+    sources = metrics_server.Sources(client=store.redis, keys=store.keys, heartbeat=heartbeat, **extra)
+    metrics_server.serve(command, sources, port=args.metrics_port, host=args.metrics_host)
+
+
+def _serve_notifier_metrics(args: argparse.Namespace, notifier: Notifier) -> None:
+    if notifier.pulse is not None:
+        _serve_metrics(args, "bot", notifier.pulse.heartbeat, notifier.store)
 
 
 def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
@@ -197,6 +242,13 @@ def global_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
 
 
+def metrics_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port "
+                   "(off by default; needs the `metrics` extra)")  # fmt: skip
+    p.add_argument("--metrics-host", default=metrics_server.HOST, metavar="ADDR",
+                   help=f"address the metrics endpoint binds (default {metrics_server.HOST})")  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="trainwarden", description=__doc__)
     global_options(p)
@@ -207,10 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "launched runs are added through the host's control stream")  # fmt: skip
     s.add_argument("--state-file", type=Path, help="where read offsets and registered runs are kept")
     s.add_argument("--burst", action="store_true", help="publish what is there, then exit")
+    metrics_options(s)
     s.set_defaults(func=cmd_agent)
 
     s = sub.add_parser("dispatcher", help="turn new events into per-run RQ jobs")
     s.add_argument("--burst", action="store_true", help="dispatch what is there, then exit")
+    metrics_options(s)
     s.set_defaults(func=cmd_dispatcher)
 
     s = sub.add_parser("worker", help="run RQ jobs: evaluate policies, build evidence, stop runs")
@@ -218,10 +272,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fork", action="store_true", help="run each job in a forked work horse (RQ's default "
                    "Worker: isolation, at ~25 ms a job) instead of in this process")  # fmt: skip
     s.add_argument("--simple", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for old scripts
+    metrics_options(s)
     s.set_defaults(func=cmd_worker)
 
     s = sub.add_parser("bot", help="post anomalies and decisions (console without a Slack token)")
     s.add_argument("--burst", action="store_true", help="post what is there, then exit")
+    metrics_options(s)
     s.set_defaults(func=cmd_bot)
 
     s = sub.add_parser(
@@ -243,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reason", default="stopped from the command line")
     s.set_defaults(func=cmd_stop)
 
-    for commands in (replay_commands, archive_commands, policy_commands, schemas):
+    for commands in (replay_commands, archive_commands, policy_commands, schemas, health_commands):
         commands.register(sub)
 
     s = sub.add_parser("runs", help="list known runs")
@@ -271,8 +327,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(MaskingFilter())  # daemon logs never hold a secret, tracebacks included
+    settings: Settings | None = None
     try:
-        return int(args.func(args, _settings(args)))
+        settings = _settings(args)
+        return int(args.func(args, settings))
+    except (StoreAuthFailed, redis.AuthenticationError, redis.exceptions.NoPermissionError) as exc:
+        print(auth_failed(exc, settings), file=sys.stderr)  # one line: which Redis, what it said, what to do
+        return 1
     except MissingExtra as exc:
         print(exc, file=sys.stderr)  # the whole story in one line: what to install
         return 1
@@ -281,6 +342,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if remedy := remedy_for(exc):
             print(f"trainwarden: {remedy}", file=sys.stderr)
         return 1
+
+
+def auth_failed(exc: Exception, settings: Settings | None) -> str:
+    """One line for credentials Redis refused: the URL(s) with the password masked, and the fix."""
+    urls = [u for u in ([] if settings is None else [settings.redis_url, settings.rq_redis_url]) if u]
+    where = " or ".join(dict.fromkeys(redact_text(u) for u in urls)) or "Redis"
+    reply = (str(exc.__cause__ or exc).splitlines() or [type(exc).__name__])[0]
+    for url in urls:  # Redis' reply never holds the password; masked anyway, without rewording the reply
+        password = urllib.parse.urlsplit(url).password
+        reply = reply.replace(password, "***") if password else reply
+    return (
+        f"trainwarden: error: Redis at {where} refused the credentials ({reply}); put the right password in the "
+        "URL (redis://:PASSWORD@host:port/0, or redis://USER:PASSWORD@... for an ACL user) via REDIS_URL or --redis-url"
+    )
 
 
 def remedy_for(exc: TrainwardenError) -> str | None:

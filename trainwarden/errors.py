@@ -21,7 +21,8 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   │   ├── EnvelopeError        building an event with bad fields (caller bug)
     │   │   └── DecodeError          a stored entry that cannot be read back (it is dead-lettered)
     │   └── StoreError               Redis refused an operation on the event log
-    │       └── StoreUnavailable     Redis unreachable or timed out; callers retry (appends are idempotent)
+    │       ├── StoreUnavailable     Redis unreachable or timed out; callers retry (appends are idempotent)
+    │       └── StoreAuthFailed      Redis refused our credentials (NOAUTH, WRONGPASS): fatal, said in one line
     ├── AgentError                   (agent.errors) the agent's sources and control stream
     │   ├── SourceUnavailable        a metric source cannot be read now (the agent says so and keeps running)
     │   │   ├── GpuUnavailable       NVML missing (no driver, no nvidia-ml-py) or failing

@@ -26,20 +26,23 @@ def free_port() -> int:
 class RedisServer:
     """A redis-server with AOF on (`appendfsync everysec`), data in `directory`, bound to 127.0.0.1."""
 
-    def __init__(self, directory: Path, *, port: int | None = None, extra_args: list[str] | None = None) -> None:
+    def __init__(self, directory: Path, *, port: int | None = None, extra_args: list[str] | None = None,
+                 password: str | None = None) -> None:  # fmt: skip
         self.directory = Path(directory)
         self.port = port
         self.extra_args = extra_args or []
+        self.password = password  # requirepass: clients and the URL carry it
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def client(self, **kwargs: Any) -> redis.Redis:
         if self.port is None:  # no port given: one is picked by start()
             raise RedisServerError("this redis-server has no port yet: start() it before asking for a client")
-        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, **kwargs)
 
     def start(self) -> RedisServer:
         binary = shutil.which("redis-server")
@@ -70,10 +73,11 @@ class RedisServer:
             "--save", "",
             "--daemonize", "no",
             "--logfile", str(self.directory / "redis.log"),
+            *(["--requirepass", self.password] if self.password else []),
             *self.extra_args,
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, password=self.password)
         deadline = time.monotonic() + START_TIMEOUT_S
         try:
             while time.monotonic() < deadline:

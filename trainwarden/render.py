@@ -80,6 +80,13 @@ def describe(event: Event) -> str:
         return f"policy file {rejected.get('source')} rejected, kept {rejected.get('kept')}: " + "; ".join(
             rejected.get("problems", [])
         )
+    if event.type == t.COMPONENT_SILENT:
+        silent = cast(p.ComponentSilentData, d)
+        error = f"; last error: {silent['last_error']}" if silent.get("last_error") else ""
+        return f"{silent.get('component')} (pid {silent.get('pid')}) silent for {silent.get('silent_s', 0):.0f}s{error}"
+    if event.type == t.COMPONENT_RECOVERED:
+        back = cast(p.ComponentRecoveredData, d)
+        return f"{back.get('component')} (pid {back.get('pid')}) beats again after {back.get('silent_s', 0):.0f}s"
     note = "" if event.type in t.KNOWN_TYPES else "(unknown type, kept) "
     return note + json.dumps(d, default=str, sort_keys=True)[:300]
 

@@ -20,6 +20,7 @@ from trainwarden.bot.config import BotConfig
 from trainwarden.errors import ConfigError
 from trainwarden.events.errors import YamlFileError
 from trainwarden.events.feed import RECLAIM_IDLE_S
+from trainwarden.events.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from trainwarden.events.keys import NAMESPACE
 from trainwarden.events.yamlfile import Context, Reader, Schema, compose, document_schema, empty_mapping
 from trainwarden.slack_settings import read_slack
@@ -74,6 +75,7 @@ class Settings:
     tick_startup_s: float = workers_config.TICK_STARTUP_S
     tick_steady_s: float = workers_config.TICK_STEADY_S
     tick_max_silence_s: float = workers_config.TICK_MAX_SILENCE_S
+    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S  # every daemon's heartbeat hash (events/heartbeat.py)
     source: str = "defaults"
 
 
@@ -94,6 +96,7 @@ def read_settings(top: Reader, base: Path) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
         values[key] = top.string(key)
+    values["heartbeat_interval_s"] = top.number("heartbeat_interval_s", positive=True)
     for key, attr in PATHS:
         text = top.string(key)
         values[attr] = (base / Path(text).expanduser()).resolve() if text is not None else None

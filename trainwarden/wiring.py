@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
+import importlib.metadata
+import logging
 import os
 import socket
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +17,11 @@ from redis.cluster import RedisCluster
 
 from trainwarden import writable
 from trainwarden.errors import ConfigError
+from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.heartbeat import Heartbeat, LastErrorHandler
 from trainwarden.events.keys import Keys
+from trainwarden.events.redis_errors import redis_errors
+from trainwarden.events.silence import Pulse, SilenceWatch
 from trainwarden.events.store import EventStore
 from trainwarden.settings import Settings
 
@@ -74,6 +82,53 @@ def rq_redis(settings: Settings) -> redis.Redis:
             "settings file) to a plain redis:// URL"
         )
     return redis.Redis.from_url(url, socket_connect_timeout=5)
+
+
+def heartbeat(settings: Settings, role: str, client: redis.Redis | RedisCluster | None = None) -> Heartbeat:
+    """This process's heartbeat hash; its last error is whatever it logs at WARNING or worse."""
+    beat = Heartbeat(client=client or events_redis(settings), keys=Keys(settings.namespace), role=role,
+                     host=settings.host, version=importlib.metadata.version("trainwarden"),
+                     interval_s=settings.heartbeat_interval_s, lag_of=LAG_OF.get(role, ""))  # fmt: skip
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, LastErrorHandler) and h.heartbeat.role == role]:
+        root.removeHandler(old)  # built again in this process (the demo, tests): the newest one reports
+    root.addHandler(LastErrorHandler(beat))
+    return beat
+
+
+def pulse(settings: Settings, role: str, events: EventStore, *, watch: bool = True) -> Pulse:
+    """Heartbeat plus, for the central daemons (`watch`), the watch that posts silent components."""
+    beat = heartbeat(settings, role, events.redis)
+    return Pulse(beat, silence=SilenceWatch(store=events, host=settings.host) if watch else None)
+
+
+LAG_OF = {"dispatcher": "feed lag", "notifier": "feed lag", "worker": "queue wait", "agent": "spool backlog"}
+
+
+def check_redis(settings: Settings, *, rq: bool = False) -> None:
+    """Reach the event log's Redis (and RQ's) once at start: wrong credentials stop a daemon here, in one
+    line (StoreAuthFailed), instead of a retry loop; an unreachable Redis is left to the loops' backoff."""
+    clients: list[redis.Redis | RedisCluster] = [events_redis(settings)]
+    if rq and settings.rq_redis_url and settings.rq_redis_url != settings.redis_url:
+        clients.append(rq_redis(settings))
+    for client in clients:
+        try:
+            with redis_errors("connect"):
+                client.ping()
+        except StoreUnavailable:
+            pass
+        finally:
+            client.close()
+
+
+def queue_wait(queue: Queue) -> float:
+    """How long the oldest job in RQ's queue has waited (0 for an empty queue): the workers' lag."""
+    ids = queue.get_job_ids(0, 1)
+    job = queue.fetch_job(ids[0]) if ids else None
+    if job is None or job.enqueued_at is None:
+        return 0.0
+    at = job.enqueued_at if job.enqueued_at.tzinfo else job.enqueued_at.replace(tzinfo=datetime.UTC)
+    return max(0.0, time.time() - at.timestamp())
 
 
 def store(settings: Settings, client: redis.Redis | RedisCluster | None = None) -> EventStore:
@@ -143,6 +198,7 @@ def agent(
         gpu_problem=problem,
         control=ControlReader(client, event_store.keys.agent_control(settings.host)),
         wandb_api=PublicApi(api_key=api_key) if api_key else None,
+        pulse=pulse(settings, "agent", event_store, watch=False),
     )
 
 
@@ -159,6 +215,7 @@ def dispatcher(settings: Settings) -> Dispatcher:
         job_timeout_s=settings.job_timeout_s,
         runs_per_job=settings.runs_per_job,
         ticker=Ticker(store=events, host=settings.host, retry_s=settings.tick_steady_s),
+        pulse=pulse(settings, "dispatcher", events),
     )
 
 
@@ -257,6 +314,7 @@ def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Not
         snooze_s=cfg.keep_running_snooze_s,
         reclaim_idle_ms=int(settings.reclaim_idle_s * 1000),
         deadman=Deadman(store=events, host=settings.host, stall_s=cfg.deadman_s),
+        pulse=pulse(settings, "notifier", events),
     )
 
 

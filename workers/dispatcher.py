@@ -34,6 +34,7 @@ from trainwarden.events.feed import (
     trim_feed,
 )
 from trainwarden.events.loop import run_loop
+from trainwarden.events.silence import Pulse, entry_lag
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.events.types import WORKER_OUTPUT_TYPES
 from trainwarden.workers import config
@@ -92,6 +93,7 @@ class Dispatcher:
         tick_check_s: float = config.TICK_CHECK_S,
         runs_per_job: int = config.RUNS_PER_JOB,
         linger_s: float = config.LINGER_S,
+        pulse: Pulse | None = None,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -109,6 +111,7 @@ class Dispatcher:
         self.runs_per_job = max(1, runs_per_job)
         self.linger_s = linger_s
         self.gathering = Gathering()
+        self.pulse = pulse  # heartbeat (feed lag) and the watch for silent components
         self.enqueued = 0  # jobs
         self.dispatched = 0  # runs in those jobs
 
@@ -135,6 +138,8 @@ class Dispatcher:
             block_ms = max(1, min(block_ms, int(1000 * (self.gathering.since + self.linger_s - now))))
         new = self.reader.read(count=READ_COUNT, block_ms=block_ms)
         handled += self._route(new, reclaimed=False)
+        if self.pulse is not None:
+            self.pulse.tick(lag_s=entry_lag(new))
         self._release(quiet=not new)
         if self.store.cluster and now >= self._next_sweep:
             self._next_sweep = now + OUTBOX_SWEEP_S

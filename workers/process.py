@@ -12,13 +12,17 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.lock import Lock
 from rq.timeouts import JobTimeoutException
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import ack_feed
+from trainwarden.events.heartbeat import count
+from trainwarden.events.payloads import DecisionData, StopRequestedData
 from trainwarden.events.redis_types import field_map, hash_fields
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.workers.actions import perform
@@ -170,6 +174,7 @@ class RunProcessor:
             failpoint("after-commit", self.ctx.redis, self.keys)
             for bad in step.dead:
                 log.warning("dead-lettered entry %s of run %s: %s", bad.sid, self.run, bad.reason)
+            count_outputs(step.outputs)
             self.summary["events"] += len(entries)
             self.summary["outputs"] += len(step.outputs)
             self.summary["dead_letters"] += len(step.dead)
@@ -197,5 +202,17 @@ class RunProcessor:
                 except redis.WatchError:
                     continue
             self.ctx.store.flush([self.run])
+            if event is not None and event.type in (t.STOP_DONE, t.STOP_FAILED):
+                count("stops", outcome=event.type.rpartition(".")[2])
             self.summary["actions"] += 1
             self._hold(lock)
+
+
+def count_outputs(outputs: Sequence[Event]) -> None:
+    """Decisions and the stops they ask for, by rule, for the Prometheus endpoint."""
+    for event in outputs:
+        if event.type == t.DECISION:
+            decided = cast(DecisionData, event.data)
+            count("decisions", rule=str(decided.get("rule") or ""), decision=str(decided.get("decision")))
+        elif event.type == t.STOP_REQUESTED:
+            count("stop_requests", rule=str(cast(StopRequestedData, event.data).get("rule") or ""))

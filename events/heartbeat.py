@@ -1,0 +1,241 @@
+"""Daemon heartbeats: one small Redis hash per component, so a part of trainwarden that went quiet is seen.
+
+Each daemon (agent, dispatcher, worker, notifier) keeps one `Heartbeat` and writes it from its loop
+at most every `interval_s` to `tw:beat:<role>@<host>` (HSET + EXPIRE in one round trip). The hash
+expires after `RETENTION_S`: a component seen within that window is expected; one whose last beat is
+older than `SILENT_INTERVALS` of its own interval is silent. Ages are read from the hash's TTL,
+which each beat renews: Redis' clock, so hosts whose clocks disagree are not taken for silent.
+No stream event per beat: the event log stays lean (the agent's per-run `agent.heartbeat` events are separate and kept).
+
+What is stored: role, host, pid, version, the interval, the loop's lag (`lag_s`, what it measures in
+`lag_of`), a backlog count, and the last error logged (text, masked, and time). `encode`/`decode`
+are pure; `Heartbeat.beat` is the one write. The process's counters for Prometheus live here as
+well (`count`, `gauge`), plain dicts any package may bump without importing prometheus-client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from trainwarden.events.errors import StoreAuthFailed, StoreError
+from trainwarden.events.keys import Keys
+from trainwarden.events.redact import redact_text
+from trainwarden.events.redis_errors import redis_errors
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 10.0  # default: seconds between two writes of a daemon's heartbeat
+SILENT_INTERVALS = 3  # no beat for this many of its intervals: silent
+RETENTION_S = 7 * 24 * 3600.0  # a component not seen for this long is forgotten (the hash expires)
+ERROR_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """One component's last heartbeat as stored."""
+
+    role: str  # agent | dispatcher | worker | notifier
+    host: str
+    pid: int
+    version: str
+    interval_s: float
+    ts: float  # wall-clock time of the beat
+    started: float  # when the process started
+    lag_s: float | None = None
+    lag_of: str = ""  # what lag_s measures: feed lag, queue wait, spool backlog
+    backlog: int | None = None  # feed entries / queued jobs / spooled bytes
+    last_error: str | None = None
+    last_error_at: float | None = None
+    redis_age: float | None = None  # age by Redis' clock when read (from the hash's TTL): immune to clock skew
+
+    @property
+    def component(self) -> str:
+        return component_name(self.role, self.host)
+
+    def age(self, now: float) -> float:
+        if self.redis_age is not None:
+            return self.redis_age
+        return max(0.0, now - self.ts)
+
+    def silent(self, now: float) -> bool:
+        return self.age(now) > SILENT_INTERVALS * self.interval_s
+
+
+def component_name(role: str, host: str) -> str:
+    return f"{role}@{host}"
+
+
+_TEXT = ("role", "host", "version", "lag_of", "last_error")
+_FLOATS = ("interval_s", "ts", "started", "lag_s", "last_error_at")
+
+
+def encode(beat: Beat) -> dict[str, str]:
+    """Pure: the hash fields (an absent value is an empty string, so every write replaces all fields)."""
+    out: dict[str, str] = {"pid": str(beat.pid)}
+    for name in (*_TEXT, *_FLOATS, "backlog"):
+        value = getattr(beat, name)
+        out[name] = "" if value is None else repr(value) if isinstance(value, float) else str(value)
+    return out
+
+
+def decode(fields: Mapping[bytes, bytes] | Mapping[str, str]) -> Beat | None:
+    """Pure: a Beat from the hash, or None when it is not one (half-written, foreign)."""
+    f = {(k.decode() if isinstance(k, bytes) else k): (v.decode("utf-8", "replace") if isinstance(v, bytes) else v)
+         for k, v in fields.items() if v not in (b"", "")}  # fmt: skip
+    try:
+        values: dict[str, Any] = {name: float(f[name]) for name in _FLOATS if name in f}
+        values.update({name: f[name] for name in _TEXT if name in f})
+        values["pid"] = int(f["pid"])
+        if "backlog" in f:
+            values["backlog"] = int(f["backlog"])
+        return Beat(**values)
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def read_beats(client: redis.Redis, keys: Keys) -> list[Beat]:
+    """Every known component's last beat (those whose hash expired are dropped from the index)."""
+    names = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in client.smembers(keys.beats()))
+    if not names:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.hgetall(keys.beat(name))
+        pipe.pttl(keys.beat(name))  # each beat renews the TTL: RETENTION_S - TTL is the age by Redis' clock
+    replies = pipe.execute()
+    beats, gone = [], []
+    for name, fields, ttl_ms in zip(names, replies[::2], replies[1::2], strict=True):
+        beat = decode(fields) if fields else None
+        if beat is None:
+            gone.append(name)
+            continue
+        age = RETENTION_S - ttl_ms / 1000 if isinstance(ttl_ms, int) and ttl_ms > 0 else None
+        beats.append(dataclasses.replace(beat, redis_age=None if age is None else max(0.0, age)))
+    if gone:
+        client.srem(keys.beats(), *gone)
+    return sorted(beats, key=lambda b: b.component)
+
+
+def forget(client: redis.Redis, keys: Keys, component: str) -> bool:
+    """Drop a component that is gone for good (a retired host), so it is no longer expected."""
+    client.srem(keys.beats(), component)
+    return bool(client.delete(keys.beat(component)))
+
+
+@dataclass(slots=True)
+class Heartbeat:
+    """This process's heartbeat: its loop sets lag and backlog, the log handler the last error."""
+
+    client: Any  # redis.Redis or RedisCluster
+    keys: Keys
+    role: str
+    host: str
+    version: str
+    interval_s: float = INTERVAL_S
+    clock: Callable[[], float] = time.time
+    lag_s: float | None = None
+    lag_of: str = ""
+    backlog: int | None = None
+    last_error: str | None = None
+    last_error_at: float | None = None
+    started: float = field(default_factory=time.time)
+    _next: float = 0.0
+    last_written: float | None = None
+
+    @property
+    def component(self) -> str:
+        return component_name(self.role, self.host)
+
+    @property
+    def due(self) -> float:
+        """Monotonic time the next beat is due."""
+        return self._next
+
+    def snapshot(self) -> Beat:
+        return Beat(role=self.role, host=self.host, pid=os.getpid(), version=self.version, interval_s=self.interval_s,
+                    ts=self.clock(), started=self.started, lag_s=self.lag_s, lag_of=self.lag_of, backlog=self.backlog,
+                    last_error=self.last_error, last_error_at=self.last_error_at)  # fmt: skip
+
+    def error(self, text: str) -> None:
+        self.last_error = redact_text(text)[:ERROR_CHARS]
+        self.last_error_at = self.clock()
+
+    def beat(self, *, force: bool = False) -> bool:
+        """Write the beat if one is due (or `force`); a Redis failure is left to the loop's own handling
+        of outages (it is logged here at debug level and the beat is tried again next time)."""
+        now = time.monotonic()
+        if not force and now < self._next:
+            return False
+        self._next = now + self.interval_s
+        beat = self.snapshot()
+        key = self.keys.beat(self.component)
+        try:
+            with redis_errors("write a heartbeat"):
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hset(key, mapping=encode(beat))
+                pipe.sadd(self.keys.beats(), self.component)
+                pipe.pexpire(key, int(RETENTION_S * 1000))
+                pipe.execute()
+        except StoreAuthFailed:
+            raise
+        except (StoreError, redis.RedisError) as exc:
+            log.debug("heartbeat of %s not written: %s", self.component, exc)
+            return False
+        self.last_written = beat.ts
+        return True
+
+
+class LastErrorHandler(logging.Handler):
+    """Logging handler that keeps the last WARNING-or-worse message in the heartbeat (masked)."""
+
+    def __init__(self, heartbeat: Heartbeat) -> None:
+        super().__init__(level=logging.WARNING)
+        self.heartbeat = heartbeat
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.heartbeat.error(record.getMessage())
+        except Exception:  # a log handler must never raise
+            self.handleError(record)
+
+
+# -- process counters (exposed by the Prometheus endpoint, trainwarden/metrics_server.py) -----------
+
+Labels = tuple[tuple[str, str], ...]
+COUNTERS: dict[str, dict[Labels, float]] = {}
+GAUGES: dict[str, dict[Labels, float]] = {}
+_lock = threading.Lock()
+
+
+def count(name: str, amount: float = 1, **labels: str) -> None:
+    """Add to a process counter (`name` without prefix, e.g. `slack_posts`)."""
+    key = tuple(sorted(labels.items()))
+    with _lock:
+        counter = COUNTERS.setdefault(name, {})
+        counter[key] = counter.get(key, 0.0) + amount
+
+
+def gauge(name: str, value: float, **labels: str) -> None:
+    """Set a process gauge (e.g. `last_post_timestamp`)."""
+    with _lock:
+        GAUGES.setdefault(name, {})[tuple(sorted(labels.items()))] = value
+
+
+def counters() -> Iterator[tuple[str, Labels, float]]:
+    with _lock:
+        items = [(n, k, v) for n, c in COUNTERS.items() for k, v in c.items()]
+    yield from items
+
+
+def gauges() -> Iterator[tuple[str, Labels, float]]:
+    with _lock:
+        items = [(n, k, v) for n, g in GAUGES.items() for k, v in g.items()]
+    yield from items

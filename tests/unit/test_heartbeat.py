@@ -1,0 +1,75 @@
+"""Heartbeat hashes, silence transitions, the health table, the one-line Redis auth error (pure parts)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import redis
+from trainwarden.events.errors import StoreAuthFailed, StoreUnavailable
+from trainwarden.events.heartbeat import Beat, Heartbeat, LastErrorHandler, decode, encode
+from trainwarden.events.keys import Keys
+from trainwarden.events.redis_errors import redis_errors
+from trainwarden.events.silence import entry_lag, transition_seq
+
+from trainwarden.cli import auth_failed
+from trainwarden.health_commands import row, table
+from trainwarden.settings import Settings
+
+BEAT = Beat(role="worker", host="central", pid=830, version="0.1.0", interval_s=10.0, ts=1000.0, started=900.0,
+            lag_s=0.5, lag_of="queue wait", backlog=3, last_error=None, last_error_at=None)  # fmt: skip
+
+
+def test_encode_decode_round_trip() -> None:
+    stored = {k.encode(): v.encode() for k, v in encode(BEAT).items()}
+    assert decode(stored) == BEAT
+    assert decode({b"role": b"worker"}) is None  # half-written or foreign: ignored, never an error
+    assert decode({**stored, b"pid": b"x"}) is None
+
+
+def test_silent_after_three_intervals() -> None:
+    assert not BEAT.silent(1030.0)
+    assert BEAT.silent(1030.1)
+    assert BEAT.component == "worker@central"
+
+
+def test_transition_seqs_order_and_agree() -> None:
+    silent = transition_seq(1000.0, recovered=False)
+    back = transition_seq(1000.0, recovered=True)
+    again = transition_seq(1000.000001, recovered=False)
+    assert silent < back < again  # the event log keeps a producer's seqs increasing
+    assert transition_seq(1000.0, recovered=False) == silent  # every observer names it the same
+
+
+def test_entry_lag() -> None:
+    assert entry_lag([]) == 0.0
+    assert entry_lag([("1000000-0", {})], now=1003.5) == pytest.approx(3.5)
+
+
+def test_table_marks_silent() -> None:
+    text = table([row(BEAT, 1000.0 + 41)], 1041.0)
+    assert "worker@central" in text and "SILENT" in text and "queue wait" in text
+    assert row(BEAT, 1001.0)["status"] == "OK"
+
+
+def test_last_error_is_masked() -> None:
+    beat = Heartbeat(client=None, keys=Keys(), role="agent", host="h", version="0")
+    handler = LastErrorHandler(beat)
+    handler.emit(logging.LogRecord("x", logging.WARNING, "f", 1, "cannot reach redis://:hunter2pw@db:6379/0", (), None))
+    assert beat.last_error is not None and "hunter2pw" not in beat.last_error and "***" in beat.last_error
+
+
+def test_auth_errors_are_not_outages() -> None:
+    with pytest.raises(StoreAuthFailed), redis_errors("read"):
+        raise redis.AuthenticationError("invalid username-password pair or user is disabled.")
+    with pytest.raises(StoreAuthFailed), redis_errors("read"):
+        raise redis.ResponseError("NOAUTH Authentication required.")
+    with pytest.raises(StoreUnavailable), redis_errors("read"):
+        raise redis.ConnectionError("Connection refused")
+
+
+def test_auth_failed_is_one_masked_line() -> None:
+    settings = Settings(redis_url="redis://tw:hunter2pw@db:6379/0")
+    line = auth_failed(StoreAuthFailed("WRONGPASS invalid username-password pair (hunter2pw)"), settings)
+    assert "\n" not in line and "hunter2pw" not in line and "redis://tw:***@db:6379/0" in line
+    assert "invalid username-password pair" in line

@@ -1,0 +1,96 @@
+"""`trainwarden health`: every daemon's last heartbeat in one table; exit 0 only when all are alive.
+
+Expected parts are those seen within the heartbeat retention (a week: the hash expires then, or
+`--forget COMPONENT` drops a retired one at once); a part is SILENT when its last beat is older than
+three of its own intervals (events/heartbeat.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from trainwarden import wiring
+from trainwarden.events.heartbeat import SILENT_INTERVALS, Beat, forget, read_beats
+from trainwarden.events.redis_errors import redis_errors
+from trainwarden.policies.durations import fmt_duration
+from trainwarden.settings import Settings
+
+OK = "OK"
+SILENT = "SILENT"
+COLUMNS = ("COMPONENT", "PID", "AGE", "VERSION", "LAG", "LAST ERROR", "STATUS")
+ERROR_WIDTH = 60
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("health", help="every daemon's heartbeat in one table; exit 1 when a part is silent")
+    s.add_argument("--json", action="store_true", help="one JSON object per component, in a list")
+    s.add_argument("--forget", metavar="COMPONENT", help="stop expecting a component (role@host) that is gone")
+    s.set_defaults(func=cmd_health)
+
+
+def row(beat: Beat, now: float) -> dict[str, Any]:
+    """Pure: one component's line, as data (the JSON output and the table)."""
+    return {
+        "component": beat.component,
+        "role": beat.role,
+        "host": beat.host,
+        "pid": beat.pid,
+        "version": beat.version,
+        "age_s": round(beat.age(now), 3),
+        "interval_s": beat.interval_s,
+        "lag_s": beat.lag_s,
+        "lag_of": beat.lag_of,
+        "backlog": beat.backlog,
+        "last_error": beat.last_error,
+        "last_error_at": beat.last_error_at,
+        "status": SILENT if beat.silent(now) else OK,
+    }
+
+
+def table(rows: list[dict[str, Any]], now: float) -> str:
+    def lag(r: dict[str, Any]) -> str:
+        if r["lag_s"] is None:
+            return "-"
+        return f"{r['lag_of'] or 'lag'} {fmt_duration(r['lag_s'])}" + (
+            f" ({r['backlog']})" if r["backlog"] is not None else ""
+        )
+
+    def error(r: dict[str, Any]) -> str:
+        if not r["last_error"]:
+            return "-"
+        text = f"{fmt_duration(now - r['last_error_at'])} ago: {r['last_error']}" if r["last_error_at"] else r[
+            "last_error"]  # fmt: skip
+        return text if len(text) <= ERROR_WIDTH else text[: ERROR_WIDTH - 1] + "…"
+
+    cells = [COLUMNS] + [
+        (r["component"], str(r["pid"]), fmt_duration(r["age_s"]), r["version"], lag(r), error(r), r["status"])
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells)
+
+
+def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
+    store = wiring.store(settings)
+    if args.forget:
+        with redis_errors("forget a component"):
+            gone = forget(store.redis, store.keys, args.forget)  # type: ignore[arg-type]
+        print(f"{args.forget}: {'forgotten' if gone else 'not known'}")
+        return 0
+    now = time.time()
+    with redis_errors("read the heartbeats"):
+        rows = [row(b, now) for b in read_beats(store.redis, store.keys)]  # type: ignore[arg-type]
+    healthy = bool(rows) and all(r["status"] == OK for r in rows)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print("no daemon has sent a heartbeat (start the agent, dispatcher, worker and bot)")
+    else:
+        print(table(rows, now))
+        silent = [r["component"] for r in rows if r["status"] == SILENT]
+        if silent:
+            print(f"\nsilent (no heartbeat for {SILENT_INTERVALS} of their intervals): {', '.join(silent)}")
+    return 0 if healthy else 1
