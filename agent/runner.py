@@ -132,7 +132,10 @@ class Agent:
         now = self.clock()
         cfg = self.config
         if self._due_now("control", cfg.control_interval_s, now):
-            self._read_control(now)
+            try:
+                self._read_control(now)
+            except Exception as exc:  # the runs already watched are watched on
+                self.errors.failed("control stream", exc)
         events: list[Event] = []
         if self.publisher.spool_full:
             self.skipped_rounds += 1  # a round of reading and sampling skipped; the next heartbeat says so
