@@ -32,7 +32,7 @@ from typing import Any
 from trainwarden.events.envelope import ENVELOPE_VERSION, Event
 from trainwarden.events.errors import DecodeError
 from trainwarden.events.jsonload import overflows, too_deep
-from trainwarden.events.metrics import MAX_STEP, data_problem
+from trainwarden.events.metrics import data_problem, plainly_valid
 
 FIELD = "e"
 FIELD_BYTES = b"e"
@@ -40,7 +40,6 @@ FIELD_BYTES = b"e"
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=True, ensure_ascii=False).encode
 _loads = json.JSONDecoder().decode  # accepts NaN/Infinity like json.loads, without its per-call checks
 MAX_TS = 1e11  # seconds: year 5138, inside what datetime can show; NaN, Inf and 1e400 are not times
-_USUAL = 1e300  # metric data summing to less than this (in size) needs no closer look
 MAX_DEPTH = 32  # nesting levels an entry may have (ours have a handful): deeper is refused before parsing
 DEFAULT_TYPE = "metric"  # by far the most frequent type: the stored form leaves it out
 
@@ -105,15 +104,8 @@ def decode(raw: bytes | str, run: str | None = None) -> Event:
         if type(obj) is not dict:
             raise DecodeError(f"expected a JSON object, got {type(obj).__name__}")
         event = _decode_compact(obj, run) if "i" in obj else _decode_full(obj)
-        if event.type == DEFAULT_TYPE:
-            data = event.data
-            step = data.get("step", 0)
-            try:  # the usual metric data, in one C-speed sum: numbers (NaN, Inf, huge ints fall outside), a step
-                plain = -_USUAL < sum(data.values()) < _USUAL and type(step) is int and 0 <= step <= MAX_STEP
-            except TypeError:  # a value that is not a number
-                plain = False
-            if not plain:
-                _check_metric(event, text)
+        if event.type == DEFAULT_TYPE and not plainly_valid(event.data):
+            _check_metric(event, text)
         return event
     except DecodeError:
         raise
