@@ -11,15 +11,19 @@
 | fairseq (`|`-separated) | `epoch 001 | valid on 'valid' subset | loss 8.123 | ppl 238.4 | num_updates 1563` |
 
 Names are returned as printed; `trainwarden.events.metrics.normalise` maps them to canonical names. Values
-`nan`, `inf` and `-inf` in any case are kept: they are what must not be missed.
+`nan`, `inf` and `-inf` in any case are kept: they are what must not be missed. A numeral too large for a
+float (`1e400`) is not an Inf but an overflow: that value is left out (the rest of the line is kept), and
+so is an integer too long to convert. A line no parser can read (JSON nested thousands deep) has no metrics;
+no line makes a parser raise.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from trainwarden.events.jsonload import float_literal, loads
 
 Metrics = dict[str, float | int]
 
@@ -44,27 +48,49 @@ NOT_PER_SUBSET = frozenset({"epoch", "num_updates", "step", "wall", "train_wall"
 
 
 def parse_number(text: str) -> float | int:
-    """`12` -> 12, `3e-4` -> 0.0003; float() also takes `nan`, `-nan`, `inf`, `Infinity` in any case."""
-    return int(text) if text.lstrip("+-").isdigit() else float(text)
+    """`12` -> 12, `3e-4` -> 0.0003; also `nan`, `-nan`, `inf`, `Infinity` in any case.
+
+    Raises ValueError for a numeral that overflows a float (`1e400`) or an integer too long to convert."""
+    return int(text) if text.lstrip("+-").isdigit() else float_literal(text)
+
+
+def _numbers(pairs: Iterable[tuple[str, str]]) -> Metrics:
+    out: Metrics = {}
+    for key, value in pairs:
+        try:
+            out[key] = parse_number(value)
+        except ValueError:
+            continue  # an overflowing numeral: this value only is left out
+    return out
 
 
 def key_value(line: str) -> Metrics:
-    return {key: parse_number(value) for key, value in KV_RE.findall(line)}
+    return _numbers(KV_RE.findall(line))
 
 
 def colon(line: str) -> Metrics:
-    return {key: parse_number(value) for key, value, _pct in COLON_RE.findall(line)}
+    return _numbers((key, value) for key, value, _pct in COLON_RE.findall(line))
 
 
 def python_dict(line: str) -> Metrics:
     """A Hugging Face Trainer line: the repr of a dict, so NaN prints as a bare `nan`."""
-    return {key: parse_number(value) for key, value in PYDICT_RE.findall(line)}
+    return _numbers(PYDICT_RE.findall(line))
+
+
+_OVERFLOW = object()  # what an overflowing numeral parses to in a JSON line: not a number, so left out
+
+
+def _json_float(text: str) -> object:
+    try:
+        return float_literal(text)
+    except ValueError:
+        return _OVERFLOW
 
 
 def json_line(line: str) -> Metrics:
     try:
-        obj = json.loads(line)
-    except ValueError:
+        obj = loads(line, parse_float=_json_float)
+    except ValueError:  # not JSON, or nested too deep to be a metrics line
         return {}
     out: Metrics = {}
     if isinstance(obj, dict):
@@ -116,7 +142,11 @@ def nanogpt(line: str) -> Metrics:
         pair = WORDS_VALUE_RE.match(part)
         if pair is None:
             continue
-        name, value, unit = pair.group(1).strip().replace(" ", "_"), parse_number(pair.group(2)), pair.group(3)
+        name, unit = pair.group(1).strip().replace(" ", "_"), pair.group(3)
+        try:
+            value = parse_number(pair.group(2))
+        except ValueError:
+            continue
         out[f"{name}_ms" if unit == "ms" else f"{name}_s" if unit == "s" else name] = value
     return out if len(out) > 1 else {}
 
@@ -139,7 +169,7 @@ def pipe_separated(line: str) -> Metrics:
             continue
         pair = WORDS_VALUE_RE.match(segment)
         if pair is not None and " " not in (name := pair.group(1).strip()) and name != "epoch":
-            out[name if name in NOT_PER_SUBSET else f"{prefix}{name}"] = parse_number(pair.group(2))
+            out.update(_numbers([(name if name in NOT_PER_SUBSET else f"{prefix}{name}", pair.group(2))]))
     return out if set(out) - {"epoch"} else {}
 
 
@@ -147,10 +177,17 @@ Parser = Callable[[str], Metrics]
 
 
 def parse_metrics(line: str) -> Metrics:
-    """The metrics in one log line, whatever the format; {} when it has none.
+    """The metrics in one log line, whatever the format; {} when it has none (or cannot be read).
 
     Cheap tests on the line pick the parser, so ordinary lines cost a few string scans.
     """
+    try:
+        return _parse_metrics(line)
+    except ValueError:  # a numeral too long to convert (`iter 999...9:`): not a metrics line
+        return {}
+
+
+def _parse_metrics(line: str) -> Metrics:
     stripped = line.lstrip()
     if not stripped:
         return {}

@@ -26,8 +26,10 @@ def versions() -> dict[str, str | None]:
 
 
 def heartbeat_data(*, interval_s: float, gpu: dict[str, Any], run_sources: dict[str, Any], spool: dict[str, Any],
-                   runs: int) -> dict[str, Any]:  # fmt: skip
+                   runs: int, errors: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """`errors`: the agent's source failures so far (agent.isolation.SourceErrors.heartbeat)."""
     return {
+        **(errors or {}),
         "interval_s": interval_s,
         "versions": versions(),
         "gpu": gpu,

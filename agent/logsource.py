@@ -10,6 +10,10 @@ Event ids are derived from byte offsets, so reading the same bytes again yields 
 Metrics and notable lines have producers of their own because metric events may be held back
 (see `agent.arbiter`) while `log.line` events go out at once; within each producer seqs still
 only grow.
+
+One line never costs another: a metric value the events refuse (`step: -1`, see
+`events.metrics.value_problem`) is left out of its event, and a line whose handling raises is
+skipped alone (counted in `SourceErrors`); the lines after it are read as usual.
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ from dataclasses import dataclass
 
 from trainwarden.agent.blocks import Block, Single, TracebackGrouper
 from trainwarden.agent.formats import parse_metrics
+from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.parse import MAX_LINE_CHARS, tag_of
 from trainwarden.agent.tail import Line, LogTail
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
-from trainwarden.events.metrics import normalise
+from trainwarden.events.metrics import normalise, without_problems
 from trainwarden.events.redact import known_secrets, redact_text
 
 BLOCK_IDLE_S = 1.0  # an unfinished traceback is sent after this long without new lines
@@ -35,6 +40,7 @@ class Item:
     start: int  # where its first line starts: the agent never saves an offset past a held item
     generation: int
     is_metric: bool
+    refused: tuple[str, ...] = ()  # problems of the values left out of a metric event
 
 
 Secrets = Callable[[], Iterable[str]]  # the secret values to mask, asked for only when text goes out
@@ -42,11 +48,11 @@ Secrets = Callable[[], Iterable[str]]  # the secret values to mask, asked for on
 
 def line_item(*, run: str, host: str, line: Line, now: float, secrets: Secrets = known_secrets) -> Item | None:
     """Pure: the event one ordinary line yields (a metric or a notable line), if any."""
-    metrics = parse_metrics(line.text)
+    metrics, refused = without_problems(normalise(parse_metrics(line.text)))
     if metrics:
         event = make_event(t.METRIC, run=run, host=host, producer=f"{host}/log/{run}/g{line.generation}",
-                           seq=line.end, data=normalise(metrics), ts=now)  # fmt: skip
-        return Item(event, line.start, line.generation, True)
+                           seq=line.end, data=metrics, ts=now)  # fmt: skip
+        return Item(event, line.start, line.generation, True, tuple(refused))
     tag = tag_of(line.text)
     if tag is None:
         return None
@@ -66,9 +72,10 @@ def block_item(*, run: str, host: str, block: Block, now: float, secrets: Secret
 
 class RunLog:
     def __init__(self, *, run: str, host: str, tail: LogTail, block_idle_s: float = BLOCK_IDLE_S,
-                 secrets: Secrets | None = None) -> None:  # fmt: skip
+                 secrets: Secrets | None = None, errors: SourceErrors | None = None) -> None:  # fmt: skip
         self.run = run
         self.secrets: Secrets = secrets or known_secrets  # the run's secrets (agent.watcher), else the agent's
+        self.errors = errors or SourceErrors()
         self.host = host
         self.tail = tail
         self.block_idle_s = block_idle_s
@@ -87,10 +94,13 @@ class RunLog:
         lines = self.tail.poll()
         out: list[Item] = []
         for line in lines:
-            for piece in self.grouper.feed(line):
-                item = self._item(piece, now)
-                if item is not None:
-                    out.append(item)
+            try:
+                for piece in self.grouper.feed(line):
+                    item = self._item(piece, now)
+                    if item is not None:
+                        out.append(item)
+            except Exception as exc:  # this line only: the lines after it are read as usual
+                self.errors.failed(f"{self.run} log", exc, detail=f"the line at byte {line.start} is skipped")
         if lines:
             self.last_line_at = now
             self.lines_read += len(lines)
@@ -107,6 +117,8 @@ class RunLog:
         if isinstance(piece, Block):
             return block_item(run=self.run, host=self.host, block=piece, now=now, secrets=self.secrets)
         item = line_item(run=self.run, host=self.host, line=piece.line, now=now, secrets=self.secrets)
+        if item is not None and item.refused:
+            self.errors.refused_values(f"{self.run} log", item.refused)
         if item is not None and item.is_metric and "it/s" in piece.line.text:
             # a progress bar redraws many times a second with the same postfix: keep changes only
             if item.event.data == self._last_bar:

@@ -4,6 +4,11 @@ One `step()`: apply new control messages; read logs and W&B (unless the spool is
 logs keep the lines until Redis takes the backlog); every `process_interval_s` sample process
 health; every `gpu_interval_s` sample GPUs and drain XID events; every `heartbeat_interval_s` send
 a heartbeat to each run; then flush, and save the state once everything made is durable.
+
+A failure in one run's sources, or in GPU sampling, is that run's or that sampler's alone: it is
+counted and logged once (agent.isolation), and every other run is watched as before. Should a step
+fail anyway, the state is not saved on the way out: the offsets may be past lines whose events were
+never made, and a restart must read them again.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from trainwarden.agent import state as agent_state
 from trainwarden.agent.control import ControlReader
 from trainwarden.agent.gpu import GpuSample, GpuSampler, Xid
 from trainwarden.agent.heartbeat import heartbeat_data
+from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.publisher import Publisher
 from trainwarden.agent.wandb_source import HistoryApi
 from trainwarden.agent.watch import RunWatch
@@ -67,6 +73,7 @@ class Agent:
         self.watchers: dict[str, RunWatcher] = {}
         self.gpu_info: dict[str, Any] = gpu.info() if gpu is not None else {}
         self.skipped_rounds = 0
+        self.errors = SourceErrors()
         self._due: dict[str, float] = {}
         self._saved_at = 0.0
         now = clock()
@@ -83,7 +90,7 @@ class Agent:
         watcher = RunWatcher(
             watch=watch, host=self.host, now=now, options=self.config.watch, wandb_api=self.wandb_api,
             log_position=self.state.logs.get(watch.run) if keep_position else None,
-            wandb_position=self.state.wandb.get(watch.run) if keep_position else None,
+            wandb_position=self.state.wandb.get(watch.run) if keep_position else None, errors=self.errors,
         )  # fmt: skip
         self.watchers[watch.run] = watcher
         if self.gpu_problem is not None:
@@ -127,20 +134,32 @@ class Agent:
         now = self.clock()
         cfg = self.config
         if self._due_now("control", cfg.control_interval_s, now):
-            self._read_control(now)
+            try:
+                self._read_control(now)
+            except Exception as exc:  # the runs already watched are watched on
+                self.errors.failed("control stream", exc)
         events: list[Event] = []
         if self.publisher.spool_full:
             self.skipped_rounds += 1  # a round of reading and sampling skipped; the next heartbeat says so
             return 0
         claimed = {w.wandb.run_dir for w in self.watchers.values() if w.wandb.run_dir is not None}
         for watcher in self.watchers.values():
-            events.extend(watcher.poll(now, claimed))
+            try:
+                events.extend(watcher.poll(now, claimed))
+            except Exception as exc:  # this run only (its log and W&B are each guarded inside too)
+                self.errors.failed(f"{watcher.run} sources", exc)
         if self.watchers and self._due_now("process", cfg.process_interval_s, now):
             procs = procfs.snapshot()
             for watcher in self.watchers.values():
-                events.extend(watcher.sample_process(procs, now))
+                try:
+                    events.extend(watcher.sample_process(procs, now))
+                except Exception as exc:
+                    self.errors.failed(f"{watcher.run} process", exc)
         if self.gpu is not None and self.watchers and self._due_now("gpu", cfg.gpu_interval_s, now):
-            events.extend(self._gpu_events(self.gpu.sample(), self.gpu.xids(), now))
+            try:
+                events.extend(self._gpu_events(self.gpu.sample(), self.gpu.xids(), now))
+            except Exception as exc:
+                self.errors.failed("GPU sampling", exc)
         if self.watchers and self._due_now("heartbeat", cfg.heartbeat_interval_s, now):
             events.extend(self._heartbeats(now))
         self.publisher.publish(events)
@@ -173,9 +192,10 @@ class Agent:
         spool_info = {"bytes": len(spool) if spool else 0, "full": self.publisher.spool_full,
                       "skipped_rounds": self.skipped_rounds}  # fmt: skip
         out = []
+        errors = self.errors.heartbeat()
         for w in self.watchers.values():
             data = heartbeat_data(interval_s=self.config.heartbeat_interval_s, gpu=gpu, run_sources=w.sources(),
-                                  spool=spool_info, runs=len(self.watchers))  # fmt: skip
+                                  spool=spool_info, runs=len(self.watchers), errors=errors)  # fmt: skip
             out.append(self._event(t.AGENT_HEARTBEAT, w.run, f"{self.host}/hb", now, data))
         return out
 
@@ -224,9 +244,12 @@ class Agent:
         """
         stop = stop or threading.Event()
         outage_since: float | None = None
+        stepped = True  # False while a step is under way: a step that raised leaves offsets past unmade events
         try:
             while not stop.is_set():
+                stepped = False
                 made = self.step()
+                stepped = True
                 try:
                     self.flush()
                 except StoreUnavailable as exc:
@@ -245,7 +268,7 @@ class Agent:
                         return
                     stop.wait(self.config.poll_interval_s)
         finally:
-            if self.publisher.durable:
+            if self.publisher.durable and stepped:
                 self.save_state(force=True)
 
     def _beat(self) -> None:

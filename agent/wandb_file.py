@@ -13,7 +13,6 @@ WandbFileError names the offset.
 
 from __future__ import annotations
 
-import json
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from trainwarden.agent.errors import WandbFileError, WandbUnavailable
+from trainwarden.events.jsonload import float_literal, loads
+from trainwarden.events.metrics import value_problem
 
 HEADER = b":W&B" + struct.pack("<HB", 0xBEE1, 0)
 BLOCK = 32768
@@ -108,7 +109,10 @@ def _pb2() -> Any:
 
 def _value(item: Any) -> Any:
     if item.value_json:
-        return json.loads(item.value_json)
+        try:
+            return loads(item.value_json, parse_float=float_literal)
+        except ValueError:  # nested too deep, or a numeral that overflows: not a value the agent can use
+            return None
     kind = item.WhichOneof("value")  # the typed values newer writers may use instead of JSON
     return getattr(item, kind) if kind in ("integer", "number") else None
 
@@ -129,6 +133,8 @@ def decode(records: list[tuple[int, bytes]]) -> Decoded:
             ts = metrics.pop("_timestamp", None)
             step = metrics.pop("_step", None)
             metrics = {k: v for k, v in metrics.items() if not k.startswith("_")}
+            if step is not None and value_problem("step", step) is not None:
+                step = None
             out.history.append(History(end, metrics, None if ts is None else float(ts),
                                        None if step is None else int(step)))  # fmt: skip
         elif kind == "run":

@@ -13,10 +13,15 @@ Producers and seqs (see docs/decisions/0001 and 0011, and agent.logsource):
 
 The exit event's id is the one the central liveness check uses for remote runs, so whichever
 notices first records the end once.
+
+The log and W&B are read apart: when one of them fails (a log the agent may not open, a W&B file
+it cannot decode), the failure is counted (`SourceErrors`) and the other is read as usual; a W&B
+failure reads as "W&B unavailable", so the log takes over as the metrics source.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,15 +31,16 @@ from trainwarden.agent import procfs
 from trainwarden.agent.arbiter import STALE_S, STARTUP_GRACE_S, Arbiter
 from trainwarden.agent.config import WANDB_API_INTERVAL_S
 from trainwarden.agent.health import Ended, GuardFinding, ProcessHealth, log_tail
-from trainwarden.agent.logsource import BLOCK_IDLE_S, RunLog
+from trainwarden.agent.isolation import SourceErrors
+from trainwarden.agent.logsource import BLOCK_IDLE_S, Item, RunLog
 from trainwarden.agent.runsecrets import RunSecrets
 from trainwarden.agent.state import LogPosition, WandbPosition
 from trainwarden.agent.tail import LogTail
-from trainwarden.agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, RunWandb
+from trainwarden.agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, Reading, RunWandb
 from trainwarden.agent.watch import RunWatch
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
-from trainwarden.events.metrics import normalise
+from trainwarden.events.metrics import normalise, without_problems
 from trainwarden.events.payloads import HealthData, RunEndedData, SourceStatusData
 
 METRICS_SOURCE = "metrics"  # `source` of source.status events about where metrics come from
@@ -52,15 +58,17 @@ class WatchOptions:
 class RunWatcher:
     def __init__(self, *, watch: RunWatch, host: str, now: float, options: WatchOptions,
                  log_position: LogPosition | None = None, wandb_position: WandbPosition | None = None,
-                 wandb_api: HistoryApi | None = None) -> None:  # fmt: skip
+                 wandb_api: HistoryApi | None = None, errors: SourceErrors | None = None) -> None:  # fmt: skip
         self.watch = watch
         self.run = watch.run
         self.host = host
+        self.errors = errors or SourceErrors()
         pos = log_position or LogPosition()
         tail = LogTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
         self.secrets = RunSecrets(watch)
         self.secrets()  # learn what its processes already hold, before any of its text goes out
-        self.log = RunLog(run=watch.run, host=host, tail=tail, block_idle_s=options.block_idle_s, secrets=self.secrets)
+        self.log = RunLog(run=watch.run, host=host, tail=tail, block_idle_s=options.block_idle_s, secrets=self.secrets,
+                          errors=self.errors)  # fmt: skip
         self.wandb = RunWandb(
             watch=watch, host=host, api=wandb_api, api_interval_s=options.wandb_api_interval_s,
             base_url=options.wandb_base_url,
@@ -91,8 +99,16 @@ class RunWatcher:
 
     def poll(self, now: float, claimed: set[Path]) -> list[Event]:
         """New lines and W&B rows, through the arbiter: the fast path, every loop."""
-        items = self.log.poll(now)
-        reading = self.wandb.poll(now, self.health.pids, claimed)
+        items: list[Item] = []
+        try:
+            items = self.log.poll(now)
+        except Exception as exc:  # the log only: W&B is still read
+            self.errors.failed(f"{self.run} log", exc)
+        try:
+            reading = self.wandb.poll(now, self.health.pids, claimed)
+        except Exception as exc:  # W&B only: the log takes over
+            self.errors.failed(f"{self.run} wandb", exc)
+            reading = Reading(False, f"reading W&B failed: {type(exc).__name__}: {exc}"[:300])
         decision = self.arbiter.step(now=now, items=items, wandb=reading, log_available=self.log.tail.exists)
         out: list[Event] = []
         if decision.transition is not None:
@@ -105,7 +121,12 @@ class RunWatcher:
             data = normalise(row.metrics)
             if "step" not in data and row.step is not None:
                 data["step"] = row.step
-            out.append(self._event(t.METRIC, row.producer, row.seq, row.ts or now, data))
+            data, refused = without_problems(data)
+            if refused:
+                self.errors.refused_values(f"{self.run} wandb", refused)
+            if data:
+                ts = row.ts if row.ts and math.isfinite(row.ts) else now  # W&B's `_timestamp`, when usable
+                out.append(self._event(t.METRIC, row.producer, row.seq, ts, data))
         return out
 
     def sample_process(self, procs: Mapping[int, procfs.ProcStat], now: float) -> list[Event]:

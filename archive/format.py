@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 from trainwarden.archive.errors import ArchiveFormatError, ArchiveLineError
 from trainwarden.events.codec import UPGRADERS
 from trainwarden.events.envelope import ENVELOPE_VERSION, Event
+from trainwarden.events.jsonload import loads
 from trainwarden.events.sids import is_sid, sid_key
 from trainwarden.events.store import Malformed
 
@@ -39,7 +40,7 @@ ENVELOPE_FIELDS = ("id", "type", "v", "run", "host", "ts", "seq", "data")
 Entry = tuple[str, Event | Malformed]
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=True, ensure_ascii=False).encode
-_loads = json.JSONDecoder().decode
+_loads = loads  # bounded nesting; only ValueError (a tampered or torn archive line is an ArchiveFormatError)
 
 
 @dataclass(frozen=True, slots=True)

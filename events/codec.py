@@ -12,6 +12,12 @@ Two forms, both one JSON object:
 
 Metric values may be NaN or +/-Inf (that is what the product watches for), so the JSON is
 Python's dialect: `NaN`, `Infinity` and `-Infinity` are written bare.
+
+Whatever an entry holds (bytes that are not UTF-8, JSON nested thousands deep, a 5,000-digit seq,
+an upgrader that trips), `decode` raises DecodeError and nothing else: every reader turns that into
+a dead letter or an "undecodable" line and goes on. It also refuses what would mislead a policy:
+a non-finite `ts`, and `metric` data that is not numbers, a `step` that is not a whole number
+>= 0, or an Inf that is an overflowing numeral (`1e400`) rather than a written `Infinity`.
 """
 
 from __future__ import annotations
@@ -25,12 +31,16 @@ from typing import Any
 
 from trainwarden.events.envelope import ENVELOPE_VERSION, Event
 from trainwarden.events.errors import DecodeError
+from trainwarden.events.jsonload import overflows, too_deep
+from trainwarden.events.metrics import data_problem, plainly_valid
 
 FIELD = "e"
 FIELD_BYTES = b"e"
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=True, ensure_ascii=False).encode
 _loads = json.JSONDecoder().decode  # accepts NaN/Infinity like json.loads, without its per-call checks
+MAX_TS = 1e11  # seconds: year 5138, inside what datetime can show; NaN, Inf and 1e400 are not times
+MAX_DEPTH = 32  # nesting levels an entry may have (ours have a handful): deeper is refused before parsing
 DEFAULT_TYPE = "metric"  # by far the most frequent type: the stored form leaves it out
 
 # (type, version) -> function turning that version's data into the next version's data.
@@ -79,19 +89,39 @@ def encode_full(event: Event) -> bytes:
 
 
 def decode(raw: bytes | str, run: str | None = None) -> Event:
-    """Parse and validate one event in either form; raises DecodeError saying what is wrong.
+    """Parse and validate one event in either form; raises DecodeError saying what is wrong, and nothing else.
 
     `run` is the run whose stream the entry came from; the compact form needs it.
     """
     try:
-        obj = _loads(raw.decode() if isinstance(raw, bytes) else raw)  # we always write UTF-8
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise DecodeError(f"not valid JSON: {exc}") from exc
-    if type(obj) is not dict:
-        raise DecodeError(f"expected a JSON object, got {type(obj).__name__}")
-    if "i" in obj:
-        return _decode_compact(obj, run)
-    return _decode_full(obj)
+        text = raw.decode() if isinstance(raw, bytes) else raw  # we always write UTF-8
+        if text.count("[") + text.count("{") > MAX_DEPTH and too_deep(text, MAX_DEPTH):  # counts: the fast path
+            raise DecodeError(f"not valid JSON: nested deeper than {MAX_DEPTH} levels")
+        try:
+            obj = _loads(text)
+        except ValueError as exc:
+            raise DecodeError(f"not valid JSON: {exc}") from None
+        if type(obj) is not dict:
+            raise DecodeError(f"expected a JSON object, got {type(obj).__name__}")
+        event = _decode_compact(obj, run) if "i" in obj else _decode_full(obj)
+        if event.type == DEFAULT_TYPE and not plainly_valid(event.data):
+            _check_metric(event, text)
+        return event
+    except DecodeError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"not valid JSON: {exc}") from None
+    except Exception as exc:  # RecursionError, MemoryError, an upgrader's bug: the entry is unreadable all the same
+        raise DecodeError(f"cannot be decoded: {type(exc).__name__}: {exc}") from None
+
+
+def _check_metric(event: Event, text: str) -> None:
+    """Metric data off the fast path: say what is wrong, or tell a written Inf from an overflowing numeral."""
+    problem = data_problem(event.data)
+    if problem is None and overflows(text):  # only entries holding a NaN/Inf (or very large values) parse again
+        problem = "a number is out of range (a numeral too large for a float, not a written Infinity)"
+    if problem is not None:
+        raise DecodeError(f"invalid metric data: {problem}", event_id=event.id)
 
 
 def _decode_compact(obj: dict[str, Any], run: str | None) -> Event:
@@ -109,8 +139,8 @@ def _decode_compact(obj: dict[str, Any], run: str | None) -> Event:
     if type(event_type) is not str or type(host) is not str:
         raise DecodeError("t and h must be strings", event_id=short_id)
     ts = obj.get("s")
-    if type(ts) is not float and type(ts) is not int:
-        raise DecodeError(f"ts ('s') must be a number, got {type(ts).__name__}", event_id=short_id)
+    if (type(ts) is not float and type(ts) is not int) or not -MAX_TS < ts < MAX_TS:  # NaN fails too
+        raise DecodeError(f"ts ('s') must be a number (a unix time), got {ts!r:.40}", event_id=short_id)
     data = obj.get("d", {})
     if type(data) is not dict:
         raise DecodeError(f"data must be an object, got {type(data).__name__}", event_id=short_id)
@@ -149,8 +179,8 @@ def _checked(
 ) -> Event:
     if type(version) is not int or version < 1:
         raise DecodeError("seq and v must be integers (v >= 1)", event_id=event_id)
-    if type(ts) is not float and type(ts) is not int:
-        raise DecodeError(f"ts must be a number, got {type(ts).__name__}", event_id=event_id)
+    if (type(ts) is not float and type(ts) is not int) or not -MAX_TS < ts < MAX_TS:  # NaN fails too
+        raise DecodeError(f"ts must be a number (a unix time), got {ts!r:.40}", event_id=event_id)
     if type(data) is not dict:
         raise DecodeError(f"data must be an object, got {type(data).__name__}", event_id=event_id)
     if version < ENVELOPE_VERSION or (event_type, version) in UPGRADERS:

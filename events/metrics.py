@@ -26,6 +26,7 @@ first keeps it and the second keeps its printed name.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -142,3 +143,63 @@ def first_of(data: Mapping[str, object], name: str) -> object | None:
         if spelling in data:
             return data[spelling]
     return None
+
+
+# -- what a metric event may hold ----------------------------------------------------------------------
+
+MAX_STEP = 2**63 - 1  # a step count, not a measurement: no trainer gets near it
+_FLOAT_MAX_INT = int(sys.float_info.max)  # a larger int cannot become a float (policies compare floats)
+
+
+def value_problem(name: str, value: object) -> str | None:
+    """Why `value` cannot be metric `name` in a `metric` event, or None when it can.
+
+    A metric is a number: NaN and +/-Inf are kept (a NaN loss is what the watchdog is for), but
+    `step` counts optimizer steps, so it is a finite whole number >= 0 (`7.0` counts as 7).
+    Whether an Inf came from an overflowing numeral (`1e400`) is for the parser to tell (see
+    events/jsonload.py): here it is already Inf.
+    """
+    if isinstance(value, bool):  # JSON true/false: policies read them as 1/0
+        return f"step must be a whole number, got {value!r}" if name == "step" else None
+    if isinstance(value, int):
+        if not -_FLOAT_MAX_INT <= value <= _FLOAT_MAX_INT:
+            return f"{name} is out of range"
+    elif not isinstance(value, float):
+        return f"{name} is not a number ({type(value).__name__})"
+    if name == "step" and not (0 <= value <= MAX_STEP and float(value).is_integer()):  # NaN fails too
+        return f"step must be a whole number from 0 to {MAX_STEP}, got {value!r}"
+    return None
+
+
+_USUAL = 1e300  # metric data summing to less than this (in size) needs no closer look
+
+
+def plainly_valid(data: Mapping[str, object]) -> bool:
+    """The usual metric data, told in one C-speed sum: finite numbers of ordinary size and a plain int step.
+
+    False means "look closer" (`data_problem`), not "invalid": NaN, Inf and huge values fall outside
+    the sum's range, and a value that is not a number makes it raise."""
+    step = data.get("step", 0)
+    try:
+        return -_USUAL < sum(data.values()) < _USUAL and type(step) is int and 0 <= step <= MAX_STEP  # type: ignore[arg-type]
+    except (TypeError, OverflowError):  # not a number; an int too large to add to a float
+        return False
+
+
+def data_problem(data: Mapping[str, object]) -> str | None:
+    """The first problem of a `metric` event's data (see `value_problem`), or None."""
+    for name, value in data.items():
+        problem = value_problem(name, value)
+        if problem is not None:
+            return problem
+    return None
+
+
+def without_problems(data: dict[str, float | int]) -> tuple[dict[str, float | int], list[str]]:
+    """`data` less the values `value_problem` refuses, and the problems: what a producer publishes."""
+    if plainly_valid(data):
+        return data, []
+    problems = [p for name, value in data.items() if (p := value_problem(name, value)) is not None]
+    if not problems:
+        return data, problems
+    return {k: v for k, v in data.items() if value_problem(k, v) is None}, problems

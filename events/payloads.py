@@ -135,6 +135,9 @@ class AgentHeartbeatData(TypedDict):
     sources: dict[str, Any]
     spool: dict[str, Any]
     runs_watched: int
+    source_errors: NotRequired[int]  # lines or sources that failed since the agent started (each skipped alone)
+    last_source_error: NotRequired[str | None]  # where and what, of the latest
+    values_refused: NotRequired[int]  # metric values left out (`step: -1`, a numeral that overflows)
 
 
 class SourceStatusData(TypedDict):

@@ -10,6 +10,7 @@ hold events written by another version, and a missing field must not stop the fo
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -20,6 +21,8 @@ from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.redact import redact
+
+log = logging.getLogger(__name__)
 
 RECENT_METRICS = 50
 RECENT_LOG_LINES = 20
@@ -100,7 +103,11 @@ def apply(state: RunState, event: Event) -> RunState:
     state.type_counts[event.type] += 1
     handler = _HANDLERS.get(event.type)
     if handler is not None:
-        handler(state, event)
+        try:
+            handler(state, event)
+        except Exception as exc:  # a payload of the wrong shape (`rule: {}`): the view goes on without it
+            log.warning("run %s: event %s does not fit its type's payload (%s: %s); the run view skips it",
+                        event.run, event.id, type(exc).__name__, exc)  # fmt: skip
     return state
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from trainwarden.events import types as t
+from trainwarden.events.codec import FIELD_BYTES, encode
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import DecisionData, StopCancelledData, StopRequestedData
 from trainwarden.events.projection import apply
@@ -54,48 +55,56 @@ def evaluate_entries(
         cp.emitted += 1
         step.outputs.append(make_event(outcome.type, run=run, host=host, producer=producer, seq=cp.emitted, data=data,
                                        ts=now))  # fmt: skip
-    run_state, policy_state = cp.run, cp.policy
     for sid, item in entries:
         if isinstance(item, Malformed):
             step.dead.append(item)
             continue
-        event = item
-        stopped_by_us = run_state.status in ("stopping", "stopped")
-        apply(run_state, event)
-        typ = event.type
-        if typ in _ACTION_TYPES:
-            _read_back(cp, sid, event, stopped_by_us=stopped_by_us)
-        guard = cp.guard
-        if guard is not None and not guard.get("requested") and event.ts >= guard["deadline"]:
-            # nobody answered in time: the workers stop the run, whether or not the bot is up
-            guard["requested"] = True
-            cp.emitted += 1
-            reason = f"no answer within {fmt_duration(guard['confirm_s'])}: {guard['reason']}"
-            unanswered: StopRequestedData = {
-                "by": "policy", "rule": guard["rule"], "reason": reason, "decision": guard["decision"],
-                "run_host": run_state.host or host,
-            }  # fmt: skip
-            step.outputs.append(make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
-                                           data=unanswered, ts=now))  # fmt: skip
-        outcomes = evaluate(policy, policy_state, event)
-        if not outcomes:
-            continue
-        for outcome in outcomes:
-            data = {**outcome.data, "run_host": run_state.host or event.host}
-            cp.emitted += 1
-            out = make_event(outcome.type, run=run, host=host, producer=producer, seq=cp.emitted, data=data, ts=now)
-            step.outputs.append(out)
-            if outcome.type == t.DECISION and data["decision"] == t.STOP and not data.get("confirm_s"):
-                cp.emitted += 1
-                request: StopRequestedData = {"by": "policy", "rule": data["rule"], "reason": data["reason"],
-                                              "decision": out.id, "run_host": data["run_host"]}  # fmt: skip
-                step.outputs.append(
-                    make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
-                               data=request, ts=now)
-                )  # fmt: skip
+        try:
+            _fold_one(policy, cp, step, sid, item, run=run, host=host, now=now)
+        except Exception as exc:  # a payload the engine cannot read: that entry is dead-lettered, the run goes on
+            reason = f"cannot be evaluated: {type(exc).__name__}: {exc}"[:500]
+            step.dead.append(Malformed(sid=sid, reason=reason, fields={FIELD_BYTES: encode(item)}))
     if entries:
         cp.after = entries[-1][0]
     return step
+
+
+def _fold_one(policy: Policy, cp: Checkpoint, step: Step, sid: str, event: Event, *, run: str, host: str,
+              now: float) -> None:  # fmt: skip
+    """One event into `cp` and `step`; raises whatever a payload of the wrong shape makes the engine raise."""
+    producer = evaluator_producer(run)
+    run_state, policy_state = cp.run, cp.policy
+    stopped_by_us = run_state.status in ("stopping", "stopped")
+    apply(run_state, event)
+    typ = event.type
+    if typ in _ACTION_TYPES:
+        _read_back(cp, sid, event, stopped_by_us=stopped_by_us)
+    guard = cp.guard
+    if guard is not None and not guard.get("requested") and event.ts >= guard["deadline"]:
+        # nobody answered in time: the workers stop the run, whether or not the bot is up
+        guard["requested"] = True
+        cp.emitted += 1
+        reason = f"no answer within {fmt_duration(guard['confirm_s'])}: {guard['reason']}"
+        unanswered: StopRequestedData = {
+            "by": "policy", "rule": guard["rule"], "reason": reason, "decision": guard["decision"],
+            "run_host": run_state.host or host,
+        }  # fmt: skip
+        step.outputs.append(make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
+                                       data=unanswered, ts=now))  # fmt: skip
+    outcomes = evaluate(policy, policy_state, event)
+    for outcome in outcomes:
+        data = {**outcome.data, "run_host": run_state.host or event.host}
+        cp.emitted += 1
+        out = make_event(outcome.type, run=run, host=host, producer=producer, seq=cp.emitted, data=data, ts=now)
+        step.outputs.append(out)
+        if outcome.type == t.DECISION and data["decision"] == t.STOP and not data.get("confirm_s"):
+            cp.emitted += 1
+            request: StopRequestedData = {"by": "policy", "rule": data["rule"], "reason": data["reason"],
+                                          "decision": out.id, "run_host": data["run_host"]}  # fmt: skip
+            step.outputs.append(
+                make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
+                           data=request, ts=now)
+            )  # fmt: skip
 
 
 def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool) -> None:
