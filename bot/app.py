@@ -18,7 +18,7 @@ import redis
 from slack_bolt import Ack, App, BoltRequest, BoltResponse, Respond
 from slack_bolt.middleware import Middleware
 from slack_sdk import WebClient
-from trainwarden.bot import blocks, messages
+from trainwarden.bot import blocks, replies
 from trainwarden.bot.authz import Audit, Authorize
 from trainwarden.bot.config import COMMANDS, BotConfig
 from trainwarden.bot.errors import CommandError
@@ -82,7 +82,7 @@ def build_app(
             return
         except Exception:
             log.exception("/%s failed", name)
-            ack(response_type="ephemeral", text=messages.internal_error())
+            ack(response_type="ephemeral", text=replies.internal_error())
             return
         text, fitted = fit_message(reply.text, reply.blocks)  # a long /status is cut, not refused by Slack
         ack(response_type="in_channel" if reply.in_channel else "ephemeral", text=text, blocks=fitted or None)
@@ -111,7 +111,7 @@ def build_app(
             return
         except Exception:
             log.exception("button %s failed", action.get("action_id"))
-            respond(text=messages.internal_error(), response_type="ephemeral", replace_original=False)
+            respond(text=replies.internal_error(), response_type="ephemeral", replace_original=False)
             return
         # A private prompt (/stop's) is replaced by the outcome; a channel message keeps its buttons.
         private = (body.get("container") or {}).get("is_ephemeral", False)

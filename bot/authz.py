@@ -16,7 +16,7 @@ from typing import Any
 
 from slack_bolt import BoltRequest, BoltResponse
 from slack_bolt.middleware import Middleware
-from trainwarden.bot import blocks, messages
+from trainwarden.bot import blocks, replies
 from trainwarden.bot.config import BotConfig
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
@@ -108,7 +108,7 @@ class Authorize(Middleware):
             return next()
         self.audit.record(t.COMMAND_DENIED, request)
         log.warning("denied /%s to user %s in channel %s", request.command, request.user, request.channel)
-        text = messages.denied(f"/{request.command}")
+        text = replies.denied(f"/{request.command}")
         if request.via == "slash":
             return BoltResponse(status=200, body={"response_type": "ephemeral", "text": text})
         respond = req.context.respond

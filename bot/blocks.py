@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from trainwarden.bot import messages
+from trainwarden.bot import messages, replies
 from trainwarden.bot.stages import GUARD, Notice, NotifyState
 from trainwarden.events import types as t
 from trainwarden.events.payloads import AnomalyOpenedData, DecisionData
@@ -95,7 +95,7 @@ def stop_prompt(run: str, reason: str) -> list[dict[str, Any]]:
     """/stop's ephemeral confirmation."""
     value = {"run": run, "reason": reason}
     return [
-        section(messages.stop_confirm(run, reason)),
+        section(replies.stop_confirm(run, reason)),
         {"type": "actions", "elements": [
             button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN, value, style="danger"),
             button(messages.BUTTON_CANCEL, ACTION_CANCEL, value),

@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from trainwarden.bot import messages
+from trainwarden.bot import replies
 from trainwarden.bot.errors import BadInput
 from trainwarden.events.envelope import RUN_NAME_RE
 from trainwarden.events.redact import looks_secret
@@ -55,14 +55,14 @@ Command = Status | Launch | Stop | Snooze
 def check_text(text: str) -> None:
     """Raise BadInput saying why `text` is refused; text that looks like a secret is never echoed."""
     if looks_secret(text):
-        raise BadInput(messages.refused(messages.looks_like_secret()))
+        raise BadInput(replies.refused(replies.looks_like_secret()))
     if len(text) > MAX_TEXT:
-        raise BadInput(messages.refused(messages.too_long(MAX_TEXT, len(text))))
+        raise BadInput(replies.refused(replies.too_long(MAX_TEXT, len(text))))
     if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in text):
-        raise BadInput(messages.refused(messages.control_chars()))
+        raise BadInput(replies.refused(replies.control_chars()))
     found = sorted(set(text) & METACHARACTERS)
     if found:
-        raise BadInput(messages.refused(messages.forbidden_chars(" ".join(found))))
+        raise BadInput(replies.refused(replies.forbidden_chars(" ".join(found))))
 
 
 def closest(name: str, candidates: Iterable[str]) -> list[str]:
@@ -74,22 +74,22 @@ def check_name(kind: str, name: str, known: Iterable[str]) -> str:
     known = list(known)
     if name in known:
         return name
-    raise BadInput(messages.unknown_name(kind, name, closest(name, known), known))
+    raise BadInput(replies.unknown_name(kind, name, closest(name, known), known))
 
 
 def snooze_duration(text: str) -> float:
     """Seconds to snooze for, in the one duration grammar of policies and the CLI (`1h30m`, `2d`)."""
     seconds = parse_duration(text)
     if seconds is None:
-        raise BadInput(messages.bad_duration(text))
+        raise BadInput(replies.bad_duration(text))
     if not 0 < seconds <= MAX_SNOOZE_S:
-        raise BadInput(messages.snooze_out_of_range(text, MAX_SNOOZE_S))
+        raise BadInput(replies.snooze_out_of_range(text, MAX_SNOOZE_S))
     return seconds
 
 
 def _name(text: str, usage: str) -> str:
     if not RUN_NAME_RE.match(text):
-        raise BadInput(messages.refused(f"{text!r} is not a valid name. {usage}"))
+        raise BadInput(replies.refused(f"{text!r} is not a valid name. {usage}"))
     return text
 
 
@@ -97,7 +97,7 @@ def parse(command: str, text: str) -> Command:
     """`command` without its slash ("stop"), `text` as Slack sent it."""
     check_text(text)
     words = text.split()
-    usage = messages.usage(command)
+    usage = replies.usage(command)
     if command == "status" and len(words) <= 1:
         return Status(run=_name(words[0], usage) if words else None)
     if command == "launch" and 1 <= len(words) <= 2:

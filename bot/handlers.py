@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from trainwarden.bot import blocks, commands, messages, status
+from trainwarden.bot import blocks, commands, messages, replies, status
 from trainwarden.bot.config import BotConfig
 from trainwarden.bot.errors import BadInput
 from trainwarden.events import payloads as p
@@ -80,21 +80,21 @@ class Handlers:
         if isinstance(cmd, commands.Stop):
             run = self._run(cmd.run)
             reason = redact_text(cmd.reason)
-            return Reply(messages.stop_confirm(run, reason), blocks=blocks.stop_prompt(run, reason))
+            return Reply(replies.stop_confirm(run, reason), blocks=blocks.stop_prompt(run, reason))
         run = self._run(cmd.run)
         until = time.time() + cmd.seconds
         snoozed: p.SnoozeSetData = {"by": "slack", "rule": cmd.rule, "until": until, "user": user,
                                     "seconds": cmd.seconds}  # fmt: skip
         self._append(t.SNOOZE_SET, run, snoozed)
-        return Reply(messages.snoozed(run, cmd.rule, until, user), in_channel=True)
+        return Reply(replies.snoozed(run, cmd.rule, until, user), in_channel=True)
 
     def launch(self, cmd: commands.Launch, *, user: str) -> Reply:
         fleet, launcher = self.fleet, self.launcher
         if fleet is None or launcher is None:
-            raise BadInput(messages.no_experiments())
+            raise BadInput(replies.no_experiments())
         exp = fleet.experiments[commands.check_name("experiment", cmd.experiment, fleet.experiments)]
         if cmd.server is not None and commands.check_name("server", cmd.server, fleet.servers) != exp.server:
-            raise BadInput(messages.refused(messages.wrong_server(exp.name, exp.server, cmd.server)))
+            raise BadInput(replies.refused(replies.wrong_server(exp.name, exp.server, cmd.server)))
 
         def perform() -> None:
             try:
@@ -105,7 +105,7 @@ class Handlers:
                 failed: p.LaunchFailedData = {"by": "slack", "server": exp.server, "user": user, "error": error}
                 self._append(t.LAUNCH_FAILED, exp.name, failed)
 
-        return Reply(messages.launching(exp.name, exp.server), then=perform)
+        return Reply(replies.launching(exp.name, exp.server), then=perform)
 
     # -- buttons ----------------------------------------------------------------------------------
 
@@ -114,34 +114,34 @@ class Handlers:
         reason = redact_text(str(value.get("reason") or commands.DEFAULT_STOP_REASON))[: commands.MAX_TEXT]
         asked: p.StopRequestedData = {"by": "slack", "user": user, "reason": reason, "decision": value.get("decision")}
         self._append(t.STOP_REQUESTED, run, asked)
-        return Reply(messages.stop_requested(run, user))
+        return Reply(replies.stop_requested(run, user))
 
     def cancel(self, value: dict[str, Any], *, user: str) -> Reply:
-        return Reply(messages.stop_dismissed(str(value.get("run"))))
+        return Reply(replies.stop_dismissed(str(value.get("run"))))
 
     def snooze(self, value: dict[str, Any], *, user: str) -> Reply:
         run = self._run(str(value.get("run")))
         until = time.time() + float(value.get("seconds") or self.config.keep_running_snooze_s)
         snoozed: p.SnoozeSetData = {"by": "slack", "rule": value.get("rule"), "until": until, "user": user}
         self._append(t.SNOOZE_SET, run, snoozed)
-        return Reply(messages.snoozed(run, value.get("rule"), until, user), in_channel=True)
+        return Reply(replies.snoozed(run, value.get("rule"), until, user), in_channel=True)
 
     def stop_now(self, value: dict[str, Any], *, user: str) -> Reply:
         run = self._run(str(value.get("run")))
         decision = str(value.get("decision"))
         if self.guard_outcome(run, decision) is not None:
-            return Reply(messages.guard_already_closed(run))
+            return Reply(replies.guard_already_closed(run))
         reason = f"{messages.BUTTON_STOP_NOW}: {value.get('rule')}"
         asked: p.StopRequestedData = {"by": "slack", "user": user, "reason": reason, "decision": decision,
                                       "rule": value.get("rule")}  # fmt: skip
         self._append(t.STOP_REQUESTED, run, asked)
-        return Reply(messages.stop_requested(run, user))
+        return Reply(replies.stop_requested(run, user))
 
     def keep_running(self, value: dict[str, Any], *, user: str) -> Reply:
         run = self._run(str(value.get("run")))
         decision, rule = str(value.get("decision")), str(value.get("rule"))
         if self.guard_outcome(run, decision) is not None:
-            return Reply(messages.guard_already_closed(run))
+            return Reply(replies.guard_already_closed(run))
         until = time.time() + self.config.keep_running_snooze_s
         kept: p.StopCancelledData = {"by": "slack", "user": user, "rule": rule, "until": until, "decision": decision}
         snooze: p.SnoozeSetData = {"by": "slack", "user": user, "rule": rule, "until": until, "decision": decision}
@@ -149,7 +149,7 @@ class Handlers:
         cancelled = make_event(t.STOP_CANCELLED, run=run, host=self.host, producer=producer, seq=time_seq(), data=kept)
         snoozed = make_event(t.SNOOZE_SET, run=run, host=self.host, producer=producer, seq=time_seq(), data=snooze)
         self.store.append([cancelled, snoozed])  # one script call: both or neither
-        return Reply(messages.kept_running(run, rule, until, user))
+        return Reply(replies.kept_running(run, rule, until, user))
 
     def guard_outcome(self, run: str, decision: str) -> Event | None:
         """The `stop.requested` or `stop.cancelled` that already settled a guarded stop, if any."""

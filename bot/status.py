@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import cast
 
-from trainwarden.bot import messages
+from trainwarden.bot import messages, replies
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.metrics import first_of
@@ -62,7 +62,7 @@ def line(store: EventStore, state: RunState, now: float) -> str:
     losses = loss_values(state)
     loss = f"{messages.number(losses[-1])} {messages.sparkline(losses)}" if losses else "n/a"
     gpu = last_gpu_util(store, state.run)
-    return messages.status_line(
+    return replies.status_line(
         run=state.run,
         host=state.host or "?",
         status=state.status,
@@ -84,7 +84,7 @@ def plan_line(store: EventStore, stream: str) -> str | None:
         return None
     data = cast(PlanStartedData, started.data)
     names = data.get("experiments") or list(state.steps)
-    return messages.plan_status_line(data.get("plan", stream), [(n, state.state_of(n)) for n in names])
+    return replies.plan_status_line(data.get("plan", stream), [(n, state.state_of(n)) for n in names])
 
 
 def overview(store: EventStore, *, now: float | None = None) -> str:
@@ -99,7 +99,7 @@ def overview(store: EventStore, *, now: float | None = None) -> str:
         state = run_state(store, run)
         if state.status in ACTIVE:
             lines.append(line(store, state, now))
-    return "\n".join(lines) if lines else messages.no_active_runs()
+    return "\n".join(lines) if lines else replies.no_active_runs()
 
 
 def detail(store: EventStore, run: str, *, now: float | None = None) -> str:
@@ -107,9 +107,9 @@ def detail(store: EventStore, run: str, *, now: float | None = None) -> str:
     state = run_state(store, run)
     return "\n".join(
         [
-            messages.status_detail_header(run, state.host or "?", state.status),
+            replies.status_detail_header(run, state.host or "?", state.status),
             line(store, state, now),
-            messages.status_decisions(state.decisions[-5:]),
-            messages.status_report(state.evidence[-1] if state.evidence else None),
+            replies.status_decisions(state.decisions[-5:]),
+            replies.status_report(state.evidence[-1] if state.evidence else None),
         ]
     )

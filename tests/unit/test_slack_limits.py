@@ -5,7 +5,7 @@ import json
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from trainwarden.bot import limits, messages
+from trainwarden.bot import limits, messages, replies
 from trainwarden.bot.blocks import notice_blocks, stop_prompt, text_blocks
 from trainwarden.bot.stages import NotifyState, select
 from trainwarden.events import types as t
@@ -67,7 +67,7 @@ def test_every_notification_fitted_is_accepted(kind, run, text, extra):
 @settings(max_examples=50, deadline=None)
 @given(run=runs, reason=texts)
 def test_command_replies_fitted_are_accepted(run, reason):
-    accepted(messages.stop_confirm(run, reason), stop_prompt(run, reason))
+    accepted(replies.stop_confirm(run, reason), stop_prompt(run, reason))
 
 
 def test_a_message_within_the_limits_is_left_as_it_is():

@@ -1,0 +1,137 @@
+"""Every reply the bot gives to a person's command, built by a named function.
+
+Each says what was refused and how to fix it, or what was done. The notices posted to the channel
+live in bot/messages.py. Nothing here touches I/O.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trainwarden.bot.messages import clock
+from trainwarden.policies.durations import duration_problem, fmt_duration
+
+# -- command replies -------------------------------------------------------------------------------
+
+
+def denied(command: str) -> str:
+    return f"Sorry, you are not allowed to use {command} here. Ask an admin to add your Slack user id to slack.allow."
+
+
+def refused(reason: str) -> str:
+    return f"Refused, nothing was run: {reason}."
+
+
+def too_long(limit: int, length: int) -> str:
+    return f"the text is {length} characters long; the limit is {limit}"
+
+
+def forbidden_chars(chars: str) -> str:
+    return f"it contains the characters {chars}, which run names, experiments and reasons never need"
+
+
+def looks_like_secret() -> str:
+    return "that looks like a secret (a token, a key or a password); not echoed. Revoke it if it was real"
+
+
+def control_chars() -> str:
+    return "it contains control characters"
+
+
+def usage(command: str) -> str:
+    return {
+        "status": "Usage: /status [RUN]",
+        "launch": "Usage: /launch EXPERIMENT [SERVER]",
+        "stop": "Usage: /stop RUN [REASON]",
+        "snooze": "Usage: /snooze RUN [RULE] DURATION (like 30m, 1h30m, 2d)",
+    }.get(command, f"Unknown command {command}")
+
+
+def unknown_name(kind: str, name: str, closest: Sequence[str], known: Sequence[str]) -> str:
+    if closest:
+        hint = f" Did you mean {', '.join(closest)}?"
+    elif known:
+        more = f" (and {len(known) - 5} more)" if len(known) > 5 else ""
+        hint = f" Known {kind}s: {', '.join(sorted(known)[:5])}{more}."
+    else:
+        hint = f" No {kind}s are known yet."
+    return f"Unknown {kind} {name!r}.{hint}"
+
+
+def bad_duration(text: str) -> str:
+    return duration_problem(text)
+
+
+def snooze_out_of_range(text: str, most_s: float) -> str:
+    return f"{text!r} is not a duration to snooze for: give more than 0s and at most {fmt_duration(most_s)}, like 1h30m"
+
+
+def launching(experiment: str, server: str) -> str:
+    return f"Launching {experiment} on {server}; the outcome goes to the run's thread."
+
+
+def no_experiments() -> str:
+    return "No experiments are configured: set servers_file and experiments_dir in the settings file."
+
+
+def wrong_server(experiment: str, configured: str, asked: str) -> str:
+    return f"{experiment} runs on {configured} (its experiment file says so), not {asked}"
+
+
+def stop_confirm(run: str, reason: str) -> str:
+    return f"Stop {run}? Reason: {reason}"
+
+
+def stop_requested(run: str, user: str) -> str:
+    return f"Stop of {run} requested by <@{user}>; the outcome goes to the run's thread."
+
+
+def stop_dismissed(run: str) -> str:
+    return f"Kept {run} running; nothing was done."
+
+
+def snoozed(run: str, rule: str | None, until: float, user: str) -> str:
+    what = f"{rule} on {run}" if rule else f"all anomalies of {run}"
+    return f"<@{user}> snoozed {what} until {clock(until)} ({fmt_duration(until - time.time())})."
+
+
+def kept_running(run: str, rule: str, until: float, user: str) -> str:
+    return f"<@{user}> kept {run} running; {rule} is snoozed until {clock(until)}."
+
+
+def guard_already_closed(run: str) -> str:
+    return f"The stop of {run} was already decided; nothing changed."
+
+
+def no_active_runs() -> str:
+    return "No active runs."
+
+
+def status_line(
+    *, run: str, host: str, status: str, progress: str, loss: str, gpu: str, source: str, anomalies: str, age: str
+) -> str:
+    return f"{run}@{host} {status} {progress} loss {loss} gpu {gpu} src {source} anomalies {anomalies} last {age} ago"
+
+
+def status_detail_header(run: str, host: str, status: str) -> str:
+    return f"*{run}@{host}* is {status}"
+
+
+def status_decisions(decisions: Sequence[Mapping[str, Any]]) -> str:
+    lines = [f"{d.get('decision')} at {clock(d.get('ts', 0))}: {d.get('reason')}" for d in decisions]
+    return "Decisions: " + ("; ".join(lines) if lines else "none yet")
+
+
+def status_report(path: str | None) -> str:
+    return f"Last training-check report: `{path}/report.md`" if path else "No training-check report yet."
+
+
+def internal_error() -> str:
+    return "Something went wrong on trainwarden's side; nothing was run. The bot's log has the details."
+
+
+def plan_status_line(plan: str, experiments: list[tuple[str, str]]) -> str:
+    """/status line of a plan under way: `plan sweep1: e1 finished · e2 running · e3 pending`."""
+    return f"plan {plan}: " + " · ".join(f"{name} {state}" for name, state in experiments)
