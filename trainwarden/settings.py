@@ -37,7 +37,14 @@ AGENT_NUMBERS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "hea
                  "wandb_api_interval_s", "spool_max_mb")  # fmt: skip
 WATCH_PATHS = ("log", "exit_file", "workdir", "wandb_dir", "wandb_run_dir")
 WATCH_STRINGS = ("run", "session", "tmux_socket", "wandb_path")
-WORKER_NUMBERS = ("reclaim_idle_s", "lock_timeout_s", "tick_startup_s", "tick_steady_s", "tick_max_silence_s")
+WORKER_NUMBERS = (
+    "reclaim_idle_s",
+    "lock_timeout_s",
+    "evidence_timeout_s",
+    "tick_startup_s",
+    "tick_steady_s",
+    "tick_max_silence_s",
+)
 WORKER_INTEGERS = ("job_timeout_s", "runs_per_job")
 GPU_LIST = {"type": "array", "items": {"type": "integer", "minimum": 0}}
 
@@ -65,6 +72,7 @@ class Settings:
     watches: tuple[RunWatch, ...] = ()
     reclaim_idle_s: float = RECLAIM_IDLE_S
     lock_timeout_s: float = workers_config.LOCK_TIMEOUT_S
+    evidence_timeout_s: float = workers_config.EVIDENCE_TIMEOUT_S
     job_timeout_s: int = workers_config.JOB_TIMEOUT_S
     runs_per_job: int = workers_config.RUNS_PER_JOB
     slack: BotConfig = field(default_factory=BotConfig)

@@ -52,6 +52,8 @@ def write_problem(path: Path, *, directory: bool) -> str | None:
                 return "exists and is not a directory"
             if not directory and path.is_dir():
                 return "is a directory"
+            if not directory and not path.is_file():
+                return "is not a regular file (a pipe or a device: a write could wait forever)"
             return _probe(path) if directory else _probe_file(path)
         ancestor = path.parent
         while not ancestor.exists() and ancestor != ancestor.parent:

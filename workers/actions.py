@@ -8,6 +8,7 @@ gone is a no-op success, and the resulting event has a deterministic id
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any, cast
 
@@ -63,21 +64,55 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
     return None
 
 
-def build_evidence(
-    ctx: WorkerContext, cp: Checkpoint, decision: Event
-) -> tuple[str, EvidenceBuiltData | EvidenceFailedData]:
+Evidence = tuple[str, EvidenceBuiltData | EvidenceFailedData]
+
+
+def build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> Evidence:
     """Write the pack (JSON, report, chart), append the findings note, log the FINAL_SUMMARY.
 
-    Best effort: a STOP must never wait on a full disk or a read-only volume. What cannot be
-    written is returned as `evidence.failed` (path and OS error) instead of raised, so the stop
-    action after this one runs and the STOP message says what is missing."""
+    Best effort: a STOP must never wait on a full disk, a read-only volume or a hung mount. What
+    cannot be written is returned as `evidence.failed` (path and OS error) instead of raised, and a
+    pack not done within `ctx.evidence_timeout_s` is given up (its thread may finish later, unread),
+    so the stop action after this one runs and the STOP message says what is missing."""
+    outcome: list[Evidence] = []
+    crash: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(_build_evidence(ctx, cp, decision))
+        except BaseException as exc:  # handed to the job's thread, which decides
+            crash.append(exc)
+
+    thread = threading.Thread(target=work, name=f"evidence-{decision.run}", daemon=True)
+    thread.start()
+    thread.join(ctx.evidence_timeout_s)
+    if crash:
+        raise crash[0]
+    if outcome:
+        return outcome[0]
+    decided = cast(DecisionData, decision.data)
+    error = f"not written within {ctx.evidence_timeout_s:g} s (a hung disk or network mount?)"
+    log.error("evidence for %s %s; the stop goes on without it", decision.run, error)
+    failed: EvidenceFailedData = {
+        "decision": decision.id, "rule": decided.get("rule"), "path": str(ctx.evidence_dir), "error": error,
+        "problems": [f"{ctx.evidence_dir}: {error}"], "pack": None, "findings": None,
+        "summary": f"FINAL_SUMMARY {decision.run}: STOP ({decided.get('reason')}); evidence {error}",
+        "run_host": cp.run.host,
+    }  # fmt: skip
+    return t.EVIDENCE_FAILED, failed
+
+
+def _build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> Evidence:
     log_path = cp.run.launch.get("log_path")
-    tail = read_log_tail(log_path)
     recent = list(cp.run.recent_metrics)
     decided = cast(DecisionData, decision.data)
     values = decided.get("values") or {}
+    step = values.get("step")
+    metric = triggering_metric(values, recent)
+    words = (metric, str(values[metric])) if metric else ()
+    tail = read_log_tail(log_path, step=step if isinstance(step, int) else None, words=words)
     try:
-        chart = render_chart(recent, metric=triggering_metric(values, recent), trigger=values,
+        chart = render_chart(recent, metric=metric, trigger=values,
                              title=f"{decision.run}: {decided.get('reason')}")  # fmt: skip
     except JobTimeoutException:
         raise

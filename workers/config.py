@@ -5,6 +5,7 @@ from __future__ import annotations
 
 QUEUE_NAME = "trainwarden"  # the RQ queue jobs go to
 LOCK_TIMEOUT_S = 30.0  # seconds a worker may hold a run's lock between progress
+EVIDENCE_TIMEOUT_S = 10.0  # seconds an evidence pack may take before the STOP goes on without it (a hung mount)
 JOB_TIMEOUT_S = 600  # seconds an RQ job may run
 RUNS_PER_JOB = 32  # runs one RQ job may cover (the dispatcher fills jobs this full while workers are busy)
 LINGER_S = 0.1  # seconds the dispatcher gathers runs into a job while the queue is not empty

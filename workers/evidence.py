@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -112,8 +113,18 @@ def write_pack(root: Path, pack: Pack) -> Path:
     return target
 
 
-def read_log_tail(path: str | None, *, lines: int = 30, max_bytes: int = 64 * 1024) -> list[str]:
-    """The last lines of a local log file, secrets masked, or [] when it is not readable from here."""
+TAIL_LINES = 30  # log lines in a pack
+AFTER_TRIGGER = 10  # of those, how many follow the trigger's line when it is no longer in the last ones
+
+
+def read_log_tail(
+    path: str | None, *, lines: int = TAIL_LINES, max_bytes: int = 256 * 1024, step: int | None = None,
+    words: tuple[str, ...] = (),
+) -> list[str]:  # fmt: skip
+    """Lines of a local log file around the trigger, secrets masked, or [] when it is not readable from here.
+
+    The pack is built a moment after the decision; a fast trainer has printed many lines since, so
+    the lines shown end shortly after the one that fired (see `excerpt`), not at the end of the file."""
     if not path:
         return []
     try:
@@ -124,4 +135,28 @@ def read_log_tail(path: str | None, *, lines: int = 30, max_bytes: int = 64 * 10
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return []
-    return [redact_text(line) for line in text.splitlines()[-lines:]]
+    every = text.splitlines()
+    if size > max_bytes and every:
+        every = every[1:]  # the first one was cut by the seek
+    return [redact_text(line) for line in excerpt(every, lines=lines, step=step, words=words)]
+
+
+def excerpt(every: list[str], *, lines: int, step: int | None, words: tuple[str, ...]) -> list[str]:
+    """Pure: the last `lines` lines, or, when the trigger's line is older than those, the `lines`
+    lines ending `AFTER_TRIGGER` after it. The trigger's line is the last one naming `step` as a
+    number of its own and one of `words` (the metric, its value); else the last one naming `step`."""
+    if step is None or len(every) <= lines:
+        return every[-lines:]
+    token = re.compile(rf"(?<![\w.]){step}(?![\w.])")
+    wanted = tuple(w.lower() for w in words if w)
+    found: int | None = None
+    for i in range(len(every) - 1, -1, -1):
+        if token.search(every[i]):
+            if not wanted or any(w in every[i].lower() for w in wanted):
+                found = i
+                break
+            found = i if found is None else found
+    if found is None or found >= len(every) - lines:
+        return every[-lines:]
+    start = max(0, found + 1 + min(AFTER_TRIGGER, lines // 3) - lines)
+    return every[start : start + lines]

@@ -127,7 +127,8 @@ class Status:
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         why = f" ({st['why']})" if st.get("why") else ""
-        return f"{self.field_name}={st['value']}{why}", {self.field_name: st["value"]}
+        shown = "unknown" if st["value"] is None else st["value"]  # a run that vanished has no exit code
+        return f"{self.field_name}={shown}{why}", {self.field_name: st["value"]}
 
     def params(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event": self.event_type, "field": self.field_name, "values": list(self.values)}

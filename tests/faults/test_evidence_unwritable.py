@@ -96,3 +96,39 @@ def test_the_agent_refuses_to_start_with_a_state_file_it_cannot_write(unwritable
     assert done.returncode == 1
     (error, *_) = [line for line in done.stderr.splitlines() if line.startswith("trainwarden: error:")]
     assert f"agent.state_file {blocker / 'state.json'} cannot be created: {blocker} is not a directory" in error
+
+
+def test_a_hung_evidence_write_is_given_up_and_the_stop_goes_on(store, settings_file, tmp_path, tmux_socket):
+    """A findings file that blocks every open (a pipe nobody reads, as a hung network mount would):
+    the pack is given up after `workers.evidence_timeout_s` and the run is stopped all the same."""
+    fifo = tmp_path / "findings.md"
+    os.mkfifo(fifo)
+    body = yaml.safe_load(settings_file.read_text())
+    body["findings_file"] = str(fifo)
+    body.setdefault("workers", {})["evidence_timeout_s"] = 1
+    settings_file.write_text(yaml.safe_dump(body))
+    log = tmp_path / "train.log"
+    spec = LaunchSpec(
+        run="exp01",
+        command=(sys.executable, "-m", "trainwarden.demo_train", "--nan-at", "5", "--interval", "0.1"),
+        workdir=REPO, log_path=log, tmux_socket=tmux_socket,
+    )  # fmt: skip
+    launched = launch_local(spec, store=store, host="testhost")
+    procs = [
+        spawn(settings_file, tmp_path / "agent.log", "agent", "--watch", f"exp01={log}"),
+        spawn(settings_file, tmp_path / "dispatcher.log", "dispatcher"),
+        spawn(settings_file, tmp_path / "worker.log", "worker"),
+    ]
+    try:
+        wait_for(lambda: events_of(store, "exp01", t.STOP_DONE), timeout=30, what="stop.done")
+    finally:
+        for p in procs:
+            stop_process(p)
+        print("--- worker.log (tail)\n" + (tmp_path / "worker.log").read_text(errors="replace")[-3000:])
+
+    assert not LocalTmuxController().is_running(StopTarget.from_launch("exp01", launched.data, default_host="x"))
+    (failed,) = events_of(store, "exp01", t.EVIDENCE_FAILED)
+    assert "not written within 1 s" in failed.data["error"]
+    assert catalogue.problems(failed.type, failed.data) == []
+    worker_log = (tmp_path / "worker.log").read_text()
+    assert "findings_file" in worker_log and "not a regular file" in worker_log  # said at start, and it went on

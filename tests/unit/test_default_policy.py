@@ -307,3 +307,11 @@ def test_a_status_rule_without_a_source_is_resolved_only_by_the_source_that_open
     assert [s for s in summary(run(pol, events)) if "wandb" in s] == ["opened:wandb-down"]
     events.append(c.event(t.SOURCE_STATUS, 40, source="metrics", status="wandb_ok"))
     assert [s for s in summary(run(pol, events)) if "wandb" in s] == ["opened:wandb-down", "resolved:wandb-down"]
+
+
+def test_a_run_that_vanished_without_an_exit_code_reads_as_unknown_never_none():
+    c = Clock()
+    events = [*healthy(c, 3), c.event(t.RUN_FAILED, 200, exit_code=None, reason="the tmux session is gone")]
+    reasons = [d["reason"] for typ, d in run(POLICY, events) if typ in (t.DECISION, t.ANOMALY_OPENED) and "reason" in d]
+    assert any("exit_code=unknown (the tmux session is gone)" in r for r in reasons), reasons
+    assert not any("None" in r for r in reasons), reasons

@@ -7,7 +7,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.projection import fold
 from trainwarden.workers.chart import render_chart
-from trainwarden.workers.evidence import build_pack, read_log_tail, triggering_metric, write_pack
+from trainwarden.workers.evidence import build_pack, excerpt, read_log_tail, triggering_metric, write_pack
 from trainwarden.workers.findings import append_note, findings_note
 
 
@@ -134,3 +134,27 @@ def test_findings_note_is_appended_once(tmp_path):
     assert text.startswith("# Findings\n\nbaseline reproduced.\n\n## 2023-11-14 22:13 UTC: exp01 stopped by")
     assert text.count("stopped by loss-nonfinite") == 1
     assert "- Reason: loss=nan at step 20" in text
+
+
+def test_the_tail_ends_shortly_after_the_trigger_when_the_trainer_printed_on(tmp_path):
+    """The pack is built after the decision: a fast trainer has printed 80 more lines by then."""
+    lines = [f"step={i} loss={2.0 - i / 1000:.4f} lr=8e-4" for i in range(1, 50)]
+    lines += ["step=50 loss=nan lr=8e-4"]
+    lines += [f"step={i} loss=nan lr=8e-4" for i in range(51, 130)]
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(lines) + "\n")
+    tail = read_log_tail(str(log), step=50, words=("loss", "nan"))
+    assert len(tail) == 30
+    assert tail[-11] == "step=50 loss=nan lr=8e-4"  # the line that fired, then the 10 after it
+    assert tail[-1] == "step=60 loss=nan lr=8e-4"
+    # still in the last lines: the plain tail; no step: the plain tail
+    assert read_log_tail(str(log), step=125, words=("loss",))[-1] == lines[-1]
+    assert read_log_tail(str(log), step=None)[-1] == lines[-1]
+
+
+def test_excerpt_prefers_the_line_naming_the_metric_and_ignores_numbers_inside_others():
+    every = ["[8/100] loss: 2.1", "lr 8e-5", "epoch 1.8", *(f"[{i}/100] loss: 2.0" for i in range(9, 60))]
+    assert excerpt(every, lines=5, step=8, words=("loss",)) == every[:5]
+    every[20] = "[8/100] eval done"  # names the step but not the metric: the earlier line is the trigger's
+    assert excerpt(every, lines=5, step=8, words=("loss",)) == every[:5]
+    assert excerpt(["no step here"] * 40, lines=3, step=8, words=("loss",)) == ["no step here"] * 3
