@@ -59,11 +59,12 @@ class GroupReader:
 
     def ensure_group(self) -> None:
         """Create the group at the start of the stream, so a late consumer still sees everything."""
-        try:
-            self.redis.xgroup_create(self.stream, self.group, id="0", mkstream=True)
-        except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        with redis_errors("create the consumer group", group=self.group):
+            try:
+                self.redis.xgroup_create(self.stream, self.group, id="0", mkstream=True)
+            except redis.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
 
     def read(self, *, count: int = 500, block_ms: int | None = None) -> list[tuple[str, dict[bytes, bytes]]]:
         """New entries for this consumer; blocks up to `block_ms` when there are none."""

@@ -73,3 +73,14 @@ def test_unreachable_redis_is_a_clear_error(tmp_path):
     assert proc.returncode == 1
     assert "Redis unreachable" in proc.stderr
     assert "--redis-url" in proc.stderr  # and what to do about it
+
+
+@pytest.mark.parametrize("daemon", ["dispatcher", "worker", "bot"])
+def test_a_daemon_started_while_redis_is_down_says_so_in_one_line(tmp_path, daemon):
+    """Its supervisor starts it again; a traceback would bury the one thing to do."""
+    cfg = tmp_path / "tw.yaml"
+    cfg.write_text(f"redis_url: redis://127.0.0.1:1/0\nevidence_dir: {tmp_path}/evidence\n")
+    proc = run_cli(cfg, daemon)
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.splitlines() if " INFO " not in line and " WARNING " not in line]
+    assert len(errors) == 2 and "Redis unreachable" in errors[0] and "--redis-url" in errors[1], proc.stderr
