@@ -22,7 +22,7 @@ COPY workers ./workers
 COPY bot ./bot
 COPY remote ./remote
 COPY archive ./archive
-RUN pip install --no-cache-dir '.[server,bot]' && mkdir -p /data && chown trainwarden /data
+RUN pip install --no-cache-dir '.[server,bot,metrics]' && mkdir -p /data && chown trainwarden /data
 
 USER trainwarden
 WORKDIR /data
