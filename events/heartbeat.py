@@ -9,8 +9,7 @@ No stream event per beat: the event log stays lean (the agent's per-run `agent.h
 
 What is stored: role, host, pid, version, the interval, the loop's lag (`lag_s`, what it measures in
 `lag_of`), a backlog count, and the last error logged (text, masked, and time). `encode`/`decode`
-are pure; `Heartbeat.beat` is the one write. The process's counters for Prometheus live here as
-well (`count`, `gauge`), plain dicts any package may bump without importing prometheus-client.
+are pure; `Heartbeat.beat` is the one write.
 """
 
 from __future__ import annotations
@@ -18,9 +17,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,37 +203,3 @@ class LastErrorHandler(logging.Handler):
             self.heartbeat.error(record.getMessage())
         except Exception:  # a log handler must never raise
             self.handleError(record)
-
-
-# -- process counters (exposed by the Prometheus endpoint, trainwarden/metrics_server.py) -----------
-
-Labels = tuple[tuple[str, str], ...]
-COUNTERS: dict[str, dict[Labels, float]] = {}
-GAUGES: dict[str, dict[Labels, float]] = {}
-_lock = threading.Lock()
-
-
-def count(name: str, amount: float = 1, **labels: str) -> None:
-    """Add to a process counter (`name` without prefix, e.g. `slack_posts`)."""
-    key = tuple(sorted(labels.items()))
-    with _lock:
-        counter = COUNTERS.setdefault(name, {})
-        counter[key] = counter.get(key, 0.0) + amount
-
-
-def gauge(name: str, value: float, **labels: str) -> None:
-    """Set a process gauge (e.g. `last_post_timestamp`)."""
-    with _lock:
-        GAUGES.setdefault(name, {})[tuple(sorted(labels.items()))] = value
-
-
-def counters() -> Iterator[tuple[str, Labels, float]]:
-    with _lock:
-        items = [(n, k, v) for n, c in COUNTERS.items() for k, v in c.items()]
-    yield from items
-
-
-def gauges() -> Iterator[tuple[str, Labels, float]]:
-    with _lock:
-        items = [(n, k, v) for n, g in GAUGES.items() for k, v in g.items()]
-    yield from items

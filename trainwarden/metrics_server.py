@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainwarden.errors import ConfigError
+from trainwarden.events import counters
 from trainwarden.events import heartbeat as hb
 from trainwarden.events.heartbeat import Heartbeat
 from trainwarden.events.keys import Keys
@@ -64,7 +65,7 @@ def collect(sources: Sources) -> Iterator[Any]:
         )
     for name, names in DECLARED.get(beat.role, {}).items():
         family(CounterMetricFamily, name, name.replace("_", " "), names)
-    for kind, items in ((CounterMetricFamily, hb.counters()), (GaugeMetricFamily, hb.gauges())):
+    for kind, items in ((CounterMetricFamily, counters.counters()), (GaugeMetricFamily, counters.gauges())):
         for name, labels, value in items:
             found = family(kind, name, name.replace("_", " "), [k for k, _ in labels])
             given = dict(labels)  # in the order of the family's label names (a declared family has its own)

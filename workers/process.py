@@ -18,10 +18,10 @@ import redis
 from redis.lock import Lock
 from rq.timeouts import JobTimeoutException
 from trainwarden.events import types as t
+from trainwarden.events.counters import count
 from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import ack_feed
-from trainwarden.events.heartbeat import count
 from trainwarden.events.payloads import DecisionData, StopRequestedData
 from trainwarden.events.redis_types import field_map, hash_fields
 from trainwarden.policies.durations import fmt_duration
