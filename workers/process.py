@@ -23,6 +23,7 @@ from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import ack_feed
 from trainwarden.events.payloads import DecisionData, StopRequestedData
+from trainwarden.events.redis_errors import transient
 from trainwarden.events.redis_types import field_map, hash_fields
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.workers.actions import perform
@@ -62,12 +63,19 @@ def process_runs(work: Sequence[Sequence[Any]]) -> dict[str, int]:
     failed: dict[str, str] = {}
     done: list[str] = []  # feed entries of runs whose work is committed, acknowledged together (one round trip)
     try:
-        for run, feed_ids in work:
+        for index, (run, feed_ids) in enumerate(work):
             try:
                 total.update(_bring_up_to_date(ctx, run))
             except JobTimeoutException:
                 raise
             except Exception as exc:  # one run's failure (a bug, a busy lock, Redis) must not hold up the others
+                if transient(
+                    exc
+                ):  # Redis is away: the runs after it would fail alike, so one line, not a traceback each
+                    log.warning("Redis went away while processing run %s (%s); the job's %d remaining runs stay "
+                                "pending and are retried", run, exc, len(work) - index)  # fmt: skip
+                    failed.update({later: f"{type(exc).__name__}: {exc}" for later, _ in work[index:]})
+                    break
                 log.exception("processing run %s failed; its feed entries stay pending and are retried", run)
                 failed[run] = f"{type(exc).__name__}: {exc}"
                 continue
