@@ -38,7 +38,19 @@ FIELD = "e"
 FIELD_BYTES = b"e"
 
 _dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=True, ensure_ascii=False).encode
-_loads = json.JSONDecoder().decode  # accepts NaN/Infinity like json.loads, without its per-call checks
+_DECODER = json.JSONDecoder()  # accepts NaN/Infinity like json.loads, without its per-call checks
+
+
+def _loads(text: str) -> Any:
+    """`json.loads` for what we write (no surrounding whitespace), skipping its two whitespace scans;
+    anything else takes the full path, which also says what is wrong."""
+    try:
+        obj, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return _DECODER.decode(text)
+    if end != len(text):
+        return _DECODER.decode(text)
+    return obj
 MAX_TS = 1e11  # seconds: year 5138, inside what datetime can show; NaN, Inf and 1e400 are not times
 MAX_DEPTH = 32  # nesting levels an entry may have (ours have a handful): deeper is refused before parsing
 DEFAULT_TYPE = "metric"  # by far the most frequent type: the stored form leaves it out

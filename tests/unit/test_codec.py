@@ -141,3 +141,12 @@ def test_full_form_is_self_contained():
 def test_strict_decoding_of_the_stored_form(raw, message):
     with pytest.raises(DecodeError, match=message):
         decode(raw, "r1")
+
+
+def test_surrounding_whitespace_is_read_and_trailing_garbage_refused():
+    """The fast path reads what we write; text written by hand takes the full path, with its message."""
+    event = make_event("metric", run="exp01", host="gpu1", producer="p", seq=1, data={"step": 1, "loss": 2.0}, ts=1.0)
+    raw = encode(event).decode()
+    assert decode(f"  {raw}\n", "exp01") == decode(raw, "exp01")
+    with pytest.raises(DecodeError, match="Extra data"):
+        decode(raw + "x", "exp01")
