@@ -33,8 +33,9 @@ def unwritable_settings(settings_file, tmp_path):
     return settings_file, blocker
 
 
-def test_a_nan_is_stopped_although_its_evidence_cannot_be_written(store, tmp_path, tmux_socket, unwritable_settings):
-    settings, blocker = unwritable_settings
+def stop_a_nan_run(settings, store, tmp_path, tmux_socket):
+    """A real tmux run whose loss turns NaN, watched by the real agent, dispatcher and worker until
+    its STOP is carried out; returns its `run.launched` event."""
     log = tmp_path / "train.log"
     spec = LaunchSpec(
         run="exp01",
@@ -54,8 +55,13 @@ def test_a_nan_is_stopped_although_its_evidence_cannot_be_written(store, tmp_pat
             stop_process(p)
         for name in ("agent", "dispatcher", "worker"):
             print(f"--- {name}.log (tail)\n" + (tmp_path / f"{name}.log").read_text(errors="replace")[-3000:])
-
     assert not LocalTmuxController().is_running(StopTarget.from_launch("exp01", launched.data, default_host="x"))
+    return launched
+
+
+def test_a_nan_is_stopped_although_its_evidence_cannot_be_written(store, tmp_path, tmux_socket, unwritable_settings):
+    settings, blocker = unwritable_settings
+    stop_a_nan_run(settings, store, tmp_path, tmux_socket)
     types = [e.type for e in events_of(store, "exp01")]
     assert t.EVIDENCE_BUILT not in types
     assert types.index(t.EVIDENCE_FAILED) < types.index(t.STOP_DONE)  # tried first, and the stop went on
@@ -107,26 +113,7 @@ def test_a_hung_evidence_write_is_given_up_and_the_stop_goes_on(store, settings_
     body["findings_file"] = str(fifo)
     body.setdefault("workers", {})["evidence_timeout_s"] = 1
     settings_file.write_text(yaml.safe_dump(body))
-    log = tmp_path / "train.log"
-    spec = LaunchSpec(
-        run="exp01",
-        command=(sys.executable, "-m", "trainwarden.demo_train", "--nan-at", "5", "--interval", "0.1"),
-        workdir=REPO, log_path=log, tmux_socket=tmux_socket,
-    )  # fmt: skip
-    launched = launch_local(spec, store=store, host="testhost")
-    procs = [
-        spawn(settings_file, tmp_path / "agent.log", "agent", "--watch", f"exp01={log}"),
-        spawn(settings_file, tmp_path / "dispatcher.log", "dispatcher"),
-        spawn(settings_file, tmp_path / "worker.log", "worker"),
-    ]
-    try:
-        wait_for(lambda: events_of(store, "exp01", t.STOP_DONE), timeout=30, what="stop.done")
-    finally:
-        for p in procs:
-            stop_process(p)
-        print("--- worker.log (tail)\n" + (tmp_path / "worker.log").read_text(errors="replace")[-3000:])
-
-    assert not LocalTmuxController().is_running(StopTarget.from_launch("exp01", launched.data, default_host="x"))
+    stop_a_nan_run(settings_file, store, tmp_path, tmux_socket)
     (failed,) = events_of(store, "exp01", t.EVIDENCE_FAILED)
     assert "not written within 1 s" in failed.data["error"]
     assert catalogue.problems(failed.type, failed.data) == []
