@@ -51,6 +51,8 @@ def _loads(text: str) -> Any:
     if end != len(text):
         return _DECODER.decode(text)
     return obj
+
+
 MAX_TS = 1e11  # seconds: year 5138, inside what datetime can show; NaN, Inf and 1e400 are not times
 MAX_DEPTH = 32  # nesting levels an entry may have (ours have a handful): deeper is refused before parsing
 DEFAULT_TYPE = "metric"  # by far the most frequent type: the stored form leaves it out
