@@ -115,6 +115,28 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+def watch_until_stopped(settings: Path, store: EventStore, tmp_path: Path, run: str, log: Path) -> None:
+    """The real agent (tailing `log`), dispatcher and worker, until `run`'s STOP is carried out; each
+    one's log tail is printed (pytest shows it when the test fails)."""
+    from trainwarden.events import types as t
+
+    from tests.helpers import events_of
+
+    procs = [
+        spawn(settings, tmp_path / "agent.log", "agent", "--watch", f"{run}={log}"),
+        spawn(settings, tmp_path / "dispatcher.log", "dispatcher"),
+        spawn(settings, tmp_path / "worker.log", "worker"),
+    ]
+    try:
+        wait_for(lambda: events_of(store, run, t.STOP_DONE), timeout=30, what="stop.done")
+    finally:
+        for p in procs:
+            stop_process(p)
+        for name in ("agent", "dispatcher", "worker"):
+            print(f"--- {name}.log (tail)\n" + (tmp_path / f"{name}.log").read_text(errors="replace")[-3000:])
+        print("--- events:", [(e.type, e.data.get("decision")) for e in events_of(store, run)])
+
+
 def kill_at_failpoint(
     settings: Path, log: Path, client: redis.Redis, failpoint: str, *args: str, env: dict[str, str] | None = None
 ) -> None:

@@ -16,8 +16,8 @@ from trainwarden.events import types as t
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import LocalTmuxController, StopTarget
 
-from tests.conftest import REPO, cli_argv, spawn, stop_process
-from tests.helpers import events_of, wait_for
+from tests.conftest import REPO, cli_argv, watch_until_stopped
+from tests.helpers import events_of
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux]
 
@@ -43,18 +43,7 @@ def stop_a_nan_run(settings, store, tmp_path, tmux_socket):
         workdir=REPO, log_path=log, tmux_socket=tmux_socket,
     )  # fmt: skip
     launched = launch_local(spec, store=store, host="testhost")
-    procs = [
-        spawn(settings, tmp_path / "agent.log", "agent", "--watch", f"exp01={log}"),
-        spawn(settings, tmp_path / "dispatcher.log", "dispatcher"),
-        spawn(settings, tmp_path / "worker.log", "worker"),
-    ]
-    try:
-        wait_for(lambda: events_of(store, "exp01", t.STOP_DONE), timeout=30, what="stop.done")
-    finally:
-        for p in procs:
-            stop_process(p)
-        for name in ("agent", "dispatcher", "worker"):
-            print(f"--- {name}.log (tail)\n" + (tmp_path / f"{name}.log").read_text(errors="replace")[-3000:])
+    watch_until_stopped(settings, store, tmp_path, "exp01", log)
     assert not LocalTmuxController().is_running(StopTarget.from_launch("exp01", launched.data, default_host="x"))
     return launched
 

@@ -10,8 +10,8 @@ from trainwarden.events import types as t
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import LocalTmuxController, StopTarget
 
-from tests.conftest import REPO, cli_argv, spawn, stop_process
-from tests.helpers import events_of, wait_for
+from tests.conftest import REPO, cli_argv, watch_until_stopped
+from tests.helpers import events_of
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.slow]
 
@@ -30,20 +30,7 @@ def test_nan_in_a_live_run_is_stopped_with_evidence(store, tmp_path, tmux_socket
         config={"lr": 3e-4, "wandb_api_key": SECRET},
     )
     launched = launch_local(spec, store=store, host="testhost")
-    procs = [
-        spawn(settings_file, tmp_path / "agent.log", "agent", "--watch", f"exp01={log}"),
-        spawn(settings_file, tmp_path / "dispatcher.log", "dispatcher"),
-        spawn(settings_file, tmp_path / "worker.log", "worker"),
-    ]
-    try:
-        wait_for(lambda: events_of(store, "exp01", t.STOP_DONE), timeout=30, what="stop.done")
-    finally:
-        for p in procs:
-            stop_process(p)
-        # shown by pytest only when the test fails: what each process said, and the run's events
-        for name in ("agent", "dispatcher", "worker"):
-            print(f"--- {name}.log (tail)\n" + (tmp_path / f"{name}.log").read_text(errors="replace")[-3000:])
-        print("--- events:", [(e.type, e.data.get("decision")) for e in events_of(store, "exp01")])
+    watch_until_stopped(settings_file, store, tmp_path, "exp01", log)
 
     events = events_of(store, "exp01")
     types = [e.type for e in events]
