@@ -111,23 +111,17 @@ class Delivery:
 
     def _post(self, message: Message) -> str | None:
         """Post; on a refusal of this message, record it and post its text alone once."""
-        try:
-            return self._send(message)
-        except SlackRejected as exc:
-            if exc.setup:
-                raise
-            log.error("Slack refused %s (%s); posting its text alone", message.key, exc.error)
-            self._results.append(self._record(message, FAILED, {"error": exc.error, "attempt": FULL}))
         # The text alone, in the channel itself: a thread that Slack refuses does not hold it up either.
         plain = dataclasses.replace(message, text=fallback_text(message.text), blocks=[], thread_ts=None,
                                     broadcast=False)  # fmt: skip
-        try:
-            return self._send(plain)
-        except SlackRejected as exc:
-            if exc.setup:
-                raise
-            log.error("Slack refused %s again as plain text (%s); giving it up", message.key, exc.error)
-            self._results.append(self._record(plain, FAILED, {"error": exc.error, "attempt": PLAIN}))
+        for attempt, candidate, then in ((FULL, message, "posting its text alone"), (PLAIN, plain, "giving it up")):
+            try:
+                return self._send(candidate)
+            except SlackRejected as exc:
+                if exc.setup:
+                    raise
+                log.error("Slack refused %s (%s, %s); %s", message.key, attempt, exc.error, then)
+                self._results.append(self._record(candidate, FAILED, {"error": exc.error, "attempt": attempt}))
         return None
 
     def _send(self, message: Message) -> str:
