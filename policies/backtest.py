@@ -22,6 +22,8 @@ class Moment:
     rule: str | None
     what: str  # the decision, or the rule's severity for a firing
     reason: str
+    seq: int = 0  # the `seq` of the event that caused it (in a log: the byte offset of its line's end)
+    epoch: Any = None  # the latest epoch a metric said, if any
 
 
 @dataclass(slots=True)
@@ -32,8 +34,10 @@ class Backtest:
     last_ts: float | None = None
     first_step: Any = None
     last_step: Any = None
+    metrics: int = 0  # metric events read: none means the policy judged nothing
     firings: list[Moment] = field(default_factory=list)
     timeline: list[Moment] = field(default_factory=list)
+    outcomes: list[Event] = field(default_factory=list)  # what the workers would have appended, as events
 
     @property
     def stop(self) -> Moment | None:
@@ -53,6 +57,7 @@ def backtest(policy: Policy, events: Iterable[Event]) -> Backtest:
     result = Backtest(policy=policy)
     state = PolicyState()
     apply_policy(policy, state)
+    epoch: Any = None
     for event in events:
         if event.type not in policy.index.input_types and event.type not in (t.RUN_LAUNCHED, *_ENDS):
             continue
@@ -60,16 +65,28 @@ def backtest(policy: Policy, events: Iterable[Event]) -> Backtest:
         result.first_ts = event.ts if result.first_ts is None else result.first_ts
         result.last_ts = event.ts
         step = event.data.get("step") if event.type == t.METRIC else None
+        if event.type == t.METRIC:
+            result.metrics += 1
+            epoch = event.data.get("epoch", epoch)
         if isinstance(step, int):
             result.first_step = step if result.first_step is None else result.first_step
             result.last_step = step
         for out in evaluate(policy, state, event):
             d = out.data
+            n = len(result.outcomes) + 1
+            result.outcomes.append(
+                Event(f"{_PRODUCER}:{n}", out.type, event.run, event.host, event.ts, seq=n, data=dict(d))
+            )
             if out.type == t.ANOMALY_OPENED:
-                result.firings.append(Moment(event.ts, state.step, d["rule"], d["severity"], d["reason"]))
+                result.firings.append(
+                    Moment(event.ts, state.step, d["rule"], d["severity"], d["reason"], event.seq, epoch)
+                )
             elif out.type == t.DECISION:
-                result.timeline.append(Moment(event.ts, state.step, d.get("rule"), d["decision"], d["reason"]))
+                result.timeline.append(
+                    Moment(event.ts, state.step, d.get("rule"), d["decision"], d["reason"], event.seq, epoch)
+                )
     return result
 
 
+_PRODUCER = "backtest/policy"
 _ENDS = (t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE)

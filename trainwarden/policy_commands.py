@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from trainwarden import wiring
 from trainwarden.agent.errors import SourceUnavailable, WandbFileError, WandbUnavailable
@@ -14,6 +16,7 @@ from trainwarden.agent.logsource import RunLog
 from trainwarden.agent.tail import LogTail
 from trainwarden.agent.wandb_source import history_events
 from trainwarden.archive.history import load_history
+from trainwarden.corpus import read_manifest
 from trainwarden.events.envelope import Event
 from trainwarden.events.store import Malformed
 from trainwarden.policies.backtest import Backtest, backtest
@@ -21,10 +24,12 @@ from trainwarden.policies.default import default_policy
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.model import Policy
+from trainwarden.scorecard import Lines, moment_json, run_json, score_run, table, totals, totals_json
 from trainwarden.settings import Settings
 from trainwarden.workers.policy_source import read_policy_file
 
 BACKTEST_RUN = "backtest"
+MANIFEST = "MANIFEST.yaml"
 # The W&B run-file reader plugs in here: a module with
 # `history_events(run_dir: Path, *, run: str) -> Iterable[Event]`.
 
@@ -47,6 +52,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     source.add_argument("--run", help="a run in the event log")
     source.add_argument("--log", type=Path, metavar="FILE", help="a training log file (read offline)")
     source.add_argument("--wandb-dir", type=Path, metavar="DIR", help="a local W&B run directory")
+    source.add_argument(
+        "--corpus", type=Path, metavar="DIR", help="score the policy on labelled past runs listed in DIR/MANIFEST.yaml"
+    )
     c.add_argument(
         "--interval",
         type=float,
@@ -55,6 +63,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="with --log: seconds between two metric lines (a log has no clock; default 10)",
     )
     c.add_argument("--gpus", type=float, default=1.0, help="GPUs the run used, for GPU-hours saved (default 1)")
+    c.add_argument("--json", action="store_true", help="print JSON (`trainwarden schema backtest` describes it)")
+    c.add_argument(
+        "--report-only", action="store_true", help="with --corpus: exit 0 even when the policy does not meet the bar"
+    )
     c.set_defaults(func=cmd_backtest)  # fmt: skip
 
 
@@ -111,6 +123,9 @@ def wandb_events(run_dir: Path) -> Iterator[Event]:
 
 def cmd_backtest(args: argparse.Namespace, settings: Settings) -> int:
     policy = _policy(args.policy)
+    if args.corpus:
+        return corpus_scorecard(policy, args.corpus, interval=args.interval, gpus=args.gpus, as_json=args.json,
+                                report_only=args.report_only)  # fmt: skip
     if args.run:
         entries = load_history(wiring.store(settings), args.run).entries  # archived files too
         events: Iterator[Event] = (e for _, e in entries if not isinstance(e, Malformed))
@@ -120,9 +135,64 @@ def cmd_backtest(args: argparse.Namespace, settings: Settings) -> int:
     else:
         events, source = wandb_events(args.wandb_dir), f"W&B run {args.wandb_dir}"
     result = backtest(policy, events)
+    if args.json:
+        print(json.dumps(backtest_json(result, source=source, gpus=args.gpus), indent=2))
+        return 0
     for line in backtest_lines(result, source=source, gpus=args.gpus):
         print(line)
     return 0
+
+
+def backtest_json(result: Backtest, *, source: str, gpus: float) -> dict[str, Any]:
+    """One backtest as the `backtest` schema's single-run form."""
+    saved = result.saved(gpus)
+    return {
+        "policy": {"name": result.policy.name, "hash": result.policy.hash},
+        "source": source,
+        "events": result.events,
+        "metrics": result.metrics,
+        "first_step": result.first_step,
+        "last_step": result.last_step,
+        "span_s": (result.last_ts or 0.0) - (result.first_ts or 0.0),
+        "firings": [moment_json(m, first_ts=result.first_ts) for m in result.firings],
+        "timeline": [moment_json(m, first_ts=result.first_ts) for m in result.timeline],
+        "stop": None if result.stop is None else moment_json(result.stop, first_ts=result.first_ts),
+        "saved": None
+        if saved is None
+        else {"steps": saved[0], "minutes": saved[1], "gpu_hours": saved[2], "gpus": gpus},
+    }
+
+
+def run_events(path: Path, *, interval: float) -> Iterator[Event]:
+    """A corpus run's events: a W&B run directory, or a log file."""
+    return wandb_events(path) if path.is_dir() else log_events(path, interval=interval)
+
+
+def corpus_scorecard(policy: Policy, corpus: Path, *, interval: float, gpus: float, as_json: bool,
+                     report_only: bool) -> int:  # fmt: skip
+    """Score `policy` on the runs DIR/MANIFEST.yaml lists; 0 when it meets the bar (or `report_only`)."""
+    runs = read_manifest(corpus / MANIFEST)
+    scores, results = [], []
+    for i, run in enumerate(runs, 1):
+        print(f"[{i}/{len(runs)}] {run.file}", file=sys.stderr, flush=True)
+        result = backtest(policy, run_events(run.path, interval=run.interval or interval))
+        lines = None if run.path.is_dir() else Lines(run.path.read_bytes())
+        scores.append(score_run(run, result, lines=lines, gpus=gpus, interval=interval))
+        results.append(result)
+    tot = totals(scores)
+    if as_json:
+        document = {
+            "policy": {"name": policy.name, "hash": policy.hash},
+            "corpus": str(corpus),
+            "runs": [run_json(s, r) for s, r in zip(scores, results, strict=True)],
+            "totals": totals_json(tot),
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        print(f"Scorecard of policy {policy.name!r} ({policy.hash}) on {corpus} ({len(runs)} runs)\n")
+        for line in table(scores, tot):
+            print(line)
+    return 0 if tot.meets_bar or report_only else 1
 
 
 def _at(result: Backtest, ts: float, step: object) -> str:

@@ -1,0 +1,125 @@
+"""A corpus of labelled past runs: its MANIFEST.yaml, read and checked with the one YAML reader.
+
+    runs:
+    - file: run-17.log            # a training log, or a W&B run directory, relative to the manifest
+      label: STOP                 # STOP (doomed) | NOSTOP (healthy) | ANOMALY:<word> (a fault to name)
+      stop_by: {line: 812}        # STOP only: the latest useful stop point, {line: N}, {step: N} or {epoch: N}
+      useful_stop: loss nan from line 812 on
+      gpus: 8                     # optional, for GPU-hours saved (default: --gpus)
+      hours: 31.5                 # optional: the run's length; else metric lines --interval apart
+
+Every problem is reported as `file:line:column: message`, all of them at once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainwarden.events.yamlfile import Context, Reader, Schema, compose, document_schema, read_text
+
+STOP, NOSTOP, ANOMALY = "STOP", "NOSTOP", "ANOMALY"
+LABEL = re.compile(r"^(STOP|NOSTOP|ANOMALY:[a-z0-9_-]+)$")
+POSITIONS = ("line", "step", "epoch")
+# Free text kept for people (provenance, how a label was decided); read, never judged.
+NOTES = ("useful_stop", "why", "framework", "source", "license_note", "trimmed", "edited", "doubt")
+
+
+@dataclass(frozen=True, slots=True)
+class StopBy:
+    """The latest point at which a STOP is still useful, in the unit the run's output counts in."""
+
+    unit: str  # line | step | epoch
+    value: float
+
+    def __str__(self) -> str:
+        return f"{self.unit} {self.value:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusRun:
+    file: str  # as written in the manifest
+    path: Path
+    label: str  # STOP | NOSTOP | ANOMALY:<word>
+    stop_by: StopBy | None = None
+    gpus: float | None = None
+    hours: float | None = None
+    interval: float | None = None
+    where: str = ""  # manifest:line of the entry
+
+    @property
+    def kind(self) -> str:
+        return self.label.partition(":")[0]
+
+    @property
+    def fault(self) -> str | None:
+        return self.label.partition(":")[2] or None
+
+
+def read_manifest(path: Path) -> list[CorpusRun]:
+    """The manifest's runs; raises YamlFileError listing every problem (file:line:column)."""
+    source = str(path)
+    ctx = Context(source=source)
+    top = Reader(compose(read_text(path), source), ctx, "the manifest")
+    runs = _read(top, path.parent)
+    ctx.check()
+    return runs
+
+
+def _read(top: Reader, root: Path) -> list[CorpusRun]:
+    runs: list[CorpusRun] = []
+    seen: dict[str, str] = {}
+    for entry in top.items("runs", "a run", required=True):
+        file = entry.string("file", required=True, description="a log file or a W&B run directory, relative")
+        label = entry.string("label", required=True, pattern=LABEL, label="label",
+                             hint="must be STOP, NOSTOP or ANOMALY:<word> (e.g. ANOMALY:oom)")  # fmt: skip
+        sub = entry.section("stop_by", "stop_by")
+        given = {unit: sub.number(unit, minimum=0) for unit in POSITIONS}
+        gpus = entry.number("gpus", positive=True)
+        hours = entry.number("hours", positive=True)
+        interval = entry.number("interval", positive=True)
+        for note in NOTES:
+            entry.string(note)
+        sub.finish()
+        entry.finish()
+        stop_by = _stop_by(entry, sub, given, label)
+        if file is None or label is None:
+            continue
+        path = root / file
+        if file in seen:
+            entry.fail("file", f"{file} is listed twice (first at {seen[file]})")
+        elif not path.exists() and not entry.ctx.probe:
+            entry.fail("file", f"no such file or directory: {path}")
+        elif stop_by is not None and stop_by.unit == "line" and path.is_dir():
+            sub.fail("line", "a W&B run directory has no lines: give stop_by as {step: N} or {epoch: N}")
+        seen[file] = entry.ctx.where(entry.node)
+        runs.append(CorpusRun(file, path, label, stop_by, gpus, hours, interval, entry.ctx.where(entry.node)))
+    top.finish()
+    return runs
+
+
+def _stop_by(entry: Reader, sub: Reader, given: dict[str, float | None], label: str | None) -> StopBy | None:
+    if entry.ctx.probe or label is None:
+        return None
+    set_ = {unit: value for unit, value in given.items() if value is not None}
+    if label != STOP:
+        if sub.present:
+            entry.fail("stop_by", f"stop_by is for STOP runs only (this one is {label})")
+        return None
+    if len(set_) != 1:
+        where = "stop_by" if sub.present else "label"
+        entry.fail(where, "a STOP run needs stop_by with one of line, step or epoch, e.g. stop_by: {line: 42}")
+        return None
+    ((unit, value),) = set_.items()
+    if unit in ("line", "step") and value != int(value):
+        sub.fail(unit, f"stop_by.{unit} must be a whole number, got {value:g}")
+    return StopBy(unit, value)
+
+
+def manifest_schema() -> Schema:
+    top = Reader(None, Context(source="schema", probe=True), "the manifest")
+    _read(top, Path("."))
+    return document_schema(
+        "trainwarden corpus manifest", top, "MANIFEST.yaml: labelled past runs to score a policy on."
+    )
