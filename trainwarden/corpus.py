@@ -21,7 +21,6 @@ from trainwarden.events.yamlfile import Context, Reader, Schema, compose, docume
 
 STOP, NOSTOP, ANOMALY = "STOP", "NOSTOP", "ANOMALY"
 LABEL = re.compile(r"^(STOP|NOSTOP|ANOMALY:[a-z0-9_-]+)$")
-POSITIONS = ("line", "step", "epoch")
 # Free text kept for people (provenance, how a label was decided); read, never judged.
 NOTES = ("useful_stop", "why", "framework", "source", "license_note", "trimmed", "edited", "doubt")
 
@@ -75,7 +74,8 @@ def _read(top: Reader, root: Path) -> list[CorpusRun]:
         label = entry.string("label", required=True, pattern=LABEL, label="label",
                              hint="must be STOP, NOSTOP or ANOMALY:<word> (e.g. ANOMALY:oom)")  # fmt: skip
         sub = entry.section("stop_by", "stop_by")
-        given = {unit: sub.number(unit, minimum=0) for unit in POSITIONS}
+        line, step = sub.integer("line", minimum=1), sub.integer("step", minimum=0)
+        given: dict[str, float | None] = {"line": line, "step": step, "epoch": sub.number("epoch", minimum=0)}
         gpus = entry.number("gpus", positive=True)
         hours = entry.number("hours", positive=True)
         interval = entry.number("interval", positive=True)
@@ -112,8 +112,6 @@ def _stop_by(entry: Reader, sub: Reader, given: dict[str, float | None], label: 
         entry.fail(where, "a STOP run needs stop_by with one of line, step or epoch, e.g. stop_by: {line: 42}")
         return None
     ((unit, value),) = set_.items()
-    if unit in ("line", "step") and value != int(value):
-        sub.fail(unit, f"stop_by.{unit} must be a whole number, got {value:g}")
     return StopBy(unit, value)
 
 

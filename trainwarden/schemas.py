@@ -1,8 +1,10 @@
-"""JSON Schemas of trainwarden's YAML files, for editors (completion, inline errors).
+"""JSON Schemas of trainwarden's YAML files, for editors (completion, inline errors), and of the
+JSON that `trainwarden policy backtest --json` prints, for scripts.
 
-Each is recorded from the file's own parser (events/yamlfile.py), so it cannot drift from what
-trainwarden accepts. The committed copies in docs/schemas/ are checked against these by a test;
-regenerate one with `trainwarden schema NAME > docs/schemas/NAME.schema.json`.
+Each file's is recorded from the file's own parser (events/yamlfile.py), so it cannot drift from what
+trainwarden accepts; the backtest output's is written beside the code that fills it. The committed
+copies in docs/schemas/ are checked against these by a test; regenerate one with
+`trainwarden schema NAME > docs/schemas/NAME.schema.json`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import argparse
 import json
 from collections.abc import Callable
 
+from trainwarden.backtest_schema import backtest_schema
+from trainwarden.corpus import manifest_schema
 from trainwarden.errors import UsageError
 from trainwarden.events.yamlfile import Schema
 from trainwarden.policies.loader import policy_schema
@@ -22,6 +26,8 @@ SCHEMAS: dict[str, Callable[[], Schema]] = {
     "settings": settings_schema,
     "servers": servers_schema,
     "experiments": experiment_schema,
+    "manifest": manifest_schema,
+    "backtest": backtest_schema,
 }
 
 
@@ -38,6 +44,6 @@ def cmd_schema(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser("schema", help="print the JSON Schema of a YAML file trainwarden reads (for editors)")
+    s = sub.add_parser("schema", help="print the JSON Schema of a YAML file trainwarden reads, or of backtest --json")
     s.add_argument("name", choices=list(SCHEMAS), help="which file: " + ", ".join(SCHEMAS))
     s.set_defaults(func=cmd_schema)
