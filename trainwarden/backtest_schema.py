@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainwarden.scorecard import CRITERIA
+
 Schema = dict[str, Any]
 
 _ANY_NUMBER: Schema = {"type": ["number", "null"]}
@@ -52,6 +54,7 @@ RUN_SCORE = _object(
         "worst_episode": {**_COUNT, "description": "the most messages one episode got"},
         "gpu_hours_saved": {"type": ["number", "null"], "minimum": 0},
         "problems": {"type": "array", "items": _TEXT, "description": "the criteria the run fails; empty when right"},
+        "failed": {"type": "array", "items": {"enum": list(CRITERIA)}, "description": "the same, as criteria keys"},
     }
 )
 TOTALS = _object(

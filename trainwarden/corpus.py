@@ -93,7 +93,7 @@ def _read(top: Reader, root: Path) -> list[CorpusRun]:
             entry.fail("file", f"no such file or directory: {path}")
         elif stop_by is not None and stop_by.unit == "line" and path.is_dir():
             sub.fail("line", "a W&B run directory has no lines: give stop_by as {step: N} or {epoch: N}")
-        seen[file] = entry.ctx.where(entry.node)
+        seen.setdefault(file, entry.ctx.where(entry.node))
         runs.append(CorpusRun(file, path, label, stop_by, gpus, hours, interval, entry.ctx.where(entry.node)))
     top.finish()
     return runs
@@ -107,10 +107,12 @@ def _stop_by(entry: Reader, sub: Reader, given: dict[str, float | None], label: 
         if sub.present:
             entry.fail("stop_by", f"stop_by is for STOP runs only (this one is {label})")
         return None
-    if len(set_) != 1:
+    if len(set(sub.fields) & set(given)) != 1:
         where = "stop_by" if sub.present else "label"
         entry.fail(where, "a STOP run needs stop_by with one of line, step or epoch, e.g. stop_by: {line: 42}")
         return None
+    if not set_:
+        return None  # its value is wrong, and said so
     ((unit, value),) = set_.items()
     return StopBy(unit, value)
 

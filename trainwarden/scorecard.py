@@ -28,6 +28,15 @@ FAULT_NAMES = {
     "nccl": r"\bnccl",
     "nan": r"\bnan\b|non-?finite|\binf\b",
 }
+# The bar, one criterion per failure a run can have (RunScore.failed holds their keys).
+CRITERIA = {
+    "metrics": "the file yields metrics",
+    "stopped_in_time": "a doomed run is stopped no later than its stop_by",
+    "healthy_not_stopped": "a healthy run is not stopped",
+    "healthy_not_paged": "a healthy run gets no critical alarm",
+    "fault_named": "a fault is named by a rule or a message",
+    "one_message_per_episode": "the bot posts at most one message per anomaly episode",
+}
 # Posted notices that are not counted against an episode: a STOP is always posted (and scored as a
 # stop), a guarded stop is one, and a RESOLVED note closes the episode.
 _NOT_COUNTED = frozenset({t.STOP, GUARD, t.ANOMALY_RESOLVED})
@@ -59,7 +68,12 @@ class RunScore:
     messages: int = 0  # counted against episodes
     worst_episode: int = 0  # the most messages one episode got
     gpu_hours_saved: float | None = None  # STOP runs that were stopped
-    problems: list[str] = field(default_factory=list)  # the criteria this run fails, in words
+    problems: list[str] = field(default_factory=list)  # the criteria this run fails, in words ...
+    failed: list[str] = field(default_factory=list)  # ... and as CRITERIA keys
+
+    def fail(self, criterion: str, problem: str) -> None:
+        self.failed.append(criterion)
+        self.problems.append(problem)
 
     @property
     def ok(self) -> bool:
@@ -77,20 +91,20 @@ def score_run(run: CorpusRun, result: Backtest, *, lines: Lines | None, gpus: fl
     posted = _posted(result)
     _messages(score, result, posted)
     if score.metrics == 0:
-        score.problems.append("no metric read")
+        score.fail("metrics", "no metric read")
     if run.kind == STOP:
         _doomed(score, run, result, gpus=gpus, interval=interval)
     elif run.kind == NOSTOP:
         if score.stop is not None:
-            score.problems.append(f"healthy run stopped ({score.stop.rule})")
+            score.fail("healthy_not_stopped", f"healthy run stopped ({score.stop.rule})")
         if score.critical:
-            score.problems.append(f"{score.critical} critical alarm(s) on a healthy run")
+            score.fail("healthy_not_paged", f"{score.critical} critical alarm(s) on a healthy run")
     elif run.fault is not None:
         score.fault_named = names_fault(run.fault, result, [text for _, _, text in posted])
         if not score.fault_named:
-            score.problems.append(f"fault '{run.fault}' not named")
+            score.fail("fault_named", f"fault '{run.fault}' not named")
     if score.worst_episode > 1:
-        score.problems.append(f"{score.worst_episode} messages in one anomaly episode")
+        score.fail("one_message_per_episode", f"{score.worst_episode} messages in one anomaly episode")
     return score
 
 
@@ -99,13 +113,13 @@ def _doomed(score: RunScore, run: CorpusRun, result: Backtest, *, gpus: float, i
     score.stop_by = str(by) if by else None
     if stop is None:
         score.in_time = False
-        score.problems.append("doomed run not stopped")
+        score.fail("stopped_in_time", "doomed run not stopped")
         return
     at = _position(score, stop, by.unit if by else "step")
     score.in_time = by is not None and at is not None and at <= by.value
     if not score.in_time:
         unit = by.unit if by else "step"
-        score.problems.append(f"stopped late: {unit} {at if at is not None else '?'} > {by}")
+        score.fail("stopped_in_time", f"stopped late: {unit} {at if at is not None else '?'} > {by}")
     score.gpu_hours_saved = saved_gpu_hours(result, stop, run, gpus=gpus, interval=interval)
 
 
@@ -219,7 +233,7 @@ def run_json(s: RunScore, result: Backtest) -> dict[str, Any]:
     return {"file": s.file, "label": s.label, "metrics": s.metrics, "stop": stop, "stop_by": s.stop_by,
             "in_time": s.in_time, "anomalies": s.anomalies, "critical": s.critical, "fault_named": s.fault_named,
             "episodes": s.episodes, "messages": s.messages, "worst_episode": s.worst_episode,
-            "gpu_hours_saved": s.gpu_hours_saved, "problems": s.problems}  # fmt: skip
+            "gpu_hours_saved": s.gpu_hours_saved, "problems": s.problems, "failed": s.failed}  # fmt: skip
 
 
 def totals_json(tot: Totals) -> dict[str, Any]:
