@@ -1,6 +1,7 @@
 """Policy, check, replay and backtest commands against a real Redis, as a user runs them."""
 
 import dataclasses
+import json
 import subprocess
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from trainwarden.workers.process import process_run
 
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of, metric, nan_metric
+from tests.unit.test_schemas import validate
 from tests.wandb_runs import write_offline_run
 
 pytestmark = pytest.mark.redis
@@ -139,3 +141,19 @@ def test_backtest_of_an_unknown_run(store, settings_file):
     assert out.returncode == 1
     assert "unknown run 'ghost'" in out.stderr
     assert events_of(store, "ghost") == []
+
+
+def test_backtest_json_of_a_recorded_run_and_a_w_and_b_directory(store, settings_file, worker_ctx, tmp_path):
+    """--json on every source prints the document `trainwarden schema backtest` describes."""
+    recorded_run(store)
+    out = cli(settings_file, "policy", "backtest", "default", "--run", "exp01", "--json")
+    assert out.returncode == 0, out.stderr
+    document = json.loads(out.stdout)
+    assert validate(document, "backtest") == []
+    assert document["stop"]["rule"] == "loss-nonfinite" and document["stop"]["step"] == 200
+    assert {"log-oom", "loss-nonfinite"} <= {m["rule"] for m in document["firings"]}
+    run_dir = write_offline_run(tmp_path / "wb", [{"loss": 3.0 / i + 1} for i in range(1, 40)] + [{"loss": "nan"}])
+    out = cli(settings_file, "policy", "backtest", "default", "--wandb-dir", str(run_dir), "--json")
+    assert out.returncode == 0, out.stderr
+    document = json.loads(out.stdout)
+    assert validate(document, "backtest") == [] and document["metrics"] == 40 and document["stop"]["step"] == 39
