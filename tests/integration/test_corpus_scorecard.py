@@ -8,15 +8,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from trainwarden.cli import main
-from trainwarden.corpus import read_manifest
 from trainwarden.policies.backtest import backtest
 from trainwarden.policies.default import default_policy
-from trainwarden.policy_commands import MANIFEST, run_events
-from trainwarden.scorecard import CRITERIA, Lines, RunScore, score_run
 
 from tests.conftest import REPO
 from tests.unit.test_schemas import validate
+from trainwarden.cli import main
+from trainwarden.corpus import read_manifest
+from trainwarden.policy_commands import MANIFEST, run_events
+from trainwarden.scorecard import CRITERIA, Lines, RunScore, score_run
 
 CORPUS = REPO / "tests" / "data" / "real"
 INTERVAL = 10.0
