@@ -60,9 +60,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=float,
         default=10.0,
         metavar="SECONDS",
-        help="with --log: seconds between two metric lines (a log has no clock; default 10)",
+        help="with --log or --corpus: seconds between two metric lines (a log has no clock; default 10)",
     )
-    c.add_argument("--gpus", type=float, default=1.0, help="GPUs the run used, for GPU-hours saved (default 1)")
+    c.add_argument(
+        "--gpus",
+        type=float,
+        default=1.0,
+        help="GPUs the run used, for GPU-hours saved (default 1; a corpus run may say its own)",
+    )
     c.add_argument("--json", action="store_true", help="print JSON (`trainwarden schema backtest` describes it)")
     c.add_argument(
         "--report-only", action="store_true", help="with --corpus: exit 0 even when the policy does not meet the bar"
