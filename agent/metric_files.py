@@ -35,7 +35,11 @@ from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.metrics import normalise, without_problems
 
 LOG, CSV, HF_STATE, TENSORBOARD = "log", "csv", "trainer_state", "tensorboard"
-READERS = {CSV: CsvFile, HF_STATE: TrainerState, TENSORBOARD: EventFiles}
+READERS: dict[str, type[CsvFile] | type[TrainerState] | type[EventFiles]] = {
+    CSV: CsvFile,
+    HF_STATE: TrainerState,
+    TENSORBOARD: EventFiles,
+}
 
 
 def kind_of(path: Path) -> str:
