@@ -6,7 +6,7 @@ The rule, by name alone (the file may not exist yet when the watch starts):
 |---|---|
 | `*.csv` | a CSV metric logger (`agent.csv_metrics`: Lightning, ultralytics, timm) |
 | `*trainer_state.json` | Hugging Face Trainer state (`agent.hf_state`), newest `checkpoint-*/` copy included |
-| `events.out.tfevents.*`, or a directory | TensorBoard events (`agent.tfevents`), a file or a run directory |
+| `*events.out.tfevents*`, or a directory | TensorBoard events (`agent.tfevents`), a file or a run directory |
 | anything else | a training log, line by line (`agent.logsource`) |
 
 Producers and seqs of the metric events (stable across re-reads, like the log's):
@@ -49,7 +49,7 @@ def kind_of(path: Path) -> str:
         return CSV
     if name.endswith("trainer_state.json"):
         return HF_STATE
-    if name.startswith(PREFIX) or path.is_dir():
+    if PREFIX in name or path.is_dir():
         return TENSORBOARD
     return LOG
 

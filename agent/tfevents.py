@@ -27,7 +27,7 @@ from typing import Any
 from trainwarden.agent.errors import MetricFileError
 from trainwarden.agent.structured import Record, whole_step
 
-PREFIX = "events.out.tfevents."
+PREFIX = "events.out.tfevents"  # in every event file's name
 READ_CHUNK = 4 << 20
 HEADER = 12  # length (8) + its CRC (4)
 CHECKED_BYTES = 1 << 16  # records up to this size have their data CRC checked (the pure-Python CRC is slow)
@@ -93,7 +93,7 @@ def scalars(payload: bytes) -> tuple[dict[str, float | int], int | None, float |
 def event_files(path: Path) -> list[Path]:
     """The event files of a run: the file itself, or every one under the directory (in name order)."""
     if path.is_dir():
-        return sorted(p for p in path.rglob(PREFIX + "*") if p.is_file())
+        return sorted(p for p in path.rglob(f"*{PREFIX}*") if p.is_file())
     return [path] if path.exists() else []
 
 
