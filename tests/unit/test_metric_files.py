@@ -14,6 +14,8 @@ from trainwarden.agent.metric_files import CSV, HF_STATE, LOG, TENSORBOARD, kind
 from trainwarden.agent.tfevents import EventFile, EventFiles, frames
 from trainwarden.events import types as t
 
+from trainwarden.policy_commands import log_events
+
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 LIGHTNING = REAL / "lightning_csvlogger_mnist_sparse_val_rows_healthy.metrics.csv"
 YOLO = REAL / "ultralytics_fire_smoke_results.csv"
@@ -175,3 +177,11 @@ def test_backtest_reads_them_as_metric_events(path, count):
         assert events[0].id == "backtest/csv/backtest/g0:1"
     if path == WHISPER:
         assert not math.isnan(events[-1].data["val_loss"])
+
+
+def test_backtest_log_dispatches_by_the_same_rule(tmp_path):
+    assert [e.id for e in log_events(YOLO, interval=10.0)] == [e.id for e in metric_file_events(YOLO, run="backtest")]
+    log = tmp_path / "train.log"
+    log.write_text("step=1 loss=2.5\n")  # anything else is still a log, line by line
+    (event,) = log_events(log, interval=10.0)
+    assert event.producer == "backtest/log/backtest/g0"
