@@ -57,13 +57,31 @@ def test_ultralytics_padded_names_and_the_epoch_as_position():
     assert records[0].metrics["train/box_loss"] == 1.6878 and records[0].metrics["val/box_loss"] == 2.335
 
 
-def test_timm_summary_row():
-    # timm's summary.csv (train.py -> utils/summary.py update_summary), a row quoted from a public
-    # reproduction report of a timm resnet18 run (find_string "epoch,train_loss,eval_loss,eval_top1")
-    names = header_names("epoch,train_loss,eval_loss,eval_top1,eval_top5,lr")
-    record = row_record(names, "3,1.1035562335935414,0.48526961998939516,84.76,99.52,0.017274575140626316",
-                        sub="g0", seq=4, start=0)  # fmt: skip
-    assert record is not None and record.step == 3 and record.metrics["eval_top1"] == 84.76
+# timm's summary.csv (train.py -> timm/utils/summary.py `update_summary`: csv.DictWriter, so `\r\n` line
+# ends; header `epoch`, `train_*`, `eval_*`, `lr`). Rows quoted in a public reproduction report of a timm
+# resnet18 run (found with find_string "epoch,train_loss,eval_loss,eval_top1,eval_top5").
+TIMM = [
+    "epoch,train_loss,eval_loss,eval_top1,eval_top5,lr",
+    "0,1.5266704335171952,0.633612437915802,78.36,99.28,0.05",
+    "1,1.2209299079373352,0.5740737833976746,81.39,99.24,0.04522542485937369",
+    "2,1.1507881676029956,0.5225296738147736,82.71,99.42,0.032725424859373686",
+    "3,1.1035562335935414,0.48526961998939516,84.76,99.52,0.017274575140626316",
+]
+
+
+def test_timm_summary_rows_with_crlf_line_ends_cut_anywhere(tmp_path):
+    data = "".join(line + "\r\n" for line in TIMM).encode()
+    path = tmp_path / "summary.csv"
+    reader = CsvFile(path)
+    seen = []
+    for cut in range(len(data) + 1):
+        path.write_bytes(data[:cut])
+        seen += reader.poll()
+    assert [(r.seq, r.step) for r in seen] == [(1, 0), (2, 1), (3, 2), (4, 3)]
+    assert seen[3].metrics == {"epoch": 3, "train_loss": 1.1035562335935414, "eval_loss": 0.48526961998939516,
+                               "eval_top1": 84.76, "eval_top5": 99.52, "lr": 0.017274575140626316}  # fmt: skip
+    names = header_names(TIMM[0])
+    assert row_record(names, TIMM[1], sub="g0", seq=1, start=len(TIMM[0]) + 2) == seen[0]
 
 
 def test_a_csv_that_grows_a_row_cut_mid_write_and_a_restart(tmp_path):
