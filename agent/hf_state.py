@@ -59,7 +59,7 @@ class TrainerState:
 
     @property
     def exists(self) -> bool:
-        return self._newest() is not None
+        return self._seen is not None or self.path.exists()  # asked every poll: no directory listing
 
     def _newest(self) -> tuple[Path, os.stat_result] | None:
         best: tuple[Path, os.stat_result] | None = None
