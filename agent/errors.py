@@ -4,7 +4,8 @@ TrainwardenError (trainwarden.errors)
 └── AgentError                  the agent's sources and control stream
     ├── SourceUnavailable       a metric source cannot be read now; the agent says so and keeps running
     │   ├── GpuUnavailable      NVML missing (no driver, no nvidia-ml-py) or failing
-    │   └── WandbUnavailable    W&B run files or API cannot be read
+    │   ├── WandbUnavailable    W&B run files or API cannot be read
+    │   └── MetricFileError     a structured metric file is corrupt, or its reader package is missing
     ├── WandbFileError          a W&B transaction log that is not what it should be (bad header, checksum)
     └── ControlMessageError     a control-stream message the agent cannot use (it is skipped, with the reason)
 
@@ -31,6 +32,10 @@ class GpuUnavailable(SourceUnavailable):
 
 class WandbUnavailable(SourceUnavailable):
     """W&B (run files or API) cannot be read."""
+
+
+class MetricFileError(SourceUnavailable):
+    """A structured metric file (TensorBoard events, ...) is corrupt, or the package that reads it is missing."""
 
 
 class WandbFileError(AgentError):

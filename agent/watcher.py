@@ -14,6 +14,10 @@ Producers and seqs (see docs/decisions/0001 and 0011, and agent.logsource):
 The exit event's id is the one the central liveness check uses for remote runs, so whichever
 notices first records the end once.
 
+The "log" may be a structured metric file (a CSV logger's file, `trainer_state.json`, TensorBoard
+events): `agent.metric_files` says which by the path's name, and its records stand where the log's
+metric lines would (held back while W&B is the source, like them).
+
 The log and W&B are read apart: when one of them fails (a log the agent may not open, a W&B file
 it cannot decode), the failure is counted (`SourceErrors`) and the other is read as usual; a W&B
 failure reads as "W&B unavailable", so the log takes over as the metrics source.
@@ -33,6 +37,7 @@ from trainwarden.agent.config import WANDB_API_INTERVAL_S
 from trainwarden.agent.health import Ended, GuardFinding, ProcessHealth, log_tail
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.logsource import BLOCK_IDLE_S, Item, RunLog
+from trainwarden.agent.metric_files import LOG, TENSORBOARD, MetricFileLog, kind_of, open_reader
 from trainwarden.agent.runsecrets import RunSecrets
 from trainwarden.agent.state import LogPosition, WandbPosition
 from trainwarden.agent.tail import LogTail
@@ -64,11 +69,17 @@ class RunWatcher:
         self.host = host
         self.errors = errors or SourceErrors()
         pos = log_position or LogPosition()
-        tail = LogTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
         self.secrets = RunSecrets(watch)
         self.secrets()  # learn what its processes already hold, before any of its text goes out
-        self.log = RunLog(run=watch.run, host=host, tail=tail, block_idle_s=options.block_idle_s, secrets=self.secrets,
-                          errors=self.errors)  # fmt: skip
+        self.kind = kind_of(watch.log)  # a training log, or a structured metric file (agent.metric_files)
+        self.log: RunLog | MetricFileLog
+        if self.kind == LOG:
+            tail = LogTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
+            self.log = RunLog(run=watch.run, host=host, tail=tail, block_idle_s=options.block_idle_s,
+                              secrets=self.secrets, errors=self.errors)  # fmt: skip
+        else:
+            reader = open_reader(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
+            self.log = MetricFileLog(run=watch.run, host=host, reader=reader, errors=self.errors)
         self.wandb = RunWandb(
             watch=watch, host=host, api=wandb_api, api_interval_s=options.wandb_api_interval_s,
             base_url=options.wandb_base_url,
@@ -163,7 +174,7 @@ class RunWatcher:
         if self.watch.launch_seq is not None:
             data["launch"] = self.watch.launch_seq  # which launch ended: a relaunch may already be recorded
         if ended.exit_code != 0:
-            data["log_tail"] = log_tail(self.watch.log, secrets=self.secrets.values)
+            data["log_tail"] = [] if self.kind == TENSORBOARD else log_tail(self.watch.log, secrets=self.secrets.values)
             if ended.exit_code is None:
                 data["reason"] = "the process is gone and left no exit code"
         event_type = t.RUN_FINISHED if ended.exit_code == 0 else t.RUN_FAILED

@@ -26,7 +26,8 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     ├── AgentError                   (agent.errors) the agent's sources and control stream
     │   ├── SourceUnavailable        a metric source cannot be read now (the agent says so and keeps running)
     │   │   ├── GpuUnavailable       NVML missing (no driver, no nvidia-ml-py) or failing
-    │   │   └── WandbUnavailable     W&B run files or API cannot be read
+    │   │   ├── WandbUnavailable     W&B run files or API cannot be read
+    │   │   └── MetricFileError      a structured metric file (TensorBoard events, ...) is corrupt or needs a package
     │   ├── WandbFileError           a W&B transaction log that is not what it should be (bad header, checksum)
     │   └── ControlMessageError      a control-stream message the agent cannot use (skipped, with the reason)
     ├── PolicyError                  (policies.errors) a policy that does not validate (every problem, file:line:col)

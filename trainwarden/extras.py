@@ -15,6 +15,7 @@ EXTRA_OF = {
     "slack_sdk": "bot",
     "pynvml": "gpu",
     "wandb": "wandb",
+    "tensorboard": "tensorboard",
     "prometheus_client": "metrics",
 }
 

@@ -13,6 +13,7 @@ from typing import Any
 from trainwarden import wiring
 from trainwarden.agent.errors import SourceUnavailable, WandbFileError, WandbUnavailable
 from trainwarden.agent.logsource import RunLog
+from trainwarden.agent.metric_files import LOG, kind_of, metric_file_events
 from trainwarden.agent.tail import LogTail
 from trainwarden.agent.wandb_source import history_events
 from trainwarden.archive.history import load_history
@@ -103,7 +104,11 @@ def _policy(name: str) -> Policy:
 
 def log_events(path: Path, *, interval: float) -> Iterator[Event]:
     """A training log turned into events offline, the way the agent reads it (formats, tracebacks);
-    metric lines `interval` s apart."""
+    metric lines `interval` s apart. A structured metric file (CSV, trainer_state.json, TensorBoard) is
+    read by its own reader, as the agent reads it (`agent.metric_files.kind_of`)."""
+    if kind_of(path) != LOG and path.exists():
+        yield from metric_file_events(path, run=BACKTEST_RUN, interval=interval)
+        return
     if not path.is_file():
         raise SourceUnavailable(f"cannot read log file {path}: no such file")
     log = RunLog(run=BACKTEST_RUN, host=BACKTEST_RUN, tail=LogTail(path), block_idle_s=float("inf"))

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO
 
-OPTIONAL = ("rq", "asyncssh", "matplotlib", "slack_bolt", "slack_sdk", "wandb", "pynvml")
+OPTIONAL = ("rq", "asyncssh", "matplotlib", "slack_bolt", "slack_sdk", "wandb", "pynvml", "tensorboard")
 RUN_HIDDEN = """
 import runpy, sys
 hidden, tried = set(sys.argv[1].split(",")), set()
@@ -75,3 +75,10 @@ def test_version_is_the_installed_distributions():
     done = subprocess.run([sys.executable, "-m", "trainwarden", "--version"], capture_output=True, text=True,
                           check=True, cwd=REPO)  # fmt: skip
     assert done.stdout.strip() == f"trainwarden {importlib.metadata.version('trainwarden')}"
+
+
+def test_a_tensorboard_file_without_the_tensorboard_extra_says_which_extra(tmp_path):
+    events = REPO / "tests" / "data" / "real" / "lightning_tb_sketch_retrieval_valloss_up_map_up.events.out.tfevents"
+    done = run_hidden(("tensorboard",), "policy", "backtest", "default", "--log", str(events), cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.strip().endswith("install it with: pip install 'trainwarden[tensorboard]'")
