@@ -174,8 +174,9 @@ def backtest_json(result: Backtest, *, source: str, gpus: float) -> dict[str, An
 
 
 def run_events(path: Path, *, interval: float) -> Iterator[Event]:
-    """A corpus run's events: a W&B run directory, or a log file."""
-    return wandb_events(path) if path.is_dir() else log_events(path, interval=interval)
+    """A corpus run's events: a W&B run directory, or a log or metric file (a TensorBoard directory too)."""
+    tensorboard = path.is_dir() and next(path.rglob("*tfevents*"), None) is not None
+    return wandb_events(path) if path.is_dir() and not tensorboard else log_events(path, interval=interval)
 
 
 def corpus_scorecard(policy: Policy, corpus: Path, *, interval: float, gpus: float, as_json: bool,
