@@ -9,7 +9,8 @@ are a training step's metrics depends on the lines around it, so a `MetricReader
   `scale: 65536` printed at every loss-scale change). Start-up banners and configs (`steps=2000`,
   `vocab_size: 32000`, `Namespace(lr=0.1, ...)`, `eval_steps=500`) are read once and dropped; the first
   line of a shape known by recurrence only is dropped too (the reader cannot know yet). A source file and
-  line (`trainer.py:2128`, `ProcessGroupNCCL.cpp:1664`) is never a metric. The Hugging Face end-of-run
+  line (`trainer.py:2128`, `ProcessGroupNCCL.cpp:1664`) and a word of a sentence (`setting loss scale
+  to: 64.0`) are never metric names. The Hugging Face end-of-run
   summary (`{'train_runtime': ..., 'train_loss': <mean over the run>, 'epoch': 3.0}`) is kept under
   `summary/<printed name>`, so it is shown but no loss rule reads its average as a step's loss.
 * **Always a position.** Every event carries an int `step`: the trainer's own when it prints one; else the
@@ -35,9 +36,17 @@ SUMMARY = "summary/"
 SUMMARY_NAMES = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos"})
 KERAS_EPOCH_RE = re.compile(r"(?:^|\s)Epoch\s+(\d+)/(\d+)\s*$")
 SOURCE_FILE_RE = re.compile(r"\.(?:py|pyx|c|cc|cpp|cxx|cu|cuh|h|hpp|rs|go|java)$", re.IGNORECASE)
+# words of a sentence, not names of metrics: `setting loss scale to: 64.0`, `using: 0 TPU cores`
+PROSE = frozenset({"to", "of", "at", "by", "for", "from", "in", "on", "with", "and", "or", "is", "are", "was", "be",
+                   "using", "than", "as", "per", "into", "after", "before", "when"})  # fmt: skip
 CONFIG_REPR_RE = re.compile(r"\b[A-Z]\w*\(\s*\w+=")  # `Namespace(lr=...`, `TrainConfig(steps=...`
 POSITION = frozenset({"step", "epoch"})
 _RECURS = object()
+
+
+def _not_a_name(printed: str) -> bool:
+    """A source file and line (`trainer.py:2128`) or a word of a sentence (`to: 64.0`)."""
+    return printed.lower() in PROSE or SOURCE_FILE_RE.search(printed) is not None
 
 
 class MetricReader:
@@ -67,7 +76,7 @@ class MetricReader:
         else:
             if CONFIG_REPR_RE.search(text):
                 return {}, []
-            metrics = normalise({k: v for k, v in printed.items() if not SOURCE_FILE_RE.search(k)})
+            metrics = normalise({k: v for k, v in printed.items() if not _not_a_name(k)})
         metrics, refused = without_problems(metrics)
         if not metrics or not (summary or self._is_metric_line(metrics)):
             return {}, refused

@@ -227,3 +227,9 @@ def is_known(name: str) -> bool:
     if name.startswith("val_") and len(name) > 4:
         return words[-1] not in _SETTING_WORDS
     return words[-1] in _LOSS_WORDS or not _ACCURACY_WORDS.isdisjoint(words)
+
+
+def at_step(step: object) -> str:
+    """Where in a run, as a person reads it: `step 120`; before the first metric line (a fault at start-up)
+    there is no step yet, which is said in words, never as `step None`."""
+    return f"step {step}" if step is not None else "before the first step"
