@@ -26,6 +26,7 @@ Pure (no I/O) and bounded: a few numbers and at most `MAX_SHAPES` remembered nam
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from trainwarden.agent.formats import Metrics, parse_metrics
 from trainwarden.events.metrics import is_known, normalise, without_problems
@@ -44,9 +45,19 @@ POSITION = frozenset({"step", "epoch"})
 _RECURS = object()
 
 
-def _not_a_name(printed: str) -> bool:
-    """A source file and line (`trainer.py:2128`) or a word of a sentence (`to: 64.0`)."""
-    return printed.lower() in PROSE or SOURCE_FILE_RE.search(printed) is not None
+@lru_cache(maxsize=1024)
+def _printed_shape(printed: tuple[str, ...]) -> tuple[bool, frozenset[str]]:
+    """Whether a line of these printed names is the end-of-run summary, and which of the names are a source file
+    and line (`trainer.py:2128`) or a word of a sentence (`to: 64.0`). Trainers print the same shapes line
+    after line, so each is worked out once."""
+    summary = not SUMMARY_NAMES.isdisjoint(printed)
+    return summary, frozenset(n for n in printed if n.lower() in PROSE or SOURCE_FILE_RE.search(n) is not None)
+
+
+@lru_cache(maxsize=1024)
+def _canonical_shape(names: tuple[str, ...]) -> tuple[bool, bool]:
+    """Whether a line of these canonical names has a known measurement, and whether it is an evaluation only."""
+    return any(map(is_known, names)), all(n.startswith("val_") for n in names if n not in POSITION)
 
 
 class MetricReader:
@@ -70,21 +81,22 @@ class MetricReader:
         printed = parse_metrics(text)
         if not printed:
             return {}, []
-        summary = not SUMMARY_NAMES.isdisjoint(printed)
+        summary, drop = _printed_shape(tuple(printed))
         if summary:
             metrics = {k if k == "epoch" else SUMMARY + k: v for k, v in printed.items()}
         else:
-            if CONFIG_REPR_RE.search(text):
+            if "(" in text and CONFIG_REPR_RE.search(text):
                 return {}, []
-            metrics = normalise({k: v for k, v in printed.items() if not _not_a_name(k)})
+            metrics = normalise({k: v for k, v in printed.items() if k not in drop} if drop else printed)
         metrics, refused = without_problems(metrics)
-        if not metrics or not (summary or self._is_metric_line(metrics)):
+        if not metrics:
             return {}, refused
-        return self._positioned(metrics, summary), refused
+        known, follows = _canonical_shape(tuple(metrics))
+        if not (summary or known or self._recurs(metrics)):
+            return {}, refused
+        return self._positioned(metrics, summary or follows), refused
 
-    def _is_metric_line(self, metrics: Metrics) -> bool:
-        if any(is_known(name) for name in metrics):
-            return True
+    def _recurs(self, metrics: Metrics) -> bool:
         shape = frozenset(metrics)
         seen = self._shapes.get(shape)
         if seen is _RECURS:
@@ -98,25 +110,24 @@ class MetricReader:
             self._shapes[shape] = metrics
         return False  # first seen, or an exact repeat (each rank printing one banner)
 
-    def _positioned(self, metrics: Metrics, summary: bool) -> Metrics:
+    def _positioned(self, metrics: Metrics, follows: bool) -> Metrics:
+        """`metrics` (the reader's own dict) with its position; `follows`: at the training line before it."""
         if metrics == self._last_values:
             return dict(self._last_out)  # a repeated line (a redraw, a doubled line): the same position
-        self._last_values = metrics
+        self._last_values = dict(metrics)
         step = metrics.get("step")
         if step is not None:
             step = int(step)  # whole by `without_problems` (`32000.0`)
             self.printed_steps = True
         elif self.keras_epoch is not None and "epoch" not in metrics:
-            metrics = {**metrics, "epoch": self.keras_epoch}
-            step = self.keras_epoch
+            metrics["epoch"] = step = self.keras_epoch
         elif self.printed_steps and self.last_step is not None:
             step = self.last_step
         elif type(metrics.get("epoch")) is int:
             step = int(metrics["epoch"])
         else:
             last = self.last_step
-            follows = summary or all(name.startswith("val_") for name in metrics if name not in POSITION)
             step = (last if follows else last + 1) if last is not None else (0 if follows else 1)
-        self.last_step = step
-        self._last_out = {**metrics, "step": step}
-        return dict(self._last_out)
+        self.last_step = metrics["step"] = step
+        self._last_out = metrics
+        return metrics
