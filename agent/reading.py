@@ -10,15 +10,15 @@ are a training step's metrics depends on the lines around it, so a `MetricReader
   `vocab_size: 32000`, `Namespace(lr=0.1, ...)`, `eval_steps=500`) are read once and dropped; the first
   line of a shape known by recurrence only is dropped too (the reader cannot know yet). A source file and
   line (`trainer.py:2128`, `ProcessGroupNCCL.cpp:1664`) and a word of a sentence (`setting loss scale
-  to: 64.0`) are never metric names. The Hugging Face end-of-run
-  summary (`{'train_runtime': ..., 'train_loss': <mean over the run>, 'epoch': 3.0}`) is kept under
-  `summary/<printed name>`, so it is shown but no loss rule reads its average as a step's loss.
+  to: 64.0`) are never metric names. The Hugging Face end-of-run summary (`{'train_runtime': ...,
+  'train_loss': <mean over the run>, 'epoch': 3.0}`) is kept under `summary/<printed name>`, so it is shown
+  but no loss rule reads its average as a step's loss.
 * **Always a position.** Every event carries an int `step`: the trainer's own when it prints one; else the
-  epoch of a Keras `Epoch N/M` header above the fit line (also set as `epoch`); else the line's whole
-  `epoch` (one line per epoch); else, once the run has printed steps, the last of them; else a count of
+  epoch of a Keras `Epoch N/M` header above the fit line (also set as `epoch`); else, once the run has
+  printed steps, the last of them; else the line's whole `epoch` (one line per epoch); else a count of
   training lines (Hugging Face dict lines), an evaluation line or a summary taking the position of the
-  training line before it. A line repeating the previous one (a redrawn bar, a doubled line) keeps its
-  position. Derived positions never go backwards; a trainer's own may (a resumed run).
+  training line before it (0 before any). A line repeating the previous one (a redrawn bar, a doubled
+  line) keeps its position. A count never goes backwards; a trainer's own step or epoch may (a resumed run).
 
 Pure (no I/O) and bounded: a few numbers and at most `MAX_SHAPES` remembered name sets.
 """
