@@ -22,13 +22,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from trainwarden.agent.blocks import Block, Single, TracebackGrouper
-from trainwarden.agent.formats import parse_metrics
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.parse import MAX_LINE_CHARS, tag_of
+from trainwarden.agent.reading import MetricReader
 from trainwarden.agent.tail import Line, LogTail
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
-from trainwarden.events.metrics import normalise, without_problems
 from trainwarden.events.redact import known_secrets, redact_text
 
 BLOCK_IDLE_S = 1.0  # an unfinished traceback is sent after this long without new lines
@@ -46,9 +45,11 @@ class Item:
 Secrets = Callable[[], Iterable[str]]  # the secret values to mask, asked for only when text goes out
 
 
-def line_item(*, run: str, host: str, line: Line, now: float, secrets: Secrets = known_secrets) -> Item | None:
-    """Pure: the event one ordinary line yields (a metric or a notable line), if any."""
-    metrics, refused = without_problems(normalise(parse_metrics(line.text)))
+def line_item(*, run: str, host: str, line: Line, now: float, secrets: Secrets = known_secrets,
+              reader: MetricReader | None = None) -> Item | None:  # fmt: skip
+    """The event one ordinary line yields (a metric or a notable line), if any. `reader` is the run's (it
+    remembers the lines before: see `agent.reading`); without one the line is read as a run's first."""
+    metrics, refused = (reader or MetricReader()).read(line.text)
     if metrics:
         event = make_event(t.METRIC, run=run, host=host, producer=f"{host}/log/{run}/g{line.generation}",
                            seq=line.end, data=metrics, ts=now)  # fmt: skip
@@ -83,6 +84,7 @@ class RunLog:
         self.last_line_at: float | None = None
         self.lines_read = 0
         self._last_bar: dict[str, float | int] | None = None
+        self.reader = MetricReader()  # which numbers are metrics, and where in the run (agent.reading)
 
     @property
     def safe_offset(self) -> int:
@@ -116,7 +118,8 @@ class RunLog:
     def _item(self, piece: Single | Block, now: float) -> Item | None:
         if isinstance(piece, Block):
             return block_item(run=self.run, host=self.host, block=piece, now=now, secrets=self.secrets)
-        item = line_item(run=self.run, host=self.host, line=piece.line, now=now, secrets=self.secrets)
+        item = line_item(run=self.run, host=self.host, line=piece.line, now=now, secrets=self.secrets,
+                         reader=self.reader)  # fmt: skip
         if item is not None and item.refused:
             self.errors.refused_values(f"{self.run} log", item.refused)
         if item is not None and item.is_metric and "it/s" in piece.line.text:

@@ -203,3 +203,33 @@ def without_problems(data: dict[str, float | int]) -> tuple[dict[str, float | in
     if not problems:
         return data, problems
     return {k: v for k, v in data.items() if value_problem(k, v) is None}, problems
+
+
+# -- which names make a line a metrics line -------------------------------------------------------------
+
+# measured on the run (a config holds settings: the learning rate, step counts, sizes)
+_MEASURED = frozenset(m.name for m in METRICS if m.phase is not SYSTEM) - {"lr", "step"}
+_LOSS_WORDS = frozenset({"loss"})  # a loss by its last word (`total_loss`, `giou_loss`; not `loss_scale`)
+_ACCURACY_WORDS = frozenset({"acc", "accuracy"})  # an accuracy by any word (`top1_acc`, `accuracy_top-1`)
+# what ends the name of a setting rather than a measurement: `eval_steps`, `val_check_interval`, `eval_batch_size`
+_SETTING_WORDS = frozenset({"steps", "step", "size", "interval", "strategy", "delay", "epochs", "every", "freq",
+                            "frequency", "workers", "batches", "iters"})  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
+def is_known(name: str) -> bool:
+    """Whether a canonical name marks a line as a step's metrics on its own: a measured metric of the table
+    (`loss`, `grad_norm`; not `lr` or `step`, which configs print too), a validation metric (`val_acc`; not a
+    setting such as `val_check_interval`), a loss by its last word (`total_loss`), or an accuracy."""
+    if name in _MEASURED:
+        return True
+    words = name.replace("/", "_").split("_")
+    if name.startswith("val_") and len(name) > 4:
+        return words[-1] not in _SETTING_WORDS
+    return words[-1] in _LOSS_WORDS or not _ACCURACY_WORDS.isdisjoint(words)
+
+
+def at_step(step: object) -> str:
+    """Where in a run, as a person reads it: `step 120`; before the first metric line (a fault at start-up)
+    there is no step yet, which is said in words, never as `step None`."""
+    return f"step {step}" if step is not None else "before the first step"

@@ -19,6 +19,7 @@ from trainwarden.agent.wandb_source import history_events
 from trainwarden.archive.history import load_history
 from trainwarden.corpus import read_manifest
 from trainwarden.events.envelope import Event
+from trainwarden.events.metrics import at_step
 from trainwarden.events.store import Malformed
 from trainwarden.policies.backtest import Backtest, backtest
 from trainwarden.policies.default import default_policy
@@ -231,6 +232,6 @@ def backtest_lines(result: Backtest, *, source: str, gpus: float) -> list[str]:
         before = f"{steps_saved} steps and " if steps_saved is not None else ""
         plural = "s" if gpus != 1 else ""
         early = fmt_duration(minutes * 60)
-        lines.append(f"Would have stopped at step {stop.step} by {stop.rule}: {before}{early} before "
+        lines.append(f"Would have stopped at {at_step(stop.step)} by {stop.rule}: {before}{early} before "
                      f"the run's end ({gpu_hours:.2f} GPU-hours saved at {gpus:g} GPU{plural}).")  # fmt: skip
     return lines

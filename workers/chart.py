@@ -12,16 +12,33 @@ from collections.abc import Sequence
 from typing import Any
 
 LOSS = "loss"
+SAMPLE = ""  # the x axis of samples with no position: their order
+
+
+def _x(sample: dict[str, Any], index: int, x_of: str) -> float | None:
+    x = index if x_of == SAMPLE else sample.get(x_of)
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
 def _series(samples: Sequence[dict[str, Any]], name: str, x_of: str) -> tuple[list[float], list[float]]:
     xs, ys = [], []
-    for s in samples:
-        v, x = s.get(name), s.get(x_of)
+    for i, s in enumerate(samples):
+        v, x = s.get(name), _x(s, i, x_of)
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and x is not None:
-            xs.append(float(x))
+            xs.append(x)
             ys.append(float(v))
     return xs, ys
+
+
+def x_axis(samples: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """The x axis: the samples' position (`step`, else `epoch`, else their order), never the wall clock: a
+    person reads a run by its steps. Its label says `epoch` when the steps are epochs (Keras)."""
+    if any("step" in s for s in samples):
+        epochs = all(s.get("epoch") == s["step"] for s in samples if "step" in s)
+        return "step", "epoch" if epochs else "step"
+    if any("epoch" in s for s in samples):
+        return "epoch", "epoch"
+    return SAMPLE, "sample"
 
 
 def preload() -> None:
@@ -38,7 +55,7 @@ def render_chart(
     names = [n for n in dict.fromkeys([metric, LOSS]) if n and any(n in s for s in samples)]
     if not names:
         return None
-    x_of = "step" if any("step" in s for s in samples) else "ts"
+    x_of, x_label = x_axis(samples)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -51,17 +68,17 @@ def render_chart(
         xs, ys = _series(samples, name, x_of)
         axis.plot(xs, ys, color=color, marker=".", label=name)
         axis.set_ylabel(name, color=color)
-    at = trigger.get("step") if x_of == "step" else None
+    at = _x(trigger, 0, x_of) if x_of != SAMPLE else None
     if at is None and samples:
-        at = samples[-1].get(x_of)
+        at = _x(samples[-1], len(samples) - 1, x_of)
     if at is not None:
-        bad = ", ".join(f"{k}={v}" for k, v in trigger.items() if k != "step")
-        ax.axvline(float(at), color="red", linestyle="--", label=f"trigger: {bad}"[:80])
+        bad = ", ".join(f"{k}={v}" for k, v in trigger.items() if k not in ("step", "epoch"))
+        ax.axvline(at, color="red", linestyle="--", label=f"trigger: {bad}"[:80])
         value = trigger.get(names[0])
         # NaN/Inf: mark at the top
         y = float(value) if isinstance(value, int | float) and math.isfinite(value) else axes[0].get_ylim()[1]
-        axes[0].plot([float(at)], [y], marker="X", color="red", markersize=12, clip_on=False)
-    ax.set_xlabel(x_of)
+        axes[0].plot([at], [y], marker="X", color="red", markersize=12, clip_on=False)
+    ax.set_xlabel(x_label)
     ax.set_title(title[:100])
     handles = [h for a in axes for h in a.get_legend_handles_labels()[0]]
     labels = [label for a in axes for label in a.get_legend_handles_labels()[1]]

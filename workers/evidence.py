@@ -91,10 +91,12 @@ def build_pack(
 
 
 def final_summary(ev: dict[str, Any], pack_dir: Path) -> str:
-    """One line that says it all (the training-check method prints it when it stops a run)."""
+    """One line that says it all (the training-check method prints it when it stops a run); `step=-` when the
+    stop came before any metric line (a fault at start-up)."""
+    step = "-" if ev["step"] is None else ev["step"]
     return (
         f"FINAL_SUMMARY run={ev['run']} host={ev['host']} decision={ev['decision']} rule={ev['rule']} "
-        f"step={ev['step']} reason={ev['reason']!r} remedy={ev['remedy']!r} evidence={pack_dir}"
+        f"step={step} reason={ev['reason']!r} remedy={ev['remedy']!r} evidence={pack_dir}"
     )
 
 

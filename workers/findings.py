@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from trainwarden.events.metrics import at_step
+
 
 def marker(decision_id: str) -> str:
     return f"<!-- trainwarden decision {decision_id} -->"
@@ -18,7 +20,7 @@ def findings_note(ev: dict[str, Any], *, pack_dir: Path) -> str:
         "",
         f"- Reason: {ev['reason']}",
         f"- Remedy: {ev['remedy']}",
-        f"- Run: {ev['run']} on {ev['host']}, step {ev['step']}",
+        f"- Run: {ev['run']} on {ev['host']}, {at_step(ev['step'])}",
         f"- Evidence: {pack_dir}",
         f"- Policy: {ev['policy']}",
         "",

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from trainwarden.events.codec import json_safe
+from trainwarden.events.metrics import at_step
 from trainwarden.events.projection import RunState
 
 METRICS_IN_REPORT = 10
@@ -81,7 +82,7 @@ def render_report(ev: dict[str, Any]) -> str:
         f"## Training Check - {ev['decided_at']}",
         "",
         f"- **Data source**: {ev['data_source']}",
-        f"- **Run**: {ev['run']} on {ev['host']} (step {ev['step']})",
+        f"- **Run**: {ev['run']} on {ev['host']} ({at_step(ev['step'])})",
         f"- **Recent metrics**: {metrics_summary(ev['recent_metrics'])}",
         f"- **Anomalies**: {', '.join(ev['open_anomalies']) or 'none open'}",
         f"- **Decision**: {ev['decision']}",

@@ -1,6 +1,7 @@
 """The agent tailing real files into a real Redis."""
 
 import math
+from pathlib import Path
 
 import pytest
 from trainwarden.agent.publisher import Publisher
@@ -30,6 +31,19 @@ def test_metrics_and_notable_lines_become_events(store, tmp_path):
     assert events[1].data["line"].splitlines()[-1] == "ValueError: bad batch"
     assert math.isnan(events[2].data["loss"])
     assert all(e.host == "gpu1" for e in events)
+
+
+def test_a_hugging_face_log_gets_positions_and_its_summary_is_no_loss(store, tmp_path):
+    # a real Hugging Face Trainer run (tests/data/real, provenance in its MANIFEST): banner, dict lines, summary
+    real = Path(__file__).resolve().parent.parent / "data" / "real" / "hf_dict_koelectra_evals_summary_healthy.log"
+    log = tmp_path / "train.log"
+    log.write_bytes(real.read_bytes())
+    make_agent(store, log).run(burst=True)
+    metrics = [e.data for e in events_of(store, "exp01", t.METRIC)]
+    assert len(metrics) == 21  # 15 train lines, 5 evals, the summary; the banner's `Epochs: 5` is not one
+    assert [m["step"] for m in metrics if "loss" in m] == list(range(1, 16))
+    assert [m["step"] for m in metrics if "val_loss" in m] == [3, 6, 9, 12, 15]
+    assert metrics[-1]["step"] == 15 and "loss" not in metrics[-1] and "summary/train_loss" in metrics[-1]
 
 
 def test_a_log_only_run_says_its_data_source_and_sends_heartbeats(store, tmp_path):

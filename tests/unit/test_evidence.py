@@ -158,3 +158,16 @@ def test_excerpt_prefers_the_line_naming_the_metric_and_ignores_numbers_inside_o
     every[20] = "[8/100] eval done"  # names the step but not the metric: the earlier line is the trigger's
     assert excerpt(every, lines=5, step=8, words=("loss",)) == every[:5]
     assert excerpt(["no step here"] * 40, lines=3, step=8, words=("loss",)) == ["no step here"] * 3
+
+
+def test_a_stop_before_any_metric_line_says_so_never_step_none(tmp_path):
+    # an OOM at start-up: the run has a launch and a fault line, no metric line, so no step yet
+    launch = make_state().launch
+    state = fold([make_event(t.RUN_LAUNCHED, run="exp01", host="gpu1", producer="l", seq=1, data=launch)])
+    assert state.step is None
+    pack = build_pack(state=state, decision=decision(), log_tail=[], files_inspected=[], root=tmp_path)
+    note = findings_note(pack.evidence, pack_dir=tmp_path / pack.relative_dir)
+    for text in (pack.report, pack.summary, note):
+        assert "step None" not in text and "step=None" not in text
+    assert "step=-" in pack.summary
+    assert "before the first step" in pack.report and "before the first step" in note

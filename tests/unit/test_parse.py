@@ -36,14 +36,17 @@ EXPECTED = {
         {"epoch": 1, "step": 100, "loss": 2.3456, "lr": 0.0003, "grad_norm": 0.91},
         {"step": 200, "loss": 2.1234, "val_loss": 2.4567, "mfu": 35.5},
     ],
+    # `Num Epochs = 1` in the Trainer's banner is not a metric (read once, no known name); the dict lines have
+    # no step: a count of training lines, the eval line at the one before it; the end-of-run summary's
+    # `train_loss` is the run's average, kept under `summary/` and at the last position
     "hf_trainer.log": [
-        {"epochs": 1},  # `Num Epochs = 1` in the Trainer's banner (`Num examples = 4,000` is not taken)
-        {"loss": 2.3145, "grad_norm": 1.2034, "lr": 4.9e-05, "epoch": 0.1},
-        {"loss": 2.1012, "grad_norm": 0.9876, "lr": 4.8e-05, "epoch": 0.2},
+        {"loss": 2.3145, "grad_norm": 1.2034, "lr": 4.9e-05, "epoch": 0.1, "step": 1},
+        {"loss": 2.1012, "grad_norm": 0.9876, "lr": 4.8e-05, "epoch": 0.2, "step": 2},
         {"val_loss": 2.0534, "val_runtime": 3.2104, "val_samples_per_second": 311.48,
-         "val_steps_per_second": 38.94, "epoch": 0.2},
-        {"loss": NAN, "grad_norm": NAN, "lr": 4.7e-05, "epoch": 0.3},
-        {"runtime": 100.2, "samples_per_second": 39.92, "steps_per_second": 4.99, "loss": 2.05, "epoch": 1.0},
+         "val_steps_per_second": 38.94, "epoch": 0.2, "step": 2},
+        {"loss": NAN, "grad_norm": NAN, "lr": 4.7e-05, "epoch": 0.3, "step": 3},
+        {"summary/train_runtime": 100.2, "summary/train_samples_per_second": 39.92,
+         "summary/train_steps_per_second": 4.99, "summary/train_loss": 2.05, "epoch": 1.0, "step": 3},
     ],
     "jsonl.log": [
         {"step": 100, "loss": 2.31, "lr": 0.0003, "tokens_per_s": 51234.0},
@@ -62,13 +65,14 @@ EXPECTED = {
         {"epoch": 1, "val_loss": 8.123, "val_nll_loss": 7.9, "val_ppl": 238.4, "val_wps": 45678, "val_wpb": 2345.6,
          "val_bsz": 32, "step": 1563},
     ],
-    # each '\r' redraw is a line; unchanged postfixes are sent once; the bar being drawn waits
+    # each '\r' redraw is a line; unchanged postfixes are sent once; the bar being drawn waits; a bar with
+    # an epoch is at that epoch, one without is positioned by a count of its changes
     "lightning.log": [
-        {"epoch": 0, "loss": 2.51},
-        {"epoch": 0, "loss": 2.31},
-        {"epoch": 0, "loss": 1.9, "val_loss": 2.05},
+        {"epoch": 0, "loss": 2.51, "step": 0},
+        {"epoch": 0, "loss": 2.31, "step": 0},
+        {"epoch": 0, "loss": 1.9, "val_loss": 2.05, "step": 0},
     ],
-    "tqdm.log": [{"loss": 2.31, "lr": 0.0003}, {"loss": NAN, "lr": 0.0003}],
+    "tqdm.log": [{"loss": 2.31, "lr": 0.0003, "step": 1}, {"loss": NAN, "lr": 0.0003, "step": 2}],
 }  # fmt: skip
 
 

@@ -39,5 +39,7 @@ def test_overflowing_numerals_are_left_out_and_written_nan_kept():
 
 def test_a_step_the_events_refuse_is_left_out_of_the_metric_event():
     item = line_item(run="r", host="h", line=Line(0, 30, "step=-1 loss=nan"), now=1.0)
-    assert item is not None and item.event.data.keys() == {"loss"} and item.refused
+    assert item is not None and item.refused
+    # the refused step is left out; the event still has a position, derived (the run's first training line)
+    assert item.event.data.keys() == {"loss", "step"} and item.event.data["step"] == 1
     assert line_item(run="r", host="h", line=Line(0, 30, "step=2.5"), now=1.0) is None

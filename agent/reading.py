@@ -1,0 +1,133 @@
+"""One run's metric lines read in order: which numbers are metrics, and where in the run each line is.
+
+`agent.formats` reads one line at a time and finds every `name value` pair in it; whether those numbers
+are a training step's metrics depends on the lines around it, so a `MetricReader` is held per run log:
+
+* **Not every number is a metric.** A line's numbers become a `metric` event when one of its names is a
+  measurement the vocabulary knows (`events.metrics.is_known`: `loss`, `val_acc`, `total_loss`, not
+  `lr` or `steps` alone), or when its set of names recurs with new values (seen on at least two lines:
+  `scale: 65536` printed at every loss-scale change). Start-up banners and configs (`steps=2000`,
+  `vocab_size: 32000`, `Namespace(lr=0.1, ...)`, `eval_steps=500`) are read once and dropped; the first
+  line of a shape known by recurrence only is dropped too (the reader cannot know yet). A source file and
+  line (`trainer.py:2128`, `ProcessGroupNCCL.cpp:1664`) and a word of a sentence (`setting loss scale
+  to: 64.0`) are never metric names. The Hugging Face end-of-run summary (`{'train_runtime': ...,
+  'train_loss': <mean over the run>, 'epoch': 3.0}`) is kept under `summary/<printed name>`, so it is shown
+  but no loss rule reads its average as a step's loss.
+* **Always a position.** Every event carries an int `step`: the trainer's own when it prints one; else the
+  epoch of a Keras `Epoch N/M` header above the fit line (also set as `epoch`); else, once the run has
+  printed steps, the last of them; else the line's whole `epoch` (one line per epoch); else a count of
+  training lines (Hugging Face dict lines), an evaluation line or a summary taking the position of the
+  training line before it (0 before any). A line repeating the previous one (a redrawn bar, a doubled
+  line) keeps its position. A count never goes backwards; a trainer's own step or epoch may (a resumed run).
+
+Pure (no I/O) and bounded: a few numbers and at most `MAX_SHAPES` remembered name sets.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from trainwarden.agent.formats import Metrics, parse_metrics
+from trainwarden.events.metrics import is_known, normalise, without_problems
+
+MAX_SHAPES = 256  # name sets remembered for recurrence; the oldest is forgotten first
+SUMMARY = "summary/"
+# Hugging Face Trainer's end-of-run `speed_metrics("train", ...)` and `total_flos`: names no step line has
+SUMMARY_NAMES = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos"})
+KERAS_EPOCH_RE = re.compile(r"(?:^|\s)Epoch\s+(\d+)/(\d+)\s*$")
+SOURCE_FILE_RE = re.compile(r"\.(?:py|pyx|c|cc|cpp|cxx|cu|cuh|h|hpp|rs|go|java)$", re.IGNORECASE)
+# words of a sentence, not names of metrics: `setting loss scale to: 64.0`, `using: 0 TPU cores`
+PROSE = frozenset({"to", "of", "at", "by", "for", "from", "in", "on", "with", "and", "or", "is", "are", "was", "be",
+                   "using", "than", "as", "per", "into", "after", "before", "when"})  # fmt: skip
+CONFIG_REPR_RE = re.compile(r"\b[A-Z]\w*\(\s*\w+=")  # `Namespace(lr=...`, `TrainConfig(steps=...`
+POSITION = frozenset({"step", "epoch"})
+_RECURS = object()
+
+
+@lru_cache(maxsize=1024)
+def _printed_shape(printed: tuple[str, ...]) -> tuple[bool, frozenset[str]]:
+    """Whether a line of these printed names is the end-of-run summary, and which of the names are a source file
+    and line (`trainer.py:2128`) or a word of a sentence (`to: 64.0`). Trainers print the same shapes line
+    after line, so each is worked out once."""
+    summary = not SUMMARY_NAMES.isdisjoint(printed)
+    return summary, frozenset(n for n in printed if n.lower() in PROSE or SOURCE_FILE_RE.search(n) is not None)
+
+
+@lru_cache(maxsize=1024)
+def _canonical_shape(names: tuple[str, ...]) -> tuple[bool, bool]:
+    """Whether a line of these canonical names has a known measurement, and whether it is an evaluation only."""
+    return any(map(is_known, names)), all(n.startswith("val_") for n in names if n not in POSITION)
+
+
+class MetricReader:
+    """What one run's log lines hold as metrics, each with a position (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.last_step: int | None = None  # the position of the last metric line
+        self.printed_steps = False  # the trainer prints its steps: a line without one takes the last
+        self.keras_epoch: int | None = None  # from the last `Epoch N/M` header line
+        self._last_values: Metrics | None = None  # the previous metric line, before positioning ...
+        self._last_out: Metrics = {}  # ... and after
+        self._shapes: dict[frozenset[str], object] = {}  # name set -> first values, or _RECURS
+
+    def read(self, text: str) -> tuple[Metrics, list[str]]:
+        """The metrics of one line (empty when none) and the problems of values left out of them."""
+        header = KERAS_EPOCH_RE.search(text) if "Epoch" in text else None
+        if header is not None:
+            self.keras_epoch = int(header.group(1))
+            self._last_values = None  # a new epoch: the next fit line is not a redraw of the last one
+            return {}, []
+        printed = parse_metrics(text)
+        if not printed:
+            return {}, []
+        summary, drop = _printed_shape(tuple(printed))
+        if summary:
+            metrics = {k if k == "epoch" else SUMMARY + k: v for k, v in printed.items()}
+        else:
+            if "(" in text and CONFIG_REPR_RE.search(text):
+                return {}, []
+            metrics = normalise({k: v for k, v in printed.items() if k not in drop} if drop else printed)
+        metrics, refused = without_problems(metrics)
+        if not metrics:
+            return {}, refused
+        known, follows = _canonical_shape(tuple(metrics))
+        if not (summary or known or self._recurs(metrics)):
+            return {}, refused
+        return self._positioned(metrics, summary or follows), refused
+
+    def _recurs(self, metrics: Metrics) -> bool:
+        shape = frozenset(metrics)
+        seen = self._shapes.get(shape)
+        if seen is _RECURS:
+            return True
+        if seen is not None and seen != metrics:  # the same names again, with new values: a metric line
+            self._shapes[shape] = _RECURS
+            return True
+        if seen is None:
+            if len(self._shapes) >= MAX_SHAPES:
+                del self._shapes[next(iter(self._shapes))]
+            self._shapes[shape] = metrics
+        return False  # first seen, or an exact repeat (each rank printing one banner)
+
+    def _positioned(self, metrics: Metrics, follows: bool) -> Metrics:
+        """`metrics` (the reader's own dict) with its position; `follows`: at the training line before it."""
+        if metrics == self._last_values:
+            return dict(self._last_out)  # a repeated line (a redraw, a doubled line): the same position
+        self._last_values = dict(metrics)
+        step = metrics.get("step")
+        if step is not None:
+            step = int(step)  # whole by `without_problems` (`32000.0`)
+            self.printed_steps = True
+        elif self.keras_epoch is not None and "epoch" not in metrics:
+            metrics["epoch"] = step = self.keras_epoch
+        elif self.printed_steps and self.last_step is not None:
+            step = self.last_step
+        elif type(metrics.get("epoch")) is int:
+            step = int(metrics["epoch"])
+        else:
+            last = self.last_step
+            step = (last if follows else last + 1) if last is not None else (0 if follows else 1)
+        self.last_step = metrics["step"] = step
+        self._last_out = metrics
+        return metrics
