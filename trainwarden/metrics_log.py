@@ -18,15 +18,16 @@ Redis client, no RQ, no Slack.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import numbers
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from trainwarden.sidecar import METRICS_ENV
+
+TYPE_CHECKING = False  # `typing` itself costs a training script more than this whole module
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 
 def rank() -> int:
@@ -42,19 +43,28 @@ def rank() -> int:
 
 
 def number(value: object) -> int | float | None:
-    """A plain int or float for JSON, or None when `value` is not one number (a 0-d tensor is read with .item())."""
-    if isinstance(value, bool):
+    """A plain int or float for JSON, or None when `value` is not one number.
+
+    numpy and torch scalars (and 0-d arrays and tensors) are read with `.item()`: a CUDA tensor waits
+    for its value there, as `.item()` in the script would. Booleans and strings are not numbers."""
+    kind = type(value)
+    if kind is float or kind is int:
+        return value  # type: ignore[return-value]
+    if kind is bool or isinstance(value, str | bytes):
         return None
-    if not isinstance(value, numbers.Real):
-        item = getattr(value, "item", None)
-        if item is None or getattr(value, "ndim", 0) != 0:
-            return None
-        value = item()  # torch / numpy scalars; a CUDA tensor waits for its value here, as .item() would
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            return None
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    return float(value)
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "ndim", 0) == 0:
+        value = item()
+        kind = type(value)
+        return value if kind is float or kind is int else None  # type: ignore[return-value]
+    try:
+        if hasattr(value, "__index__"):
+            return int(value.__index__())
+        if hasattr(value, "__float__"):
+            return float(value.__float__())
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None
 
 
 class MetricsLog:
@@ -77,8 +87,10 @@ class MetricsLog:
     def close(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
-            with contextlib.suppress(OSError):
+            try:  # noqa: SIM105 - contextlib is one more import in every training script
                 os.close(fd)
+            except OSError:
+                pass
 
     def _log(self, metrics: Mapping[str, Any] | None, step: int | None, named: Mapping[str, Any]) -> None:
         if not self.enabled:
@@ -101,7 +113,7 @@ class MetricsLog:
                        " (pass a number, e.g. loss.item())")  # fmt: skip
         if not record or set(record) == {"step"}:
             return
-        line = json.dumps(record, allow_nan=True, separators=(", ", ": "))
+        line = json.dumps(record)  # NaN, Infinity as the agent reads them; the default encoder is cached (fast)
         self._write(("\n" if self._torn else "") + line + "\n")
 
     def _write(self, line: str) -> None:

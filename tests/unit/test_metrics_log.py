@@ -151,12 +151,15 @@ def test_lines_from_several_threads_never_interleave(tmp_path: Path) -> None:
     assert all(len(set(r.values()) - {r["step"]}) <= 1 for r in rows)
 
 
-def test_importing_trainwarden_loads_no_redis_rq_slack_yaml_or_logging(tmp_path: Path) -> None:
+def test_importing_trainwarden_loads_no_redis_rq_slack_yaml_logging_or_typing(tmp_path: Path) -> None:
     code = (
-        "import sys, trainwarden\n"
-        "heavy = ('redis', 'rq', 'slack_sdk', 'slack_bolt', 'yaml', 'logging', 'trainwarden.events')\n"
-        "print(sorted(m for m in sys.modules if m.startswith(heavy)))\n"
-        "print(sorted(m for m in sys.modules if m.startswith('trainwarden')))\n"
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "import trainwarden\n"
+        "new = set(sys.modules) - before\n"
+        "heavy = ('redis', 'rq', 'slack_sdk', 'slack_bolt', 'yaml', 'logging', 'typing', 'trainwarden.events')\n"
+        "print(sorted(m for m in new if m.startswith(heavy)))\n"
+        "print(sorted(m for m in new if m.startswith('trainwarden')))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           check=True)  # fmt: skip
