@@ -107,6 +107,19 @@ def test_lightning_writes_training_metrics_at_logging_steps_and_validation_metri
     ]
 
 
+def test_lightning_tells_training_from_validation_metrics_before_its_first_logging_step(tmp_path: Path) -> None:
+    path = tmp_path / "m.jsonl"
+    cb = LightningCallback(path)
+    trainer = LightningTrainer(log_every_n_steps=50, global_step=1, callback_metrics={"loss": np.array(2.5)})
+    cb.on_train_batch_end(trainer, None, None, None, 0)  # step 1: nothing written, but `loss` is training's
+    trainer.callback_metrics["val_loss"] = np.array(2.4)
+    cb.on_validation_end(trainer, None)  # val_check_interval=1: validation before the first logging step
+    trainer.global_step = 50
+    trainer.callback_metrics["loss"] = np.array(1.5)
+    cb.on_train_batch_end(trainer, None, None, None, 49)
+    assert lines(path) == [{"step": 1, "val_loss": 2.4}, {"step": 50, "loss": 1.5}]
+
+
 def test_lightning_writes_nothing_off_global_zero(tmp_path: Path) -> None:
     path = tmp_path / "m.jsonl"
     cb = LightningCallback(path)

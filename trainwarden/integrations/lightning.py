@@ -8,9 +8,10 @@ it to the sidecar file with `trainer.global_step` as the step:
   metrics;
 - at the end of each validation (not the sanity check), the metrics validation logged.
 
-Validation metrics stay in `callback_metrics` until the next validation, so the training lines
-leave out the names first seen at the end of a validation: a `val_loss` is written once per
-validation, never repeated at every step. Only the global-zero process writes.
+Validation metrics stay in `callback_metrics` until the next validation, so the names are told
+apart: a name present at a training batch's end is training's, one that appears by the end of a
+validation is validation's. A `val_loss` is written once per validation, never repeated at every
+step. Only the global-zero process writes.
 """
 
 from __future__ import annotations
@@ -38,14 +39,16 @@ class TrainwardenCallback(_Base):
         self.last_step: int | None = None
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if not trainer.is_global_zero:
+            return
+        metrics = trainer.callback_metrics  # Lightning reads its results so at every batch end itself
+        self.train_names.update(name for name in metrics if name not in self.eval_names)  # names only: no value read
         step = int(trainer.global_step)
         every = max(1, int(getattr(trainer, "log_every_n_steps", 1) or 1))
-        if not trainer.is_global_zero or step == self.last_step or step % every:
-            return  # another rank, another micro-batch of the same step, or not a logging step
+        if step == self.last_step or step % every:
+            return  # another micro-batch of the same step, or not a logging step
         self.last_step = step
-        values = {name: value for name, value in trainer.callback_metrics.items() if name not in self.eval_names}
-        self.train_names.update(values)
-        self.metrics.log(values, step=step)
+        self.metrics.log({name: metrics[name] for name in metrics if name in self.train_names}, step=step)
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         if not trainer.is_global_zero or getattr(trainer, "sanity_checking", False):
