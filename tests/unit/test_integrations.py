@@ -127,3 +127,29 @@ def test_lightning_writes_nothing_off_global_zero(tmp_path: Path) -> None:
     cb.on_train_batch_end(trainer, None, None, None, 0)
     cb.on_validation_end(trainer, None)
     assert not path.exists()
+
+
+HIDE_FRAMEWORKS = """
+import sys
+class Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("transformers", "lightning", "pytorch_lightning", "torch"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Hide())
+from trainwarden.integrations import hf, lightning
+hf.TrainwardenCallback(sys.argv[1]).on_log(None, type("S", (), {"is_world_process_zero": True, "global_step": 3})(),
+                                           None, {"loss": 1.5})
+print(hf.TrainwardenCallback.__mro__[-2].__name__, lightning.TrainwardenCallback.__mro__[-2].__name__)
+"""
+
+
+def test_the_callback_modules_import_without_their_frameworks(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "m.jsonl"
+    done = subprocess.run([sys.executable, "-c", HIDE_FRAMEWORKS, str(path)], capture_output=True, text=True,
+                          timeout=60, check=False, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["_Base", "_Base"]  # plain classes: nothing of the frameworks underneath
+    assert lines(path) == [{"step": 3, "loss": 1.5}]
