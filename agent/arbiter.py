@@ -2,6 +2,10 @@
 
 States (the training-check method's data sources), announced by `source.status` on change:
 
+- `sidecar`: the training process writes its metrics to the run's sidecar file (agent.sidecar):
+  exact names and steps, so they win over both W&B and the log. The log's metric lines and W&B
+  rows are dropped (held lines too: the sidecar is read from its first line); notable log lines
+  still go out. Once active it stays the source for as long as the run is watched.
 - `wandb_ok`: W&B history rows are the run's metrics. The log's metric lines are held back, and
   dropped once a W&B row at least as recent covers them (`_timestamp` vs the time the line was
   read). Notable log lines (tracebacks, OOM) always go out at once.
@@ -24,12 +28,14 @@ from trainwarden.agent.config import WANDB_STALE_S
 from trainwarden.agent.logsource import Item
 from trainwarden.agent.wandb_source import Reading, Row
 
+SIDECAR = "sidecar"
 WANDB_OK = "wandb_ok"
 LOG_FALLBACK = "log_fallback"
 UNREACHABLE = "unreachable"
 STALE_S = WANDB_STALE_S
 MAX_HELD = 5000
 STARTUP_GRACE_S = 30.0
+SIDECAR_REASON = "the training process writes its metrics to its sidecar file (trainwarden.log)"
 COVER_SLACK_S = 1.0  # a W&B row logged this close after a line was read covers it
 
 
@@ -66,26 +72,31 @@ class Arbiter:
         """The oldest held line: the agent must not save a log offset past it."""
         return self.held[0][1] if self.held else None
 
-    def step(self, *, now: float, items: list[Item], wandb: Reading, log_available: bool) -> Decision:
+    def step(self, *, now: float, items: list[Item], wandb: Reading, log_available: bool,
+             sidecar: bool = False) -> Decision:  # fmt: skip
         new_rows = [r for r in wandb.rows if self.last_log_at is None or r.ts is None or r.ts > self.last_log_at]
         if self.stale and new_rows:
             self.stale = False  # W&B is writing again
         if self.status == WANDB_OK and not wandb.finished and self.held and now - self.held[0][0] > self.stale_s:
             self.stale = True
-        want, reason = self._want(wandb, log_available)
+        want, reason = (SIDECAR, SIDECAR_REASON) if sidecar else self._want(wandb, log_available)
         out = Decision([], [], None)
         if want != self.status and not (self.status is None and want == UNREACHABLE
                                         and now - self.started < self.startup_grace_s):  # fmt: skip
             out.transition = Transition(want, self.status, reason, wandb.url)
-            if self.status == WANDB_OK and self.held:
+            if self.status == WANDB_OK and self.held and want != SIDECAR:
                 out.items.extend(item for _, item in self.held)
                 self.last_log_at = now
                 self.held.clear()
             self.status = want
+            if want == SIDECAR:
+                self.held.clear()
         self.reason = reason
         for item in items:
             if not item.is_metric:
                 out.items.append(item)
+            elif self.status == SIDECAR:
+                continue  # the sidecar has this step's metrics, with their exact names
             elif self.status != WANDB_OK:
                 out.items.append(item)
                 self.last_log_at = now

@@ -91,6 +91,8 @@ class Agent:
             watch=watch, host=self.host, now=now, options=self.config.watch, wandb_api=self.wandb_api,
             log_position=self.state.logs.get(watch.run) if keep_position else None,
             wandb_position=self.state.wandb.get(watch.run) if keep_position else None, errors=self.errors,
+            sidecar_position=self.state.sidecars.get(watch.run)
+            if old is None or old.watch.metrics_path == watch.metrics_path else None,
         )  # fmt: skip
         self.watchers[watch.run] = watcher
         if self.gpu_problem is not None:
@@ -102,6 +104,7 @@ class Agent:
         self.state.registered.pop(run, None)
         self.state.logs.pop(run, None)
         self.state.wandb.pop(run, None)
+        self.state.sidecars.pop(run, None)
         log.info("no longer watching %s", run)
 
     def _read_control(self, now: float) -> None:
@@ -231,6 +234,7 @@ class Agent:
         self._saved_at = now
         for run, w in self.watchers.items():
             self.state.logs[run] = w.log_position()
+            self.state.sidecars[run] = w.sidecar.position()
             position = w.wandb_position()
             if position is not None:
                 self.state.wandb[run] = position

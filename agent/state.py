@@ -40,6 +40,7 @@ class WandbPosition:
 class AgentState:
     logs: dict[str, LogPosition] = field(default_factory=dict)
     wandb: dict[str, WandbPosition] = field(default_factory=dict)
+    sidecars: dict[str, LogPosition] = field(default_factory=dict)  # sidecar metrics files, read like logs
     registered: dict[str, RunWatch] = field(default_factory=dict)  # from the control stream
     control_id: str = "0-0"  # last control-stream entry applied
 
@@ -49,6 +50,7 @@ class AgentState:
                 "v": VERSION,
                 "logs": {run: asdict(p) for run, p in self.logs.items()},
                 "wandb": {run: asdict(p) for run, p in self.wandb.items()},
+                "sidecars": {run: asdict(p) for run, p in self.sidecars.items()},
                 "registered": {run: w.to_dict() for run, w in self.registered.items()},
                 "control_id": self.control_id,
             },
@@ -63,6 +65,7 @@ class AgentState:
         return cls(
             logs={run: LogPosition(**p) for run, p in raw.get("logs", {}).items()},
             wandb={run: WandbPosition(**p) for run, p in raw.get("wandb", {}).items()},
+            sidecars={run: LogPosition(**p) for run, p in raw.get("sidecars", {}).items()},
             registered={run: RunWatch.from_dict(w) for run, w in raw.get("registered", {}).items()},
             control_id=str(raw.get("control_id", "0-0")),
         )

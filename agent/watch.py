@@ -11,6 +11,7 @@ A run is registered by a launch writing to its host's control stream
 | `run` | the run name (required) |
 | `log` | absolute path of its training log (required for `watch`) |
 | `exit_file` | where the launch wrapper writes the exit code (default: `<log>.exit`) |
+| `metrics` | its sidecar metrics file, written by `trainwarden.log` (default: `<log>.metrics.jsonl`) |
 | `session`, `tmux_socket` | its tmux session (and `tmux -L` socket), to find its processes |
 | `pid` | the pid of its wrapper process, when known |
 | `workdir` | its working directory (W&B run directories are looked for in `<workdir>/wandb`) |
@@ -36,9 +37,11 @@ from trainwarden.agent.errors import ControlMessageError
 from trainwarden.events.envelope import check_run_name
 from trainwarden.events.errors import EnvelopeError
 
+from trainwarden.sidecar import metrics_path
+
 WATCH = "watch"
 UNWATCH = "unwatch"
-PATH_FIELDS = ("log", "exit_file", "workdir", "wandb_dir", "wandb_run_dir")
+PATH_FIELDS = ("log", "exit_file", "metrics", "workdir", "wandb_dir", "wandb_run_dir")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +49,7 @@ class RunWatch:
     run: str
     log: Path
     exit_file: Path | None = None
+    metrics: Path | None = None
     session: str | None = None
     tmux_socket: str | None = None
     pid: int | None = None
@@ -64,6 +68,11 @@ class RunWatch:
     @property
     def exit_path(self) -> Path:
         return self.exit_file or Path(f"{self.log}.exit")
+
+    @property
+    def metrics_path(self) -> Path:
+        """Where the training process writes exact metrics (trainwarden.sidecar): beside the log by default."""
+        return self.metrics or Path(metrics_path(str(self.log)))
 
     @property
     def launch_seq(self) -> int | None:

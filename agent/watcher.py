@@ -1,9 +1,10 @@
-"""Everything the agent follows for one run: log, W&B, process; turned into events.
+"""Everything the agent follows for one run: log, sidecar metrics file, W&B, process; turned into events.
 
 Producers and seqs (see docs/decisions/0001 and 0011, and agent.logsource):
 
 | events | producer | seq |
 |---|---|---|
+| `metric` from the sidecar file | `<host>/sidecar/<run>/g<generation>` | byte offset of the line's end |
 | `metric` from W&B files | `<host>/wandb/<run>/<run dir>` | file offset past the record |
 | `metric` from the W&B API | `<host>/wandbapi/<run>/<run id>` | `_step` + 1 |
 | `source.status` | `<host>/status/<run>` | `time_seq()` |
@@ -20,7 +21,9 @@ metric lines would (held back while W&B is the source, like them).
 
 The log and W&B are read apart: when one of them fails (a log the agent may not open, a W&B file
 it cannot decode), the failure is counted (`SourceErrors`) and the other is read as usual; a W&B
-failure reads as "W&B unavailable", so the log takes over as the metrics source.
+failure reads as "W&B unavailable", so the log takes over as the metrics source. The sidecar is
+read first in each poll, so a step the training process both printed and wrote is published from
+the sidecar once it is active (agent.arbiter).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.logsource import BLOCK_IDLE_S, Item, RunLog
 from trainwarden.agent.metric_files import LOG, TENSORBOARD, MetricFileLog, kind_of, open_reader
 from trainwarden.agent.runsecrets import RunSecrets
+from trainwarden.agent.sidecar import RunSidecar
 from trainwarden.agent.state import LogPosition, WandbPosition
 from trainwarden.agent.tail import LogTail
 from trainwarden.agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, Reading, RunWandb
@@ -63,7 +67,8 @@ class WatchOptions:
 class RunWatcher:
     def __init__(self, *, watch: RunWatch, host: str, now: float, options: WatchOptions,
                  log_position: LogPosition | None = None, wandb_position: WandbPosition | None = None,
-                 wandb_api: HistoryApi | None = None, errors: SourceErrors | None = None) -> None:  # fmt: skip
+                 wandb_api: HistoryApi | None = None, errors: SourceErrors | None = None,
+                 sidecar_position: LogPosition | None = None) -> None:  # fmt: skip
         self.watch = watch
         self.run = watch.run
         self.host = host
@@ -80,6 +85,8 @@ class RunWatcher:
         else:
             reader = open_reader(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
             self.log = MetricFileLog(run=watch.run, host=host, reader=reader, errors=self.errors)
+        self.sidecar = RunSidecar(run=watch.run, host=host, path=watch.metrics_path, position=sidecar_position,
+                                  errors=self.errors)  # fmt: skip
         self.wandb = RunWandb(
             watch=watch, host=host, api=wandb_api, api_interval_s=options.wandb_api_interval_s,
             base_url=options.wandb_base_url,
@@ -111,6 +118,11 @@ class RunWatcher:
     def poll(self, now: float, claimed: set[Path]) -> list[Event]:
         """New lines and W&B rows, through the arbiter: the fast path, every loop."""
         items: list[Item] = []
+        exact: list[Event] = []
+        try:
+            exact = self.sidecar.poll(now)
+        except Exception as exc:  # the sidecar only: the log and W&B are still read
+            self.errors.failed(f"{self.run} sidecar", exc)
         try:
             items = self.log.poll(now)
         except Exception as exc:  # the log only: W&B is still read
@@ -120,13 +132,15 @@ class RunWatcher:
         except Exception as exc:  # W&B only: the log takes over
             self.errors.failed(f"{self.run} wandb", exc)
             reading = Reading(False, f"reading W&B failed: {type(exc).__name__}: {exc}"[:300])
-        decision = self.arbiter.step(now=now, items=items, wandb=reading, log_available=self.log.tail.exists)
+        decision = self.arbiter.step(now=now, items=items, wandb=reading, log_available=self.log.tail.exists,
+                                     sidecar=self.sidecar.active)  # fmt: skip
         out: list[Event] = []
         if decision.transition is not None:
             tr = decision.transition
             status: SourceStatusData = {"source": METRICS_SOURCE, "status": tr.status, "previous": tr.previous,
                                         "reason": tr.reason, "url": tr.url}  # fmt: skip
             out.append(self._event(t.SOURCE_STATUS, f"{self.host}/status/{self.run}", time_seq(), now, status))
+        out.extend(exact)
         out.extend(item.event for item in decision.items)
         for row in decision.rows:
             data = normalise(row.metrics)
@@ -191,6 +205,7 @@ class RunWatcher:
             "metrics_reason": self.arbiter.reason,
             "held_lines_dropped": self.arbiter.dropped,
             "wandb_run_dir": str(self.wandb.run_dir) if self.wandb.run_dir else None,
+            "sidecar": str(self.sidecar.path) if self.sidecar.active else None,
             "process": process,
             "lines_read": self.log.lines_read,
         }

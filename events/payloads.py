@@ -142,7 +142,7 @@ class AgentHeartbeatData(TypedDict):
 
 class SourceStatusData(TypedDict):
     source: str  # metrics: the run's data source; nvml: GPU sampling
-    status: str  # wandb_ok | log_fallback | unreachable (metrics); unavailable (nvml)
+    status: str  # sidecar | wandb_ok | log_fallback | unreachable (metrics); unavailable (nvml)
     reason: str
     previous: NotRequired[str | None]
     url: NotRequired[str | None]

@@ -28,6 +28,7 @@ from trainwarden.remote.runscript import (
     env_file,
     run_paths,
     run_script,
+    sidecar_path,
     split_env,
     tmux,
     wandb_guard,
@@ -208,6 +209,6 @@ class RemoteLauncher:
             {"op": "watch", "run": run, "log": paths.log, "exit_file": paths.exit_file, "session": session,
              "tmux_socket": server.tmux_socket or "", "pid": str(pid or ""), "launch": launched.id,
              "launched_at": repr(launched.ts), "workdir": experiment.code_dir or server.work_dir,
-             "gpus": ",".join(str(g) for g in gpus)},
+             "gpus": ",".join(str(g) for g in gpus), "metrics": sidecar_path(experiment, server, paths)},
         )  # fmt: skip
         return launched

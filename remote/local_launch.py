@@ -23,6 +23,8 @@ from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import session_name, tmux_argv
 from trainwarden.remote.wrapper import EXIT_SUFFIX, recorded_run
 
+from trainwarden.sidecar import METRICS_ENV, metrics_path
+
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -80,7 +82,9 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{spec.log_path}{EXIT_SUFFIX}").unlink(missing_ok=True)  # an earlier launch's exit code is not this one's
     launched_at = time.time()
-    env_args = [arg for name, value in spec.env.items() for arg in ("-e", f"{name}={value}")]
+    metrics = Path(spec.workdir, spec.env.get(METRICS_ENV) or metrics_path(str(spec.log_path)))  # absolute stays
+    env = {METRICS_ENV: str(metrics), **{k: v for k, v in spec.env.items() if k != METRICS_ENV}}
+    env_args = [arg for name, value in env.items() for arg in ("-e", f"{name}={value}")]
     argv = tmux_argv(
         spec.tmux_socket, "new-session", "-d", "-s", session, "-x", "200", "-y", "50", *env_args,
         "bash", "-c", shell_line(spec),
@@ -104,7 +108,7 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     store.append_one(event)
     control = {"op": "watch", "run": spec.run, "log": str(spec.log_path), "session": session,
                "tmux_socket": spec.tmux_socket or "", "workdir": str(spec.workdir), "launch": event.id,
-               "launched_at": repr(launched_at)}  # fmt: skip
+               "launched_at": repr(launched_at), "metrics": str(metrics)}  # fmt: skip
     with redis_errors("register the run with the agent", run=spec.run):
         store.redis.xadd(store.keys.agent_control(host), field_map(control))
     return event

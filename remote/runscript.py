@@ -16,6 +16,8 @@ from trainwarden.events.redact import SECRET_KEY_RE
 from trainwarden.remote.fleet import Experiment, Server
 from trainwarden.remote.wrapper import EXIT_SUFFIX, recorded_run
 
+from trainwarden.sidecar import METRICS_ENV, metrics_path
+
 OFFLINE_RE = re.compile(r"(?i)^(?:WANDB_MODE=(?:offline|disabled|dryrun)|WANDB_DISABLED=(?:true|1|yes))$")
 OFFLINE_MODES = ("offline", "disabled", "dryrun")
 
@@ -28,6 +30,7 @@ class RunPaths:
     log: str
     exit_file: str
     pid_file: str
+    metrics: str  # the sidecar metrics file (trainwarden.sidecar), given to the process as TRAINWARDEN_METRICS
 
 
 def run_paths(server: Server, run: str) -> RunPaths:
@@ -39,6 +42,7 @@ def run_paths(server: Server, run: str) -> RunPaths:
         log=f"{base}/train.log",
         exit_file=f"{base}/train.log{EXIT_SUFFIX}",
         pid_file=f"{base}/pid",
+        metrics=metrics_path(f"{base}/train.log"),
     )
 
 
@@ -59,6 +63,14 @@ def activation(server: Server) -> str:
 
 def code_dir(experiment: Experiment, server: Server) -> str:
     return experiment.code_dir or server.work_dir
+
+
+def sidecar_path(experiment: Experiment, server: Server, paths: RunPaths) -> str:
+    """The run's sidecar file: the experiment's own TRAINWARDEN_METRICS (from its code dir), else the default."""
+    chosen = experiment.env.get(METRICS_ENV)
+    if not chosen:
+        return paths.metrics
+    return chosen if chosen.startswith("/") else f"{code_dir(experiment, server).rstrip('/')}/{chosen}"
 
 
 def wandb_guard(experiment: Experiment) -> str | None:
@@ -116,6 +128,7 @@ def run_script(
     exports = {
         "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpu_ids),
         "TRAINWARDEN_RUN": run,
+        METRICS_ENV: paths.metrics,  # where trainwarden.log writes; the experiment's env may name another file
         **({"WANDB_PROJECT": experiment.wandb.project} if experiment.wandb.project else {}),
         **({"WANDB_RUN_GROUP": experiment.wandb.group} if experiment.wandb.group else {}),
         **({"WANDB_ENTITY": experiment.wandb.entity} if experiment.wandb.entity else {}),

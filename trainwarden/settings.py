@@ -35,7 +35,7 @@ PATHS = (("servers_file", "servers_file"), ("experiments_dir", "experiments_dir"
          ("archive_dir", "archive_dir"), ("policy", "policy_path"), ("findings_file", "findings_file"))  # fmt: skip
 AGENT_NUMBERS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
                  "wandb_api_interval_s", "spool_max_mb")  # fmt: skip
-WATCH_PATHS = ("log", "exit_file", "workdir", "wandb_dir", "wandb_run_dir")
+WATCH_PATHS = ("log", "exit_file", "metrics", "workdir", "wandb_dir", "wandb_run_dir")
 WATCH_STRINGS = ("run", "session", "tmux_socket", "wandb_path")
 WORKER_NUMBERS = (
     "reclaim_idle_s",

@@ -1,5 +1,6 @@
 """Remote launch, preflight, W&B guard and host keys against a real sshd on 127.0.0.1."""
 
+import shlex
 import stat
 
 import pytest
@@ -139,6 +140,9 @@ def test_launch_runs_in_tmux_with_quoted_values_and_secrets_in_a_0600_file(pool,
     assert started.data["pid"] == d["pid"]
     control = store.redis.xrange(store.keys.agent_control("gpu1"))
     assert control[-1][1][b"run"] == b"exp01" and control[-1][1][b"log"] == paths.log.encode()
+    # the run's sidecar metrics file: given to the process, and to the agent to follow
+    assert f"export TRAINWARDEN_METRICS={shlex.quote(paths.metrics)}\n" in script
+    assert control[-1][1][b"metrics"] == paths.metrics.encode() == f"{paths.log}.metrics.jsonl".encode()
 
 
 @pytest.mark.parametrize("way", ["ctrl-c", "stop_command", "kill after grace"])

@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from trainwarden.agent.arbiter import LOG_FALLBACK, UNREACHABLE, WANDB_OK, Arbiter
+from trainwarden.agent.arbiter import LOG_FALLBACK, SIDECAR, UNREACHABLE, WANDB_OK, Arbiter
 from trainwarden.agent.logsource import Item
 from trainwarden.agent.wandb_source import Reading, Row
 from trainwarden.events import types as t
@@ -75,3 +75,16 @@ def test_after_wandb_recorded_the_exit_the_log_is_not_needed():
     a.step(now=0.0, items=[log_metric(1)], wandb=finished, log_available=True)
     d = a.step(now=100.0, items=[log_metric(2)], wandb=finished, log_available=True)
     assert d.transition is None and d.items == [] and a.held_first is None
+
+
+def test_an_active_sidecar_is_the_source_and_log_metrics_and_wandb_rows_are_dropped():
+    a = Arbiter(started=0.0, stale_s=60)
+    a.step(now=0.0, items=[log_metric(1)], wandb=OK, log_available=True)  # held for W&B
+    d = a.step(now=1.0, items=[log_metric(2), log_line(3)], log_available=True, sidecar=True,
+               wandb=dataclasses.replace(OK, rows=rows((0, 0.5))))  # fmt: skip
+    assert d.transition is not None and (d.transition.status, d.transition.previous) == (SIDECAR, WANDB_OK)
+    assert [i.event.type for i in d.items] == [t.LOG_LINE]  # notable lines still go out; held metrics do not
+    assert d.rows == []
+    assert a.held_first is None
+    d = a.step(now=100.0, items=[log_metric(4)], wandb=GONE, log_available=False, sidecar=True)
+    assert d.transition is None and d.items == []  # stays the source, whatever W&B and the log do

@@ -1,11 +1,20 @@
 import re
+import shlex
 from datetime import date
 from pathlib import Path
 
 import pytest
 from trainwarden.events.errors import YamlFileError
 from trainwarden.remote.fleet import Experiment, Server, WandbConfig, load_fleet
-from trainwarden.remote.runscript import default_run_name, env_file, run_script, split_env, wandb_guard
+from trainwarden.remote.runscript import (
+    default_run_name,
+    env_file,
+    run_paths,
+    run_script,
+    sidecar_path,
+    split_env,
+    wandb_guard,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOOD_SERVERS = """\
@@ -138,6 +147,17 @@ def test_secrets_go_to_the_env_file_only():
     assert "cd '/w d'" in script
     assert "exec -- python t.py '$(reboot)' ) 2>&1 | ( trap '' INT TERM HUP; tee -a" in script
     assert "conda activate torch" in script
+
+
+def test_the_sidecar_file_is_beside_the_log_unless_the_experiment_names_one():
+    paths = run_paths(SERVER, "e1")
+    assert sidecar_path(exp(), SERVER, paths) == paths.metrics == f"{paths.log}.metrics.jsonl"
+    script = run_script(experiment=exp(), server=SERVER, run="e1", gpu_ids=[0], wandb_run_name="n", plain_env={},
+                        command=("python", "t.py"))  # fmt: skip
+    assert f"export TRAINWARDEN_METRICS={shlex.quote(paths.metrics)}" in script
+    assert sidecar_path(exp(env={"TRAINWARDEN_METRICS": "/data/m.jsonl"}), SERVER, paths) == "/data/m.jsonl"
+    relative = exp(env={"TRAINWARDEN_METRICS": "out/m.jsonl"}, code_dir="/code")
+    assert sidecar_path(relative, SERVER, paths) == "/code/out/m.jsonl"  # the process writes it from its code dir
 
 
 def test_a_plan_reports_every_problem(tmp_path):
