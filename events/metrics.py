@@ -19,7 +19,8 @@ The agent's rule for a printed name, after exact spellings:
    becomes `val_`);
 3. the rest goes through the training metrics' unprefixed spellings (`learning_rate` -> `lr`,
    `perplexity` -> `ppl`, `num_updates` -> `step`) and the prefix goes back on (`eval/perplexity` ->
-   `val_ppl`, `eval_runtime` -> `val_runtime`).
+   `val_ppl`, `eval_runtime` -> `val_runtime`); a second validation prefix is dropped (`valid_valid_ppl`
+   -> `val_ppl`).
 Any other name is kept (lower-cased). When two printed names of one line map to one canonical name, the
 first keeps it and the second keeps its printed name.
 """
@@ -112,9 +113,18 @@ def canonical(printed: str) -> str:
             return _BASE.get(low[len(prefix) :], low[len(prefix) :])
     for prefix in EVAL_PREFIXES:
         if low.startswith(prefix) and len(low) > len(prefix):
-            base = low[len(prefix) :]
+            base = _unprefixed(low[len(prefix) :])
             return "val_" + _BASE.get(base, base)
     return low
+
+
+def _unprefixed(base: str) -> str:
+    """A validation name less a second validation prefix: a trainer that prefixes every name of its `valid`
+    line (fairseq: `valid_` + `valid_ppl`) still names one validation metric (`val_ppl`), never a new one."""
+    for prefix in EVAL_PREFIXES:
+        if base.startswith(prefix) and len(base) > len(prefix):
+            return base[len(prefix) :]
+    return base
 
 
 @lru_cache(maxsize=4096)
