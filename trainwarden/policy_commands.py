@@ -1,4 +1,5 @@
-"""`trainwarden policy check | show | backtest`: validate, print, and try a policy on recorded runs."""
+"""`trainwarden policy check | show | backtest`: validate, print, and try a policy on recorded runs
+(`policy report`: trainwarden/policy_report.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainwarden import wiring
+from trainwarden import policy_report, wiring
 from trainwarden.agent.errors import SourceUnavailable, WandbFileError, WandbUnavailable
 from trainwarden.agent.logsource import RunLog
 from trainwarden.agent.tail import LogTail
@@ -56,6 +57,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     c.add_argument("--gpus", type=float, default=1.0, help="GPUs the run used, for GPU-hours saved (default 1)")
     c.set_defaults(func=cmd_backtest)  # fmt: skip
+
+    policy_report.register(psub)
 
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:

@@ -41,9 +41,14 @@ def describe(event: Event) -> str:
         decided = cast(p.DecisionData, d)
         rule = f" by {decided['rule']}" if decided.get("rule") else ""
         return f"{decided.get('decision')}{rule}: {decided.get('reason')} [policy {decided.get('policy')}]"
+    if event.type == t.DECISION_SHADOW:
+        shadow = cast(p.DecisionShadowData, d)
+        what = f"would have decided {shadow.get('decision')} by {shadow.get('rule')}"
+        return f"{what} (shadow mode): {shadow.get('reason')}"
     if event.type == t.ANOMALY_OPENED:
         opened = cast(p.AnomalyOpenedData, d)
-        return f"{opened.get('rule')} ({opened.get('severity')}): {opened.get('reason')}"
+        mark = " [shadow]" if opened.get("shadow") else ""
+        return f"{opened.get('rule')} ({opened.get('severity')}){mark}: {opened.get('reason')}"
     if event.type == t.ANOMALY_RESOLVED:
         return f"{cast(p.AnomalyResolvedData, d).get('rule')} resolved"
     if event.type == t.RUN_LAUNCHED:
