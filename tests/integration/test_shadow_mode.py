@@ -1,0 +1,108 @@
+"""Shadow mode with real processes: training in tmux -> agent -> dispatcher -> RQ worker -> Slack bot.
+
+A rule in shadow mode fires on a NaN loss: the bot posts "would have stopped" in the run's thread, the
+run keeps training (its tmux session is alive, no stop was ever requested), and `trainwarden policy report`
+counts the would-have-stopped decision.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from trainwarden.events import types as t
+from trainwarden.events.store import EventStore
+from trainwarden.remote.local_launch import LaunchSpec, launch_local
+from trainwarden.remote.stop import LocalTmuxController, StopTarget
+from trainwarden.redis_server import free_port
+
+from tests.conftest import REPO, cli_argv, spawn, stop_process
+from tests.helpers import events_of, wait_for
+from tests.slack_api import SlackAPI
+
+pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.slow]
+
+POLICY = """\
+name: shadow-trial
+rules:
+  - id: grad-norm-nonfinite
+    kind: nonfinite
+    metric: grad_norm
+    severity: critical
+  - id: loss-nonfinite
+    kind: nonfinite
+    metric: loss
+    decision: STOP
+    severity: critical
+    shadow: true          # on trial: say what it would do, do nothing
+    remedy: lower the learning rate
+"""
+
+
+def test_a_shadow_rule_posts_would_have_stopped_and_stops_nothing(
+    store: EventStore, tmp_path: Path, tmux_socket: str, settings_file: Path, slack_api: SlackAPI
+) -> None:
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    settings = yaml.safe_load(settings_file.read_text())
+    settings["policy"] = str(tmp_path / "policy.yaml")
+    settings["agent"]["nvml"] = False
+    settings["slack"] = {"channel": "C1", "rate_per_s": 1000, "burst": 1000, "http_host": "127.0.0.1",
+                         "http_port": free_port()}  # fmt: skip
+    settings_file.write_text(yaml.safe_dump(settings))
+    log = tmp_path / "train.log"
+    spec = LaunchSpec(
+        run="exp01",
+        command=(sys.executable, "-m", "trainwarden.demo_train", "--nan-at", "6", "--interval", "0.1"),
+        workdir=REPO, log_path=log, tmux_socket=tmux_socket,
+    )  # fmt: skip
+    launched = launch_local(spec, store=store, host="testhost")
+    bot_env = {"SLACK_BOT_TOKEN": "xoxb-test", "SLACK_API_URL": slack_api.url, "SLACK_SIGNING_SECRET": "s3cret"}
+    names = ("agent", "dispatcher", "worker", "bot")
+    procs = [
+        spawn(settings_file, tmp_path / "agent.log", "agent", "--watch", f"exp01={log}"),
+        spawn(settings_file, tmp_path / "dispatcher.log", "dispatcher"),
+        spawn(settings_file, tmp_path / "worker.log", "worker"),
+        spawn(settings_file, tmp_path / "bot.log", "bot", env=bot_env),
+    ]
+    try:
+        would = wait_for(lambda: [m for m in slack_api.messages if "WOULD HAVE STOPPED exp01" in m.text],
+                         timeout=45, what="the would-have-stopped message")  # fmt: skip
+        (shadow,) = events_of(store, "exp01", t.DECISION_SHADOW)
+        # more metric lines after the shadow decision, evaluated: still nothing asked to stop the run
+        seen = len(events_of(store, "exp01", t.METRIC))
+        wait_for(lambda: len(events_of(store, "exp01", t.METRIC)) > seen + 5, timeout=20, what="training goes on")
+        time.sleep(0.5)  # the worker's turn on those lines (a stop it asked for would show below)
+    finally:
+        for p in procs:
+            stop_process(p)
+        for name in names:  # shown by pytest only when the test fails
+            print(f"--- {name}.log (tail)\n" + (tmp_path / f"{name}.log").read_text(errors="replace")[-3000:])
+
+    assert shadow.data["decision"] == t.STOP and shadow.data["rule"] == "loss-nonfinite"
+    assert shadow.data["reason"].startswith("loss=nan at step 6")
+    types = [e.type for e in events_of(store, "exp01")]
+    assert t.STOP_REQUESTED not in types and t.STOP_DONE not in types and t.EVIDENCE_BUILT not in types
+    assert not [e for e in events_of(store, "exp01", t.DECISION) if e.data["decision"] == t.STOP]
+    target = StopTarget.from_launch("exp01", launched.data, default_host="x")
+    assert LocalTmuxController().is_running(target)  # the training still runs
+
+    # posted in the run's thread: the real (enforced) anomaly is its parent, the shadow decision a reply
+    (parent,) = [m for m in slack_api.parents() if "exp01" in m.text]
+    assert "grad-norm-nonfinite" in parent.text
+    assert [m.thread_ts for m in would] == [parent.ts]
+    assert "nothing was stopped" in would[0].text and "shadow" in would[0].text
+    assert not [m for m in slack_api.messages if "loss-nonfinite" in m.text and "WOULD HAVE" not in m.text]
+
+    report = subprocess.run(cli_argv(settings_file, "policy", "report", "--since", "1h", "--json"),
+                            capture_output=True, text=True, cwd=REPO, timeout=60, check=True).stdout  # fmt: skip
+    rules = {r["rule"]: r for r in json.loads(report)["rules"]}
+    assert rules["loss-nonfinite"] == {"rule": "loss-nonfinite", "policy": "shadow-trial", "stop": 0, "wait": 0,
+                                       "shadow_stop": 1, "shadow_wait": 0, "runs": ["exp01"]}  # fmt: skip
+    table = subprocess.run(cli_argv(settings_file, "policy", "report", "--policy", "shadow-trial"),
+                           capture_output=True, text=True, cwd=REPO, timeout=60, check=True).stdout  # fmt: skip
+    assert "loss-nonfinite" in table and "WOULD-STOP" in table
