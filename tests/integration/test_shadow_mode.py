@@ -19,11 +19,11 @@ from trainwarden.events import types as t
 from trainwarden.events.store import EventStore
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import LocalTmuxController, StopTarget
-from trainwarden.redis_server import free_port
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
 from tests.slack_api import SlackAPI
+from trainwarden.redis_server import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.slow]
 
