@@ -83,6 +83,8 @@ def build_report(store: EventStore, *, since: float, until: float, policy: str |
                 names[str(applied.get("policy"))] = str(applied.get("name"))
             elif item.type in (t.DECISION, t.DECISION_SHADOW):
                 _count(counts, names, run, item, policy)
+    for entry in counts.values():
+        entry.runs.sort()
     rules = sorted(counts.values(), key=lambda c: (-(c.stop + c.shadow_stop), -(c.wait + c.shadow_wait), c.rule))
     return Report(since=since, until=until, runs_read=len(runs), rules=rules)
 

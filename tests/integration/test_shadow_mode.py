@@ -106,3 +106,36 @@ def test_a_shadow_rule_posts_would_have_stopped_and_stops_nothing(
     table = subprocess.run(cli_argv(settings_file, "policy", "report", "--policy", "shadow-trial"),
                            capture_output=True, text=True, cwd=REPO, timeout=60, check=True).stdout  # fmt: skip
     assert "loss-nonfinite" in table and "WOULD-STOP" in table
+
+
+def _decided(run: str, seq: int, typ: str, decision: str, rule: str, policy: str, ts: float):
+    from trainwarden.events.envelope import make_event
+
+    data = {"decision": decision, "rule": rule, "reason": "r", "trigger": "x", "policy": policy}
+    return make_event(typ, run=run, host="w", producer=f"eval/{run}", seq=seq, data=data, ts=ts)
+
+
+def test_the_policy_report_counts_per_rule_over_the_period_and_by_policy(store: EventStore) -> None:
+    from trainwarden.events.envelope import make_event
+
+    from trainwarden.policy_report import build_report, report_lines
+
+    now = time.time()
+    applied = {"policy": "h-team", "name": "team", "previous": None}
+    store.append([make_event(t.POLICY_APPLIED, run="a", host="w", producer="eval/a", seq=1, data=applied, ts=now),
+                  _decided("a", 2, t.DECISION_SHADOW, t.STOP, "val-rising", "h-team", now),
+                  _decided("a", 3, t.DECISION, t.STOP, "loss-nonfinite", "h-team", now)])  # fmt: skip
+    store.append([make_event(t.POLICY_APPLIED, run="b", host="w", producer="eval/b", seq=1, data=applied, ts=now),
+                  _decided("b", 2, t.DECISION_SHADOW, t.STOP, "val-rising", "h-team", now),
+                  _decided("b", 3, t.DECISION_SHADOW, t.WAIT, "run-silent", "h-other", now),
+                  _decided("b", 4, t.DECISION, t.CONTINUE, None, "h-team", now)])  # fmt: skip
+    report = build_report(store, since=now - 60, until=now + 1)
+    got = {(r.rule, r.policy): (r.stop, r.wait, r.shadow_stop, r.shadow_wait, r.runs) for r in report.rules}
+    assert got == {("val-rising", "team"): (0, 0, 2, 0, ["a", "b"]), ("loss-nonfinite", "team"): (1, 0, 0, 0, ["a"]),
+                   ("run-silent", "?"): (0, 0, 0, 1, ["b"])}  # fmt: skip
+    assert [r.rule for r in build_report(store, since=now - 60, until=now, policy="team").rules] == [
+        "val-rising", "loss-nonfinite"]  # fmt: skip
+    assert build_report(store, since=now + 30, until=now + 60).rules == []  # outside the period
+    lines = report_lines(report)
+    assert lines[1].split() == ["RULE", "POLICY", "STOP", "WAIT", "WOULD-STOP", "WOULD-WAIT", "RUNS"]
+    assert lines[2].split() == ["val-rising", "team", "0", "0", "2", "0", "2"]
