@@ -69,6 +69,8 @@ def backtest(policy: Policy, events: Iterable[Event]) -> Backtest:
                 result.firings.append(Moment(event.ts, state.step, d["rule"], d["severity"], d["reason"]))
             elif out.type == t.DECISION:
                 result.timeline.append(Moment(event.ts, state.step, d.get("rule"), d["decision"], d["reason"]))
+            elif out.type == t.DECISION_SHADOW:  # shown, never the backtest's STOP: the rule is in shadow mode
+                result.timeline.append(Moment(event.ts, state.step, d["rule"], f"WOULD-{d['decision']}", d["reason"]))
     return result
 
 

@@ -173,10 +173,11 @@ def in_startup(policy: Policy, state: PolicyState) -> bool:
 
 
 def _steps_since(state: PolicyState, mark: Any) -> int:
+    """Steps from `mark` to the run's step now; 0 when either is unknown (a step is a whole number, `7.0` too)."""
     step = state.step
-    if type(step) is not int or type(mark) is not int:
+    if type(step) not in (int, float) or type(mark) not in (int, float):
         return 0
-    return step - mark
+    return int(step - mark)
 
 
 def is_current_launch(event: Event, launch_seq: int | None) -> bool:

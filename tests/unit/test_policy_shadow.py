@@ -119,3 +119,11 @@ def test_a_snoozed_rule_says_nothing_of_what_it_would_have_done():
               _ev(2, t.DECISION_SHADOW, decision="STOP", rule="nan", reason="r", trigger="x", policy="h")]  # fmt: skip
     pipeline, state = Pipeline(flap_threshold=5, flap_window_s=100.0), NotifyState()
     assert [pipeline.process(state, e)[1] for e in events] == ["healthy", "snoozed"]
+
+
+def test_a_backtest_shows_what_a_shadow_rule_would_have_done_and_stops_nothing():
+    from trainwarden.policies.backtest import backtest
+
+    result = backtest(policy(NAN_RULE % ", shadow: true"), _nan_run())
+    assert result.stop is None
+    assert [(m.what, m.rule) for m in result.timeline] == [("CONTINUE", None), ("WOULD-STOP", "nan")]
