@@ -16,13 +16,18 @@ from pathlib import Path
 import pytest
 import yaml
 from trainwarden.events import types as t
+from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.redis_types import hash_fields
+from trainwarden.events.sids import sid_key
 from trainwarden.events.store import EventStore
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import LocalTmuxController, StopTarget
+from trainwarden.workers.checkpoint import decode_checkpoint
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
 from tests.slack_api import SlackAPI
+from trainwarden.policy_report import build_report, report_lines
 from trainwarden.redis_server import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.slow]
@@ -42,6 +47,23 @@ rules:
     shadow: true          # on trial: say what it would do, do nothing
     remedy: lower the learning rate
 """
+
+
+def _metric_sids(store: EventStore, *, before: str | None = None) -> list[str]:
+    """Stream ids of exp01's metric events (those before the event `before` only, when given)."""
+    out = []
+    for sid, e in store.iter_run("exp01"):
+        if isinstance(e, Event) and e.id == before:
+            break
+        if isinstance(e, Event) and e.type == t.METRIC:
+            out.append(sid)
+    return out
+
+
+def _evaluated(store: EventStore) -> str:
+    """The stream id up to which the workers evaluated exp01."""
+    cp = decode_checkpoint(hash_fields(store.redis.hgetall(store.keys.cursor("exp01"))))
+    return cp.after or "0-0"
 
 
 def test_a_shadow_rule_posts_would_have_stopped_and_stops_nothing(
@@ -73,10 +95,10 @@ def test_a_shadow_rule_posts_would_have_stopped_and_stops_nothing(
         would = wait_for(lambda: [m for m in slack_api.messages if "WOULD HAVE STOPPED exp01" in m.text],
                          timeout=45, what="the would-have-stopped message")  # fmt: skip
         (shadow,) = events_of(store, "exp01", t.DECISION_SHADOW)
-        # more metric lines after the shadow decision, evaluated: still nothing asked to stop the run
-        seen = len(events_of(store, "exp01", t.METRIC))
-        wait_for(lambda: len(events_of(store, "exp01", t.METRIC)) > seen + 5, timeout=20, what="training goes on")
-        time.sleep(0.5)  # the worker's turn on those lines (a stop it asked for would show below)
+        # more metric lines after the shadow decision, evaluated by the worker: still nothing asked to stop the run
+        later = wait_for(lambda: _metric_sids(store)[len(_metric_sids(store, before=shadow.id)) + 5 :],
+                         timeout=20, what="training goes on")  # fmt: skip
+        wait_for(lambda: sid_key(_evaluated(store)) >= sid_key(later[0]), timeout=20, what="the worker evaluated them")
     finally:
         for p in procs:
             stop_process(p)
@@ -108,17 +130,13 @@ def test_a_shadow_rule_posts_would_have_stopped_and_stops_nothing(
     assert "loss-nonfinite" in table and "WOULD-STOP" in table
 
 
-def _decided(run: str, seq: int, typ: str, decision: str, rule: str, policy: str, ts: float):
-    from trainwarden.events.envelope import make_event
-
+def _decided(run: str, seq: int, typ: str, decision: str, rule: str | None, policy: str, ts: float) -> Event:
     data = {"decision": decision, "rule": rule, "reason": "r", "trigger": "x", "policy": policy}
     return make_event(typ, run=run, host="w", producer=f"eval/{run}", seq=seq, data=data, ts=ts)
 
 
 def test_the_policy_report_counts_per_rule_over_the_period_and_by_policy(store: EventStore) -> None:
     from trainwarden.events.envelope import make_event
-
-    from trainwarden.policy_report import build_report, report_lines
 
     now = time.time()
     applied = {"policy": "h-team", "name": "team", "previous": None}
