@@ -61,17 +61,19 @@ def track(policy: Policy, state: PolicyState, data: Mapping[str, Any], qualities
     if value is None:
         return
     best = pr.get("best")
-    if best is None or (value < best if pr["mode"] == "min" else value > best):
-        pr["best"], pr["since_best"], pr["metric"] = value, 0, next(n for n in pr["names"] if n in data)
-    else:
-        pr["since_best"] = pr.get("since_best", 0) + 1
-    pr["value"] = value
+    if best is None:
+        pr["best"], pr["since_best"] = value, None  # a first value is no improvement yet
+    elif value < best if pr["mode"] == "min" else value > best:
+        pr["best"], pr["since_best"] = value, 0
+    elif pr.get("since_best") is not None:
+        pr["since_best"] += 1
+    pr["value"], pr["metric"] = value, next(n for n in pr["names"] if n in data)
 
 
 def improving(state: PolicyState, rule: Rule) -> bool:
-    """Whether the run's primary metric set a new best within its last `patience` evals (and the rule does
-    not judge the primary metric itself)."""
+    """Whether the run's primary metric improved on its best within its last `patience` evals (and the rule
+    does not judge the primary metric itself)."""
     pr = state.primary
-    if pr is None or pr.get("best") is None or pr["since_best"] >= pr["patience"]:
+    if pr is None or pr.get("since_best") is None or pr["since_best"] >= pr["patience"]:
         return False
     return not set(pr["names"]) & set(rule.kind.keys or ())

@@ -161,3 +161,17 @@ def test_rising_training_perplexity_in_a_real_fairseq_log_never_reaches_the_val_
     rising = [c.metric(i * 10, **{**e.data, "ppl": 1000.0 + 100 * i}) for i, e in enumerate(events)]
     out = summary(run(default_policy(), rising))
     assert not [s for s in out if "val-" in s or "overfitting" in s], out
+
+
+def test_a_primary_metric_frozen_from_its_first_eval_holds_nothing_back():
+    """Keras run whose val_accuracy is frozen at 0.5676 while val_loss jumps 2.73 -> 6.6 (tests/data/real,
+    MANIFEST: STOP): val_accuracy is inferred as the primary metric, but it never improved, so nothing waits."""
+    from trainwarden.policies.primary import improving
+
+    events = list(log_events(REAL / "keras_overfit_val_loss_explodes.log", interval=10))
+    pol, state = default_policy(), PolicyState()
+    run(pol, events, state)
+    assert state.primary is not None and state.primary["names"] == ["val_accuracy"]
+    assert state.primary["how"] == "inferred" and state.primary["mode"] == "max"
+    rule = pol.rule("val-rising")
+    assert rule is not None and rule.defer and not improving(state, rule)
