@@ -2,8 +2,8 @@
 still improves.
 
 Eval loss rising while the word error rate (or accuracy, BLEU, mAP) still improves is no early stop:
-rules with `defer` hold off while the run's primary metric set a new best within its last `patience`
-evals. Where the primary comes from, first found wins:
+rules with `defer` hold off while the run's primary metric beat its best within its last `patience`
+evals (its first value is no improvement). Where the primary comes from, first found wins:
 1. the launch config: `primary_metric` (and `primary_mode`: min or max), at its top level or under `params`;
 2. the policy's `primary: {metric: ..., mode: ...}`;
 3. what the run prints, where it is unambiguous: the first eval event holding eval metrics of exactly one
