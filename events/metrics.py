@@ -155,6 +155,64 @@ def first_of(data: Mapping[str, object], name: str) -> object | None:
     return None
 
 
+# -- the metric that matters: eval metrics a run may be judged by ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    """An eval metric that can be a run's primary metric: its family (the token it is recognised by in a
+    printed name), its direction, and whether it is only ever measured on held-out data."""
+
+    family: str
+    mode: str  # min: lower is better
+    eval_only: bool  # WER, BLEU, mAP: measured on held-out data even without an `eval_` prefix
+
+
+QUALITIES: tuple[Quality, ...] = (
+    Quality("wer", "min", True), Quality("cer", "min", True),
+    Quality("bleu", "max", True), Quality("sacrebleu", "max", True), Quality("chrf", "max", True),
+    Quality("rouge1", "max", True), Quality("rouge2", "max", True), Quality("rougel", "max", True),
+    Quality("map", "max", True), Quality("miou", "max", True), Quality("exact_match", "max", True),
+    Quality("accuracy", "max", False), Quality("acc", "max", False), Quality("top1", "max", False),
+    Quality("acc1", "max", False), Quality("f1", "max", False), Quality("auc", "max", False),
+    Quality("roc_auc", "max", False), Quality("mcc", "max", False),
+)  # fmt: skip
+_QUALITY = {q.family: q for q in QUALITIES}
+_TOKEN_SPLIT = str.maketrans({c: " " for c in "/()[]@:"})
+
+
+def is_validation(name: str) -> bool:
+    """Whether metric `name` (canonical, as the agent publishes it, or printed) is measured on held-out data."""
+    metric = BY_NAME.get(name)
+    if metric is not None:
+        return metric.phase is VALIDATION
+    return fold(name).startswith(EVAL_PREFIXES)
+
+
+@lru_cache(maxsize=4096)
+def quality(name: str) -> Quality | None:
+    """The primary-metric family of eval metric `name` (`val_wer`, `eval_accuracy`, `coco/bbox_mAP`,
+    `metrics/mAP50-95(B)`), or None: a training metric (`acc`, `train/f1`), or no known family."""
+    low = fold(name)
+    held_out = low.startswith(EVAL_PREFIXES)
+    if low.startswith(TRAIN_PREFIXES):
+        return None
+    for prefix in EVAL_PREFIXES:
+        if low.startswith(prefix):
+            low = low[len(prefix) :]
+            break
+    last = low.translate(_TOKEN_SPLIT).split()
+    if not last:
+        return None
+    whole = last[0] if len(last) == 1 else last[-1] if low.rsplit("/", 1)[-1] == last[-1] else last[-2]
+    for candidate in (whole, *reversed(whole.split("_"))):
+        family = candidate.rstrip("0123456789_") if candidate.startswith("map") else candidate
+        q = _QUALITY.get(candidate) or _QUALITY.get(family)
+        if q is not None and (held_out or q.eval_only):
+            return q
+    return None
+
+
 # -- what a metric event may hold ----------------------------------------------------------------------
 
 MAX_STEP = 2**63 - 1  # a step count, not a measurement: no trainer gets near it
@@ -213,61 +271,3 @@ def without_problems(data: dict[str, float | int]) -> tuple[dict[str, float | in
     if not problems:
         return data, problems
     return {k: v for k, v in data.items() if value_problem(k, v) is None}, problems
-
-
-# -- the metric that matters: eval metrics a run may be judged by ----------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Quality:
-    """An eval metric that can be a run's primary metric: its family (the token it is recognised by in a
-    printed name), its direction, and whether it is only ever measured on held-out data."""
-
-    family: str
-    mode: str  # min: lower is better
-    eval_only: bool  # WER, BLEU, mAP: measured on held-out data even without an `eval_` prefix
-
-
-QUALITIES: tuple[Quality, ...] = (
-    Quality("wer", "min", True), Quality("cer", "min", True),
-    Quality("bleu", "max", True), Quality("sacrebleu", "max", True), Quality("chrf", "max", True),
-    Quality("rouge1", "max", True), Quality("rouge2", "max", True), Quality("rougel", "max", True),
-    Quality("map", "max", True), Quality("miou", "max", True), Quality("exact_match", "max", True),
-    Quality("accuracy", "max", False), Quality("acc", "max", False), Quality("top1", "max", False),
-    Quality("acc1", "max", False), Quality("f1", "max", False), Quality("auc", "max", False),
-    Quality("roc_auc", "max", False), Quality("mcc", "max", False),
-)  # fmt: skip
-_QUALITY = {q.family: q for q in QUALITIES}
-_TOKEN_SPLIT = str.maketrans({c: " " for c in "/()[]@:"})
-
-
-def is_validation(name: str) -> bool:
-    """Whether metric `name` (canonical, as the agent publishes it, or printed) is measured on held-out data."""
-    metric = BY_NAME.get(name)
-    if metric is not None:
-        return metric.phase is VALIDATION
-    return fold(name).startswith(EVAL_PREFIXES)
-
-
-@lru_cache(maxsize=4096)
-def quality(name: str) -> Quality | None:
-    """The primary-metric family of eval metric `name` (`val_wer`, `eval_accuracy`, `coco/bbox_mAP`,
-    `metrics/mAP50-95(B)`), or None: a training metric (`acc`, `train/f1`), or no known family."""
-    low = fold(name)
-    held_out = low.startswith(EVAL_PREFIXES)
-    if low.startswith(TRAIN_PREFIXES):
-        return None
-    for prefix in EVAL_PREFIXES:
-        if low.startswith(prefix):
-            low = low[len(prefix) :]
-            break
-    last = low.translate(_TOKEN_SPLIT).split()
-    if not last:
-        return None
-    whole = last[0] if len(last) == 1 else last[-1] if low.rsplit("/", 1)[-1] == last[-1] else last[-2]
-    for candidate in (whole, *reversed(whole.split("_"))):
-        family = candidate.rstrip("0123456789_") if candidate.startswith("map") else candidate
-        q = _QUALITY.get(candidate) or _QUALITY.get(family)
-        if q is not None and (held_out or q.eval_only):
-            return q
-    return None
