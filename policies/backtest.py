@@ -72,6 +72,9 @@ def backtest(policy: Policy, events: Iterable[Event]) -> Backtest:
     return result
 
 
+_ENDS = (t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE)
+
+
 def _shadows(outs: Iterable[Outcome], result: Backtest, event: Event, state: PolicyState) -> Iterator[Outcome]:
     """The engine's outcomes, with what rules in shadow mode would have decided put in the timeline (shown,
     never the backtest's STOP)."""
@@ -80,6 +83,3 @@ def _shadows(outs: Iterable[Outcome], result: Backtest, event: Event, state: Pol
             d = out.data
             result.timeline.append(Moment(event.ts, state.step, d["rule"], f"WOULD-{d['decision']}", d["reason"]))
         yield out
-
-
-_ENDS = (t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE)
