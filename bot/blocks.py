@@ -18,7 +18,7 @@ ACTION_STOP_RUN = "tw_stop_run"  # anomaly or /stop: stop the run (after Slack's
 ACTION_SNOOZE = "tw_snooze"  # anomaly: snooze its rule
 ACTION_CANCEL = "tw_cancel"  # /stop: dismiss
 ACTIONS = (ACTION_STOP_NOW, ACTION_KEEP_RUNNING, ACTION_STOP_RUN, ACTION_SNOOZE, ACTION_CANCEL)
-WITH_BUTTONS = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT})
+WITH_BUTTONS = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT, t.DECISION_SHADOW})
 
 
 def section(text: str) -> dict[str, Any]:

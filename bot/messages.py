@@ -84,6 +84,16 @@ def decision(event: Event) -> str:
     return f"{d.get('decision')} {where(event)}: {d.get('reason')} ({d.get('rule')})"
 
 
+def would_have(event: Event) -> str:
+    """A rule in shadow mode: what it would have done, said so that nobody reads it as done."""
+    d = cast(p.DecisionShadowData, event.data)
+    verb = "WOULD HAVE STOPPED" if d.get("decision") == t.STOP else f"WOULD HAVE DECIDED {d.get('decision')} FOR"
+    return (
+        f"{verb} {where(event)}: {d.get('reason')} ({d.get('rule')}, shadow mode: nothing was stopped; "
+        "set the rule's `shadow: false` or the policy's `mode: enforce` to let it act)"
+    )
+
+
 def guarded_stop(event: Event) -> str:
     d = cast(p.DecisionData, event.data)
     return f"Stopping {where(event)} in {fmt_duration(d.get('confirm_s', 0))}: {d.get('reason')} ({d.get('rule')})"
@@ -214,7 +224,11 @@ def notification_text(
     """The line for an event that needs a person, or None for everything else (healthy news)."""
     decided = cast(p.DecisionData, event.data)  # read only for decisions
     text: str | None = None
-    if event.type == t.ANOMALY_OPENED:
+    if event.data.get("shadow") is True:
+        return None  # a shadow rule's anomaly: its decision.shadow says what it would have done
+    if event.type == t.DECISION_SHADOW:
+        text = would_have(event)
+    elif event.type == t.ANOMALY_OPENED:
         text = anomaly_opened(event)
     elif event.type == t.ANOMALY_RESOLVED:
         text = anomaly_resolved(event)

@@ -42,7 +42,7 @@ from trainwarden.events.store import EventStore, Malformed, redis_errors
 log = logging.getLogger(__name__)
 
 TREND_POINTS = 20
-TRENDED = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT, t.STOP, GUARD})
+TRENDED = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT, t.STOP, GUARD, t.DECISION_SHADOW})
 
 
 class Notifier:

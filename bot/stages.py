@@ -27,13 +27,14 @@ GUARD = "guard"  # the kind of a STOP decision that waits for confirmation
 
 # Events that change the notifier's state or may be posted; feed entries with none are skipped.
 INPUT_TYPES = frozenset(
-    {t.RUN_LAUNCHED, t.RUN_FINISHED, t.RUN_FAILED, t.DECISION, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED,
+    {t.RUN_LAUNCHED, t.RUN_FINISHED, t.RUN_FAILED, t.DECISION, t.DECISION_SHADOW, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED,
      t.EVIDENCE_BUILT, t.EVIDENCE_FAILED, t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED, t.STOP_CANCELLED, t.SNOOZE_SET,
      t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED,
      t.COMPONENT_SILENT, t.COMPONENT_RECOVERED}
 )  # fmt: skip
-# Kinds that are noise control's business; decisions to STOP, stops and failures always go out.
-QUIETABLE = frozenset({t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.WAIT})
+# Kinds that are noise control's business; decisions to STOP, stops and failures always go out (what a rule
+# in shadow mode would have decided is not one: it may be snoozed, and is not news once the run ended).
+QUIETABLE = frozenset({t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.WAIT, t.DECISION_SHADOW})
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +211,8 @@ def observe(state: NotifyState, event: Event) -> None:
         fresh = NotifyState(thread=state.thread, headline=state.headline, wandb_url=wandb_url)
         for f in dataclasses.fields(NotifyState):  # a new launch starts clean, in the same thread
             setattr(state, f.name, getattr(fresh, f.name))
+    elif event.data.get("shadow") is True:
+        pass  # a shadow rule's anomaly is not posted, so it is not among the thread's open rules
     elif event.type == t.ANOMALY_OPENED and rule not in state.open_rules:
         state.open_rules.append(rule)
     elif event.type == t.ANOMALY_RESOLVED and rule in state.open_rules:

@@ -110,6 +110,12 @@ CATALOGUE: tuple[EventType, ...] = (
         "worker (policies/engine.py via workers/evaluate.py)",
     ),
     EventType(
+        t.DECISION_SHADOW,
+        p.DecisionShadowData,
+        "a rule in shadow mode would have asked for STOP or WAIT; recorded and posted, never acted on",
+        "worker (policies/engine.py via workers/evaluate.py)",
+    ),
+    EventType(
         t.ANOMALY_OPENED,
         p.AnomalyOpenedData,
         "a rule's condition persisted long enough: it is open",

@@ -19,7 +19,8 @@ The agent's rule for a printed name, after exact spellings:
    becomes `val_`);
 3. the rest goes through the training metrics' unprefixed spellings (`learning_rate` -> `lr`,
    `perplexity` -> `ppl`, `num_updates` -> `step`) and the prefix goes back on (`eval/perplexity` ->
-   `val_ppl`, `eval_runtime` -> `val_runtime`).
+   `val_ppl`, `eval_runtime` -> `val_runtime`); a second validation prefix is dropped (`valid_valid_ppl`
+   -> `val_ppl`).
 Any other name is kept (lower-cased). When two printed names of one line map to one canonical name, the
 first keeps it and the second keeps its printed name.
 """
@@ -112,9 +113,18 @@ def canonical(printed: str) -> str:
             return _BASE.get(low[len(prefix) :], low[len(prefix) :])
     for prefix in EVAL_PREFIXES:
         if low.startswith(prefix) and len(low) > len(prefix):
-            base = low[len(prefix) :]
+            base = _unprefixed(low[len(prefix) :])
             return "val_" + _BASE.get(base, base)
     return low
+
+
+def _unprefixed(base: str) -> str:
+    """A validation name less a second validation prefix: a trainer that prefixes every name of its `valid`
+    line (fairseq: `valid_` + `valid_ppl`) still names one validation metric (`val_ppl`), never a new one."""
+    for prefix in EVAL_PREFIXES:
+        if base.startswith(prefix) and len(base) > len(prefix):
+            return base[len(prefix) :]
+    return base
 
 
 @lru_cache(maxsize=4096)
@@ -142,6 +152,64 @@ def first_of(data: Mapping[str, object], name: str) -> object | None:
     for spelling in spellings(name):
         if spelling in data:
             return data[spelling]
+    return None
+
+
+# -- the metric that matters: eval metrics a run may be judged by ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    """An eval metric that can be a run's primary metric: its family (the token it is recognised by in a
+    printed name), its direction, and whether it is only ever measured on held-out data."""
+
+    family: str
+    mode: str  # min: lower is better
+    eval_only: bool  # WER, BLEU, mAP: measured on held-out data even without an `eval_` prefix
+
+
+QUALITIES: tuple[Quality, ...] = (
+    Quality("wer", "min", True), Quality("cer", "min", True),
+    Quality("bleu", "max", True), Quality("sacrebleu", "max", True), Quality("chrf", "max", True),
+    Quality("rouge1", "max", True), Quality("rouge2", "max", True), Quality("rougel", "max", True),
+    Quality("map", "max", True), Quality("miou", "max", True), Quality("exact_match", "max", True),
+    Quality("accuracy", "max", False), Quality("acc", "max", False), Quality("top1", "max", False),
+    Quality("acc1", "max", False), Quality("f1", "max", False), Quality("auc", "max", False),
+    Quality("roc_auc", "max", False), Quality("mcc", "max", False),
+)  # fmt: skip
+_QUALITY = {q.family: q for q in QUALITIES}
+_TOKEN_SPLIT = str.maketrans({c: " " for c in "/()[]@:"})
+
+
+def is_validation(name: str) -> bool:
+    """Whether metric `name` (canonical, as the agent publishes it, or printed) is measured on held-out data."""
+    metric = BY_NAME.get(name)
+    if metric is not None:
+        return metric.phase is VALIDATION
+    return fold(name).startswith(EVAL_PREFIXES)
+
+
+@lru_cache(maxsize=4096)
+def quality(name: str) -> Quality | None:
+    """The primary-metric family of eval metric `name` (`val_wer`, `eval_accuracy`, `coco/bbox_mAP`,
+    `metrics/mAP50-95(B)`), or None: a training metric (`acc`, `train/f1`), or no known family."""
+    low = fold(name)
+    held_out = low.startswith(EVAL_PREFIXES)
+    if low.startswith(TRAIN_PREFIXES):
+        return None
+    for prefix in EVAL_PREFIXES:
+        if low.startswith(prefix):
+            low = low[len(prefix) :]
+            break
+    last = low.translate(_TOKEN_SPLIT).split()
+    if not last:
+        return None
+    whole = last[0] if len(last) == 1 else last[-1] if low.rsplit("/", 1)[-1] == last[-1] else last[-2]
+    for candidate in (whole, *reversed(whole.split("_"))):
+        family = candidate.rstrip("0123456789_") if candidate.startswith("map") else candidate
+        q = _QUALITY.get(candidate) or _QUALITY.get(family)
+        if q is not None and (held_out or q.eval_only):
+            return q
     return None
 
 

@@ -175,6 +175,20 @@ class AnomalyOpenedData(TypedDict):
     trigger: str  # id of the event that made it open
     policy: str  # hash of the policy
     run_host: NotRequired[str]  # the host the run is on
+    shadow: NotRequired[bool]  # the rule is in shadow mode: its decision is only recorded (decision.shadow)
+
+
+class DecisionShadowData(TypedDict):
+    decision: str  # STOP | WAIT: what the rule would have asked for
+    rule: str
+    reason: str
+    trigger: str  # id of the event that caused it
+    policy: str  # hash of the policy
+    values: NotRequired[dict[str, Any]]  # the offending values
+    severity: NotRequired[str]  # info | warning | critical
+    remedy: NotRequired[str | None]  # what to do, from the policy
+    anomaly: NotRequired[str | None]  # id of the event that opened the rule's anomaly
+    run_host: NotRequired[str]  # the host the run is on
 
 
 class AnomalyResolvedData(TypedDict):
@@ -184,6 +198,7 @@ class AnomalyResolvedData(TypedDict):
     policy: str  # hash of the policy
     trigger: NotRequired[str]  # absent when the rule left the policy
     run_host: NotRequired[str]
+    shadow: NotRequired[bool]  # the rule is in shadow mode
 
 
 class EvidenceBuiltData(TypedDict):

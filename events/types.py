@@ -17,6 +17,7 @@ LOG_LINE = "log.line"
 AGENT_HEARTBEAT = "agent.heartbeat"
 SOURCE_STATUS = "source.status"
 DECISION = "decision"
+DECISION_SHADOW = "decision.shadow"  # what a rule in shadow mode would have decided (nothing acts on it)
 ANOMALY_OPENED = "anomaly.opened"
 ANOMALY_RESOLVED = "anomaly.resolved"
 EVIDENCE_BUILT = "evidence.built"
@@ -67,6 +68,7 @@ WORKER_OUTPUT_TYPES = frozenset(
     {
         ANOMALY_OPENED,
         ANOMALY_RESOLVED,
+        DECISION_SHADOW,
         EVIDENCE_BUILT,
         EVIDENCE_FAILED,
         STOP_DONE,

@@ -3,14 +3,14 @@ decision timeline, and for a STOP how much earlier the run would have ended. Pur
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.policies.engine import PolicyState, apply_policy, evaluate
-from trainwarden.policies.model import Policy
+from trainwarden.policies.model import Outcome, Policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,7 @@ def backtest(policy: Policy, events: Iterable[Event]) -> Backtest:
         if isinstance(step, int):
             result.first_step = step if result.first_step is None else result.first_step
             result.last_step = step
-        for out in evaluate(policy, state, event):
+        for out in _shadows(evaluate(policy, state, event), result, event, state):
             d = out.data
             n = len(result.outcomes) + 1
             result.outcomes.append(
@@ -90,3 +90,13 @@ def backtest(policy: Policy, events: Iterable[Event]) -> Backtest:
 
 _PRODUCER = "backtest/policy"
 _ENDS = (t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE)
+
+
+def _shadows(outs: Iterable[Outcome], result: Backtest, event: Event, state: PolicyState) -> Iterator[Outcome]:
+    """The engine's outcomes, with what rules in shadow mode would have decided put in the timeline (shown,
+    never the backtest's STOP)."""
+    for out in outs:
+        if out.type == t.DECISION_SHADOW:
+            d = out.data
+            result.timeline.append(Moment(event.ts, state.step, d["rule"], f"WOULD-{d['decision']}", d["reason"]))
+        yield out

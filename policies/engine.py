@@ -9,13 +9,18 @@ Semantics (the training-check method):
   the condition clears. Every output names the event that triggered it.
 - Time comes only from events (`ts`, never the wall clock), so a replay decides exactly the same.
   `now` is the largest `ts` seen; `tick` events move it forward when a run is quiet.
-- Phases: `startup` is the first `startup` seconds after the run's first event (or its launch);
-  a rule may only open in its phase, and stays open until its condition clears.
+- Phases: `startup` is the first `startup` seconds after the run's first event (or its launch), or
+  its first steps or evals (`500 steps`, `3 evals`); a rule may only open in its phase, and stays
+  open until its condition clears. `for`, `escalate.for` and `cooldown` may count steps or evals too.
+- Shadow mode: a rule in `mode: shadow` (or every rule of a policy in shadow mode) opens and resolves
+  its anomalies as usual (marked `shadow`), but what it would have decided is recorded as a
+  `decision.shadow` event and never becomes the run's decision: nothing acts on it.
+- The primary metric (policies/primary.py): rules with `defer` do not open, or escalate, while the
+  run's primary eval metric is still improving.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from trainwarden.events import types as t
@@ -24,79 +29,20 @@ from trainwarden.events.payloads import (
     AnomalyOpenedData,
     AnomalyResolvedData,
     DecisionData,
+    DecisionShadowData,
     PolicyAppliedData,
     RunEndedData,
     RunLaunchedData,
     StopCancelledData,
     StopRequestedData,
 )
-from trainwarden.policies.durations import fmt_duration
+from trainwarden.policies.durations import Persistence, fmt_duration
 from trainwarden.policies.model import Outcome, Policy, Rule
+from trainwarden.policies.primary import improving, track
+from trainwarden.policies.state import PolicyState, RuleState
 
 ENDING = frozenset({t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE})
 _LAUNCHED, _TICK, _METRIC = t.RUN_LAUNCHED, t.TICK, t.METRIC  # module globals: the hot path reads them often
-
-
-@dataclass(slots=True)
-class RuleState:
-    """What the engine remembers about one rule for one run; saved in the worker checkpoint.
-
-    A checkpoint written before these fields had names (`k`, `c`, `n`, `esc`, `open`, `resolved`)
-    is read as well (`from_dict`), so upgrading the workers does not lose a run's windows.
-    """
-
-    sig: str  # digest of the rule's parameters: a rule whose parameters changed starts its window over
-    kind_state: dict[str, Any]  # the kind's own JSON-serialisable window and counters (Kind.initial/observe)
-    holding: bool = False  # the condition held at the last event that told something about it
-    since: float | None = None  # ts from which it has held
-    samples: int = 0  # events in a row at which it held
-    opened_by: str | None = None  # id of the event that opened the rule's anomaly; None while not open
-    escalated: bool = False  # its `escalate` decision has been asked for (once per anomaly)
-    resolved_at: float | None = None  # ts its last anomaly resolved (for `cooldown`)
-    reason: str = ""  # why it opened, as reported in anomaly.opened and the decision
-    values: dict[str, Any] = field(default_factory=dict)  # the offending values, likewise
-
-    def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RuleState:
-        named = {_OLD_RULE_KEYS.get(k, k): v for k, v in data.items()}
-        return cls(**{k: v for k, v in named.items() if k in cls.__slots__})
-
-
-_OLD_RULE_KEYS = {"k": "kind_state", "c": "holding", "n": "samples", "esc": "escalated", "open": "opened_by",
-                  "resolved": "resolved_at"}  # fmt: skip
-
-
-@dataclass(slots=True)
-class PolicyState:
-    """Everything the engine remembers about one run; JSON-serialisable, kept in the worker checkpoint."""
-
-    decision: str | None = None
-    policy: str | None = None  # hash of the policy that evaluated the last event
-    start: float | None = None
-    now: float | None = None
-    last_input: float | None = None  # ts of the last input that was not a tick
-    ended: bool = False
-    dirty: bool = False  # the set of open rules changed outside an event (a policy change)
-    step: Any = None
-    config: dict[str, Any] = field(default_factory=dict)  # the launch config (baselines live there)
-    rules: dict[str, RuleState] = field(default_factory=dict)
-    deciding: dict[str, str] = field(default_factory=dict)  # open rule id -> the decision it asks for
-    launch_seq: int | None = None  # seq of the run.launched being judged
-    kept: dict[str, float] = field(default_factory=dict)  # rule id -> until: a person chose "keep running"
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in self.__slots__}
-        out["rules"] = {rule_id: rs.to_dict() for rule_id, rs in self.rules.items()}
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PolicyState:
-        fields = {k: v for k, v in data.items() if k in cls.__slots__}
-        fields["rules"] = {rule_id: RuleState.from_dict(rs) for rule_id, rs in fields.get("rules", {}).items()}
-        return cls(**fields)
 
 
 def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
@@ -138,7 +84,13 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
         state.last_input = now
         if typ == _METRIC and "step" in event.data:
             state.step = event.data["step"]
-    startup = now - state.start < policy.startup_s
+            if state.first_step is None:
+                state.first_step = state.step
+    observed, timed, is_eval, qualities = index.concerned(event)
+    if is_eval:
+        state.evals += 1
+        track(policy, state, event.data, qualities)
+    startup = in_startup(policy, state)
     out: list[Outcome] = []
     changed = state.dirty
     if state.kept:
@@ -148,7 +100,6 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
         changed = changed or bool(expired)
     rules, states, timed_set = policy.rules, state.rules, index.timed_set
     startup_only = () if startup else index.startup_only
-    observed, timed = index.concerned(event)
     for i, rule_id, observe, name, clear_only in observed:
         rs = states.get(rule_id)
         if rs is None:
@@ -161,12 +112,18 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
                 continue
         elif not cond and not rs.holding and rs.opened_by is None:
             continue  # the common case: healthy, and was healthy
-        changed = _advance(policy, state, rules[i], rs, cond, event=event, startup=startup, out=out) or changed
+        changed = (
+            _advance(policy, state, rules[i], rs, cond, event=event, startup=startup, out=out, is_eval=is_eval)
+            or changed
+        )
     for i in timed:
         rule = rules[i]
         rs = states.get(rule.id)
         if rs is not None and (rs.holding or rs.opened_by is not None):
-            changed = _advance(policy, state, rule, rs, None, event=event, startup=startup, out=out) or changed
+            changed = (
+                _advance(policy, state, rule, rs, None, event=event, startup=startup, out=out, is_eval=is_eval)
+                or changed
+            )
     if changed or state.decision is None:
         state.dirty = False
         out.extend(_decide(policy, state, event, out))
@@ -195,7 +152,7 @@ def apply_policy(policy: Policy, state: PolicyState) -> list[Outcome]:
             rs.holding, rs.since, rs.samples, rs.escalated = False, None, 0, False
             if rs.opened_by is not None:
                 state.dirty = True
-                if rule.decision:
+                if rule.decision and rule_id not in policy.shadow:
                     state.deciding[rule_id] = rule.decision
                 else:
                     state.deciding.pop(rule_id, None)
@@ -206,6 +163,21 @@ def apply_policy(policy: Policy, state: PolicyState) -> list[Outcome]:
     previous, state.policy = state.policy, policy.hash
     applied: PolicyAppliedData = {"policy": policy.hash, "name": policy.name, "previous": previous}
     return [Outcome(t.POLICY_APPLIED, applied), *out]
+
+
+def in_startup(policy: Policy, state: PolicyState) -> bool:
+    """Whether the run is in its startup phase: time since its start, steps since its first, or evals."""
+    now, start = state.now, state.start
+    elapsed = 0.0 if now is None or start is None else now - start
+    return policy.startup.within(elapsed, _steps_since(state, state.first_step), state.evals)
+
+
+def _steps_since(state: PolicyState, mark: Any) -> int:
+    """Steps from `mark` to the run's step now; 0 when either is unknown (a step is a whole number, `7.0` too)."""
+    step = state.step
+    if type(step) not in (int, float) or type(mark) not in (int, float):
+        return 0
+    return int(step - mark)
 
 
 def is_current_launch(event: Event, launch_seq: int | None) -> bool:
@@ -226,6 +198,9 @@ def _reset(state: PolicyState, event: Event) -> None:
     state.rules = {}
     state.deciding = {}
     state.kept = {}
+    state.first_step = None
+    state.evals = 0
+    state.primary = None
 
 
 def _new_rule_state(policy: Policy, state: PolicyState, i: int, *, start: float | None) -> RuleState:
@@ -237,7 +212,7 @@ def _new_rule_state(policy: Policy, state: PolicyState, i: int, *, start: float 
 
 def _advance(
     policy: Policy, state: PolicyState, rule: Rule, rs: RuleState, cond: bool | None, *, event: Event,
-    startup: bool, out: list[Outcome],
+    startup: bool, out: list[Outcome], is_eval: bool = False,
 ) -> bool:  # fmt: skip
     """Move one rule's persistence and anomaly lifecycle forward; True when what it asks for changed."""
     if cond is not None:
@@ -246,47 +221,86 @@ def _advance(
                 rs.samples += 1
             else:
                 rs.holding, rs.since, rs.samples = True, state.now, 1
+                rs.since_step, rs.since_evals = state.step, state.evals - is_eval
         elif rs.holding:
             rs.holding, rs.since, rs.samples = False, None, 0
     now: float = state.now  # type: ignore[assignment]  # set by _evaluate_input before any rule advances
     if rs.opened_by is None:
-        if not rs.holding or not rule.persist.met(rs.samples, _held_for(rs, now)):
+        if not rs.holding or not _persisted(rule.persist, rs, state):
             return False
         if rule.phase != "any" and (rule.phase == "startup") != startup:
             return False
-        if rule.cooldown_s and rs.resolved_at is not None and now - rs.resolved_at < rule.cooldown_s:
+        if (
+            rule.cooldown
+            and rs.resolved_at is not None
+            and rule.cooldown.within(
+                now - rs.resolved_at, _steps_since(state, rs.resolved_step), state.evals - rs.resolved_evals
+            )
+        ):
             return False
+        if rule.defer and improving(state, rule):
+            return False  # the metric that matters still improves: not an early stop
+        shadow = rule.id in policy.shadow
         rs.reason, rs.values = _explain(rule, rs, state)
         rs.opened_by = event.id
-        if rule.decision:
-            state.deciding[rule.id] = rule.decision
         opened: AnomalyOpenedData = {
             "rule": rule.id, "severity": rule.severity, "reason": rs.reason, "values": rs.values,
             "remedy": rule.remedy, "decision": rule.decision, "trigger": event.id, "policy": policy.hash,
         }  # fmt: skip
+        if shadow:
+            opened["shadow"] = True
         out.append(Outcome(t.ANOMALY_OPENED, opened))
-        _escalate(rule, rs, state)
+        if rule.decision:
+            _ask(policy, state, rule, rs, rule.decision, event=event, out=out)
+        _escalate(policy, rule, rs, state, event=event, out=out)
         return True
     if not rs.holding:
         cleared: AnomalyResolvedData = {
             "rule": rule.id, "reason": "cleared", "trigger": event.id, "opened_by": rs.opened_by, "policy": policy.hash,
         }  # fmt: skip
+        if rule.id in policy.shadow:
+            cleared["shadow"] = True
         out.append(Outcome(t.ANOMALY_RESOLVED, cleared))
         rs.opened_by, rs.escalated, rs.resolved_at = None, False, now
+        rs.resolved_step, rs.resolved_evals = state.step, state.evals
         state.deciding.pop(rule.id, None)
         return True
-    return _escalate(rule, rs, state)
+    return _escalate(policy, rule, rs, state, event=event, out=out)
 
 
-def _escalate(rule: Rule, rs: RuleState, state: PolicyState) -> bool:
+def _persisted(persist: Persistence, rs: RuleState, state: PolicyState) -> bool:
+    if not persist.progress:
+        return persist.met(rs.samples, _held_for(rs, state.now))
+    return persist.met(rs.samples, _held_for(rs, state.now), _steps_since(state, rs.since_step),
+                       state.evals - rs.since_evals)  # fmt: skip
+
+
+def _escalate(
+    policy: Policy, rule: Rule, rs: RuleState, state: PolicyState, *, event: Event, out: list[Outcome]
+) -> bool:
     esc = rule.escalate
-    if esc is None or rs.escalated or not esc.persist.met(rs.samples, _held_for(rs, state.now)):
+    if esc is None or rs.escalated or not _persisted(esc.persist, rs, state):
+        return False
+    if rule.defer and improving(state, rule):
         return False
     rs.escalated = True
     rs.reason = f"{rs.reason}, persisting {esc.persist.describe()}"
     if t.DECISION_RANK[esc.decision] > t.DECISION_RANK.get(state.deciding.get(rule.id, t.CONTINUE), 0):
-        state.deciding[rule.id] = esc.decision
+        _ask(policy, state, rule, rs, esc.decision, event=event, out=out)
     return True
+
+
+def _ask(policy: Policy, state: PolicyState, rule: Rule, rs: RuleState, decision: str, *, event: Event,
+         out: list[Outcome]) -> None:  # fmt: skip
+    """A rule asks for `decision`: the run's decision weighs it, or, in shadow mode, it is only recorded."""
+    if rule.id not in policy.shadow:
+        state.deciding[rule.id] = decision
+        return
+    shadow: DecisionShadowData = {
+        "decision": decision, "rule": rule.id, "reason": rs.reason, "values": rs.values, "severity": rule.severity,
+        "remedy": rule.remedy, "anomaly": rs.opened_by, "trigger": event.id, "policy": policy.hash,
+    }  # fmt: skip
+    out.append(Outcome(t.DECISION_SHADOW, shadow))
 
 
 def _held_for(rs: RuleState, now: float | None) -> float:
@@ -300,7 +314,9 @@ def _explain(rule: Rule, rs: RuleState, state: PolicyState) -> tuple[str, dict[s
     if state.step is not None and "step" not in values:
         values["step"] = state.step
         reason += f" at step {state.step}"
-    if rule.persist.seconds:
+    if rule.persist.progress:
+        reason += f" for {rule.persist.describe()}"
+    elif rule.persist.seconds:
         reason += f" for {fmt_duration(_held_for(rs, state.now))}"
     elif rule.persist.samples > 1:
         reason += f" ({rs.samples} samples in a row)"

@@ -1,7 +1,9 @@
 """Policy files: YAML -> `Policy`, with every problem reported as `file:line:column: message`.
 
     name: default
-    startup: 30m                 # the startup phase (the seed's "active watch")
+    startup: 30m                 # the startup phase (the seed's "active watch"); or '500 steps', '3 evals'
+    mode: enforce                # or shadow: record what rules would decide, act on nothing (a rule: shadow: true)
+    primary: {metric: wer, mode: min}   # the eval metric that matters (else: the launch config's, or inferred)
     aliases:                     # extra spellings of a metric, added to the built-in ones
       loss: [loss, my/loss]
     rules:
@@ -23,11 +25,24 @@ from typing import Any
 import yaml
 from trainwarden.events import types as t
 from trainwarden.events.errors import YamlFileError
+from trainwarden.events.metrics import canonical, is_validation, quality
 from trainwarden.events.yamlfile import Schema, compose, did_you_mean, document_schema, in_file_order
-from trainwarden.policies.durations import Persistence
+from trainwarden.policies.durations import Persistence, Span
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.kinds import READERS
-from trainwarden.policies.model import DECISIONS, DEFAULT_STARTUP_S, PHASES, SEVERITIES, Escalation, Policy, Rule
+from trainwarden.policies.model import (
+    DECISIONS,
+    DEFAULT_STARTUP_S,
+    MODES,
+    PHASES,
+    SEVERITIES,
+    Escalation,
+    Kind,
+    Policy,
+    Primary,
+    Rule,
+)
+from trainwarden.policies.names import expand
 from trainwarden.policies.schema import PolicyContext, PolicyReader
 
 RULE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
@@ -47,7 +62,7 @@ def load_policy(text: str, *, source: str) -> Policy:
     if root is None:
         raise PolicyError([f"{source}:1:1: the policy is empty; expected 'name' and a list of 'rules'"], source=source)
     top = PolicyReader(root, ctx, "the policy")
-    name, startup_s = _header(top)
+    name, startup, mode, primary = _header(top)
     rules: list[Rule] = []
     if top.has("rules"):
         node = top.value_node("rules")
@@ -64,17 +79,39 @@ def load_policy(text: str, *, source: str) -> Policy:
     top.finish()
     if ctx.problems:
         raise PolicyError(in_file_order(ctx.problems), source=source)
-    return Policy(name=name, rules=tuple(rules), startup_s=startup_s, text=text, source=source)
+    return Policy(name=name, rules=tuple(rules), startup=startup, mode=mode, primary=primary, text=text,
+                  source=source)  # fmt: skip
 
 
-def _header(top: PolicyReader) -> tuple[str, float]:
-    """The policy's name and startup phase; reads its aliases into the context (rules use them)."""
+def _header(top: PolicyReader) -> tuple[str, Span, str, Primary | None]:
+    """The policy's name, startup phase, mode and primary metric; reads its aliases into the context (rules
+    use them)."""
     name = top.string("name", default="policy") or "policy"
-    startup_s = top.duration("startup", default=DEFAULT_STARTUP_S)
+    startup = top.span("startup", default=Span(seconds=DEFAULT_STARTUP_S))
+    mode = top.choice("mode", MODES, default="enforce")
     got = top.raw("aliases", ALIASES_SCHEMA)
     if got is not None:
         top.ctx.aliases = _aliases(top, *got)
-    return name, startup_s
+    return name, startup, mode, _primary(top)
+
+
+def _primary(top: PolicyReader) -> Primary | None:
+    sub = top.section("primary", "the policy's primary metric")
+    names = sub.strings("metric", required=sub.present)
+    mode = sub.choice("mode", ("min", "max", "auto"), default="auto")
+    patience = sub.integer("patience", default=3, minimum=1)
+    sub.finish()
+    if not names:
+        return None
+    if mode == "auto":
+        found = quality(names[0])
+        if found is None:
+            sub.ctx.problem(sub.node, f"the primary metric {names[0]!r} is not one whose direction is known "
+                            "(wer, bleu, accuracy, map, ...): say 'mode: min' or 'mode: max'")  # fmt: skip
+            return None
+        mode = found.mode
+    spellings = expand([n for name in names for n in (canonical(name), name)], top.ctx.aliases)
+    return Primary(names=spellings, mode=mode, patience=patience)
 
 
 def _aliases(top: PolicyReader, node: yaml.Node, value: Any) -> dict[str, tuple[str, ...]]:
@@ -114,8 +151,19 @@ def _rule(node: yaml.Node, ctx: PolicyContext, seen: dict[str, yaml.Node]) -> Ru
         return None
     r.what = f"rule '{rule_id}' (kind {kind_name})"
     kind = reader(r)
+    defer = r.boolean("defer", default=_defers(kind))
     r.finish()
-    return Rule(id=rule_id, kind=kind, **common)
+    return Rule(id=rule_id, kind=kind, defer=defer, **common)
+
+
+DEFERRING_KINDS = frozenset({"trend", "divergence", "plateau"})
+
+
+def _defers(kind: Kind) -> bool:
+    """By default, rules that judge whether eval metrics still improve (trend, divergence, plateau on a
+    validation metric) hold off while the run's primary metric improves."""
+    judged = getattr(kind, "rising", None) or kind.keys or ()
+    return kind.kind in DEFERRING_KINDS and bool(judged) and is_validation(judged[0])
 
 
 def _common(r: PolicyReader) -> dict[str, Any]:
@@ -126,12 +174,15 @@ def _common(r: PolicyReader) -> dict[str, Any]:
     decision = _decision(r, "decision")
     escalate = _escalation(r)
     remedy = r.string("remedy", default="") or ""
-    cooldown = r.duration("cooldown", default=0.0)
+    cooldown = r.span("cooldown", default=Span())
     confirm = r.duration("confirm", default=0.0)
     if confirm and t.STOP not in (decision, escalate.decision if escalate else None):
         r.fail("confirm", "'confirm' applies to rules that decide STOP (decision: STOP, or escalate to STOP)")
+    # `shadow`, not `mode`: some kinds have a `mode` of their own (min or max)
+    shadow = r.boolean("shadow")
+    mode = None if shadow is None else "shadow" if shadow else "enforce"
     return dict(persist=persist, phase=phase, severity=severity, decision=decision, escalate=escalate, remedy=remedy,
-                cooldown_s=cooldown, confirm_s=confirm)  # fmt: skip
+                cooldown=cooldown, confirm_s=confirm, mode=mode)  # fmt: skip
 
 
 def _decision(r: PolicyReader, key: str) -> str | None:
@@ -171,6 +222,7 @@ def policy_schema() -> Schema:
         r.raw("kind", {"const": kind_name}, required=True)
         _common(r)
         reader(r)
+        r.boolean("defer", default=False)
         variants.append(r.json_schema())
     rules = {"type": "array", "minItems": 1, "items": {"oneOf": variants}}
     top.declare("rules", rules, required=True)

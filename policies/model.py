@@ -6,13 +6,15 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.policies.durations import Persistence
+from trainwarden.events.metrics import is_validation, quality
+from trainwarden.policies.durations import Persistence, Span
 
 PHASES = ("startup", "steady", "any")
+MODES = ("enforce", "shadow")  # shadow: the rule records what it would have decided and decides nothing
 SEVERITIES = ("info", "warning", "critical")
 DECISIONS = (t.STOP, t.WAIT)
 DEFAULT_STARTUP_S = 1800.0  # the seed's "active watch": the first 30 minutes of a run
@@ -69,8 +71,14 @@ class Rule:
     decision: str | None = None  # STOP, WAIT, or None: anomaly only
     escalate: Escalation | None = None
     remedy: str = ""
-    cooldown_s: float = 0.0  # after a resolve, the rule does not open again for this long
+    cooldown: Span = field(default_factory=Span)  # after a resolve, the rule does not open again for this long
     confirm_s: float = 0.0  # a STOP it asks for waits this long for a person (Slack buttons); 0: at once
+    mode: str | None = None  # enforce | shadow; None: the policy's mode
+    defer: bool = False  # holds off (does not open) while the run's primary metric is improving
+
+    @property
+    def cooldown_s(self) -> float:
+        return self.cooldown.seconds
 
     @property
     def time_sensitive(self) -> bool:
@@ -78,13 +86,26 @@ class Rule:
         return bool(
             self.kind.time_driven
             or self.persist.seconds
-            or self.cooldown_s
+            or self.cooldown.seconds
             or (self.escalate is not None and self.escalate.persist.seconds)
         )
 
     def describe(self) -> dict[str, Any]:
-        """Identity and parameters: hashed into the policy's identity and the rule's state signature."""
+        """Identity and parameters: hashed into the policy's identity and the rule's state signature
+        (fields added later appear only when set, so that an unchanged rule keeps its digest)."""
+        extra: dict[str, Any] = {}
+        if self.persist.progress:
+            extra["for_progress"] = [self.persist.steps, self.persist.evals]
+        if self.escalate is not None and self.escalate.persist.progress:
+            extra["escalate_progress"] = [self.escalate.persist.steps, self.escalate.persist.evals]
+        if self.cooldown.steps or self.cooldown.evals:
+            extra["cooldown_progress"] = [self.cooldown.steps, self.cooldown.evals]
+        if self.mode is not None:
+            extra["mode"] = self.mode
+        if self.defer:
+            extra["defer"] = True
         return {
+            **extra,
             "id": self.id,
             "kind": self.kind.kind,
             **self.kind.params(),
@@ -96,7 +117,7 @@ class Rule:
             if self.escalate
             else None,
             "remedy": self.remedy,
-            "cooldown": self.cooldown_s,
+            "cooldown": self.cooldown.seconds,
             "confirm": self.confirm_s,
         }
 
@@ -113,7 +134,9 @@ def _digest(obj: Any) -> str:
 
 # rule index, id, its kind's observe, the key it reads, whether this event can only clear it
 Observer = tuple[int, str, Callable[..., bool | None], str | None, bool]
-Concerned = tuple[tuple[Observer, ...], tuple[int, ...]]
+# the concerned rules, the time-sensitive others, whether the event is an eval (holds a validation metric), and
+# the eval metrics in it that could be the run's primary one (name, mode)
+Concerned = tuple[tuple[Observer, ...], tuple[int, ...], bool, tuple[tuple[str, str], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +176,9 @@ class Index:
         )
 
     def concerned(self, event: Event) -> Concerned:
-        """The rules that observe `event` (policy order, each with the data key it reads), and the
-        time-sensitive rules that do not (they are looked at because time moved on)."""
+        """The rules that observe `event` (policy order, each with the data key it reads), the
+        time-sensitive rules that do not (they are looked at because time moved on), and what the event
+        is for the run's progress (an eval, and which primary-metric candidates it holds)."""
         shape = (event.type, tuple(event.data))
         found = self.cache.get(shape)
         if found is None:
@@ -164,7 +188,11 @@ class Index:
                 hits.update(by_key.get(key, ()))
             present = set(event.data)
             observed = tuple(self._observer(i, event.type, present) for i in sorted(hits))
-            found = (observed, tuple(i for i in self.timed if i not in hits))
+            is_eval, qualities = False, cast(tuple[tuple[str, str], ...], ())
+            if event.type == t.METRIC:
+                qualities = tuple((k, q.mode) for k in event.data if (q := quality(k)) is not None)
+                is_eval = bool(qualities) or any(is_validation(k) for k in event.data)
+            found = (observed, tuple(i for i in self.timed if i not in hits), is_eval, qualities)
             if len(self.cache) < CACHE_SHAPES:
                 self.cache[shape] = found
         return found
@@ -176,26 +204,52 @@ class Index:
 
 
 @dataclass(frozen=True, slots=True)
+class Primary:
+    """The eval metric that says whether a run is worth continuing (WER, accuracy, BLEU, mAP, ...), and its
+    direction: rules with `defer` hold off while it improves (a new best within its last `patience` evals)."""
+
+    names: tuple[str, ...]  # its spellings, in lookup order
+    mode: str  # min: lower is better
+    patience: int = 3
+
+    def describe(self) -> list[Any]:
+        return [list(self.names), self.mode, self.patience]
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     name: str
     rules: tuple[Rule, ...]
-    startup_s: float = DEFAULT_STARTUP_S
+    startup: Span = field(default_factory=lambda: Span(seconds=DEFAULT_STARTUP_S))
+    mode: str = "enforce"  # every rule's mode unless it names its own
+    primary: Primary | None = None  # None: the launch config's, else inferred from what the run prints
     text: str | None = field(default=None, compare=False)  # the YAML it was read from (recorded when loaded)
     source: str = field(default="<built>", compare=False)
     hash: str = field(init=False, compare=False)
     sigs: tuple[str, ...] = field(init=False, compare=False, repr=False)
     index: Index = field(init=False, compare=False, repr=False)
+    shadow: frozenset[str] = field(init=False, compare=False, repr=False)  # ids of the rules in shadow mode
 
     def __post_init__(self) -> None:
         described = [r.describe() for r in self.rules]
         object.__setattr__(self, "sigs", tuple(_digest({"rule": d, "state": KIND_STATE_LAYOUT}) for d in described))
         # Content hash recorded with every decision, so a replay knows which policy made it.
-        object.__setattr__(
-            self,
-            "hash",
-            _digest({"name": self.name, "startup": self.startup_s, "rules": described, "state": KIND_STATE_LAYOUT}),
-        )
+        identity: dict[str, Any] = {"name": self.name, "startup": self.startup.seconds, "rules": described,
+                                    "state": KIND_STATE_LAYOUT}  # fmt: skip
+        if self.startup.steps or self.startup.evals:
+            identity["startup_progress"] = [self.startup.steps, self.startup.evals]
+        if self.mode != "enforce":
+            identity["mode"] = self.mode
+        if self.primary is not None:
+            identity["primary"] = self.primary.describe()
+        object.__setattr__(self, "hash", _digest(identity))
         object.__setattr__(self, "index", Index.build(self.rules))
+        shadow = frozenset(r.id for r in self.rules if (r.mode or self.mode) == "shadow")
+        object.__setattr__(self, "shadow", shadow)
+
+    @property
+    def startup_s(self) -> float:
+        return self.startup.seconds
 
     def rule(self, rule_id: str) -> Rule | None:
         return next((r for r in self.rules if r.id == rule_id), None)

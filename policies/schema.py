@@ -15,14 +15,18 @@ from trainwarden.events.yamlfile import Context, Reader
 from trainwarden.policies.durations import (
     DURATION_HINT,
     PERSISTENCE_HINT,
+    SPAN_HINT,
     Persistence,
+    Span,
     parse_duration,
     parse_persistence,
+    parse_span,
 )
 from trainwarden.policies.names import expand
 
 DURATION_SCHEMA = {"type": "string", "description": DURATION_HINT}
 PERSISTENCE_SCHEMA = {"type": ["integer", "string"], "description": PERSISTENCE_HINT}
+SPAN_SCHEMA = {"type": "string", "description": SPAN_HINT}
 
 
 @dataclass(slots=True)
@@ -46,6 +50,18 @@ class PolicyReader(Reader):
             self.ctx.problem(node, f"'{key}' must be {DURATION_HINT}, got {value!r}")
             return default
         return seconds
+
+    def span(self, key: str, *, default: Span) -> Span:
+        """A duration, or the run's progress in steps or evals (`500 steps`, `3 evals`)."""
+        got = self.raw(key, SPAN_SCHEMA)
+        if got is None:
+            return default
+        node, value = got
+        found = parse_span(value)
+        if found is None:
+            self.ctx.problem(node, f"'{key}' must be {SPAN_HINT}, got {value!r}")
+            return default
+        return found
 
     def persistence(self, key: str) -> Persistence:
         got = self.raw(key, PERSISTENCE_SCHEMA)

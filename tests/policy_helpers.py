@@ -49,7 +49,7 @@ def run(pol: Policy, events: list[Event], state: PolicyState | None = None) -> l
 
 
 def summary(out: list[tuple[str, dict[str, Any]]]) -> list[str]:
-    """A compact, readable form: 'opened:rule', 'resolved:rule', 'CONTINUE', 'STOP:rule'."""
+    """A compact, readable form: 'opened:rule', 'resolved:rule', 'CONTINUE', 'STOP:rule', 'shadow:STOP:rule'."""
     lines = []
     for typ, data in out:
         if typ == t.ANOMALY_OPENED:
@@ -58,4 +58,6 @@ def summary(out: list[tuple[str, dict[str, Any]]]) -> list[str]:
             lines.append(f"resolved:{data['rule']}")
         elif typ == t.DECISION:
             lines.append(data["decision"] + (f":{data['rule']}" if data.get("rule") else ""))
+        elif typ == t.DECISION_SHADOW:
+            lines.append(f"shadow:{data['decision']}:{data['rule']}")
     return lines

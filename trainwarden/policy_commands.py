@@ -1,4 +1,5 @@
-"""`trainwarden policy check | show | backtest`: validate, print, and try a policy on recorded runs."""
+"""`trainwarden policy check | show | backtest`: validate, print, and try a policy on recorded runs
+(`policy report`: trainwarden/policy_report.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainwarden import wiring
+from trainwarden import policy_report, wiring
 from trainwarden.agent.errors import SourceUnavailable, WandbFileError, WandbUnavailable
 from trainwarden.agent.logsource import RunLog
 from trainwarden.agent.metric_files import LOG, kind_of, metric_file_events
@@ -75,6 +76,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--report-only", action="store_true", help="with --corpus: exit 0 even when the policy does not meet the bar"
     )
     c.set_defaults(func=cmd_backtest)  # fmt: skip
+
+    policy_report.register(psub)
 
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:

@@ -41,9 +41,14 @@ def describe(event: Event) -> str:
         decided = cast(p.DecisionData, d)
         rule = f" by {decided['rule']}" if decided.get("rule") else ""
         return f"{decided.get('decision')}{rule}: {decided.get('reason')} [policy {decided.get('policy')}]"
+    if event.type == t.DECISION_SHADOW:
+        shadow = cast(p.DecisionShadowData, d)
+        what = f"would have decided {shadow.get('decision')} by {shadow.get('rule')}"
+        return f"{what} (shadow mode): {shadow.get('reason')}"
     if event.type == t.ANOMALY_OPENED:
         opened = cast(p.AnomalyOpenedData, d)
-        return f"{opened.get('rule')} ({opened.get('severity')}): {opened.get('reason')}"
+        mark = " [shadow]" if opened.get("shadow") else ""
+        return f"{opened.get('rule')} ({opened.get('severity')}){mark}: {opened.get('reason')}"
     if event.type == t.ANOMALY_RESOLVED:
         return f"{cast(p.AnomalyResolvedData, d).get('rule')} resolved"
     if event.type == t.RUN_LAUNCHED:
@@ -106,7 +111,7 @@ def state_lines(state: RunState) -> list[str]:
         f"step:       {state.step if state.step is not None else '-'}",
         f"last:       {fmt_metrics(state.last_metrics) or '-'}",
         f"events:     {state.event_count} ({fmt_ts(state.first_ts)} .. {fmt_ts(state.last_ts)})",
-        f"anomalies:  {state.anomalies_opened} opened, open now: {', '.join(state.open_anomalies) or 'none'}",
+        f"anomalies:  {state.anomalies_opened} opened, open now: {_open(state.open_anomalies) or 'none'}",
     ]
     if state.launch:
         lines.append(f"launch:     tmux session {state.launch.get('session')}, log {state.launch.get('log_path')}")
@@ -124,3 +129,8 @@ def state_lines(state: RunState) -> list[str]:
     if unknown:
         lines.append("unknown:    " + ", ".join(f"{name} x{n}" for name, n in sorted(unknown.items())))
     return lines
+
+
+def _open(anomalies: dict[str, dict[str, Any]]) -> str:
+    """Open anomalies by rule; a rule in shadow mode says so (it decides nothing)."""
+    return ", ".join(f"{rule} (shadow)" if a.get("shadow") else rule for rule, a in anomalies.items())

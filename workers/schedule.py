@@ -24,6 +24,7 @@ from trainwarden.events.envelope import make_event
 from trainwarden.events.payloads import TickData
 from trainwarden.events.redis_types import scored_members
 from trainwarden.events.store import EventStore, redis_errors
+from trainwarden.policies.engine import in_startup
 from trainwarden.policies.model import Policy
 from trainwarden.workers import config
 from trainwarden.workers.checkpoint import Checkpoint
@@ -49,8 +50,7 @@ def next_tick(cp: Checkpoint, policy: Policy, ticks: TickSettings, *, wall_now: 
         return None
     if ps.last_input is not None and ps.now - ps.last_input > ticks.max_silence_s:
         return None
-    in_startup = ps.now - ps.start < policy.startup_s
-    return wall_now + (ticks.startup_s if in_startup else ticks.steady_s)
+    return wall_now + (ticks.startup_s if in_startup(policy, ps) else ticks.steady_s)
 
 
 def tick_producer(run: str) -> str:

@@ -25,7 +25,8 @@ EXPECTED = {
     "no-rules.yaml": ["1:1: the policy needs a list of 'rules'"],
     "escalate-without-decision.yaml": ["7:7: escalate needs 'decision' (STOP or WAIT) and 'for'"],
     "many-problems.yaml": [
-        "2:10: 'startup' must be a duration like 30s, 10m, 2h or 1h30m, got 'half an hour'",
+        "2:10: 'startup' must be a duration like 30s, 10m, 2h or 1h30m, or progress like '500 steps' or '3 evals', "
+        "got 'half an hour'",
         "7:13: 'window' must be at least 2, got 0",
         "10:15: 'duration' must be a duration like 30s, 10m, 2h or 1h30m, got 15",
         "13:14: 'pattern' is not a valid regular expression",
