@@ -7,6 +7,7 @@
       useful_stop: loss nan from line 812 on
       gpus: 8                     # optional, for GPU-hours saved (default: --gpus)
       hours: 31.5                 # optional: the run's length; else metric lines --interval apart
+      metric_lines: false         # optional: the file holds no metric line (a fault excerpt): none may be read
 
 Every problem is reported as `file:line:column: message`, all of them at once.
 """
@@ -46,6 +47,7 @@ class CorpusRun:
     hours: float | None = None
     interval: float | None = None
     where: str = ""  # manifest:line of the entry
+    metric_lines: bool = True  # False: the file holds none (a bare fault excerpt), so zero read is right
 
     @property
     def kind(self) -> str:
@@ -79,6 +81,7 @@ def _read(top: Reader, root: Path) -> list[CorpusRun]:
         gpus = entry.number("gpus", positive=True)
         hours = entry.number("hours", positive=True)
         interval = entry.number("interval", positive=True)
+        metric_lines = entry.boolean("metric_lines", default=True)
         for note in NOTES:
             entry.string(note)
         sub.finish()
@@ -94,7 +97,8 @@ def _read(top: Reader, root: Path) -> list[CorpusRun]:
         elif stop_by is not None and stop_by.unit == "line" and path.is_dir():
             sub.fail("line", "a W&B run directory has no lines: give stop_by as {step: N} or {epoch: N}")
         seen.setdefault(file, entry.ctx.where(entry.node))
-        runs.append(CorpusRun(file, path, label, stop_by, gpus, hours, interval, entry.ctx.where(entry.node)))
+        runs.append(CorpusRun(file, path, label, stop_by, gpus, hours, interval, entry.ctx.where(entry.node),
+                              metric_lines))  # fmt: skip
     top.finish()
     return runs
 

@@ -90,8 +90,10 @@ def score_run(run: CorpusRun, result: Backtest, *, lines: Lines | None, gpus: fl
         score.stop_line = lines.at(score.stop.seq)
     posted = _posted(result)
     _messages(score, result, posted)
-    if score.metrics == 0:
+    if score.metrics == 0 and run.metric_lines:
         score.fail("metrics", "no metric read")
+    elif score.metrics and not run.metric_lines:
+        score.fail("metrics", f"{score.metrics} metric(s) read from a file with no metric line")
     if run.kind == STOP:
         _doomed(score, run, result, gpus=gpus, interval=interval)
     elif run.kind == NOSTOP:
@@ -210,7 +212,7 @@ def totals(scores: list[RunScore]) -> Totals:
             out.healthy_critical += s.critical
         out.faults += s.fault_named is not None
         out.faults_named += bool(s.fault_named)
-        out.no_metrics += s.metrics == 0
+        out.no_metrics += "metrics" in s.failed
         out.episodes += s.episodes
         out.messages += s.messages
         out.episodes_over_one += s.worst_episode > 1
