@@ -175,3 +175,10 @@ def test_the_manifest_reader_reads_a_valid_manifest(tmp_path):
     assert first == CorpusRun("a.log", tmp_path / "a.log", "STOP", StopBy("line", 1), 8.0, 2.5, None,
                               f"{manifest}:2:3")  # fmt: skip
     assert (second.kind, second.fault, second.interval, second.stop_by) == ("ANOMALY", "oom", 60.0, None)
+
+
+def test_a_bare_fault_excerpt_may_read_no_metric_and_must_not_read_any():
+    bare = run("ANOMALY:nccl", metric_lines=False)
+    assert "metrics" not in score(bare, result(metrics=0)).failed
+    assert score(bare, result(metrics=3)).problems[0] == "3 metric(s) read from a file with no metric line"
+    assert score(run("ANOMALY:nccl"), result(metrics=0)).problems[0] == "no metric read"
