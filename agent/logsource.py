@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from trainwarden.agent.blocks import Block, Single, TracebackGrouper
 from trainwarden.agent.formats import parse_metrics
 from trainwarden.agent.isolation import SourceErrors
-from trainwarden.agent.parse import MAX_LINE_CHARS, tag_of
+from trainwarden.agent.parse import MAX_LINE_CHARS, fault_of, tag_of
 from trainwarden.agent.tail import Line, LogTail
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
@@ -47,13 +47,16 @@ Secrets = Callable[[], Iterable[str]]  # the secret values to mask, asked for on
 
 
 def line_item(*, run: str, host: str, line: Line, now: float, secrets: Secrets = known_secrets) -> Item | None:
-    """Pure: the event one ordinary line yields (a metric or a notable line), if any."""
-    metrics, refused = without_problems(normalise(parse_metrics(line.text)))
-    if metrics:
-        event = make_event(t.METRIC, run=run, host=host, producer=f"{host}/log/{run}/g{line.generation}",
-                           seq=line.end, data=metrics, ts=now)  # fmt: skip
-        return Item(event, line.start, line.generation, True, tuple(refused))
-    tag = tag_of(line.text)
+    """Pure: the event one ordinary line yields (a metric or a notable line), if any. A line that reports a
+    fault is a `log.line` even when it holds `key=value` pairs (the NCCL watchdog's `WorkNCCL(SeqNum=5, ...)`)."""
+    tag = fault_of(line.text)
+    if tag is None:
+        metrics, refused = without_problems(normalise(parse_metrics(line.text)))
+        if metrics:
+            event = make_event(t.METRIC, run=run, host=host, producer=f"{host}/log/{run}/g{line.generation}",
+                               seq=line.end, data=metrics, ts=now)  # fmt: skip
+            return Item(event, line.start, line.generation, True, tuple(refused))
+        tag = tag_of(line.text)
     if tag is None:
         return None
     data = {"tag": tag, "line": redact_text(line.text[:MAX_LINE_CHARS], secrets())}
