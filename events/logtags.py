@@ -100,6 +100,22 @@ def matching_line(text: str, regex: re.Pattern[str]) -> str | None:
 
 
 def tagged_line(text: str, tag: str) -> str | None:
-    """The line of `text` that earned it `tag` (the exception line of a traceback tagged oom, say)."""
+    """The line of `text` that earned it `tag` (the exception line of a traceback tagged oom, say); for a
+    plain traceback, its exception line (`ValueError: ...`), which says more than `Traceback (most ...`."""
+    if tag == TRACEBACK and (line := exception_line(text)) is not None:
+        return line
     regex = PATTERNS.get(tag)
     return None if regex is None else matching_line(text, regex)
+
+
+_NOT_EXCEPTION = ("Traceback (most recent call last)", "During handling of the above exception",
+                  "The above exception was the direct cause", "... ")  # fmt: skip
+
+
+def exception_line(text: str) -> str | None:
+    """The last exception line of a traceback block: unindented, after the frames (agent/blocks.py)."""
+    lines = text.split("\n")
+    for line in reversed(lines[1:]):
+        if line.strip() and not line[0].isspace() and not line.startswith(_NOT_EXCEPTION):
+            return line
+    return None

@@ -238,3 +238,17 @@ def test_a_traceback_reason_quotes_its_exception_line_not_its_first_line():
     assert [d["rule"] for d in opened] == ["log-oom"]
     assert opened[0]["reason"].startswith("CUDA out of memory. Tried to allocate 270.00 MiB")
     assert opened[0]["values"]["line"].startswith("torch.OutOfMemoryError: CUDA out of memory.")
+
+
+def test_a_plain_traceback_is_quoted_by_its_exception_line():
+    # https://github.com/lmzpai/roboMamba/issues/10: torchrun's own traceback after a child died
+    block = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/root/miniconda3/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    ])  # fmt: skip
+    opened = [d for typ, d in run(default_policy(), [Clock().log(0, block)]) if typ == t.ANOMALY_OPENED]
+    assert [(d["rule"], d["reason"]) for d in opened] == [
+        ("log-traceback", "log: torch.distributed.elastic.multiprocessing.errors.ChildFailedError:")
+    ]
