@@ -272,7 +272,7 @@ def fault_said(data: p.LogLineData) -> str | None:
     if not isinstance(tag, str) or not logtags.is_fault(tag) or not isinstance(text, str):
         return None
     line = logtags.tagged_line(text, tag) or text
-    return faults.describe(tag, line)
+    return faults.describe(tag, line) or faults.quote(line)
 
 
 def rule_of(event: Event) -> str | None:

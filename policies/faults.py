@@ -2,8 +2,8 @@
 
 `describe(tag, line)` turns the line that matched a fault tag (events/logtags.py) into the specifics
 a person acts on: how much memory the OOM asked for, which collective timed out after how long on
-which rank, which signal killed a worker. None where the line has no such specifics (the caller
-quotes the line itself).
+which rank, which signal killed a worker. None where the line has no such specifics: the caller
+quotes the line itself (`quote`).
 """
 
 from __future__ import annotations
@@ -32,21 +32,19 @@ _SIGNAL = re.compile(r"Signal (\d+) \((SIG[A-Z]+)\)|exitcode\s*:\s*-(\d+)|died w
 
 
 def describe(tag: str, line: str) -> str | None:
-    """The fault in a few words, from the line that matched `tag`; None when it is no fault or says no more."""
+    """The fault in a few words, from the line that matched `tag`; None when the line says no more than itself."""
     if tag == logtags.OOM:
         return oom(line)
     if tag == logtags.NCCL:
         return nccl_timeout(line)
     if tag == logtags.KILLED:
         return killed(line)
-    if logtags.is_fault(tag):
-        return quote(line)
     return None
 
 
-def oom(line: str) -> str:
+def oom(line: str) -> str | None:
     """`CUDA out of memory. Tried to allocate 2.00 GiB on GPU 5 (23.65 GiB total, 208.06 MiB free)`,
-    `OOM when allocating tensor with shape[295,64,256,256] on GPU:0`, else the line."""
+    `OOM when allocating tensor with shape[295,64,256,256] on GPU:0`."""
     if found := _TORCH_OOM.search(line):
         gpu = _TORCH_GPU.search(line, found.end())
         where = ""
@@ -57,25 +55,25 @@ def oom(line: str) -> str:
     if found := _TF_OOM.search(line):
         device = _TF_DEVICE.search(line, found.end())
         return f"OOM when allocating tensor with shape[{found.group(1)}]" + (f" on {device.group(1)}" if device else "")
-    return quote(line)
+    return None
 
 
-def nccl_timeout(line: str) -> str:
-    """`NCCL ALLREDUCE timed out after 30m on rank 3 (SeqNum 5)` from the watchdog's line, else the line."""
+def nccl_timeout(line: str) -> str | None:
+    """`NCCL ALLREDUCE timed out after 30m on rank 3 (SeqNum 5)` from the watchdog's line."""
     work = _WORK.search(line)
     if work is None:
-        return quote(line)
+        return None
     seq, op, timeout_ms = work.groups()
     rank = _RANK.search(line)
     on_rank = f" on rank {rank.group(1)}" if rank else ""
     return f"NCCL {op} timed out after {fmt_duration(int(timeout_ms) / 1000)}{on_rank} (SeqNum {seq})"
 
 
-def killed(line: str) -> str:
-    """`a process died of signal 9 (SIGKILL)` from torchrun's or subprocess's report, else the line."""
+def killed(line: str) -> str | None:
+    """`a training process died of signal 9 (SIGKILL)` from torchrun's or subprocess's report."""
     found = _SIGNAL.search(line)
     if found is None:
-        return quote(line)
+        return None
     number = found.group(1) or found.group(3) or found.group(5)
     name = found.group(2) or found.group(4) or _signal_name(int(number))
     return f"a training process died of signal {number} ({name})"
