@@ -24,7 +24,8 @@ _OOM = (
 # warnings (a healthy run's exit prints one) nor NCCL_DEBUG=INFO lines that name NCCL_*_TIMEOUT
 _NCCL = (
     r"Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=|\[E[\d :.]*ProcessGroupNCCL\.cpp"
-    r"|NCCL (?:error|timeout|communicator was aborted)|nccl(?:Internal|System|UnhandledCuda|Remote|InvalidUsage)Error"
+    r"|NCCL (?:error|timeout|communicator was aborted)|setting up NCCL communicator"
+    r"|nccl(?:Internal|System|UnhandledCuda|Remote|InvalidUsage)Error"
 )
 _ILLEGAL_MEMORY = r"an illegal memory access was encountered|cudaErrorIllegalAddress|CUDA error: misaligned address"
 # a framework's own NaN/Inf check that ends training (not DeepSpeed's start-up `OVERFLOW! ... Skipping step`)

@@ -47,6 +47,13 @@ FAULT_LINES = [
     (corpus_line("nccl_accelerate_vqgan_broadcast_timeout.log", 1), "nccl"),  # indented, [rank7]: prefixed
     (corpus_line("nccl_llamafactory_allreduce_timeout.log", 1), "nccl"),  # `[80746] [rank0]:` viewer prefix
     (corpus_line("nccl_basicsr_allreduce_timeout.log", 2), "nccl"),  # Exception (either an error or timeout) ...
+    # https://github.com/NVIDIA-NeMo/Speech/issues/14399 (a NeMo launcher's prefix before torchrun's)
+    (
+        "B-nemo-ft3/0 [default1]:[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and "
+        "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait "
+        "timeout after 600000ms, keys: /default_pg/0//cuda//0",
+        "nccl",
+    ),
     (TF_OOM, "oom"),
     (TF1_OOM, "oom"),
     (TORCH_OOM, "oom"),
