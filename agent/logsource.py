@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from trainwarden.agent.blocks import Block, Single, TracebackGrouper
 from trainwarden.agent.isolation import SourceErrors
-from trainwarden.agent.parse import MAX_LINE_CHARS, tag_of
+from trainwarden.agent.parse import MAX_LINE_CHARS, fault_of, tag_of
 from trainwarden.agent.reading import MetricReader
 from trainwarden.agent.tail import Line, LogTail
 from trainwarden.events import types as t
@@ -48,13 +48,17 @@ Secrets = Callable[[], Iterable[str]]  # the secret values to mask, asked for on
 def line_item(*, run: str, host: str, line: Line, now: float, secrets: Secrets = known_secrets,
               reader: MetricReader | None = None) -> Item | None:  # fmt: skip
     """The event one ordinary line yields (a metric or a notable line), if any. `reader` is the run's (it
-    remembers the lines before: see `agent.reading`); without one the line is read as a run's first."""
-    metrics, refused = (reader or MetricReader()).read(line.text)
-    if metrics:
-        event = make_event(t.METRIC, run=run, host=host, producer=f"{host}/log/{run}/g{line.generation}",
-                           seq=line.end, data=metrics, ts=now)  # fmt: skip
-        return Item(event, line.start, line.generation, True, tuple(refused))
-    tag = tag_of(line.text)
+    remembers the lines before: see `agent.reading`); without one the line is read as a run's first. A line
+    that reports a fault is a `log.line` even when it holds `key=value` pairs (the NCCL watchdog's
+    `WorkNCCL(SeqNum=5, ...)`)."""
+    tag = fault_of(line.text)
+    if tag is None:
+        metrics, refused = (reader or MetricReader()).read(line.text)
+        if metrics:
+            event = make_event(t.METRIC, run=run, host=host, producer=f"{host}/log/{run}/g{line.generation}",
+                               seq=line.end, data=metrics, ts=now)  # fmt: skip
+            return Item(event, line.start, line.generation, True, tuple(refused))
+        tag = tag_of(line.text)
     if tag is None:
         return None
     data = {"tag": tag, "line": redact_text(line.text[:MAX_LINE_CHARS], secrets())}

@@ -1,29 +1,22 @@
-"""Pure classification of notable log lines: the ones worth a `log.line` event, with a tag."""
+"""Pure classification of notable log lines: the ones worth a `log.line` event, with a tag.
+
+The tags and their patterns are the events' vocabulary (events/logtags.py), shared with the
+policies' `log_pattern` rules; here they meet the prefixes that hide them (`[rank3]:`).
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-# Lines worth keeping as `log.line` events, with the tag they get. The order is the priority: a
-# traceback block takes the tag of its most specific line (an OOM beats a plain traceback).
-NOTABLE = (
-    ("oom", re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED", re.IGNORECASE)),
-    ("nccl", re.compile(r"\bNCCL\b.*(error|timeout|failure)|ncclInternalError|ncclSystemError", re.IGNORECASE)),
-    ("file_not_found", re.compile(r"FileNotFoundError|No such file or directory")),
-    ("killed", re.compile(r"^\s*Killed\s*$|\bKilled process\b")),
-    ("traceback", re.compile(r"^Traceback \(most recent call last\)")),
-    ("error", re.compile(r"^\w*(Error|Exception)\b[:\s]")),
-)
-TAG_RANK = {tag: rank for rank, (tag, _) in enumerate(NOTABLE)}
+from trainwarden.events import logtags
+from trainwarden.events.logtags import NOTABLE, TAG_RANK, strongest
+
+__all__ = ["MAX_LINE_CHARS", "NOTABLE", "TAG_RANK", "Notable", "fault_of", "notable", "strip_rank", "strongest",
+           "tag_of"]  # fmt: skip
+
 # torchrun / elastic prefix every line of a worker with its rank: `[rank0]: Traceback ...`
 RANK_PREFIX_RE = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
-# one cheap search says whether a line can be notable at all
-ANY_NOTABLE_RE = re.compile(
-    r"out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|NCCL|nccl|FileNotFoundError|No such file"
-    r"|Killed|Traceback|Error|Exception",
-    re.IGNORECASE,
-)
 
 MAX_LINE_CHARS = 4000
 
@@ -39,20 +32,19 @@ def strip_rank(line: str) -> str:
 
 
 def tag_of(line: str) -> str | None:
-    if not ANY_NOTABLE_RE.search(line):
+    if not logtags.ANY_NOTABLE_RE.search(line):
         return None
-    line = strip_rank(line)
-    for tag, pattern in NOTABLE:
-        if pattern.search(line):
-            return tag
-    return None
+    return logtags.tag_of(strip_rank(line))
+
+
+def fault_of(line: str) -> str | None:
+    """The fault a line reports (oom, nccl, ...), or None; one precompiled search for most lines."""
+    if not logtags.may_be_fault(line):
+        return None
+    tag = logtags.tag_of(strip_rank(line))
+    return tag if logtags.is_fault(tag) else None
 
 
 def notable(line: str) -> Notable | None:
     tag = tag_of(line)
     return None if tag is None else Notable(tag=tag, line=line[:MAX_LINE_CHARS])
-
-
-def strongest(tags: list[str]) -> str:
-    """The most specific of several tags (oom > nccl > file_not_found > killed > traceback > error)."""
-    return min(tags, key=TAG_RANK.__getitem__)

@@ -134,9 +134,11 @@ def stop_cancelled(event: Event) -> str:
     )
 
 
-def run_failed(event: Event) -> str:
+def run_failed(event: Event, fault: str | None = None) -> str:
+    """`fault`: what the log said before the end (`CUDA out of memory. Tried to allocate 2.00 GiB`), if anything."""
     code = cast(p.RunEndedData, event.data).get("exit_code")
-    return f"FAILED {where(event)}: the training process {exit_status(code)}."
+    after = f" after: {fault}" if fault else ""
+    return f"FAILED {where(event)}: the training process {exit_status(code)}{after}."
 
 
 def exit_status(code: object) -> str:
@@ -219,7 +221,7 @@ def progress_again() -> str:
 
 
 def notification_text(
-    event: Event, *, evidence_path: str | None = None, evidence_problem: str | None = None
+    event: Event, *, evidence_path: str | None = None, evidence_problem: str | None = None, fault: str | None = None
 ) -> str | None:
     """The line for an event that needs a person, or None for everything else (healthy news)."""
     decided = cast(p.DecisionData, event.data)  # read only for decisions
@@ -243,7 +245,7 @@ def notification_text(
     elif event.type == t.STOP_CANCELLED:
         text = stop_cancelled(event)
     elif event.type == t.RUN_FAILED:
-        text = run_failed(event)
+        text = run_failed(event, fault)
     elif event.type == t.POLICY_REJECTED:
         text = policy_rejected(event)
     elif event.type == t.RUN_LAUNCHED and cast(p.RunLaunchedData, event.data).get("requested_by"):

@@ -2,6 +2,11 @@
 
     select -> inhibit -> snooze -> dedup -> flap -> (commit)
 
+One fault, one message: once a critical log rule (an OOM, an NCCL timeout, ...) is posted, what
+follows from it in the same launch (another rank's traceback, the run's non-zero exit) is a
+follow-on and not posted; where the run's exit is read first, its FAILED message names the fault
+line the agent sent before it, and the fault's own anomaly then finds the run ended.
+
 Each stage takes the run's `NotifyState` and a `Notice` and returns the notice (possibly changed)
 or None with the reason it was dropped. `observe` moves the state forward by the event afterwards,
 whether or not anything is posted. Time is the events' own `ts`, never a clock, so folding a run's
@@ -17,9 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from trainwarden.bot import messages
+from trainwarden.events import logtags
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
+from trainwarden.policies import faults
 
 SYSTEM_RUN = t.SYSTEM_RUN  # the pseudo-run holding the dead-man's switch and run-less commands
 ALL_RULES = "*"
@@ -30,7 +37,7 @@ INPUT_TYPES = frozenset(
     {t.RUN_LAUNCHED, t.RUN_FINISHED, t.RUN_FAILED, t.DECISION, t.DECISION_SHADOW, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED,
      t.EVIDENCE_BUILT, t.EVIDENCE_FAILED, t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED, t.STOP_CANCELLED, t.SNOOZE_SET,
      t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED,
-     t.COMPONENT_SILENT, t.COMPONENT_RECOVERED}
+     t.COMPONENT_SILENT, t.COMPONENT_RECOVERED, t.LOG_LINE}
 )  # fmt: skip
 # Kinds that are noise control's business; decisions to STOP, stops and failures always go out (what a rule
 # in shadow mode would have decided is not one: it may be snoozed, and is not news once the run ended).
@@ -68,6 +75,8 @@ class NotifyState:
     guard: str | None = None  # key of the open guarded-stop message
     stop_by: str | None = None  # Slack user who asked for the latest stop
     stop_asked: bool = False  # a stop was requested: the run's end is the stop's doing, not a failure
+    fault: str | None = None  # the posted critical log rule that explains this launch's end and what follows
+    fault_line: str | None = None  # the first fault the agent read in this launch's log, in a few words
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -83,7 +92,9 @@ Stage = Callable[[NotifyState, Notice], tuple[Notice | None, str]]
 
 def select(state: NotifyState, event: Event) -> Notice | None:
     """A notice for an event that needs a person; None for healthy news (pure payload predicate)."""
-    text = messages.notification_text(event, evidence_path=state.evidence, evidence_problem=state.evidence_problem)
+    text = messages.notification_text(
+        event, evidence_path=state.evidence, evidence_problem=state.evidence_problem, fault=state.fault_line
+    )
     if text is None:
         return None
     kind = event.type
@@ -109,6 +120,8 @@ def select(state: NotifyState, event: Event) -> Notice | None:
 
 
 def inhibit(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
+    if state.fault and (notice.kind == t.RUN_FAILED or (notice.kind == t.ANOMALY_OPENED and is_log(notice.event))):
+        return None, "follow-on"  # the fault's message already said why the run ended
     if state.ended and notice.kind in QUIETABLE:
         return None, "inhibited"  # the run was stopped or has ended
     if state.stop_asked and notice.kind == t.RUN_FAILED:
@@ -193,6 +206,8 @@ def commit(state: NotifyState, notice: Notice) -> None:
     rule = notice.rule or ""
     if notice.kind == t.ANOMALY_OPENED:
         state.posted_open[rule] = notice.key
+        if is_log(notice.event) and notice.event.data.get("severity") == "critical":
+            state.fault = rule
     elif notice.kind == t.ANOMALY_RESOLVED:
         state.posted_open.pop(rule, None)
     elif notice.kind == GUARD:
@@ -217,6 +232,10 @@ def observe(state: NotifyState, event: Event) -> None:
         state.open_rules.append(rule)
     elif event.type == t.ANOMALY_RESOLVED and rule in state.open_rules:
         state.open_rules.remove(rule)
+        if rule == state.fault:
+            state.fault = None  # training went on: it was no end
+    elif event.type == t.LOG_LINE and state.fault_line is None:
+        state.fault_line = fault_said(cast(p.LogLineData, event.data))
     elif ends_run(event):
         state.ended = True
     elif event.type == t.STOP_REQUESTED:
@@ -242,6 +261,21 @@ def ends_run(event: Event) -> bool:
         decided = cast(p.DecisionData, event.data)
         return decided.get("decision") == t.STOP and not decided.get("confirm_s")
     return event.type in (t.STOP_DONE, t.RUN_FINISHED, t.RUN_FAILED)
+
+
+def is_log(event: Event) -> bool:
+    """An anomaly opened by a log line (a `log_pattern` rule: its values quote the line)."""
+    values = event.data.get("values")
+    return isinstance(values, dict) and "line" in values
+
+
+def fault_said(data: p.LogLineData) -> str | None:
+    """A fault line of the agent's (oom, nccl, ...) in a few words; None for any other notable line."""
+    tag, text = data.get("tag"), data.get("line")
+    if not isinstance(tag, str) or not logtags.is_fault(tag) or not isinstance(text, str):
+        return None
+    line = logtags.tagged_line(text, tag) or text
+    return faults.describe(tag, line) or faults.quote(line)
 
 
 def rule_of(event: Event) -> str | None:

@@ -79,8 +79,8 @@ class PolicyReader(Reader):
         names = self.strings(key, required=required)
         return expand(names, self.ctx.aliases) if names else ()
 
-    def regex(self, key: str) -> re.Pattern[str] | None:
-        pattern = self.string(key, required=True)
+    def regex(self, key: str, *, required: bool = True, description: str = "") -> re.Pattern[str] | None:
+        pattern = self.string(key, required=required, description=description)
         if pattern is None:
             return None
         try:

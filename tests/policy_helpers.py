@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainwarden.agent.parse import tag_of
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.policies.engine import PolicyState, apply_policy, evaluate
@@ -30,8 +31,9 @@ class Clock:
     def tick(self, at: float) -> Event:
         return self.event(t.TICK, at)
 
-    def log(self, at: float, line: str, tag: str = "error") -> Event:
-        return self.event(t.LOG_LINE, at, line=line, tag=tag)
+    def log(self, at: float, line: str, tag: str | None = None) -> Event:
+        """A `log.line` event tagged as the agent tags it (`error` for a line it would not send)."""
+        return self.event(t.LOG_LINE, at, line=line, tag=tag or tag_of(line) or "error")
 
 
 def policy(rules_yaml: str, *, startup: str = "30m") -> Policy:

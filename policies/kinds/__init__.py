@@ -10,16 +10,16 @@
 | plateau | relative improvement < `eps` over the last `window` values |
 | baseline | the eval metric is worse (or flat) vs the experiment's expected baseline |
 | absence | no event of a type (or no finite metric) for `duration` |
-| log_pattern | a log line matches `pattern` |
+| log_pattern | a log line has the agent's `tag` (oom, nccl, ...) and/or matches `pattern` |
 | lr_schedule | lr non-finite, zero after being positive, or rising while the schedule decays |
 | status | an event field (`source.status` status) takes one of `values` (of `source`, if given) |
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
+from trainwarden.events import logtags
 from trainwarden.events import types as t
 from trainwarden.events.envelope import TYPE_RE
 from trainwarden.policies.kinds.relations import Baseline, Divergence, LrSchedule
@@ -115,8 +115,14 @@ def _absence(r: PolicyReader) -> Kind:
 
 
 def _log_pattern(r: PolicyReader) -> Kind:
-    regex = r.regex("pattern")
-    return LogPattern(pattern=regex.pattern if regex else "", regex=regex or _NEVER)
+    regex = r.regex("pattern", required=False, description="a regular expression searched in the line's text")
+    tags = r.strings("tag")
+    unknown = [tag for tag in tags if tag not in logtags.TAG_RANK]
+    if unknown:
+        r.fail("tag", f"'tag' must name the agent's tags ({', '.join(logtags.TAG_RANK)}); got {unknown[0]!r}")
+    if r.ok and not {"pattern", "tag"} & set(r.fields):
+        r.ctx.problem(r.node, f"{r.what} needs 'tag' (a tag of the agent's, e.g. oom), 'pattern' (a regex) or both")
+    return LogPattern(pattern=regex.pattern if regex else "", regex=regex, tags=tags)
 
 
 def _lr_schedule(r: PolicyReader) -> Kind:
@@ -137,8 +143,6 @@ def _status(r: PolicyReader) -> Kind:
         source=r.string("source", description="only events with this `source` count (source.status: metrics, nvml)"),
     )
 
-
-_NEVER = re.compile(r"(?!)")  # stands in for a pattern that did not compile
 
 READERS: dict[str, Callable[[PolicyReader], Kind]] = {
     "nonfinite": _nonfinite,

@@ -8,7 +8,9 @@ from typing import Any, ClassVar
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
+from trainwarden.events.logtags import matching_line, tagged_line
 from trainwarden.policies.durations import fmt_duration
+from trainwarden.policies.faults import MAX_QUOTE, describe, quote
 from trainwarden.policies.names import finite, pick
 
 # Every event the engine evaluates; absence rules look at all of them, because time moves with each.
@@ -56,13 +58,19 @@ class Absence:
 
 @dataclass(frozen=True, slots=True)
 class LogPattern:
-    """A log line matching `pattern`. It clears when a later metric arrives: training went on."""
+    """A log line with one of the agent's `tags` (events/logtags.py: oom, nccl, ...) and/or matching
+    `pattern`. It clears when a later metric arrives: training went on.
+
+    The reason quotes the line that matched (a traceback's exception line, not its first lines), or
+    for a fault what it says in a few words (policies/faults.py): `CUDA out of memory. Tried to
+    allocate 2.00 GiB`, `NCCL ALLREDUCE timed out after 10m on rank 3 (SeqNum 808)`."""
 
     kind: ClassVar[str] = "log_pattern"
     time_driven: ClassVar[bool] = False
     clear_only: ClassVar[frozenset[str]] = frozenset({t.METRIC})
     pattern: str
-    regex: re.Pattern[str] = field(compare=False, repr=False)
+    regex: re.Pattern[str] | None = field(compare=False, repr=False)
+    tags: tuple[str, ...] = ()
     events: frozenset[str] = frozenset({t.LOG_LINE, t.METRIC})
     keys: None = None
 
@@ -72,18 +80,30 @@ class LogPattern:
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         if event.type == t.METRIC:
             return False
-        line = event.data.get("line")
-        if not isinstance(line, str) or not self.regex.search(line):
+        text, tag = event.data.get("line"), event.data.get("tag")
+        if not isinstance(text, str) or (self.tags and tag not in self.tags):
             return None
-        st["line"] = line[:300]
+        if self.regex is not None:
+            line = matching_line(text, self.regex)
+        elif self.tags:
+            line = tagged_line(text, str(tag)) or text.split("\n", 1)[0]
+        else:
+            return None  # a pattern that did not compile (the policy was refused)
+        if line is None:
+            return None
+        st["line"], st["tag"] = line[:MAX_QUOTE], tag
         return True
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        line = st.get("line", "")
-        return f"log: {line[:160]}", {"line": line}
+        line, tag = st.get("line", ""), st.get("tag")
+        said = describe(tag, line) if isinstance(tag, str) else None
+        return (said or f"log: {quote(line)}"), {"line": line, "tag": tag}
 
     def params(self) -> dict[str, Any]:
-        return {"pattern": self.pattern}
+        out: dict[str, Any] = {"pattern": self.pattern} if self.pattern else {}
+        if self.tags:
+            out["tag"] = list(self.tags)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
