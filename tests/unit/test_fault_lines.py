@@ -192,13 +192,7 @@ def posted(events: list[Event]) -> list[str]:
 # keras_tf1_fit_oom_traceback.log: TensorFlow's glog prefix (`W tensorflow/.../bfc_allocator.cc:217] ...`) is read
 # as a metric `bfc_allocator_cc: 217` after the OOM line; a metric clears a log rule ("training went on"), so
 # the traceback after it opens anew. It passes once such prefixes are no metric (the agent's prefix stripping).
-JUNK_METRIC_AFTER_FAULT = {"keras_tf1_fit_oom_traceback.log"}
-
-
-@pytest.mark.parametrize("case", [
-    pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="a glog prefix read as a metric clears the fault"))
-    if r["file"] in JUNK_METRIC_AFTER_FAULT else r for r in FAULT_RUNS
-], ids=lambda r: r["file"])  # fmt: skip
+@pytest.mark.parametrize("case", FAULT_RUNS, ids=lambda r: r["file"])
 def test_one_fault_one_message_whichever_comes_first_the_fault_or_the_exit(case):
     events = list(log_events(REAL / case["file"], interval=10))
     end = events[-1].ts + 1
