@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.policies.names import finite, fmt, number
+from trainwarden.policies.names import finite, fmt, number, pick
 
 METRIC_EVENTS = frozenset({t.METRIC})
 
@@ -34,12 +34,20 @@ class OneMetric:
 
 @dataclass(frozen=True, slots=True)
 class NonFinite(OneMetric):
-    """NaN or +/-Inf: the run is broken and nothing will recover it."""
+    """NaN or +/-Inf: the run is broken and nothing will recover it.
+
+    With `skipped_by` (the loss), a non-finite value beside a finite, non-zero loss in the same event
+    is a step that dynamic loss scaling skipped (fp16 overflow): normal when isolated, so it fires only
+    after `skips` such events in a row. Beside a loss of exactly 0, a non-finite one, or none, it fires
+    at once: the forward pass itself is broken.
+    """
 
     kind: ClassVar[str] = "nonfinite"
     time_driven: ClassVar[bool] = False
     names: tuple[str, ...]
     events: frozenset[str] = METRIC_EVENTS
+    skipped_by: tuple[str, ...] = ()
+    skips: int = 3
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -47,15 +55,39 @@ class NonFinite(OneMetric):
         if v is None:
             return None
         if math.isfinite(v):
+            if self.skipped_by and st.get("skipped"):
+                st["skipped"] = 0
             return False
         st["metric"], st["value"] = name, v  # kept only when firing: that is what `explain` reports
-        return True
+        if not self.skipped_by:
+            return True
+        found = pick(event.data, self.skipped_by)
+        loss = finite(found[1]) if found is not None else None
+        st["beside"] = None if found is None else [found[0], found[1]]
+        if not loss:  # no loss, a non-finite one, or exactly 0: not a skipped step
+            st["skipped"] = 0
+            return True
+        st["skipped"] = st.get("skipped", 0) + 1
+        return st["skipped"] >= self.skips
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        return f"{st['metric']}={fmt(st['value'])}", {st["metric"]: st["value"]}
+        reason, values = f"{st['metric']}={fmt(st['value'])}", {st["metric"]: st["value"]}
+        if not self.skipped_by:
+            return reason, values
+        beside = st.get("beside")
+        if beside is None:
+            return f"{reason} with no {self.skipped_by[0]} in the same step", values
+        values[beside[0]] = beside[1]
+        if st.get("skipped"):
+            in_a_row = f"on {st['skipped']} steps in a row ({beside[0]}={fmt(beside[1])})"
+            return f"{reason} {in_a_row}: more than a skipped fp16 step", values
+        return f"{reason} with {beside[0]}={fmt(beside[1])}: the forward pass is broken", values
 
     def params(self) -> dict[str, Any]:
-        return {"metric": list(self.names), "event": sorted(self.events)}
+        out: dict[str, Any] = {"metric": list(self.names), "event": sorted(self.events)}
+        if self.skipped_by:
+            out |= {"skipped_by": list(self.skipped_by), "skips": self.skips}
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,180 @@
+"""Kinds that judge a metric against the run's own best or first values: runaway, no_progress, frozen.
+
+Each keeps a few numbers (and `runaway` a window of `smooth` values), never the run's history, so a
+sample costs the same at step 100 and at step 10,000,000.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from trainwarden.events.envelope import Event
+from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric
+from trainwarden.policies.names import finite, fmt
+
+
+def _median(window: list[float]) -> float:
+    """The median of a short window; the usual three values without sorting (no list built)."""
+    n = len(window)
+    if n == 3:
+        a, b, c = window
+        return max(min(a, b), min(max(a, b), c))
+    if n == 1:
+        return window[0]
+    ordered = sorted(window)
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+@dataclass(frozen=True, slots=True)
+class Runaway(OneMetric):
+    """A loss that rose far above the best it reached: its median over the last `smooth` values is
+    more than `ratio` times its best, and so is the latest value (a loss coming back down does not
+    fire), judged from the `warmup`-th value.
+
+    The best is the lowest level the loss held: the lower of two consecutive medians, at its lowest
+    (so one lucky batch, or one of two interleaved series, does not set it), and a blow-up cannot
+    raise it, so a run that explodes early is caught too (a trailing mean takes the blow-up in).
+    A loss that went negative (a negative log-likelihood) fires when its magnitude fell under
+    1/`ratio` of its best's (-5.6 -> above -2.8 for 2x). Rises smaller than `floor` x the first
+    median count as noise (a loss that fell 1000-fold jitters at 1e-4).
+    """
+
+    kind: ClassVar[str] = "runaway"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    ratio: float = 2.0
+    warmup: int = 3
+    smooth: int = 3
+    floor: float = 0.01
+    events: frozenset[str] = METRIC_EVENTS
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        # the last `smooth` values, values seen, the first and the previous median, the best level so far
+        # (+ "metric", "median": the name read and the median judged, when firing)
+        return {"recent": [], "seen": 0, "first": None, "prev": None, "best": None}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
+        v = finite(event.data[name])
+        if v is None:
+            return None
+        recent: list[float] = st["recent"]
+        recent.append(v)
+        if len(recent) > self.smooth:
+            del recent[0]
+        st["seen"] += 1
+        if len(recent) < self.smooth:
+            return False
+        med = _median(recent)
+        prev, best = st["prev"], st["best"]
+        held = med if prev is None else max(prev, med)  # a level counts once two medians in a row reach it
+        st["prev"] = med
+        if best is None or held < best:
+            st["best"] = best = held
+        if st["first"] is None:
+            st["first"] = med
+        if st["seen"] < self.warmup or best == 0:
+            return False
+        # a negative best: nearer zero than best / ratio (-5.6 / 2 = -2.8)
+        limit = best + (self.ratio - 1) * max(best, self.floor * abs(st["first"])) if best > 0 else best / self.ratio
+        if med > limit and v > limit:  # the level, and the latest value too: not already coming back
+            st["metric"], st["median"] = name, med  # kept only when firing: that is what `explain` reports
+            return True
+        return False
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        med, best = st["median"], st["best"]
+        over = f"{fmt(med / best)}x" if best > 0 else f"{fmt(med - best)} above (a negative loss)"
+        return (
+            f"{st['metric']}={fmt(med)} (median of the last {len(st['recent'])}) is {over} its best {fmt(best)}",
+            {st["metric"]: med, "best": best},
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "ratio": self.ratio, "warmup": self.warmup, "smooth": self.smooth,
+                "floor": self.floor, "event": sorted(self.events)}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class NoProgress(OneMetric):
+    """After `evals` evaluations, the best value since the first `first` ones is no better than those by
+    more than `min_delta` (relative): a run stuck where it started (at chance, say).
+
+    `mode: min` for losses and error rates, `max` for accuracy-like metrics.
+    """
+
+    kind: ClassVar[str] = "no_progress"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    evals: int = 5
+    first: int = 1
+    min_delta: float = 0.01
+    mode: str = "min"  # min: lower is better (loss); max: higher is better (accuracy)
+    events: frozenset[str] = METRIC_EVENTS
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        # evaluations seen, the best of the first `first` ("base") and of the later ones (+ "metric": its name)
+        return {"seen": 0, "base": None, "best": None}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
+        v = finite(event.data[name])
+        if v is None:
+            return None
+        st["seen"] += 1
+        key = "base" if st["seen"] <= self.first else "best"
+        old = st[key]
+        if old is None or (v < old if self.mode == "min" else v > old):
+            st[key] = v
+        if st["seen"] < self.evals or st["best"] is None:
+            return False
+        base, best = st["base"], st["best"]
+        gain = (base - best) if self.mode == "min" else (best - base)
+        st["metric"] = name
+        return gain <= self.min_delta * abs(base)
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        first = "its first value" if self.first == 1 else f"its first {self.first} values"
+        return (
+            f"{st['metric']} is no better than {first} ({fmt(st['base'])}) after {st['seen']} evals "
+            f"(best since: {fmt(st['best'])})",
+            {st["metric"]: st["best"], "first": st["base"], "evals": st["seen"]},
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "evals": self.evals, "first": self.first, "min_delta": self.min_delta,
+                "mode": self.mode, "event": sorted(self.events)}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Frozen(OneMetric):
+    """The very same value `count` times in a row: an output that no longer depends on the weights
+    (a dead or saturated network). Meant for eval metrics: a held-out loss never repeats to the printed
+    digit while the model learns."""
+
+    kind: ClassVar[str] = "frozen"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    count: int = 3
+    events: frozenset[str] = METRIC_EVENTS
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        # the last value and how many times in a row it came (+ "metric": its name)
+        return {"last": None, "same": 0}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
+        v = finite(event.data[name])
+        if v is None:
+            return None
+        st["same"] = st["same"] + 1 if v == st["last"] else 1
+        st["last"], st["metric"] = v, name
+        return st["same"] >= self.count
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return f"{st['metric']}={fmt(st['last'])} {st['same']} times in a row", {st["metric"]: st["last"]}
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "count": self.count, "event": sorted(self.events)}
