@@ -12,6 +12,14 @@ NOTABLE = (
     ("nccl", re.compile(r"\bNCCL\b.*(error|timeout|failure)|ncclInternalError|ncclSystemError", re.IGNORECASE)),
     ("file_not_found", re.compile(r"FileNotFoundError|No such file or directory")),
     ("killed", re.compile(r"^\s*Killed\s*$|\bKilled process\b")),
+    # the fp16 loss scaler overflowing at its minimum: every step skipped (DeepSpeed, fairseq)
+    (
+        "loss_scale",
+        re.compile(
+            r"Attempted loss scale:\s*(\S+), reducing to \1\b|loss scale already at minimum"
+            r"|Minimum loss scale reached"
+        ),
+    ),
     ("traceback", re.compile(r"^Traceback \(most recent call last\)")),
     ("error", re.compile(r"^\w*(Error|Exception)\b[:\s]")),
 )
@@ -21,7 +29,7 @@ RANK_PREFIX_RE = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
 # one cheap search says whether a line can be notable at all
 ANY_NOTABLE_RE = re.compile(
     r"out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|NCCL|nccl|FileNotFoundError|No such file"
-    r"|Killed|Traceback|Error|Exception",
+    r"|Killed|Traceback|Error|Exception|reducing to|loss scale",
     re.IGNORECASE,
 )
 
@@ -54,5 +62,5 @@ def notable(line: str) -> Notable | None:
 
 
 def strongest(tags: list[str]) -> str:
-    """The most specific of several tags (oom > nccl > file_not_found > killed > traceback > error)."""
+    """The most specific of several tags (oom > nccl > file_not_found > killed > loss_scale > traceback > error)."""
     return min(tags, key=TAG_RANK.__getitem__)

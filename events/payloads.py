@@ -123,7 +123,7 @@ class HealthData(TypedDict, total=False):
 
 
 class LogLineData(TypedDict):
-    tag: str  # oom | nccl | file_not_found | killed | traceback | error (agent/parse.py)
+    tag: str  # oom | nccl | file_not_found | killed | loss_scale | traceback | error (agent/parse.py)
     line: str  # secrets masked
     lines: NotRequired[int]  # a traceback grouped into one event: how many lines
 
