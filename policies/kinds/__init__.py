@@ -79,7 +79,12 @@ def _no_progress(r: PolicyReader) -> Kind:
 
 
 def _frozen(r: PolicyReader) -> Kind:
-    return Frozen(names=r.metric(), count=r.integer("count", default=3, minimum=2), events=_events(r))
+    return Frozen(
+        names=r.metric(),
+        count=r.integer("count", default=3, minimum=2),
+        digits=r.integer("digits", default=4, minimum=1),
+        events=_events(r),
+    )
 
 
 def _scale_collapse(r: PolicyReader) -> Kind:

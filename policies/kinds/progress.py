@@ -152,12 +152,14 @@ class NoProgress(OneMetric):
 class Frozen(OneMetric):
     """The very same value `count` times in a row: an output that no longer depends on the weights
     (a dead or saturated network). Meant for eval metrics: a held-out loss never repeats to the printed
-    digit while the model learns."""
+    digit while the model learns. A value with fewer than `digits` significant digits (fairseq's
+    `valid loss 1.94`) may repeat by rounding alone, and never counts."""
 
     kind: ClassVar[str] = "frozen"
     time_driven: ClassVar[bool] = False
     names: tuple[str, ...]
     count: int = 3
+    digits: int = 4
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
@@ -169,7 +171,8 @@ class Frozen(OneMetric):
         v = finite(event.data[name])
         if v is None:
             return None
-        st["same"] = st["same"] + 1 if v == st["last"] else 1
+        same = v == st["last"] and _significant(v) >= self.digits
+        st["same"] = st["same"] + 1 if same else 1
         st["last"], st["metric"] = v, name
         return st["same"] >= self.count
 
@@ -177,4 +180,10 @@ class Frozen(OneMetric):
         return f"{st['metric']}={fmt(st['last'])} {st['same']} times in a row", {st["metric"]: st["last"]}
 
     def params(self) -> dict[str, Any]:
-        return {"metric": list(self.names), "count": self.count, "event": sorted(self.events)}
+        return {"metric": list(self.names), "count": self.count, "digits": self.digits, "event": sorted(self.events)}
+
+
+def _significant(v: float) -> int:
+    """Significant digits of `v` as printed shortest (7.9712 -> 5, 1.94 -> 3, 100.0 -> 1; trailing zeros a
+    trainer printed are lost, which only makes a value count as coarser)."""
+    return len(repr(abs(v)).split("e")[0].replace(".", "").strip("0"))

@@ -231,8 +231,10 @@ def test_healthy_evals_are_not_stuck(name):
     ("kind: no_progress, evals: 3, mode: max", [0.25, 0.25, 0.252], True),
     ("kind: no_progress, evals: 3, mode: max", [0.25, 0.20, 0.30], False),
     ("kind: no_progress, evals: 3, first: 2", [2.0, 1.0, 1.0], True),  # no better than the best of the first two
-    ("kind: frozen, count: 3", [1.0, 1.0, 1.0], True),
-    ("kind: frozen, count: 3", [1.0, 1.0, 1.01, 1.0], False),
+    ("kind: frozen, count: 3", [7.9712, 7.9712, 7.9712], True),
+    ("kind: frozen, count: 3", [1.0001, 1.0001, 1.01, 1.0001], False),
+    ("kind: frozen, count: 3", [1.94, 1.94, 1.94], False),  # fairseq's `valid loss 1.94`: rounding, not frozen
+    ("kind: frozen, count: 3, digits: 3", [1.94, 1.94, 1.94], True),
     ("kind: scale_collapse", [1024.0, 512.0, 0.0], True),
     ("kind: scale_collapse, halvings: 2, below: 16", [32.0, 16.0, 16.0, 8.0], False),  # a step went through
     ("kind: nonfinite, skipped_by: loss, skips: 2", [NAN, NAN], True),  # no loss in the event: fires at once
