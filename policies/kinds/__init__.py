@@ -4,7 +4,7 @@
 |---|---|
 | nonfinite | the metric is NaN or +/-Inf (with `skipped_by`: beside no usable loss, or `skips` steps in a row) |
 | threshold | the metric is above `above` or below `below` |
-| spike | the metric is `ratio` x its trailing mean/median (or 1/`ratio`, direction down) |
+| spike | the metric is `ratio` x its trailing mean/median (or 1/`ratio`, direction down), or over `above` |
 | runaway | the metric's recent median is `ratio` x its running minimum (after `warmup` values) |
 | no_progress | after `evals` evals, no better than its first value(s) by `min_delta` |
 | frozen | the very same value `count` times in a row |
@@ -114,6 +114,7 @@ def _spike(r: PolicyReader) -> Kind:
         direction=r.choice("direction", ("up", "down"), default="up"),
         min_samples=min(r.integer("min_samples", default=5), window),
         events=_events(r),
+        above=r.number("above"),
     )
 
 

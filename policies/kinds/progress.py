@@ -7,6 +7,7 @@ sample costs the same at step 100 and at step 10,000,000.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import isfinite
 from typing import Any, ClassVar
 
 from trainwarden.events.envelope import Event
@@ -51,38 +52,59 @@ class Runaway(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        # the last `smooth` values, values seen, the first and the previous median, the best level so far
-        # (+ "metric", "median": the name read and the median judged, when firing)
-        return {"recent": [], "seen": 0, "first": None, "prev": None, "best": None}
+        # the last `smooth` values, values seen (up to `warmup`), the first and the previous median, the best
+        # level so far and the median limit it sets (+ "metric", "median": the name read and the median judged,
+        # when firing)
+        return {"recent": [], "seen": 0, "first": None, "prev": None, "best": None, "limit": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
-        v = finite(event.data[name])
-        if v is None:
-            return None
+        v = event.data[name]
+        if type(v) is not float or not isfinite(v):  # the hot path: inlined `finite`
+            v = finite(v)
+            if v is None:
+                return None
         recent: list[float] = st["recent"]
         recent.append(v)
-        if len(recent) > self.smooth:
+        n = len(recent)
+        if n > self.smooth:
             del recent[0]
-        st["seen"] += 1
-        if len(recent) < self.smooth:
+            n -= 1
+        seen = st["seen"]
+        if seen < self.warmup:  # counted only while warming up: no write per value afterwards
+            st["seen"] = seen = seen + 1
+        if n < self.smooth:
             return False
-        med = _median(recent)
-        prev, best = st["prev"], st["best"]
-        held = med if prev is None else max(prev, med)  # a level counts once two medians in a row reach it
+        if n == 3:  # the usual window: its median by comparisons
+            a, b, c = recent
+            if a > b:
+                a, b = b, a
+            med = b if c >= b else (c if c > a else a)
+        else:
+            med = _median(recent)
+        prev = st["prev"]
         st["prev"] = med
-        if best is None or held < best:
-            st["best"] = best = held
-        if st["first"] is None:
-            st["first"] = med
-        if st["seen"] < self.warmup or best == 0:
+        held = med if prev is None or prev < med else prev  # a level counts once two medians in a row reach it
+        best = st["best"]
+        if best is None or held < best:  # a new best: the median is at it, nothing to judge
+            if best is None:
+                st["first"] = med
+            st["best"] = held
+            st["limit"] = self._limit(held, st["first"])
             return False
-        # a negative best: nearer zero than best / ratio (-5.6 / 2 = -2.8)
-        limit = best + (self.ratio - 1) * max(best, self.floor * abs(st["first"])) if best > 0 else best / self.ratio
+        limit = st["limit"]
+        if seen < self.warmup or limit is None:
+            return False
         if med > limit and v > limit:  # the level, and the latest value too: not already coming back
             st["metric"], st["median"] = name, med  # kept only when firing: that is what `explain` reports
             return True
         return False
+
+    def _limit(self, best: float, first: float) -> float | None:
+        """The median above which the loss ran away from `best`; None for a best of exactly 0."""
+        if best > 0:
+            return best + (self.ratio - 1) * max(best, self.floor * abs(first))
+        return best / self.ratio if best < 0 else None  # a negative best: nearer zero than best / ratio
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         med, best = st["median"], st["best"]

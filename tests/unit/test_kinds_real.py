@@ -179,7 +179,7 @@ def test_a_grad_norm_excursion_is_a_warning_at_most():
     c = Clock()
     out = run(POLICY, [c.metric(i, loss=lv, grad_norm=g) for i, (lv, g) in enumerate(zip(loss, gnorm, strict=True))])
     opened = [(d["rule"], d["severity"]) for typ, d in out if typ == t.ANOMALY_OPENED]
-    assert opened == [("grad-norm-spike", "warning")]
+    assert opened == [("grad-norm-high", "warning")]
     assert not any(typ == t.DECISION and d["decision"] == t.STOP for typ, d in out)
 
 
@@ -238,6 +238,8 @@ def test_healthy_evals_are_not_stuck(name):
     ("kind: scale_collapse", [1024.0, 512.0, 0.0], True),
     ("kind: scale_collapse, halvings: 2, below: 16", [32.0, 16.0, 16.0, 8.0], False),  # a step went through
     ("kind: nonfinite, skipped_by: loss, skips: 2", [NAN, NAN], True),  # no loss in the event: fires at once
+    ("kind: spike, above: 100", [150.0], True),  # the ceiling needs no history
+    ("kind: spike, above: 100", [99.0], False),
 ])  # fmt: skip
 def test_kind(fields, values, fires):
     c = Clock()
