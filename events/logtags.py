@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 OOM, NCCL, ILLEGAL_MEMORY, NAN, KILLED = "oom", "nccl", "illegal_memory", "nan", "killed"
+LOSS_SCALE = "loss_scale"
 FILE_NOT_FOUND, TRACEBACK, ERROR = "file_not_found", "traceback", "error"
 
 _OOM = (
@@ -33,6 +34,8 @@ _NAN = (
     r"FloatingPointError|Minimum loss scale reached|loss scale already at minimum|found NaN in"
     r"|Loss is nan, stopping training|NaN or Inf found in input tensor|returned nan values in its \d+th output"
 )
+# the fp16 loss scaler overflowing at its minimum, so every step is skipped (DeepSpeed prints it each step)
+_LOSS_SCALE = r"Attempted loss scale:\s*(\S+), reducing to \1\b"
 # the kernel's OOM killer or a crash: a bare `Killed` from the shell, a segfault, a child torchrun saw die
 _KILLED = (
     r"^\s*Killed\s*$|\bKilled process\b|Segmentation fault|exitcode\s*:\s*-\d+|Signal \d+ \(SIG[A-Z]+\) received"
@@ -44,6 +47,7 @@ NOTABLE: tuple[tuple[str, re.Pattern[str]], ...] = (
     (ILLEGAL_MEMORY, re.compile(_ILLEGAL_MEMORY)),
     (NAN, re.compile(_NAN)),
     (KILLED, re.compile(_KILLED)),
+    (LOSS_SCALE, re.compile(_LOSS_SCALE)),
     (FILE_NOT_FOUND, re.compile(r"FileNotFoundError|No such file or directory")),
     (TRACEBACK, re.compile(r"^Traceback \(most recent call last\)")),
     (ERROR, re.compile(r"^\w*(Error|Exception)\b[:\s]")),
@@ -51,7 +55,7 @@ NOTABLE: tuple[tuple[str, re.Pattern[str]], ...] = (
 PATTERNS = dict(NOTABLE)
 TAG_RANK = {tag: rank for rank, (tag, _) in enumerate(NOTABLE)}
 # A line that reports one of these is a fault, whatever else it holds (`key=value` pairs included).
-FAULTS = (OOM, NCCL, ILLEGAL_MEMORY, NAN, KILLED)
+FAULTS = (OOM, NCCL, ILLEGAL_MEMORY, NAN, KILLED, LOSS_SCALE)
 # One cheap search says whether a line can report a fault at all: a superset of the fault patterns in the
 # casings trainers print, case-sensitive (a case-blind search of many alternatives costs ten times more).
 _FAULT_HINTS = (

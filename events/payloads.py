@@ -123,7 +123,7 @@ class HealthData(TypedDict, total=False):
 
 
 class LogLineData(TypedDict):
-    tag: str  # oom | nccl | illegal_memory | nan | killed | file_not_found | traceback | error (events/logtags.py)
+    tag: str  # a tag of events/logtags.py: oom, nccl, illegal_memory, nan, killed, loss_scale, traceback, ...
     line: str  # secrets masked
     lines: NotRequired[int]  # a traceback grouped into one event: how many lines
 

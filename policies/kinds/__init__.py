@@ -2,9 +2,13 @@
 
 | kind | fires when |
 |---|---|
-| nonfinite | the metric is NaN or +/-Inf |
+| nonfinite | the metric is NaN or +/-Inf (with `skipped_by`: beside no usable loss, or `skips` steps in a row) |
 | threshold | the metric is above `above` or below `below` |
-| spike | the metric is `ratio` x its trailing mean/median (or 1/`ratio`, direction down) |
+| spike | the metric is `ratio` x its trailing mean/median (or 1/`ratio`, direction down), or over `above` |
+| runaway | the metric's recent median is `ratio` x its running minimum (after `warmup` values) |
+| no_progress | after `evals` evals, no better than its first value(s) by `min_delta` |
+| frozen | the very same value `count` times in a row |
+| scale_collapse | the loss scale fell `halvings` samples in a row to under `below`, or is zero |
 | trend | the metric rose (or fell) `count` evaluations in a row |
 | divergence | `rising` rose while `falling` fell, `count` evaluations in a row |
 | plateau | relative improvement < `eps` over the last `window` values |
@@ -22,6 +26,8 @@ from collections.abc import Callable
 from trainwarden.events import logtags
 from trainwarden.events import types as t
 from trainwarden.events.envelope import TYPE_RE
+from trainwarden.policies.kinds.precision import ScaleCollapse
+from trainwarden.policies.kinds.progress import Frozen, NoProgress, Runaway
 from trainwarden.policies.kinds.relations import Baseline, Divergence, LrSchedule
 from trainwarden.policies.kinds.signals import Absence, LogPattern, Status
 from trainwarden.policies.kinds.values import NonFinite, Plateau, Spike, Threshold, Trend
@@ -40,7 +46,54 @@ def _events(r: PolicyReader, default: tuple[str, ...] = (t.METRIC,), key: str = 
 
 
 def _nonfinite(r: PolicyReader) -> Kind:
-    return NonFinite(names=r.metric(), events=_events(r))
+    return NonFinite(
+        names=r.metric(),
+        events=_events(r),
+        skipped_by=r.metric("skipped_by", required=False),
+        skips=r.integer("skips", default=3, minimum=1),
+    )
+
+
+def _runaway(r: PolicyReader) -> Kind:
+    smooth = r.integer("smooth", default=3, minimum=1)
+    return Runaway(
+        names=r.metric(),
+        ratio=r.number("ratio", default=2.0, minimum=1.0) or 2.0,
+        warmup=max(r.integer("warmup", default=3, minimum=1), smooth),
+        smooth=smooth,
+        floor=r.number("floor", default=0.01, minimum=0.0) or 0.0,
+        events=_events(r),
+    )
+
+
+def _no_progress(r: PolicyReader) -> Kind:
+    first = r.integer("first", default=1, minimum=1)
+    return NoProgress(
+        names=r.metric(),
+        evals=max(r.integer("evals", default=5, minimum=2), first + 1),
+        first=first,
+        min_delta=r.number("min_delta", default=0.01, minimum=0.0) or 0.0,
+        mode=r.choice("mode", ("min", "max"), default="min"),
+        events=_events(r),
+    )
+
+
+def _frozen(r: PolicyReader) -> Kind:
+    return Frozen(
+        names=r.metric(),
+        count=r.integer("count", default=3, minimum=2),
+        digits=r.integer("digits", default=4, minimum=1),
+        events=_events(r),
+    )
+
+
+def _scale_collapse(r: PolicyReader) -> Kind:
+    return ScaleCollapse(
+        names=r.metric(required=False) or expand(("loss_scale",), r.ctx.aliases),
+        halvings=r.integer("halvings", default=2, minimum=1),
+        below=r.number("below", default=16.0, minimum=0.0) or 0.0,
+        events=_events(r),
+    )
 
 
 def _threshold(r: PolicyReader) -> Kind:
@@ -61,6 +114,7 @@ def _spike(r: PolicyReader) -> Kind:
         direction=r.choice("direction", ("up", "down"), default="up"),
         min_samples=min(r.integer("min_samples", default=5), window),
         events=_events(r),
+        above=r.number("above"),
     )
 
 
@@ -148,6 +202,10 @@ READERS: dict[str, Callable[[PolicyReader], Kind]] = {
     "nonfinite": _nonfinite,
     "threshold": _threshold,
     "spike": _spike,
+    "runaway": _runaway,
+    "no_progress": _no_progress,
+    "frozen": _frozen,
+    "scale_collapse": _scale_collapse,
     "trend": _trend,
     "divergence": _divergence,
     "plateau": _plateau,

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.policies.names import finite, fmt, number
+from trainwarden.policies.names import finite, fmt, number, pick
 
 METRIC_EVENTS = frozenset({t.METRIC})
 
@@ -34,12 +34,20 @@ class OneMetric:
 
 @dataclass(frozen=True, slots=True)
 class NonFinite(OneMetric):
-    """NaN or +/-Inf: the run is broken and nothing will recover it."""
+    """NaN or +/-Inf: the run is broken and nothing will recover it.
+
+    With `skipped_by` (the loss), a non-finite value beside a finite, non-zero loss in the same event
+    is a step that dynamic loss scaling skipped (fp16 overflow): normal when isolated, so it fires only
+    after `skips` such events in a row. Beside a loss of exactly 0, a non-finite one, or none, it fires
+    at once: the forward pass itself is broken.
+    """
 
     kind: ClassVar[str] = "nonfinite"
     time_driven: ClassVar[bool] = False
     names: tuple[str, ...]
     events: frozenset[str] = METRIC_EVENTS
+    skipped_by: tuple[str, ...] = ()
+    skips: int = 3
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -47,15 +55,39 @@ class NonFinite(OneMetric):
         if v is None:
             return None
         if math.isfinite(v):
+            if self.skipped_by and st.get("skipped"):
+                st["skipped"] = 0
             return False
         st["metric"], st["value"] = name, v  # kept only when firing: that is what `explain` reports
-        return True
+        if not self.skipped_by:
+            return True
+        found = pick(event.data, self.skipped_by)
+        loss = finite(found[1]) if found is not None else None
+        st["beside"] = None if found is None else [found[0], found[1]]
+        if not loss:  # no loss, a non-finite one, or exactly 0: not a skipped step
+            st["skipped"] = 0
+            return True
+        st["skipped"] = st.get("skipped", 0) + 1
+        return st["skipped"] >= self.skips
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        return f"{st['metric']}={fmt(st['value'])}", {st["metric"]: st["value"]}
+        reason, values = f"{st['metric']}={fmt(st['value'])}", {st["metric"]: st["value"]}
+        if not self.skipped_by:
+            return reason, values
+        beside = st.get("beside")
+        if beside is None:
+            return f"{reason} with no {self.skipped_by[0]} in the same step", values
+        values[beside[0]] = beside[1]
+        if st.get("skipped"):
+            in_a_row = f"on {st['skipped']} steps in a row ({beside[0]}={fmt(beside[1])})"
+            return f"{reason} {in_a_row}: more than a skipped fp16 step", values
+        return f"{reason} with {beside[0]}={fmt(beside[1])}: the forward pass is broken", values
 
     def params(self) -> dict[str, Any]:
-        return {"metric": list(self.names), "event": sorted(self.events)}
+        out: dict[str, Any] = {"metric": list(self.names), "event": sorted(self.events)}
+        if self.skipped_by:
+            out |= {"skipped_by": list(self.skipped_by), "skips": self.skips}
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +126,8 @@ class Spike(OneMetric):
     """A value `ratio` times above (or below, `direction: down`) its trailing mean or median.
 
     Values that fire are kept out of the trailing window, so a spike that persists keeps firing
-    instead of becoming its own baseline; a spike that recovers simply stops firing.
+    instead of becoming its own baseline; a spike that recovers simply stops firing. With `above`, a
+    value over that absolute ceiling fires too, history or not (grad norm: 10x its mean, or over 100).
     """
 
     kind: ClassVar[str] = "spike"
@@ -106,6 +139,7 @@ class Spike(OneMetric):
     direction: str = "up"  # up | down
     min_samples: int = 5
     events: frozenset[str] = METRIC_EVENTS
+    above: float | None = None
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         # the window in arrival order, sorted (for the median) and its sum (for the mean); when firing also
@@ -119,36 +153,41 @@ class Spike(OneMetric):
             v = finite(v)
             if v is None:
                 return None
-        window: list[float] = st["window"]
-        median = self.stat == "median"
-        base: float | None = None
-        if len(window) >= self.min_samples:
-            if median:
-                ordered: list[float] = st["sorted_window"]
-                mid = len(ordered) // 2
-                base = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-            else:
-                base = st["window_sum"] / len(window)
-        up = self.direction == "up"
-        fired = base is not None and base > 0 and (v > self.ratio * base if up else v * self.ratio < base)
-        if fired:
-            st["metric"], st["value"], st["baseline"] = name, v, base
+        if self.above is not None and v > self.above:
+            st["metric"], st["value"], st["baseline"] = name, v, None
             return True
+        window: list[float] = st["window"]
+        n = len(window)
+        if self.stat == "median":
+            ordered: list[float] = st["sorted_window"]
+            if n >= self.min_samples:
+                mid = n // 2
+                base = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+                if base > 0 and (v > self.ratio * base if self.direction == "up" else v * self.ratio < base):
+                    st["metric"], st["value"], st["baseline"] = name, v, base
+                    return True
+            window.append(v)
+            bisect.insort(ordered, v)
+            if n >= self.window:
+                del ordered[bisect.bisect_left(ordered, window.pop(0))]
+            return False
+        total: float = st["window_sum"]
+        if n >= self.min_samples:
+            base = total / n
+            if base > 0 and (v > self.ratio * base if self.direction == "up" else v * self.ratio < base):
+                st["metric"], st["value"], st["baseline"] = name, v, base
+                return True
         window.append(v)
-        if median:
-            bisect.insort(st["sorted_window"], v)
-        else:
-            st["window_sum"] += v
-        if len(window) > self.window:
-            old = window.pop(0)
-            if median:
-                del st["sorted_window"][bisect.bisect_left(st["sorted_window"], old)]
-            else:
-                st["window_sum"] -= old
+        total += v
+        if n >= self.window:
+            total -= window.pop(0)
+        st["window_sum"] = total
         return False
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         v, b = st["value"], st["baseline"]
+        if b is None:
+            return f"{st['metric']}={fmt(v)} > {fmt(self.above)}", {st["metric"]: v}
         times = v / b if b else math.inf
         if self.direction == "up":
             why = f"{fmt(times)}x its trailing {self.stat} {fmt(b)}"
@@ -158,7 +197,8 @@ class Spike(OneMetric):
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "ratio": self.ratio, "window": self.window, "stat": self.stat,
-                "direction": self.direction, "min_samples": self.min_samples, "event": sorted(self.events)}  # fmt: skip
+                "direction": self.direction, "min_samples": self.min_samples, "event": sorted(self.events),
+                **({"above": self.above} if self.above is not None else {})}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

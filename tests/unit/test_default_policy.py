@@ -52,7 +52,9 @@ def test_loss_nan_stops_at_once():
 
 @pytest.mark.parametrize(("spiked", "expected"), [
     (3, ["CONTINUE", "opened:loss-spike", "resolved:loss-spike"]),  # recovers within its window: no STOP
-    (6, ["CONTINUE", "opened:loss-spike", "STOP:loss-spike", "resolved:loss-spike"]),  # persists: STOP
+    # persists: STOP, by loss-runaway (2.5x the run's best on 3 samples in a row) a sample before loss-spike's 5
+    (6, ["CONTINUE", "opened:loss-spike", "opened:loss-runaway", "STOP:loss-runaway", "resolved:loss-spike",
+         "resolved:loss-runaway"]),
 ])  # fmt: skip
 def test_loss_spike_is_an_anomaly_and_a_stop_only_if_it_persists(spiked, expected):
     c = Clock()
@@ -71,12 +73,16 @@ def test_loss_at_1_9x_its_average_is_no_spike():
     assert fired(events) == ["CONTINUE"]
 
 
-@pytest.mark.parametrize(("grad_norm", "expected"), [
-    (150.0, ["opened:grad-norm-high"]), (math.nan, ["opened:grad-norm-nonfinite"]), (99.0, []),
+@pytest.mark.parametrize(("grad_norm", "loss", "expected"), [
+    (150.0, 3.0, ["opened:grad-norm-high"]),
+    (99.0, 3.0, ["opened:grad-norm-high"]),  # under 100, but 50-200x its trailing mean (0.5-2)
+    (math.nan, 3.0, []),  # beside a finite loss: one step skipped by the fp16 loss scaler, no page
+    (math.nan, 0.0, ["opened:grad-norm-nonfinite", "STOP:grad-norm-nonfinite"]),  # beside a loss of 0: broken
+    (1.5, 3.0, []),
 ])  # fmt: skip
-def test_grad_norm_above_100_or_nan_is_an_anomaly(grad_norm, expected):
+def test_grad_norm_above_100_nan_or_far_above_its_median_is_an_anomaly(grad_norm, loss, expected):
     c = Clock()
-    events = [*healthy(c, 5), c.metric(200, step=60, loss=3.0, grad_norm=grad_norm)]
+    events = [*healthy(c, 5), c.metric(200, step=60, loss=loss, grad_norm=grad_norm)]
     assert fired(events)[1:] == expected
 
 

@@ -140,12 +140,33 @@ def test_a_name_taken_twice_keeps_the_second_under_its_printed_name():
         ("RuntimeError: NCCL error in: ../torch/csrc/distributed, unhandled system error", "nccl"),
         ("ValueError: bad shape", "error"),
         ("[rank3]: torch.OutOfMemoryError: CUDA out of memory.", "oom"),
+        # tests/data/real/deepspeed_t5_loss_scale_stuck_at_1.log line 1: overflowing at the minimum scale
+        (
+            "[2021-11-27 00:36:54,800] [INFO] [stage2.py:1628:step] [deepscale] OVERFLOW! Rank 0 Skipping step. "
+            "Attempted loss scale: 1, reducing to 1",
+            "loss_scale",
+        ),
     ],
 )
 def test_notable_lines_are_tagged(line, tag):
     found = notable(line)
     assert found is not None
     assert found.tag == tag
+
+
+def test_an_ordinary_loss_scale_halving_is_not_notable():
+    # tests/data/real/deepspeed_hysteresis_startup_calibration.log line 3 (the start-up search)
+    assert (
+        notable(
+            "[2023-04-28 06:51:30,648] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+            "Skipping step. Attempted loss scale: 65536, reducing to 32768"
+        )
+        is None
+    )
+    # tests/data/real/megatron_llm_pretrain_healthy.log line 1: `loss scale: 1.0` on every iteration (bf16)
+    line = (Path(__file__).resolve().parents[1] / "data/real/megatron_llm_pretrain_healthy.log").read_text()
+    assert "loss scale: 1.0" in line.splitlines()[0]
+    assert notable(line.splitlines()[0]) is None
 
 
 @pytest.mark.parametrize("line", ["step=1 loss=2.0", "errors=0 warnings=2", "Killed 3 stale workers"])

@@ -1,0 +1,211 @@
+"""Kinds that judge a metric against the run's own best or first values: runaway, no_progress, frozen.
+
+Each keeps a few numbers (and `runaway` a window of `smooth` values), never the run's history, so a
+sample costs the same at step 100 and at step 10,000,000.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import isfinite
+from typing import Any, ClassVar
+
+from trainwarden.events.envelope import Event
+from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric
+from trainwarden.policies.names import finite, fmt
+
+
+def _median(window: list[float]) -> float:
+    """The median of a short window; the usual three values without sorting (no list built)."""
+    n = len(window)
+    if n == 3:
+        a, b, c = window
+        return max(min(a, b), min(max(a, b), c))
+    if n == 1:
+        return window[0]
+    ordered = sorted(window)
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+@dataclass(frozen=True, slots=True)
+class Runaway(OneMetric):
+    """A loss that rose far above the best it reached: its median over the last `smooth` values is
+    more than `ratio` times its best, and so is the latest value (a loss coming back down does not
+    fire), judged from the `warmup`-th value.
+
+    The best is the lowest level the loss held: the lower of two consecutive medians, at its lowest
+    (so one lucky batch, or one of two interleaved series, does not set it), and a blow-up cannot
+    raise it, so a run that explodes early is caught too (a trailing mean takes the blow-up in).
+    A loss that went negative (a negative log-likelihood) fires when its magnitude fell under
+    1/`ratio` of its best's (-5.6 -> above -2.8 for 2x). Rises smaller than `floor` x the first
+    median count as noise (a loss that fell 1000-fold jitters at 1e-4).
+    """
+
+    kind: ClassVar[str] = "runaway"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    ratio: float = 2.0
+    warmup: int = 3
+    smooth: int = 3
+    floor: float = 0.01
+    events: frozenset[str] = METRIC_EVENTS
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        # the last `smooth` values, values seen (up to `warmup`), the first and the previous median, the best
+        # level so far and the median limit it sets (+ "metric", "median": the name read and the median judged,
+        # when firing)
+        return {"recent": [], "seen": 0, "first": None, "prev": None, "best": None, "limit": None}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
+        v = event.data[name]
+        if type(v) is not float or not isfinite(v):  # the hot path: inlined `finite`
+            v = finite(v)
+            if v is None:
+                return None
+        recent: list[float] = st["recent"]
+        recent.append(v)
+        n = len(recent)
+        if n > self.smooth:
+            del recent[0]
+            n -= 1
+        seen = st["seen"]
+        if seen < self.warmup:  # counted only while warming up: no write per value afterwards
+            st["seen"] = seen = seen + 1
+        if n < self.smooth:
+            return False
+        if n == 3:  # the usual window: its median by comparisons
+            a, b, c = recent
+            if a > b:
+                a, b = b, a
+            med = b if c >= b else (c if c > a else a)
+        else:
+            med = _median(recent)
+        prev = st["prev"]
+        st["prev"] = med
+        held = med if prev is None or prev < med else prev  # a level counts once two medians in a row reach it
+        best = st["best"]
+        if best is None or held < best:  # a new best: the median is at it, nothing to judge
+            if best is None:
+                st["first"] = med
+            st["best"] = held
+            st["limit"] = self._limit(held, st["first"])
+            return False
+        limit = st["limit"]
+        if seen < self.warmup or limit is None:
+            return False
+        if med > limit and v > limit:  # the level, and the latest value too: not already coming back
+            st["metric"], st["median"] = name, med  # kept only when firing: that is what `explain` reports
+            return True
+        return False
+
+    def _limit(self, best: float, first: float) -> float | None:
+        """The median above which the loss ran away from `best`; None for a best of exactly 0."""
+        if best > 0:
+            return best + (self.ratio - 1) * max(best, self.floor * abs(first))
+        return best / self.ratio if best < 0 else None  # a negative best: nearer zero than best / ratio
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        med, best = st["median"], st["best"]
+        over = f"{fmt(med / best)}x" if best > 0 else f"{fmt(med - best)} above (a negative loss)"
+        return (
+            f"{st['metric']}={fmt(med)} (median of the last {len(st['recent'])}) is {over} its best {fmt(best)}",
+            {st["metric"]: med, "best": best},
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "ratio": self.ratio, "warmup": self.warmup, "smooth": self.smooth,
+                "floor": self.floor, "event": sorted(self.events)}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class NoProgress(OneMetric):
+    """After `evals` evaluations, the best value since the first `first` ones is no better than those by
+    more than `min_delta` (relative): a run stuck where it started (at chance, say).
+
+    `mode: min` for losses and error rates, `max` for accuracy-like metrics.
+    """
+
+    kind: ClassVar[str] = "no_progress"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    evals: int = 5
+    first: int = 1
+    min_delta: float = 0.01
+    mode: str = "min"  # min: lower is better (loss); max: higher is better (accuracy)
+    events: frozenset[str] = METRIC_EVENTS
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        # evaluations seen, the best of the first `first` ("base") and of the later ones (+ "metric": its name)
+        return {"seen": 0, "base": None, "best": None}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
+        v = finite(event.data[name])
+        if v is None:
+            return None
+        st["seen"] += 1
+        key = "base" if st["seen"] <= self.first else "best"
+        old = st[key]
+        if old is None or (v < old if self.mode == "min" else v > old):
+            st[key] = v
+        if st["seen"] < self.evals or st["best"] is None:
+            return False
+        base, best = st["base"], st["best"]
+        gain = (base - best) if self.mode == "min" else (best - base)
+        st["metric"] = name
+        return gain <= self.min_delta * abs(base)
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        first = "its first value" if self.first == 1 else f"its first {self.first} values"
+        return (
+            f"{st['metric']} is no better than {first} ({fmt(st['base'])}) after {st['seen']} evals "
+            f"(best since: {fmt(st['best'])})",
+            {st["metric"]: st["best"], "first": st["base"], "evals": st["seen"]},
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "evals": self.evals, "first": self.first, "min_delta": self.min_delta,
+                "mode": self.mode, "event": sorted(self.events)}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Frozen(OneMetric):
+    """The very same value `count` times in a row: an output that no longer depends on the weights
+    (a dead or saturated network). Meant for eval metrics: a held-out loss never repeats to the printed
+    digit while the model learns. A value with fewer than `digits` significant digits (fairseq's
+    `valid loss 1.94`) may repeat by rounding alone, and never counts."""
+
+    kind: ClassVar[str] = "frozen"
+    time_driven: ClassVar[bool] = False
+    names: tuple[str, ...]
+    count: int = 3
+    digits: int = 4
+    events: frozenset[str] = METRIC_EVENTS
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        # the last value and how many times in a row it came (+ "metric": its name)
+        return {"last": None, "same": 0}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
+        v = finite(event.data[name])
+        if v is None:
+            return None
+        same = v == st["last"] and _significant(v) >= self.digits
+        st["same"] = st["same"] + 1 if same else 1
+        st["last"], st["metric"] = v, name
+        return st["same"] >= self.count
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return f"{st['metric']}={fmt(st['last'])} {st['same']} times in a row", {st["metric"]: st["last"]}
+
+    def params(self) -> dict[str, Any]:
+        return {"metric": list(self.names), "count": self.count, "digits": self.digits, "event": sorted(self.events)}
+
+
+def _significant(v: float) -> int:
+    """Significant digits of `v` as printed shortest (7.9712 -> 5, 1.94 -> 3, 100.0 -> 1; trailing zeros a
+    trainer printed are lost, which only makes a value count as coarser)."""
+    return len(repr(abs(v)).split("e")[0].replace(".", "").strip("0"))
