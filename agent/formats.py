@@ -10,8 +10,8 @@ docs/agent.md with a real line each; the prefixes stripped first are in agent.pr
 | Hugging Face Trainer dict | `{'loss': 2.31, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.1}` |
 | JSON lines | `{"step": 100, "train/loss": 2.31}` (nested objects flattened with '/') |
 | tqdm / Lightning bar | `Epoch 1:  45%|████▌ | 450/1000 [00:30<00:36, 15.00it/s, v_num=0, train_loss=2.310]` |
-| `iter N:` + phrases | nanoGPT `iter 100: loss 4.2345, time 12.3ms, mfu 35.1%`; mlx-lm `Iter 5: Train loss 3.361, ...` |
-| `|`-separated | fairseq `epoch 001 | valid on 'valid' subset | loss 8.1`, Megatron `iteration 5/ 10 | lm loss: 2.5 |` |
+| `iter N:` + phrases | nanoGPT `iter 100: loss 4.2345, time 12.3ms`; mlx-lm `Iter 5: Train loss 3.361, ...` |
+| `|`-separated | fairseq `epoch 001 | valid on 'valid' subset | loss 8.1`, Megatron `iteration 5/ 10 | lm loss: 2.5` |
 
 A position printed before `key: value` pairs (`Epoch [3][50/1749]`, `Iteration 100,`, `global step 40:`) is
 read with them (agent.trainer_lines.with_head), and a line about held-out data (`Epoch(val)`, `Test:`,
@@ -202,7 +202,7 @@ def parse_metrics(line: str) -> Metrics:
         return {}
 
 
-def _parse_metrics(line: str) -> Metrics:  # noqa: PLR0911, PLR0912 - one cheap test per format, in order
+def _parse_metrics(line: str) -> Metrics:  # one cheap test per format, in order
     stripped = line.lstrip()
     if not stripped:
         return {}

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 
 from trainwarden.events.jsonload import float_literal
+from trainwarden.events.metrics import canonical
 
 Metrics = dict[str, float | int]
 
@@ -20,7 +21,8 @@ COLON_RE = re.compile(rf"(?<![\w/.-])({KEY}):\s*({NUM})(%?)(?![\w.:-]|,\d)", re.
 # one piece of a separated line that is a name of one or more words and a number, with an optional unit:
 # `lm loss: 2.504220E+00`, `elapsed time per iteration (ms): 4247.9`, `Train loss 3.361`, `Peak mem 8.104 GB`
 PHRASE_RE = re.compile(
-    rf"^\s*([A-Za-z_][\w./()%-]*(?: [A-Za-z_(][\w./()%-]*){{0,6}}?)(?:\s*[:=]\s*|\s+)({NUM})\s*(%|ms|s|GB|MB|GiB|MiB)?\s*$",
+    r"^\s*([A-Za-z_][\w./()%-]*(?: [A-Za-z_(][\w./()%-]*){0,6}?)"  # the name: up to seven words
+    rf"(?:\s*[:=]\s*|\s+)({NUM})\s*(%|ms|s|GB|MB|GiB|MiB)?\s*$",
     re.IGNORECASE,
 )
 UNIT_SUFFIX = {"ms": "_ms", "s": "_s", "gb": "_gb", "gib": "_gb", "mb": "_mb", "mib": "_mb"}
@@ -75,9 +77,10 @@ def phrases(pieces: Iterable[str]) -> Metrics:
 
 def prefixed(metrics: Metrics, prefix: str, keep: frozenset[str]) -> Metrics:
     """Validation metrics under names that say so: `loss` -> `val_loss`; the names in `keep` (positions) and
-    names that already say it (`valid_loss`, `eval_acc`, `test_loss`) stay as they are."""
+    names that already say it (`valid_loss`, `eval_acc`, `test_loss`, Megatron's `lm loss value`) stay as they are."""
     out: Metrics = {}
     for name, value in metrics.items():
         low = name.lower()
-        out[name if low in keep or low.startswith(("val", "eval", "test")) else f"{prefix}{name}"] = value
+        said = low in keep or low.startswith(("val", "eval", "test")) or canonical(name).startswith("val_")
+        out[name if said else f"{prefix}{name}"] = value
     return out

@@ -1,19 +1,18 @@
 """Pure: the prefixes loggers, launchers and log viewers put before a trainer's own line, stripped so that
 format detection sees the line the trainer printed.
 
-| shape | example (where it comes from) |
-|---|---|
-| timestamp | `2023-03-22 09:30:39 iter 2920: loss 3.9883` (`ts`, `tee` with timestamps) |
-| bracketed timestamp, doubled | `[2024-05-01 10:00:00] [2024-05-01 10:00:00,123] ...` (Megatron-LM, DeepSpeed) |
-| Python `logging` | `INFO:root:`, `INFO:tensorflow:`, `2021-07-14 13:52:26,135 - mmcls - INFO - `, `12/03/2024 10:00:00 - INFO - __main__ - ` |
-| mmengine | `08/03 22:09:24 - mmengine - INFO - ` |
-| fairseq, loguru | `2020-04-05 18:38:34 \\| INFO \\| fairseq.trainer \\| `, `2024-01-01 12:00:00.123 \\| INFO     \\| mod:fn:12 - ` |
-| DeepSpeed | `[2024-09-11 17:52:18,030] [INFO] [loss_scaler.py:183:update_scale] ` |
-| glog (caffe, absl), c10 | `I0914 09:36:00.295799  6584 solver.cpp:228] `, `[E816 01:45:40.183009389 ProcessGroupNCCL.cpp:607] `, `[E ProcessGroupNCCL.cpp:737] ` |
-| TensorFlow C++ | `2018-05-10 09:14:16.535586: W tensorflow/core/framework/op_kernel.cc:1192] ` |
-| NeMo, detectron2 | `[NeMo I 2024-01-01 12:00:00 exp_manager:123] `, `[03/14 10:00:00 d2.utils.events]: ` |
-| ranks | `[rank4]:`, `[default0]:`, `[trainer0\\|0]:`, `[1,0]<stdout>:` (Open MPI), `0: ` (`srun --label`) |
-| log viewer line numbers | `[80746] ` |
+- timestamps: `2023-03-22 09:30:39 iter 2920: ...`; bracketed, also doubled: `[2024-05-01 10:00:00] `,
+  `[2024-05-01 10:00:00,123] ` (Megatron-LM, DeepSpeed);
+- Python `logging`: `INFO:root:`, `INFO:tensorflow:`, `2021-07-14 13:52:26,135 - mmcls - INFO - `,
+  `12/03/2024 10:00:00 - INFO - __main__ - `; mmengine: `08/03 22:09:24 - mmengine - INFO - `;
+- fairseq `2020-04-05 18:38:34 | INFO | fairseq.trainer | `, loguru `2024-01-01 12:00:00.123 | INFO | m:f:12 - `;
+- DeepSpeed: `[2024-09-11 17:52:18,030] [INFO] [loss_scaler.py:183:update_scale] `;
+- glog (caffe, absl): `I0914 09:36:00.295799  6584 solver.cpp:228] `; PyTorch's c10:
+  `[E816 01:45:40.183009389 ProcessGroupNCCL.cpp:607] `, `[E ProcessGroupNCCL.cpp:737] `;
+- TensorFlow C++: `2018-05-10 09:14:16.535586: W tensorflow/core/framework/op_kernel.cc:1192] `;
+- NeMo `[NeMo I 2024-01-01 12:00:00 exp_manager:123] `, detectron2 `[03/14 10:00:00 d2.utils.events]: `;
+- ranks: `[rank4]:`, `[default0]:`, `[trainer0|0]:`, `[1,0]<stdout>:` (Open MPI), `0: ` (`srun --label`);
+- a log viewer's line numbers, as pasted: `[80746] `.
 
 Several prefixes in a row are all stripped (`[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] `).
 A line that starts with none of the characters a prefix starts with costs one test.
@@ -54,7 +53,7 @@ PREFIX_RE = re.compile(
     r"|\d+,\d+\]<std(?:out|err)>: ?"  # Open MPI --tag-output
     r"|\d+\] "  # a log viewer's line number
     r"|[\w.-]+\.py:\d+(?::\w+)?\] ?"  # DeepSpeed: [loss_scaler.py:183:update_scale]
-    r"|[IWEF](?:\d{3,4} \d\d:\d\d:\d\d\.\d+ (?:\d+ )?| )[\w.+-]+:\d+\] ?"  # c10: [E816 01:45:40.18 X.cpp:607] / [E X.cpp:1]
+    r"|[IWEF](?:\d{3,4} \d\d:\d\d:\d\d\.\d+ (?:\d+ )?| )[\w.+-]+:\d+\] ?"  # c10: [E816 01:45:40.1 X.cpp:6]
     r"|NeMo [IWEDC] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [\w.]+:\d+\] ?"
     r"|\d\d/\d\d \d\d:\d\d:\d\d [\w.]+\]:? ?"  # detectron2
     r")"
