@@ -11,7 +11,8 @@ format detection sees the line the trainer printed.
   `[E816 01:45:40.183009389 ProcessGroupNCCL.cpp:607] `, `[E ProcessGroupNCCL.cpp:737] `;
 - TensorFlow C++: `2018-05-10 09:14:16.535586: W tensorflow/core/framework/op_kernel.cc:1192] `;
 - NeMo `[NeMo I 2024-01-01 12:00:00 exp_manager:123] `, detectron2 `[03/14 10:00:00 d2.utils.events]: `;
-- ranks: `[rank4]:`, `[default0]:`, `[trainer0|0]:`, `[1,0]<stdout>:` (Open MPI), `0: ` (`srun --label`);
+- ranks and workers: `[rank4]:`, `[default0]:`, `[trainer0|0]:`, `[1,0]<stdout>:` (Open MPI), `0: ` (`srun --label`),
+  `(RayTrainWorker pid=107684) ` (Ray);
 - a log viewer's line numbers, as pasted: `[80746] `.
 
 Several prefixes in a row are all stripped (`[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] `).
@@ -46,11 +47,12 @@ PREFIX_RE = re.compile(
     rf"{_WHEN}{_AFTER_WHEN}"
     rf"|\[{_WHEN}\]:? ?"
     rf"|{_GLOG}"
+    r"|\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\) "  # Ray: (RayTrainWorker pid=107684)
     rf"|{_LEVEL}:[\w.]+:"  # Python logging's default format: INFO:root:, INFO:tensorflow:
     r"|\[(?:"
     rf"{_LEVEL}\] ?"  # DeepSpeed: [INFO]
     r"|(?:rank|default|trainer)?\d+(?:\|\d+)?\]: ?"  # [rank4]: [default0]: [trainer0|0]:
-    r"|\d+,\d+\]<std(?:out|err)>: ?"  # Open MPI --tag-output
+    r"|\d+,[\w:,.-]+\]<std(?:out|err)>: ?"  # Open MPI --tag-output: [1,0]<stdout>: [1,mpirank:0,algo-1]<stderr>:
     r"|\d+\] "  # a log viewer's line number
     r"|[\w.-]+\.py:\d+(?::\w+)?\] ?"  # DeepSpeed: [loss_scaler.py:183:update_scale]
     r"|[IWEF](?:\d{3,4} \d\d:\d\d:\d\d\.\d+ (?:\d+ )?| )[\w.+-]+:\d+\] ?"  # c10: [E816 01:45:40.1 X.cpp:6]
@@ -60,7 +62,7 @@ PREFIX_RE = re.compile(
     rf"|\d{{1,4}}: (?!\s*{_NUMERAL}\s*$)",  # srun --label; `123: -5.48` is a step and a loss (WaveGlow)
 )
 # the first character of every shape above
-_FIRST = frozenset("[0123456789IWEFDCTSN")
+_FIRST = frozenset("[(0123456789IWEFDCTSN")
 
 
 def strip_prefix(line: str) -> str:
