@@ -26,15 +26,14 @@ metrics; no line makes a parser raise.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from trainwarden.agent import trainer_lines as tl
 from trainwarden.agent.pairs import (
-    COLON_RE,
-    DROP,
-    KV_RE,
     NUM,
     Metrics,
+    colon,
     key_value,
     numbers,
     parse_number,
@@ -117,7 +116,7 @@ def progress_bar(line: str) -> Metrics:
         out["epoch"] = int(epoch.group(1))
     postfix = found.group(5)
     if postfix:
-        out.update((k, v) for k, v in key_value(postfix).items() if k not in DROP)
+        out.update(key_value(postfix))
     if len(out) == ("epoch" in out):
         return {}  # a bar without metrics (just progress and rate) says nothing about training
     return out
@@ -166,29 +165,18 @@ def pipe_separated(line: str) -> Metrics:
         elif (pair := phrase(segment)) is not None:
             found = dict([pair])
         else:
-            found = tl.with_head(segment, *_first_colon(segment))
+            found = _pairs_with_head(segment, colon)
         out.update(prefixed(found, "val_", POSITION_NAMES) if validation else found)
     return out if set(out) - POSITION_NAMES else {}
 
 
-def _first_colon(text: str) -> tuple[int, Metrics]:
-    found = COLON_RE.search(text)
-    if found is None:
-        return 0, {}
-    return found.start(), numbers((k, v) for k, v, _ in COLON_RE.findall(text, found.start()) if k not in DROP)
-
-
-def _pairs_with_head(line: str, pattern: re.Pattern[str]) -> Metrics:
+def _pairs_with_head(line: str, pairs: Callable[[str], Metrics]) -> Metrics:
     """`key=value` or `key: value` pairs with the position and phase the text before the first one names."""
-    found = pattern.search(line)
-    if found is None:
-        return {}
-    start = found.start()
-    if pattern is KV_RE:
-        metrics = numbers((k, v) for k, v in KV_RE.findall(line, start) if k not in DROP)
-    else:
-        metrics = numbers((k, v) for k, v, _ in COLON_RE.findall(line, start) if k not in DROP)
-    return tl.with_head(line, start, metrics)
+    metrics = pairs(line)
+    if not metrics:
+        return metrics
+    start = line.find(next(iter(metrics)))  # where the first pair starts
+    return metrics if start <= 0 or line[:start].isspace() else tl.with_head(line, start, metrics)
 
 
 def parse_metrics(line: str) -> Metrics:
@@ -240,9 +228,9 @@ def _parse_metrics(line: str) -> Metrics:  # one cheap test per format, in order
     if first == "a" and stripped.startswith("all "):
         return tl.ultralytics_validation(line)
     if "=" in line:
-        found = _pairs_with_head(line, KV_RE)
+        found = _pairs_with_head(line, key_value)
         if found:
             return found
     if ":" in line:
-        return _pairs_with_head(line, COLON_RE)
+        return _pairs_with_head(line, colon)
     return {}

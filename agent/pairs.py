@@ -26,8 +26,6 @@ PHRASE_RE = re.compile(
     re.IGNORECASE,
 )
 UNIT_SUFFIX = {"ms": "_ms", "s": "_s", "gb": "_gb", "gib": "_gb", "mb": "_mb", "mib": "_mb"}
-# printed beside metrics but never one: Lightning's run version, a time left (`eta: 2 days, 1:47:04`)
-DROP = frozenset({"v_num", "eta"})
 
 
 def parse_number(text: str) -> float | int:
@@ -47,12 +45,21 @@ def numbers(pairs: Iterable[tuple[str, str]]) -> Metrics:
     return out
 
 
+def _kept(metrics: Metrics) -> Metrics:
+    """Less what is printed beside metrics but never one: Lightning's run version, a time left (`eta: 2 days`)."""
+    if "v_num" in metrics:  # two lookups cost less than filtering every pair
+        del metrics["v_num"]
+    if "eta" in metrics:
+        del metrics["eta"]
+    return metrics
+
+
 def key_value(text: str) -> Metrics:
-    return numbers((k, v) for k, v in KV_RE.findall(text) if k not in DROP)
+    return _kept(numbers(KV_RE.findall(text)))
 
 
 def colon(text: str) -> Metrics:
-    return numbers((key, value) for key, value, _pct in COLON_RE.findall(text) if key not in DROP)
+    return _kept(numbers((key, value) for key, value, _pct in COLON_RE.findall(text)))
 
 
 def phrase(piece: str) -> tuple[str, float | int] | None:

@@ -79,6 +79,6 @@ def strip_prefix(line: str) -> str:
     else:
         start = 0
     pos = start
-    while (found := PREFIX_RE.match(line, pos)) is not None and found.end() > pos:
+    while line[pos : pos + 1] in _FIRST and (found := PREFIX_RE.match(line, pos)) is not None and found.end() > pos:
         pos = found.end()
     return line if pos == start else line[pos:]
