@@ -6,7 +6,8 @@ format detection sees the line the trainer printed.
 - Python `logging`: `INFO:root:`, `INFO:tensorflow:`, `2021-07-14 13:52:26,135 - mmcls - INFO - `,
   `12/03/2024 10:00:00 - INFO - __main__ - `; mmengine: `08/03 22:09:24 - mmengine - INFO - `;
 - fairseq `2020-04-05 18:38:34 | INFO | fairseq.trainer | `, loguru `2024-01-01 12:00:00.123 | INFO | m:f:12 - `;
-- DeepSpeed: `[2024-09-11 17:52:18,030] [INFO] [loss_scaler.py:183:update_scale] `;
+- DeepSpeed: `[2024-09-11 17:52:18,030] [INFO] [loss_scaler.py:183:update_scale] `; transformers
+  `[INFO|trainer.py:2134] 2024-09-17 23:35:34,372 >> `, LLaMA-Factory `[INFO|2025-04-30 22:55:30] x.y:143 >> `;
 - glog (caffe, absl): `I0914 09:36:00.295799  6584 solver.cpp:228] `; PyTorch's c10:
   `[E816 01:45:40.183009389 ProcessGroupNCCL.cpp:607] `, `[E ProcessGroupNCCL.cpp:737] `;
 - TensorFlow C++: `2018-05-10 09:14:16.535586: W tensorflow/core/framework/op_kernel.cc:1192] `;
@@ -51,7 +52,9 @@ PREFIX_RE = re.compile(
     rf"|{_LEVEL}:[\w.]+:"  # Python logging's default format: INFO:root:, INFO:tensorflow:
     r"|\[(?:"
     rf"{_LEVEL}\] ?"  # DeepSpeed: [INFO]
-    r"|(?:rank|default|trainer)?\d+(?:\|\d+)?\]: ?"  # [rank4]: [default0]: [trainer0|0]:
+    rf"|{_LEVEL}\|[\w.-]+:\d+\] {_WHEN} >> ?"  # transformers: [INFO|trainer.py:2134] 2024-09-17 23:35:34,372 >>
+    rf"|{_LEVEL}\|{_WHEN}\] [\w.]+:\d+ >> ?"  # LLaMA-Factory: [INFO|2025-04-30 22:55:30] llamafactory.x.y:143 >>
+    r"|(?:rank|default|trainer)?\d+(?:\|\d+)?\]:\s?"  # [rank4]: [default0]: [trainer0|0]:
     r"|\d+,[\w:,.-]+\]<std(?:out|err)>: ?"  # Open MPI --tag-output: [1,0]<stdout>: [1,mpirank:0,algo-1]<stderr>:
     r"|\d+\] "  # a log viewer's line number
     r"|[\w.-]+\.py:\d+(?::\w+)?\] ?"  # DeepSpeed: [loss_scaler.py:183:update_scale]

@@ -219,6 +219,11 @@ PREFIXES = [
      "***** Running training *****"),
     ("(RayTrainWorker pid=107684) 03/03/2025 04:59:31 - INFO - __main__ - ***** Running training *****",
      "***** Running training *****"),
+    # transformers' and LLaMA-Factory's own logging formats (logs pasted in GitHub issues and READMEs)
+    ("[INFO|trainer.py:2134] 2024-09-17 23:35:34,372 >> ***** Running training *****", "***** Running training *****"),
+    ("[INFO|2025-04-30 22:55:30] llamafactory.model.loader:143 >> trainable params: 20,971,520 || all params: "
+     "8,051,232,768 || trainable%: 0.2605",
+     "trainable params: 20,971,520 || all params: 8,051,232,768 || trainable%: 0.2605"),
     # corpus: fairseq_v1_train_inner_tpu_benchmark.log (fairseq)
     ("2020-07-17 07:11:02 | INFO | train_inner | epoch 001:   2800 / 160368 loss=9.255",
      "epoch 001:   2800 / 160368 loss=9.255"),
