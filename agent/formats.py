@@ -186,7 +186,7 @@ def parse_metrics(line: str) -> Metrics:
     """
     try:
         return _parse_metrics(strip_prefix(line))
-    except ValueError:  # a numeral too long to convert (`iter 999...9:`): not a metrics line
+    except (ValueError, OverflowError):  # a numeral too long to convert (`iter 999...9:`): not a metrics line
         return {}
 
 

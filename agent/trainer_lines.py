@@ -115,11 +115,12 @@ def ultralytics(line: str) -> Metrics:
     try:
         losses = [parse_number(v) for v in found.group(3).split()]
         out: Metrics = {"epoch": int(found.group(1)), "gpu_mem_gb": parse_number(found.group(2))}
-    except ValueError:
+        total = sum(map(float, losses))
+    except (ValueError, OverflowError):  # a numeral no float holds: not a training line
         return {}
     if len(losses) > 1:
         out["box_loss"] = losses[0]
-    out["loss"] = sum(losses)
+    out["loss"] = total
     return out
 
 
