@@ -175,7 +175,11 @@ def _pairs_with_head(line: str, pairs: Callable[[str], Metrics]) -> Metrics:
     metrics = pairs(line)
     if not metrics:
         return metrics
-    start = line.find(next(iter(metrics)))  # where the first pair starts
+    first = next(iter(metrics))
+    if first == "Train" and (epoch := tl.EPOCH_BATCH_RE.match(line)) is not None:  # timm: `Train: 0 [  32/33 ...`
+        del metrics["Train"]
+        return {"epoch": int(epoch.group(2)), **metrics}
+    start = line.find(first)  # where the first pair starts
     return metrics if start <= 0 or line[:start].isspace() else tl.with_head(line, start, metrics)
 
 
