@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainwarden.agent.parse import MAX_LINE_CHARS, strip_rank, strongest, tag_of
+from trainwarden.agent.parse import MAX_LINE_CHARS, strip_prefix, strongest, tag_of
 from trainwarden.agent.tail import Line
 
 TRACEBACK_START = "Traceback (most recent call last)"
@@ -42,7 +42,7 @@ class Block:
         self.lines.append(line)
 
     def text(self) -> str:
-        texts = [strip_rank(line.text)[:MAX_LINE_CHARS] for line in self.lines]
+        texts = [strip_prefix(line.text)[:MAX_LINE_CHARS] for line in self.lines]
         if len(texts) > HEAD_LINES + TAIL_LINES or self.dropped:
             omitted = self.dropped + len(texts) - HEAD_LINES - TAIL_LINES
             texts = [*texts[:HEAD_LINES], f"... {omitted} lines omitted ...", *texts[-TAIL_LINES:]]
@@ -77,7 +77,7 @@ class TracebackGrouper:
         if block is not None and line.generation != block.end.generation:
             out.append(self._close())
             block = None
-        text = strip_rank(line.text)
+        text = strip_prefix(line.text)
         if block is None:
             if text.startswith(TRACEBACK_START):
                 self.block = Block([line])

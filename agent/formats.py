@@ -1,5 +1,8 @@
 """Pure parsers for the metric lines real trainers print. Each returns raw `name -> number` pairs.
 
+Every format read, with its position (a name that canonicalises to `step`, or `epoch`), is listed in
+docs/agent.md with a real line each; the prefixes stripped first are in agent.prefixes. The generic shapes:
+
 | format | example |
 |---|---|
 | key=value | `step=120 loss=2.31 lr=3e-4` |
@@ -7,74 +10,61 @@
 | Hugging Face Trainer dict | `{'loss': 2.31, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.1}` |
 | JSON lines | `{"step": 100, "train/loss": 2.31}` (nested objects flattened with '/') |
 | tqdm / Lightning bar | `Epoch 1:  45%|████▌ | 450/1000 [00:30<00:36, 15.00it/s, v_num=0, train_loss=2.310]` |
-| nanoGPT | `iter 100: loss 4.2345, time 12.3ms, mfu 35.1%`, `step 250: train loss 2.1, val loss 2.2` |
-| fairseq (`|`-separated) | `epoch 001 | valid on 'valid' subset | loss 8.123 | ppl 238.4 | num_updates 1563` |
+| `iter N:` + phrases | nanoGPT `iter 100: loss 4.2345, time 12.3ms`; mlx-lm `Iter 5: Train loss 3.361, ...` |
+| `|`-separated | fairseq `epoch 001 | valid on 'valid' subset | loss 8.1`, Megatron `iteration 5/ 10 | lm loss: 2.5` |
 
-Names are returned as printed; `trainwarden.events.metrics.normalise` maps them to canonical names. Values
-`nan`, `inf` and `-inf` in any case are kept: they are what must not be missed. A numeral too large for a
-float (`1e400`) is not an Inf but an overflow: that value is left out (the rest of the line is kept), and
-so is an integer too long to convert. A line no parser can read (JSON nested thousands deep) has no metrics;
-no line makes a parser raise.
+A position printed before `key: value` pairs (`Epoch [3][50/1749]`, `Iteration 100,`, `global step 40:`) is
+read with them (agent.trainer_lines.with_head), and a line about held-out data (`Epoch(val)`, `Test:`,
+`valid on 'valid' subset`, `validation loss at iteration`) has its names prefixed `val_`.
+
+Values `nan`, `inf` and `-inf` in any case are kept: they are what must not be missed. A numeral too large
+for a float (`1e400`) is not an Inf but an overflow: that value is left out (the rest of the line is kept),
+and so is an integer too long to convert. A line no parser can read (JSON nested thousands deep) has no
+metrics; no line makes a parser raise.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
+from trainwarden.agent import trainer_lines as tl
+from trainwarden.agent.pairs import (
+    NUM,
+    Metrics,
+    colon,
+    key_value,
+    numbers,
+    parse_number,
+    phrase,
+    phrases,
+    prefixed,
+)
+from trainwarden.agent.prefixes import strip_prefix
 from trainwarden.events.jsonload import float_literal, loads
 
-Metrics = dict[str, float | int]
+__all__ = ["Metrics", "parse_metrics", "parse_number"]
 
-NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
-KEY = r"[A-Za-z_][\w./-]*"
-# `key=value`, and `key: value` (a timestamp's `12:30:45` is not a key: keys start with a letter).
-# A value ends at a space, a comma, ']' or the end: `4,000` (a count with a thousands separator)
-# and `12:30` are not metrics.
-KV_RE = re.compile(rf"(?<![\w/.-])({KEY})\s*=\s*({NUM})(?![\w.]|,\d)", re.IGNORECASE)
-COLON_RE = re.compile(rf"(?<![\w/.-])({KEY}):\s*({NUM})(%?)(?![\w.:-]|,\d)", re.IGNORECASE)
 PYDICT_RE = re.compile(rf"'([^']+)':\s*({NUM})(?![\w.])", re.IGNORECASE)
 # tqdm / Lightning: `450/1000 [00:30<00:36, 15.00it/s, key=value, ...]`, optionally `Epoch 3:` before.
 BAR_RE = re.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(?:([\d.]+)(it/s|s/it))?(?:,\s*([^\]]*))?\]")
 EPOCH_RE = re.compile(r"\bEpoch\s+(\d+)\b")
-NANOGPT_RE = re.compile(r"^\s*(iter|step)\s+(\d+):\s*(.*)$")
-WORDS_VALUE_RE = re.compile(rf"^\s*([A-Za-z_][\w./ -]*?)\s+({NUM})\s*(%|ms|s)?\s*$", re.IGNORECASE)
-FAIRSEQ_SUBSET_RE = re.compile(r"^\s*(valid|test)\b.*\bsubset\b")
-FAIRSEQ_EPOCH_RE = re.compile(r"^\s*epoch\s+(\d+)\b")
-DROP = frozenset({"v_num"})  # Lightning's run version: not a metric
-# fairseq names that stay as they are inside a `valid on 'valid' subset` line
-NOT_PER_SUBSET = frozenset({"epoch", "num_updates", "step", "wall", "train_wall"})
-
-
-def parse_number(text: str) -> float | int:
-    """`12` -> 12, `3e-4` -> 0.0003; also `nan`, `-nan`, `inf`, `Infinity` in any case.
-
-    Raises ValueError for a numeral that overflows a float (`1e400`) or an integer too long to convert."""
-    return int(text) if text.lstrip("+-").isdigit() else float_literal(text)
-
-
-def _numbers(pairs: Iterable[tuple[str, str]]) -> Metrics:
-    out: Metrics = {}
-    for key, value in pairs:
-        try:
-            out[key] = parse_number(value)
-        except ValueError:
-            continue  # an overflowing numeral: this value only is left out
-    return out
-
-
-def key_value(line: str) -> Metrics:
-    return _numbers(KV_RE.findall(line))
-
-
-def colon(line: str) -> Metrics:
-    return _numbers((key, value) for key, value, _pct in COLON_RE.findall(line))
+# nanoGPT `iter 100: loss 4.2, time 12.3ms`, mlx-lm `Iter 5: Train loss 3.361, Learning Rate 1.000e-05, ...`
+ITER_RE = re.compile(r"^\s*(iter|step)\s+(\d+):\s*(.*)$", re.IGNORECASE)
+FAIRSEQ_SUBSET_RE = re.compile(r"^\s*(valid|test)\b.*?\bsubset\b")
+# a segment that is only a position: `epoch 001`, Megatron's `iteration     5426/  250000`
+POSITION_RE = re.compile(r"^\s*(epoch|iteration|iter|step)\s+(\d+)\s*(?:/\s*\d+)?\s*$", re.IGNORECASE)
+# fairseq's train_inner lines: `epoch 001:    100 / 1563 loss=9.1, ...` (`| epoch 010  2000 / 8223 ...` before 0.6)
+FAIRSEQ_INNER_RE = re.compile(r"^\s*\|?\s*epoch (\d+)(?::\s*|\s+)\d+\s*/\s*\d+\s")
+# Megatron: `validation loss at iteration 14194 | lm loss value: 2.72 | lm loss PPL: 15.2 |`
+VALIDATION_AT_RE = re.compile(r"^\s*(?:validation|evaluation)\b.*?\bat iteration (\d+)\b", re.IGNORECASE)
+POSITION_NAMES = tl.POSITION_NAMES | {"wall", "train_wall"}  # fairseq names that stay as they are in a valid line
 
 
 def python_dict(line: str) -> Metrics:
     """A Hugging Face Trainer line: the repr of a dict, so NaN prints as a bare `nan`."""
-    return _numbers(PYDICT_RE.findall(line))
+    return numbers(PYDICT_RE.findall(line))
 
 
 _OVERFLOW = object()  # what an overflowing numeral parses to in a JSON line: not a number, so left out
@@ -126,54 +116,71 @@ def progress_bar(line: str) -> Metrics:
         out["epoch"] = int(epoch.group(1))
     postfix = found.group(5)
     if postfix:
-        out.update((k, v) for k, v in key_value(postfix).items() if k not in DROP)
+        out.update(key_value(postfix))
     if len(out) == ("epoch" in out):
         return {}  # a bar without metrics (just progress and rate) says nothing about training
     return out
 
 
-def nanogpt(line: str) -> Metrics:
-    """`iter 100: loss 4.2345, time 12.3ms, mfu 35.12%` and `step 250: train loss 2.1, val loss 2.2`."""
-    m = NANOGPT_RE.match(line)
+def iter_phrases(line: str) -> Metrics:
+    """nanoGPT `iter 100: loss 4.2345, time 12.3ms, mfu 35.12%`, `step 250: train loss 2.1, val loss 2.2`;
+    mlx-lm `Iter 5: Train loss 3.361, Learning Rate 1.000e-05, It/sec 0.165, Peak mem 8.104 GB` and
+    `Iter 1: Val loss 3.770, Val took 57.861s`."""
+    m = ITER_RE.match(line)
     if m is None:
         return {}
-    out: Metrics = {"iter" if m.group(1) == "iter" else "step": int(m.group(2))}
-    for part in m.group(3).split(","):
-        pair = WORDS_VALUE_RE.match(part)
-        if pair is None:
-            continue
-        name, unit = pair.group(1).strip().replace(" ", "_"), pair.group(3)
-        try:
-            value = parse_number(pair.group(2))
-        except ValueError:
-            continue
-        out[f"{name}_ms" if unit == "ms" else f"{name}_s" if unit == "s" else name] = value
+    out: Metrics = {m.group(1).lower(): int(m.group(2))}
+    out.update(phrases(m.group(3).split(",")))
     return out if len(out) > 1 else {}
 
 
 def pipe_separated(line: str) -> Metrics:
-    """fairseq: `... | epoch 001 | valid on 'valid' subset | loss 8.1 | ppl 238.4 | num_updates 1563`,
-    and its train_inner lines (`epoch 001:  100 / 1563 loss=9.1, ppl=478.2, ...`)."""
+    """`|`-separated pieces, each a position, a phase or pairs: fairseq (`epoch 001 | valid on 'valid' subset |
+    loss 8.1 | ppl 238.4 | num_updates 1563`), Megatron (`iteration 5/ 10 | lm loss: 2.5E+00 | grad norm: 0.2 |`),
+    torchtune (`Step 1 | loss:2.08 lr:2e-05`)."""
     out: Metrics = {}
-    prefix = ""
+    validation = False
     for segment in line.split("|"):
+        if not segment or segment.isspace():
+            continue
+        position = POSITION_RE.match(segment)
+        if position is not None:
+            out[position.group(1).lower()] = int(position.group(2))
+            continue
         subset = FAIRSEQ_SUBSET_RE.match(segment)
-        if subset is not None:
-            prefix = f"{subset.group(1)}_"
+        at = VALIDATION_AT_RE.match(segment) if subset is None else None
+        if subset is not None or at is not None:
+            validation = True
+            if at is not None:
+                out["iteration"] = int(at.group(1))
+            rest = segment[subset.end() :] if subset is not None else ""
+            if "=" in rest:  # fairseq before 0.6: `valid on 'valid' subset  1000 / 1311 loss=1.60`
+                out.update(prefixed(key_value(rest), "val_", POSITION_NAMES))
             continue
-        epoch = FAIRSEQ_EPOCH_RE.match(segment)
-        if epoch is not None:
-            out["epoch"] = int(epoch.group(1))
+        inner = FAIRSEQ_INNER_RE.match(segment)
+        if inner is not None:
+            out["epoch"] = int(inner.group(1))
         if "=" in segment:
-            out.update(key_value(segment))
-            continue
-        pair = WORDS_VALUE_RE.match(segment)
-        if pair is not None and " " not in (name := pair.group(1).strip()) and name != "epoch":
-            out.update(_numbers([(name if name in NOT_PER_SUBSET else f"{prefix}{name}", pair.group(2))]))
-    return out if set(out) - {"epoch"} else {}
+            found = key_value(segment)
+        elif (pair := phrase(segment)) is not None:
+            found = dict([pair])
+        else:
+            found = _pairs_with_head(segment, colon)
+        out.update(prefixed(found, "val_", POSITION_NAMES) if validation else found)
+    return out if set(out) - POSITION_NAMES else {}
 
 
-Parser = Callable[[str], Metrics]
+def _pairs_with_head(line: str, pairs: Callable[[str], Metrics]) -> Metrics:
+    """`key=value` or `key: value` pairs with the position and phase the text before the first one names."""
+    metrics = pairs(line)
+    if not metrics:
+        return metrics
+    first = next(iter(metrics))
+    if first == "Train" and (epoch := tl.EPOCH_BATCH_RE.match(line)) is not None:  # timm: `Train: 0 [  32/33 ...`
+        del metrics["Train"]
+        return {"epoch": int(epoch.group(2)), **metrics}
+    start = line.find(first)  # where the first pair starts
+    return metrics if start <= 0 or line[:start].isspace() else tl.with_head(line, start, metrics)
 
 
 def parse_metrics(line: str) -> Metrics:
@@ -182,34 +189,52 @@ def parse_metrics(line: str) -> Metrics:
     Cheap tests on the line pick the parser, so ordinary lines cost a few string scans.
     """
     try:
-        return _parse_metrics(line)
-    except ValueError:  # a numeral too long to convert (`iter 999...9:`): not a metrics line
+        return _parse_metrics(strip_prefix(line))
+    except (ValueError, OverflowError):  # a numeral too long to convert (`iter 999...9:`): not a metrics line
         return {}
 
 
-def _parse_metrics(line: str) -> Metrics:
+def _parse_metrics(line: str) -> Metrics:  # one cheap test per format, in order
     stripped = line.lstrip()
     if not stripped:
         return {}
     if "{'" in line:  # also after a progress bar redraw on the same line
         return python_dict(line)
-    if stripped.startswith('{"'):
-        return json_line(stripped)
     first = stripped[0]
-    if "it/s" in line or "s/it" in line:
-        return progress_bar(line)
-    if first in "is" and (stripped.startswith("iter ") or stripped.startswith("step ")) and ":" in line:
-        found = nanogpt(stripped)
+    if first == "{" and stripped.startswith('{"'):
+        return json_line(stripped)
+    if "loss scale" in line or "overflow on iteration" in line:  # also glued to a bar redraw
+        found = tl.overflow(line)
         if found:
             return found
-    if " | " in line:
+    if "it/s" in line or "s/it" in line:
+        if "|Loss: " in line:
+            return tl.torchtune_bar(stripped)
+        if first.isdigit() and "G " in line:
+            found = tl.ultralytics(line)
+            if found:
+                return found
+        return progress_bar(line)
+    if first in "isIS" and ":" in line and stripped[:4].lower() in ("iter", "step"):
+        found = iter_phrases(stripped)
+        if found:
+            return found
+    if " | " in line or first == "|":
         found = pipe_separated(line)
         if found:
             return found
-    if "=" in line:
-        found = key_value(line)
+    if " net output #" in line:
+        return tl.caffe_output(line)
+    if first.isdigit() and ":" in line:
+        found = tl.step_loss(line)
         if found:
             return found
-    if ": " in line:
-        return colon(line)
+    if first == "a" and stripped.startswith("all "):
+        return tl.ultralytics_validation(line)
+    if "=" in line:
+        found = _pairs_with_head(line, key_value)
+        if found:
+            return found
+    if ":" in line:
+        return _pairs_with_head(line, colon)
     return {}

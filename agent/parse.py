@@ -1,22 +1,21 @@
 """Pure classification of notable log lines: the ones worth a `log.line` event, with a tag.
 
 The tags and their patterns are the events' vocabulary (events/logtags.py), shared with the
-policies' `log_pattern` rules; here they meet the prefixes that hide them (`[rank3]:`).
+policies' `log_pattern` rules; here they meet the prefixes that hide them (`[rank3]:`, timestamps,
+logger names: agent/prefixes.py). A line is matched without its prefixes first, then as printed,
+since a prefix can itself be the telling part (`[E626 ...ProcessGroupNCCL.cpp:1785]`).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from trainwarden.agent.prefixes import strip_prefix
 from trainwarden.events import logtags
 from trainwarden.events.logtags import NOTABLE, TAG_RANK, strongest
 
-__all__ = ["MAX_LINE_CHARS", "NOTABLE", "TAG_RANK", "Notable", "fault_of", "notable", "strip_rank", "strongest",
+__all__ = ["MAX_LINE_CHARS", "NOTABLE", "TAG_RANK", "Notable", "fault_of", "notable", "strip_prefix", "strongest",
            "tag_of"]  # fmt: skip
-
-# torchrun / elastic prefix every line of a worker with its rank: `[rank0]: Traceback ...`
-RANK_PREFIX_RE = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
 
 MAX_LINE_CHARS = 4000
 
@@ -27,21 +26,23 @@ class Notable:
     line: str
 
 
-def strip_rank(line: str) -> str:
-    return RANK_PREFIX_RE.sub("", line, count=1) if line.startswith("[") else line
+def _tag(line: str) -> str | None:
+    bare = strip_prefix(line)
+    tag = logtags.tag_of(bare)
+    return logtags.tag_of(line) if tag is None and bare is not line else tag
 
 
 def tag_of(line: str) -> str | None:
     if not logtags.ANY_NOTABLE_RE.search(line):
         return None
-    return logtags.tag_of(strip_rank(line))
+    return _tag(line)
 
 
 def fault_of(line: str) -> str | None:
     """The fault a line reports (oom, nccl, ...), or None; one precompiled search for most lines."""
     if not logtags.may_be_fault(line):
         return None
-    tag = logtags.tag_of(strip_rank(line))
+    tag = _tag(line)
     return tag if logtags.is_fault(tag) else None
 
 

@@ -52,19 +52,27 @@ TRAINING, VALIDATION, SYSTEM = Phase.TRAINING, Phase.VALIDATION, Phase.SYSTEM
 # A rule looks every spelling up in every event: list the ones trainers print, not every combination of
 # prefix and name (the agent's rule below maps `validation/perplexity` and the like to `val_ppl` anyway).
 METRICS: tuple[Metric, ...] = (
-    Metric("loss", TRAINING, ("train/loss", "train_loss", "train.loss", "training_loss"), "training loss"),
+    Metric("loss", TRAINING, ("train/loss", "train_loss", "train.loss", "training_loss", "lm loss", "total_loss"),
+           "training loss"),
     Metric("ppl", TRAINING, ("perplexity", "train/ppl", "train_ppl", "train/perplexity", "train_perplexity"),
            "training perplexity (never the validation one)"),
     Metric("grad_norm", TRAINING, ("train/grad_norm", "gradient_norm", "grad-norm", "gnorm", "grad_norm_total"),
            "gradient norm before clipping"),
-    Metric("lr", TRAINING, ("learning_rate", "train/lr", "train/learning_rate"), "learning rate"),
+    Metric("lr", TRAINING, ("learning_rate", "train/lr", "train/learning_rate", "learning rate"), "learning rate"),
     Metric("tokens_per_s", TRAINING, ("tokens_per_sec", "tokens_per_second", "tok/s", "tok_per_s", "throughput",
-                                      "train/tokens_per_second"), "training throughput"),
+                                      "train/tokens_per_second", "tokens/sec"), "training throughput"),
     Metric("step", TRAINING, ("global_step", "iter", "iteration", "num_updates", "train/global_step"),
            "optimizer steps so far"),
-    Metric("val_loss", VALIDATION, ("val/loss", "eval_loss", "eval/loss", "valid_loss", "validation_loss", "val.loss"),
+    Metric("loss_scale", TRAINING, ("loss scale",), "fp16 dynamic loss scale in use (halved at each overflow)"),
+    Metric("overflow", TRAINING, (), "1 on a line saying an fp16 step was skipped for inf/NaN gradients"),
+    Metric("skipped_iters", TRAINING, ("number of skipped iterations",), "steps skipped since the last report"),
+    Metric("nan_iters", TRAINING, ("number of nan iterations",), "steps with a NaN loss since the last report"),
+    Metric("iter_time_ms", TRAINING, ("elapsed time per iteration (ms)",), "time per step, ms"),
+    Metric("val_loss", VALIDATION, ("val/loss", "eval_loss", "eval/loss", "valid_loss", "validation_loss", "val.loss",
+                                    "lm loss value"),
            "loss on held-out data"),
-    Metric("val_ppl", VALIDATION, ("val/ppl", "eval_ppl", "eval/ppl", "val/perplexity", "eval/perplexity"),
+    Metric("val_ppl", VALIDATION, ("val/ppl", "eval_ppl", "eval/ppl", "val/perplexity", "eval/perplexity",
+                                   "lm loss PPL"),
            "perplexity on held-out data"),
     Metric("gpu_util", SYSTEM, ("util", "utilization", "gpu.util", "gpu_utilization"), "GPU utilisation, %"),
     Metric("gpu_temp", SYSTEM, ("temp", "temperature", "gpu.temp", "temperature_c"), "GPU temperature, C"),
@@ -276,7 +284,15 @@ def without_problems(data: dict[str, float | int]) -> tuple[dict[str, float | in
 # -- which names make a line a metrics line -------------------------------------------------------------
 
 # measured on the run (a config holds settings: the learning rate, step counts, sizes)
-_MEASURED = frozenset(m.name for m in METRICS if m.phase is not SYSTEM) - {"lr", "step"}
+# a rate, a position or the fp16 scaler's state: configs print them too (DeepSpeed's `'loss_scale': 0` means dynamic)
+_MEASURED = frozenset(m.name for m in METRICS if m.phase is not SYSTEM) - {
+    "lr",
+    "step",
+    "loss_scale",
+    "overflow",
+    "skipped_iters",
+    "nan_iters",
+}
 _LOSS_WORDS = frozenset({"loss"})  # a loss by its last word (`total_loss`, `giou_loss`; not `loss_scale`)
 _ACCURACY_WORDS = frozenset({"acc", "accuracy"})  # an accuracy by any word (`top1_acc`, `accuracy_top-1`)
 # what ends the name of a setting rather than a measurement: `eval_steps`, `val_check_interval`, `eval_batch_size`

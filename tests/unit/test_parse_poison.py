@@ -12,13 +12,20 @@ POISON = '{"step": 30, "loss": ' + "[" * 100_000
 
 
 @settings(max_examples=400)
-@given(st.text(alphabet=st.sampled_from("{}[]\"':=,. 0123456789eE+-naif|stepos/\\"), max_size=200))
+@given(st.text(alphabet=st.sampled_from("{}[]\"':=,. 0123456789eE+-naif|stepos/\\ITG()#>"), max_size=200))
 @example(POISON)
 @example('{"a":' * 5000)
 @example("iter " + "9" * 5000 + ": loss 1.0")
 @example("step=" + "9" * 5000 + " loss=2.0")
 @example("epoch 001 | valid on 'valid' subset | loss " + "9" * 5000)
 @example("{'loss': " + "9" * 5000 + "}")
+@example(
+    "    70/1000      6.73G      1"
+    + "0" * 400
+    + "     0.4706      1.084         10        640: 100%| 16/16 [00:05, 2.78it/s]"
+)
+@example("[rank0]:" * 5000 + "iteration 5/ 10 | lm loss: 2.5 |")
+@example("Iter 1: " + ", ".join(["Train loss a b c d e f g"] * 500))
 def test_no_line_makes_the_parsers_raise(line):
     assert isinstance(parse_metrics(line), dict)
 

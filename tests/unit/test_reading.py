@@ -39,8 +39,6 @@ def of(name: str, line_start: str) -> list[dict]:
         ("mlx_lm_gemma_lora_healthy_eval_every5.log", "Trainable parameters: 0.048%"),
         ("fairseq_v1_startup_overflow_loss_scale.log", "2020-04-05 18:38:34 | INFO | fairseq_cli.train | num. model"),
         ("fairseq_v1_startup_overflow_loss_scale.log", "2020-04-05 18:38:41 | INFO | fairseq_cli.train | max tokens"),
-        ("fairseq_v1_startup_overflow_loss_scale.log", "2020-04-05 18:47:19 | INFO | fairseq.trainer | NOTE: overflow"),
-        ("fairseq_v1_startup_overflow_loss_scale.log", "2020-04-05 18:49:04 | INFO | fairseq.trainer | NOTE: overflow"),
         ("lightning_bars_epoch_end_early.log", "TPU available: None, using: 0 TPU cores"),
         ("torchtune_codellama_full_finetune_healthy.log", "DEBUG:torchtune.utils.logging:Setting manual seed"),
         ("keras_tf1_fit_oom_traceback.log", "2018-05-10 09:14:16.535628: W tensorflow/core/framework/op_kernel.cc"),
@@ -58,11 +56,16 @@ def test_a_known_name_makes_a_metric_line_at_once():
 
 
 def test_unknown_names_count_when_their_set_recurs_with_new_values():
-    # megatron_deepspeed_gradnorm_nan_no_lm_loss.log: three iteration lines whose names (as read today) are all
-    # unknown: the first is held to be a banner, the next two recur with new values and are metrics
+    # fairseq_v1_startup_overflow_loss_scale.log: `NOTE: overflow detected, setting loss scale to: 64.0`, then
+    # `... to: 32.0`: the scaler's state alone is no measurement (configs print `loss_scale: 0` too), so the
+    # first note is held to be a banner; the second recurs with a new value and is the loss scale
+    notes = [m for line, m in read("fairseq_v1_startup_overflow_loss_scale.log") if "NOTE: overflow" in line]
+    assert [{k: v for k, v in m.items() if k != "step"} for m in notes] == [{}, {"loss_scale": 32.0, "overflow": 1}]
+    # megatron_deepspeed_gradnorm_nan_no_lm_loss.log: iteration lines without `lm loss` hold a grad norm, a
+    # known measurement: each is a metric line, and none has a loss
     lines = read("megatron_deepspeed_gradnorm_nan_no_lm_loss.log")
-    assert [bool(m) for _, m in lines] == [False, True, True]
-    assert all("loss" not in m for _, m in lines)  # unknown names are kept as they are, never a loss
+    assert [bool(m) for _, m in lines] == [True, True, True]
+    assert all("loss" not in m for _, m in lines)
     # nccl_llamafactory_allreduce_timeout.log: the same watchdog numbers printed twice (the same values) do
     # not make a metric shape
     assert metrics("nccl_llamafactory_allreduce_timeout.log") == []

@@ -1,0 +1,93 @@
+"""Pure: `name -> number` pairs inside a piece of a log line (`key=value`, `key: value`, `many words value`),
+the pieces every format parser in agent.formats and agent.trainer_lines is built from."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from trainwarden.events.jsonload import float_literal
+from trainwarden.events.metrics import canonical
+
+Metrics = dict[str, float | int]
+
+NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
+KEY = r"[A-Za-z_][\w./-]*"
+# `key=value`, and `key: value` (a timestamp's `12:30:45` is not a key: keys start with a letter).
+# A value ends at a space, a comma, ']' or the end: `4,000` (a count with a thousands separator)
+# and `12:30` are not metrics.
+KV_RE = re.compile(rf"(?<![\w/.-])({KEY})\s*=\s*({NUM})(?![\w.]|,\d)", re.IGNORECASE)
+COLON_RE = re.compile(rf"(?<![\w/.-])({KEY}):\s*({NUM})(%?)(?![\w.:-]|,\d)", re.IGNORECASE)
+# one piece of a separated line that is a name of one or more words and a number, with an optional unit:
+# `lm loss: 2.504220E+00`, `elapsed time per iteration (ms): 4247.9`, `Train loss 3.361`, `Peak mem 8.104 GB`
+PHRASE_RE = re.compile(
+    r"^\s*([A-Za-z_][\w./()%-]*(?: [A-Za-z_(][\w./()%-]*){0,6}?)"  # the name: up to seven words
+    rf"(?:\s*[:=]\s*|\s+)({NUM})\s*(%|ms|s|GB|MB|GiB|MiB)?\s*$",
+    re.IGNORECASE,
+)
+UNIT_SUFFIX = {"ms": "_ms", "s": "_s", "gb": "_gb", "gib": "_gb", "mb": "_mb", "mib": "_mb"}
+
+
+def parse_number(text: str) -> float | int:
+    """`12` -> 12, `3e-4` -> 0.0003; also `nan`, `-nan`, `inf`, `Infinity` in any case.
+
+    Raises ValueError for a numeral that overflows a float (`1e400`) or an integer too long to convert."""
+    return int(text) if text.lstrip("+-").isdigit() else float_literal(text)
+
+
+def numbers(pairs: Iterable[tuple[str, str]]) -> Metrics:
+    out: Metrics = {}
+    for key, value in pairs:
+        try:
+            out[key] = parse_number(value)
+        except ValueError:
+            continue  # an overflowing numeral: this value only is left out
+    return out
+
+
+def _kept(metrics: Metrics) -> Metrics:
+    """Less what is printed beside metrics but never one: Lightning's run version, a time left (`eta: 2 days`)."""
+    if "v_num" in metrics:  # two lookups cost less than filtering every pair
+        del metrics["v_num"]
+    if "eta" in metrics:
+        del metrics["eta"]
+    return metrics
+
+
+def key_value(text: str) -> Metrics:
+    return _kept(numbers(KV_RE.findall(text)))
+
+
+def colon(text: str) -> Metrics:
+    return _kept(numbers((key, value) for key, value, _pct in COLON_RE.findall(text)))
+
+
+def phrase(piece: str) -> tuple[str, float | int] | None:
+    """The one `name value` pair a piece holds (`Learning Rate 1.000e-05`, `lm loss: 2.5E+00`), or None.
+
+    A unit after the number goes into the name (`Val took 57.861s` -> `Val took_s`), since `s` and `ms`
+    differ by a thousand."""
+    found = PHRASE_RE.match(piece)
+    if found is None:
+        return None
+    name, unit = found.group(1).strip(), found.group(3)
+    try:
+        value = parse_number(found.group(2))
+    except ValueError:
+        return None
+    return (f"{name}{UNIT_SUFFIX[unit.lower()]}" if unit and unit != "%" else name), value
+
+
+def phrases(pieces: Iterable[str]) -> Metrics:
+    return dict(pair for piece in pieces if (pair := phrase(piece)) is not None)
+
+
+def prefixed(metrics: Metrics, prefix: str, keep: frozenset[str]) -> Metrics:
+    """Validation metrics under names that say so: `loss` -> `val_loss`; the names in `keep` (positions) and
+    names that already say it (`valid_loss`, `eval_acc`, `test_loss`, Megatron's `lm loss value`) stay as they are."""
+    out: Metrics = {}
+    for name, value in metrics.items():
+        low = name.lower()
+        said = low in keep or low.startswith(("val", "eval", "test")) or canonical(name).startswith("val_")
+        out[name if said else f"{prefix}{name}"] = value
+    return out
