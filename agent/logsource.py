@@ -18,6 +18,7 @@ skipped alone (counted in `SourceErrors`); the lines after it are read as usual.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -102,9 +103,7 @@ class RunLog:
         for line in lines:
             try:
                 for piece in self.grouper.feed(line):
-                    item = self._item(piece, now)
-                    if item is not None:
-                        out.append(item)
+                    out.extend(self._items(piece, now))
             except Exception as exc:  # this line only: the lines after it are read as usual
                 self.errors.failed(f"{self.run} log", exc, detail=f"the line at byte {line.start} is skipped")
         if lines:
@@ -119,16 +118,33 @@ class RunLog:
         return [block_item(run=self.run, host=self.host, block=b, now=now, secrets=self.secrets)
                 for b in self.grouper.flush()]  # fmt: skip
 
-    def _item(self, piece: Single | Block, now: float) -> Item | None:
+    def _items(self, piece: Single | Block, now: float) -> list[Item]:
         if isinstance(piece, Block):
-            return block_item(run=self.run, host=self.host, block=piece, now=now, secrets=self.secrets)
-        item = line_item(run=self.run, host=self.host, line=piece.line, now=now, secrets=self.secrets,
+            return [block_item(run=self.run, host=self.host, block=piece, now=now, secrets=self.secrets)]
+        line = piece.line
+        item = line_item(run=self.run, host=self.host, line=line, now=now, secrets=self.secrets,
                          reader=self.reader)  # fmt: skip
-        if item is not None and item.refused:
+        if item is None:
+            return []
+        if item.refused:
             self.errors.refused_values(f"{self.run} log", item.refused)
-        if item is not None and item.is_metric and "it/s" in piece.line.text:
+        if item.is_metric and "it/s" in line.text:
             # a progress bar redraws many times a second with the same postfix: keep changes only
             if item.event.data == self._last_bar:
-                return None
+                return []
             self._last_bar = item.event.data
-        return item
+        elif not item.is_metric and (bar := glued_bar(line.text)) is not None:
+            # tqdm writes no newline: a fault printed while a bar was drawn is glued to the bar's last redraw
+            found = line_item(run=self.run, host=self.host, line=dataclasses.replace(line, text=bar), now=now,
+                              secrets=self.secrets, reader=self.reader)  # fmt: skip
+            if found is not None and found.is_metric:
+                return [found, item]
+        return [item]
+
+
+def glued_bar(text: str) -> str | None:
+    """The progress bar at the start of a line that goes on after the bar's `]` (another message glued to the
+    redraw: `... 1.42it/s, reduced_train_loss=2.59][E ProcessGroupNCCL.cpp:566] ...`), or None."""
+    rate = max(text.find("it/s"), text.find("s/it"))
+    end = text.find("]", rate) if rate >= 0 else -1
+    return text[: end + 1] if 0 <= end < len(text.rstrip()) - 1 else None

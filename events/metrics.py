@@ -283,16 +283,10 @@ def without_problems(data: dict[str, float | int]) -> tuple[dict[str, float | in
 
 # -- which names make a line a metrics line -------------------------------------------------------------
 
-# measured on the run (a config holds settings: the learning rate, step counts, sizes)
-# a rate, a position or the fp16 scaler's state: configs print them too (DeepSpeed's `'loss_scale': 0` means dynamic)
-_MEASURED = frozenset(m.name for m in METRICS if m.phase is not SYSTEM) - {
-    "lr",
-    "step",
-    "loss_scale",
-    "overflow",
-    "skipped_iters",
-    "nan_iters",
-}
+# measured on the run (a config holds settings: the learning rate, step counts, sizes, the fp16 scaler's
+# `'loss_scale': 0`, which in DeepSpeed's config means dynamic); an `overflow` is only ever reported
+_SETTINGS = frozenset({"lr", "step", "loss_scale", "skipped_iters", "nan_iters"})
+_MEASURED = frozenset(m.name for m in METRICS if m.phase is not SYSTEM) - _SETTINGS
 _LOSS_WORDS = frozenset({"loss"})  # a loss by its last word (`total_loss`, `giou_loss`; not `loss_scale`)
 _ACCURACY_WORDS = frozenset({"acc", "accuracy"})  # an accuracy by any word (`top1_acc`, `accuracy_top-1`)
 # what ends the name of a setting rather than a measurement: `eval_steps`, `val_check_interval`, `eval_batch_size`

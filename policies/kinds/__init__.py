@@ -61,7 +61,7 @@ def _runaway(r: PolicyReader) -> Kind:
         ratio=r.number("ratio", default=2.0, minimum=1.0) or 2.0,
         warmup=max(r.integer("warmup", default=3, minimum=1), smooth),
         smooth=smooth,
-        floor=r.number("floor", default=0.01, minimum=0.0) or 0.0,
+        floor=r.number("floor", default=0.25, minimum=0.0) or 0.0,
         events=_events(r),
     )
 

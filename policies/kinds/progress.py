@@ -39,7 +39,8 @@ class Runaway(OneMetric):
     raise it, so a run that explodes early is caught too (a trailing mean takes the blow-up in).
     A loss that went negative (a negative log-likelihood) fires when its magnitude fell under
     1/`ratio` of its best's (-5.6 -> above -2.8 for 2x). Rises smaller than `floor` x the first
-    median count as noise (a loss that fell 1000-fold jitters at 1e-4).
+    median count as noise: a loss that fell 100-fold jitters far above 2x its best from batch to batch,
+    and has run away only once it gave back a good part of what it learned.
     """
 
     kind: ClassVar[str] = "runaway"
@@ -48,7 +49,7 @@ class Runaway(OneMetric):
     ratio: float = 2.0
     warmup: int = 3
     smooth: int = 3
-    floor: float = 0.01
+    floor: float = 0.25
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
@@ -160,7 +161,7 @@ class NoProgress(OneMetric):
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         first = "its first value" if self.first == 1 else f"its first {self.first} values"
         return (
-            f"{st['metric']} is no better than {first} ({fmt(st['base'])}) after {st['seen']} evals "
+            f"{st['metric']} is no better than {first} ({fmt(st['base'])}) after {st['seen']} values "
             f"(best since: {fmt(st['best'])})",
             {st["metric"]: st["best"], "first": st["base"], "evals": st["seen"]},
         )
@@ -185,17 +186,20 @@ class Frozen(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        # the last value and how many times in a row it came (+ "metric": its name)
-        return {"last": None, "same": 0}
+        # the last value, how many times in a row it came and the step it came at (+ "metric": its name)
+        return {"last": None, "same": 0, "at": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
         v = finite(event.data[name])
         if v is None:
             return None
+        step = event.data.get("step")
+        if step is not None and step == st.get("at"):
+            return None  # the same eval printed again at its position (a resumed run, a doubled line): no news
         same = v == st["last"] and _significant(v) >= self.digits
         st["same"] = st["same"] + 1 if same else 1
-        st["last"], st["metric"] = v, name
+        st["last"], st["metric"], st["at"] = v, name, step
         return st["same"] >= self.count
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -156,7 +156,11 @@ class Baseline(OneMetric):
 @dataclass(frozen=True, slots=True)
 class LrSchedule(OneMetric):
     """The learning rate is non-finite, drops to zero after having been positive, or (with
-    `schedule: decay`) rises again after the decay began (peak left by more than `tolerance`)."""
+    `schedule: decay`) rises again after the decay began (peak left by more than `tolerance`).
+
+    A decay that ends at zero (Hugging Face's linear schedule at its last step) is no drop: zero counts
+    only when the rate before it was still above a quarter of its peak. A position going back (a run
+    resumed from an earlier checkpoint replays its schedule) starts the watch over."""
 
     kind: ClassVar[str] = "lr_schedule"
     time_driven: ClassVar[bool] = False
@@ -167,17 +171,26 @@ class LrSchedule(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        return {"peak": None, "trough": None, "seen_positive": False}
+        # the highest rate, the lowest since the decay began, the last positive rate, the last position
+        return {"peak": None, "trough": None, "seen_positive": False, "last": None, "at": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
         v = number(event.data[name])
         if v is None:
             return None
+        step = event.data.get("step")
+        if isinstance(step, int):
+            if st.get("at") is not None and step < st["at"]:
+                st.update(self.initial({}, None))  # resumed from an earlier checkpoint
+            st["at"] = step
         if not math.isfinite(v):
             return self._firing(st, name, v, "non-finite")
         if v <= 0:
-            return self._firing(st, name, v, "zero") if self.zero and st["seen_positive"] else False
+            last, peak = st.get("last"), st["peak"]
+            abrupt = last is None or peak is None or last > peak / 4
+            return self._firing(st, name, v, "zero") if self.zero and st["seen_positive"] and abrupt else False
+        st["last"] = v
         if not st["seen_positive"]:
             st["seen_positive"] = True
         peak, trough = st["peak"], st["trough"]

@@ -51,8 +51,9 @@ def test_loss_nan_stops_at_once():
 
 
 @pytest.mark.parametrize(("spiked", "expected"), [
+    (1, ["CONTINUE"]),  # one batch 3.5x its trailing mean, then back: a noisy batch, not worth a message
     (3, ["CONTINUE", "opened:loss-spike", "resolved:loss-spike"]),  # recovers within its window: no STOP
-    # persists: STOP, by loss-runaway (2.5x the run's best on 3 samples in a row) a sample before loss-spike's 5
+    # persists: STOP, by loss-runaway (3.5x the run's best on 3 samples in a row; loss-spike is a warning)
     (6, ["CONTINUE", "opened:loss-spike", "opened:loss-runaway", "STOP:loss-runaway", "resolved:loss-spike",
          "resolved:loss-runaway"]),
 ])  # fmt: skip
@@ -61,7 +62,7 @@ def test_loss_spike_is_an_anomaly_and_a_stop_only_if_it_persists(spiked, expecte
     events = healthy(c, 400)
     base = events[-1].data["loss"]
     at = events[-1].ts - 1_800_000_000.0
-    events += [c.metric(at + 30 * (i + 1), step=5000 + i, loss=base * 2.5) for i in range(spiked)]
+    events += [c.metric(at + 30 * (i + 1), step=5000 + i, loss=base * 3.5) for i in range(spiked)]
     events += [c.metric(at + 30 * (spiked + 1 + i), step=6000 + i, loss=base) for i in range(3)]
     assert fired(events) == expected
 

@@ -197,10 +197,10 @@ def test_a_run_stuck_at_its_first_eval_is_stopped():
     assert rule == "val-no-progress" and at is not None and at <= 9  # useful_stop: the 10th eval
 
 
-def test_a_frozen_eval_loss_is_stopped_at_the_third_eval():
-    # keras_stuck_at_half.log: val_loss 7.9712 at every epoch; useful_stop: epoch 3
+def test_a_frozen_eval_loss_is_stopped_at_its_first_repeat():
+    # keras_stuck_at_half.log: val_loss 7.9712 at every epoch; useful_stop: epoch 3, the first repeat
     at, rule, _ = judge(series("val_loss", [7.9712] * 8))
-    assert (at, rule) == (2, "val-frozen")
+    assert (at, rule) == (1, "val-frozen")
 
 
 HEALTHY_EVALS = {

@@ -56,11 +56,18 @@ def test_a_known_name_makes_a_metric_line_at_once():
 
 
 def test_unknown_names_count_when_their_set_recurs_with_new_values():
-    # fairseq_v1_startup_overflow_loss_scale.log: `NOTE: overflow detected, setting loss scale to: 64.0`, then
-    # `... to: 32.0`: the scaler's state alone is no measurement (configs print `loss_scale: 0` too), so the
-    # first note is held to be a banner; the second recurs with a new value and is the loss scale
+    # fairseq_v1_startup_overflow_loss_scale.log: `NOTE: overflow detected, setting loss scale to: 64.0`: an
+    # overflow is reported, never configured, so each note is the loss scale (never a metric named `to`)
     notes = [m for line, m in read("fairseq_v1_startup_overflow_loss_scale.log") if "NOTE: overflow" in line]
-    assert [{k: v for k, v in m.items() if k != "step"} for m in notes] == [{}, {"loss_scale": 32.0, "overflow": 1}]
+    assert [{k: v for k, v in m.items() if k != "step"} for m in notes] == [
+        {"loss_scale": 64.0, "overflow": 1},
+        {"loss_scale": 32.0, "overflow": 1},
+    ]
+    # the scale alone is a setting (DeepSpeed's config prints `'loss_scale': 0`): a metric only by recurrence
+    reader = MetricReader()
+    assert reader.read("loss_scale: 0")[0] == {}
+    assert reader.read("loss_scale: 0")[0] == {}  # an exact repeat is no recurrence
+    assert reader.read("loss_scale: 65536")[0]["loss_scale"] == 65536
     # megatron_deepspeed_gradnorm_nan_no_lm_loss.log: iteration lines without `lm loss` hold a grad norm, a
     # known measurement: each is a metric line, and none has a loss
     lines = read("megatron_deepspeed_gradnorm_nan_no_lm_loss.log")
@@ -137,10 +144,11 @@ def test_every_metric_event_of_a_hugging_face_log_has_an_int_step_that_never_goe
 
 def test_a_backtest_of_a_hugging_face_log_says_where_in_steps():
     result = backtest(
-        default_policy(), list(log_events(REAL / "hf_dict_trl_qlora_ipex_summary_healthy.log", interval=10))
+        default_policy(), list(log_events(REAL / "hf_dict_llava_loss_zero_gradnorm_nan_from_start.log", interval=10))
     )
-    assert (result.first_step, result.last_step) == (1, 10)
-    assert result.firings and all(f.step is not None for f in result.firings)
+    assert (result.first_step, result.last_step) == (1, 13)
+    assert [(f.step, f.rule) for f in result.firings] == [(1, "grad-norm-nonfinite")]
+    assert result.stop is not None and "at step 1" in result.stop.reason
 
 
 def test_known_names():
