@@ -6,7 +6,7 @@ The rule, by name alone (the file may not exist yet when the watch starts):
 |---|---|
 | `*.csv` | a CSV metric logger (`agent.csv_metrics`: Lightning, ultralytics, timm) |
 | `*trainer_state.json` | Hugging Face Trainer state (`agent.hf_state`), newest `checkpoint-*/` copy included |
-| `*events.out.tfevents*`, or a directory | TensorBoard events (`agent.tfevents`), a file or a run directory |
+| `*events.out.tfevents*`, a directory | TensorBoard events (`agent.tfevents`); not a directory named `*.log` |
 | anything else | a training log, line by line (`agent.logsource`) |
 
 Producers and seqs of the metric events (stable across re-reads, like the log's):
@@ -35,6 +35,7 @@ from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.metrics import normalise, without_problems
 
 LOG, CSV, HF_STATE, TENSORBOARD = "log", "csv", "trainer_state", "tensorboard"
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err")  # a directory named so is a log path gone wrong, not a run dir
 READERS: dict[str, type[CsvFile] | type[TrainerState] | type[EventFiles]] = {
     CSV: CsvFile,
     HF_STATE: TrainerState,
@@ -49,7 +50,7 @@ def kind_of(path: Path) -> str:
         return CSV
     if name.endswith("trainer_state.json"):
         return HF_STATE
-    if PREFIX in name or path.is_dir():
+    if PREFIX in name or (path.is_dir() and not name.endswith(LOG_SUFFIXES)):
         return TENSORBOARD
     return LOG
 

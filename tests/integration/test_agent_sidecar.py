@@ -127,7 +127,7 @@ def test_console_metrics_count_until_the_sidecar_starts_and_a_restart_adds_no_du
     make_agent(store, log, state).run(burst=True)
     metrics = events_of(store, "exp01", t.METRIC)
     assert [(e.producer.split("/")[1], e.data.get("step")) for e in metrics] == [
-        ("log", None), ("sidecar", 1060), ("sidecar", 1070), ("sidecar", None)  # step -1 refused, its loss kept
+        ("log", 1), ("sidecar", 1060), ("sidecar", 1070), ("sidecar", None)  # step -1 refused, its loss kept
     ]  # fmt: skip
     assert metrics[0].data["loss"] == 0.2051
     assert {k: v for k, v in metrics[1].data.items() if k != "grad_norm"} == {
