@@ -77,13 +77,14 @@ class TracebackGrouper:
         if block is not None and line.generation != block.end.generation:
             out.append(self._close())
             block = None
-        text = strip_prefix(line.text)
         if block is None:
-            if text.startswith(TRACEBACK_START):
+            # most lines: one substring test; a prefix is stripped only where a traceback may start
+            if TRACEBACK_START in line.text and strip_prefix(line.text).startswith(TRACEBACK_START):
                 self.block = Block([line])
             else:
                 out.append(Single(line))
             return out
+        text = strip_prefix(line.text)
         if block.ended:
             if text.startswith(TRACEBACK_START):
                 block.add(line)

@@ -27,9 +27,10 @@ class Notable:
 
 
 def _tag(line: str) -> str | None:
+    """The tag of a line that passed a pre-check: without its prefixes, else as printed."""
     bare = strip_prefix(line)
-    tag = logtags.tag_of(bare)
-    return logtags.tag_of(line) if tag is None and bare is not line else tag
+    tag = logtags.tag_of(bare) if bare is not line else logtags.match_tag(line)
+    return logtags.match_tag(line) if tag is None and bare is not line else tag
 
 
 def tag_of(line: str) -> str | None:

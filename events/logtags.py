@@ -60,7 +60,8 @@ FAULTS = (OOM, NCCL, ILLEGAL_MEMORY, NAN, KILLED, LOSS_SCALE)
 # casings trainers print, case-sensitive (a case-blind search of many alternatives costs ten times more).
 _FAULT_HINTS = (
     r"out of memory|Out of memory|OutOfMemory|OOM when|RESOURCE_EXHAUSTED|ResourceExhausted|CUBLAS_STATUS_ALLOC"
-    r"|NCCL|nccl|illegal memory|IllegalAddress|misaligned address|FloatingPointError|loss scale|found NaN"
+    r"|NCCL|nccl|illegal memory|IllegalAddress|misaligned address|FloatingPointError|found NaN"
+    r"|Minimum loss scale|loss scale already|Attempted loss scale"
     r"|Loss is nan|NaN or Inf|returned nan|Killed|Segmentation fault|exitcode|Signal \d|died with"
 )
 ANY_FAULT_RE = re.compile(_FAULT_HINTS)
@@ -70,8 +71,11 @@ ANY_NOTABLE_RE = re.compile(_FAULT_HINTS + r"|FileNotFoundError|No such file|Tra
 
 def tag_of(line: str) -> str | None:
     """The tag of one line (prefixes such as `[rank3]:` already stripped), or None."""
-    if not ANY_NOTABLE_RE.search(line):
-        return None
+    return match_tag(line) if ANY_NOTABLE_RE.search(line) else None
+
+
+def match_tag(line: str) -> str | None:
+    """`tag_of` for a line already known to pass `ANY_NOTABLE_RE` (no second pre-check)."""
     for tag, pattern in NOTABLE:
         if pattern.search(line):
             return tag
