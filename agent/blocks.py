@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainwarden.agent.parse import MAX_LINE_CHARS, strip_prefix, strongest, tag_of
+from trainwarden.agent.parse import MAX_LINE_CHARS, strongest, tag_of
+from trainwarden.agent.prefixes import strip_prefix
 from trainwarden.agent.tail import Line
 
 TRACEBACK_START = "Traceback (most recent call last)"

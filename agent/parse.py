@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 from trainwarden.agent.prefixes import strip_prefix
 from trainwarden.events import logtags
-from trainwarden.events.logtags import NOTABLE, TAG_RANK, strongest
+from trainwarden.events.logtags import strongest
 
-__all__ = ["MAX_LINE_CHARS", "NOTABLE", "TAG_RANK", "Notable", "fault_of", "notable", "strip_prefix", "strongest",
-           "tag_of"]  # fmt: skip
+__all__ = ["MAX_LINE_CHARS", "Notable", "fault_of", "notable", "strongest", "tag_of"]
 
 MAX_LINE_CHARS = 4000
 
