@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from trainwarden.agent.structured import Record, number, whole_step
+from trainwarden.agent.tail import open_if_changed
 
 READ_CHUNK = 1 << 20
 MAX_HEADER = 1 << 16  # a header longer than this is not a metric logger's
@@ -72,15 +73,9 @@ class CsvFile:
         return self.offset
 
     def poll(self, *, max_bytes: int = READ_CHUNK) -> list[Record]:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return []
-        if st.st_ino == self.inode and st.st_size == self.offset and self._header is not None:
-            return []
-        try:
-            f = open(self.path, "rb")  # noqa: SIM115 - closed below
-        except FileNotFoundError:
+        # without a header read yet, the file is opened whatever its size
+        f = open_if_changed(self.path, inode=self.inode if self._header is not None else None, offset=self.offset)
+        if f is None:
             return []
         with f:
             st = os.fstat(f.fileno())

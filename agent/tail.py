@@ -16,6 +16,21 @@ from typing import BinaryIO
 READ_CHUNK = 1 << 20  # bytes read per poll; also the longest line kept whole
 
 
+def open_if_changed(path: Path, *, inode: int | None, offset: int) -> BinaryIO | None:
+    """`path` opened for reading, or None when it is missing or still the file `inode` at size `offset`:
+    nothing new costs one stat and no open (most polls of a quiet file end here)."""
+    try:
+        quick = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if quick.st_ino == inode and quick.st_size == offset:
+        return None
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Line:
     start: int  # byte offset of the line's first byte
@@ -50,15 +65,8 @@ class LogTail:
         return self.path.exists()
 
     def poll(self, *, max_bytes: int = READ_CHUNK) -> list[Line]:
-        try:
-            quick = os.stat(self.path)
-        except FileNotFoundError:
-            return []
-        if quick.st_ino == self.inode and quick.st_size == self.offset:
-            return []  # nothing new: one stat, no open (most polls of a quiet log end here)
-        try:
-            f = open(self.path, "rb")  # noqa: SIM115 - closed below
-        except FileNotFoundError:
+        f = open_if_changed(self.path, inode=self.inode, offset=self.offset)
+        if f is None:
             return []
         with f:
             st = os.fstat(f.fileno())
