@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, check_run_name, make_event, time_seq
+from trainwarden.events.errors import StoreError
 from trainwarden.events.payloads import RunLaunchedData
 from trainwarden.events.redact import env_secrets, known_secrets, redact
 from trainwarden.events.redis_types import field_map
@@ -75,10 +76,14 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     """Start the run; raises LaunchError (nothing recorded) if tmux refuses.
 
     Records `run.launched`, then registers the run with this host's agent through its control
-    stream (message format: agent/watch.py).
+    stream (message format: agent/watch.py). Nothing runs unwatched: an unreachable event log
+    stops the launch before tmux starts (StoreUnavailable), and a record that fails after it
+    started kills the session again (LaunchError).
     """
     validate(spec)
     session = session_name(spec.run)
+    with redis_errors("reach the event log before starting the run (nothing was started)", run=spec.run):
+        store.redis.ping()
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{spec.log_path}{EXIT_SUFFIX}").unlink(missing_ok=True)  # an earlier launch's exit code is not this one's
     launched_at = time.time()
@@ -105,10 +110,38 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     }
     data = redact(launched, [*known_secrets(), *env_secrets(spec.env)])  # the run's own secrets too
     event = make_event(t.RUN_LAUNCHED, run=spec.run, host=host, producer=f"launch/{host}", seq=time_seq(), data=data)
-    store.append_one(event)
     control = {"op": "watch", "run": spec.run, "log": str(spec.log_path), "session": session,
                "tmux_socket": spec.tmux_socket or "", "workdir": str(spec.workdir), "launch": event.id,
                "launched_at": repr(launched_at), "metrics": str(metrics)}  # fmt: skip
-    with redis_errors("register the run with the agent", run=spec.run):
-        store.redis.xadd(store.keys.agent_control(host), field_map(control))
+    try:
+        store.append_one(event)
+        with redis_errors("register the run with the agent", run=spec.run):
+            store.redis.xadd(store.keys.agent_control(host), field_map(control))
+    except StoreError as exc:
+        killed = subprocess.run(tmux_argv(spec.tmux_socket, "kill-session", "-t", f"={session}"), capture_output=True,
+                                timeout=15, stdin=subprocess.DEVNULL, check=False).returncode == 0  # fmt: skip
+        then = (
+            f"stopped it again (killed tmux session {session})"
+            if killed
+            else f"could not stop it: kill tmux session {session} by hand"
+        )
+        raise LaunchError(f"the run started but could not be recorded, so nothing would watch it; {then}. "
+                          f"Cause: {exc}", run=spec.run) from exc  # fmt: skip
     return event
+
+
+def early_exit(spec: LaunchSpec, *, within_s: float, poll_s: float = 0.05) -> int | None:
+    """The command's exit status if it ends within `within_s` of its launch (a typo, a missing file,
+    an import error), read from the wrapper's exit file; None while it is still running."""
+    exit_file = Path(f"{spec.log_path}{EXIT_SUFFIX}")
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            text = exit_file.read_text().strip()
+        except OSError:
+            text = ""
+        if text.lstrip("-").isdigit():
+            return int(text)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(poll_s)

@@ -13,7 +13,7 @@ import threading
 import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -21,6 +21,7 @@ from trainwarden import (
     archive_commands,
     cli_remote,
     health_commands,
+    launch_commands,
     metrics_server,
     policy_commands,
     render,
@@ -36,7 +37,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.events.errors import StoreAuthFailed, StoreError, StoreUnavailable
 from trainwarden.events.heartbeat import Heartbeat
-from trainwarden.events.payloads import RunLaunchedData, StopRequestedData
+from trainwarden.events.payloads import StopRequestedData
 from trainwarden.events.redact import MaskingFilter, redact_text
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
@@ -120,7 +121,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     beating = threading.Event()
     pulse.run_in_thread(beating, measure=lambda: wiring.queue_wait(queue))
     try:
-        worker.work(burst=args.burst, logging_level=args.log_level)
+        worker.work(burst=args.burst, logging_level=library_level(args.log_level))  # RQ: per-job chatter
     finally:
         beating.set()
     if not args.burst and not worker.stop_asked:  # RQ's loop gave up (it logged why): let the supervisor restart us
@@ -169,29 +170,6 @@ def _serve_notifier_metrics(args: argparse.Namespace, notifier: Notifier) -> Non
         _serve_metrics(args, "bot", notifier.pulse.heartbeat, notifier.store)
 
 
-def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
-    from trainwarden.remote.local_launch import LaunchSpec, launch_local
-
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        require("launch", "asyncssh")
-        return cli_remote.launch_experiment(args, settings)
-    workdir = Path(args.workdir).resolve()
-    spec = LaunchSpec(
-        run=args.run,
-        command=tuple(command),
-        workdir=workdir,
-        log_path=Path(args.log).resolve() if args.log else workdir / f"{args.run}.log",
-        tmux_socket=args.tmux_socket,
-        stop_command=tuple(args.stop_command.split()) if args.stop_command else None,
-    )
-    event = launch_local(spec, store=wiring.store(settings), host=settings.host)
-    launched = cast(RunLaunchedData, event.data)
-    print(f"launched {args.run} in tmux session {launched['session']}; log: {launched['log_path']}")
-    print(f"watch it with: trainwarden agent --watch {args.run}={launched['log_path']}")
-    return 0
-
-
 def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
     if store.length(args.run) == 0:
@@ -235,11 +213,33 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     return run_demo(nan_at=args.nan_at, keep=args.keep)
 
 
-def global_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('trainwarden')}")
-    p.add_argument("--config", type=Path, help="settings YAML (default: $TRAINWARDEN_CONFIG)")
-    p.add_argument("--redis-url", help="event-log Redis (default: $REDIS_URL or the settings file)")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def global_options(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
+    """The options every command takes, before or after its name. A subcommand's copies default to
+    SUPPRESS, so an option given before the subcommand is not overwritten by the copy's default."""
+    g = p.add_argument_group("global options") if sub else p
+    dflt: dict[str, Any] = {"default": argparse.SUPPRESS} if sub else {}
+    if not sub:
+        p.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('trainwarden')}")
+    g.add_argument("--config", type=Path, help="settings YAML (default: $TRAINWARDEN_CONFIG)", **dflt)
+    g.add_argument("--redis-url", help="event-log Redis (default: $REDIS_URL or the settings file)", **dflt)
+    g.add_argument("--log-level", choices=LOG_LEVELS, help="daemons' log level (default INFO; RQ's per-job lines "
+                   "only at DEBUG)", **(dflt or {"default": "INFO"}))  # fmt: skip
+
+
+def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # an alias names the same parser
+                global_options(child, sub=True)
+                _global_options_everywhere(child)
+
+
+def library_level(level: str) -> str:
+    """RQ's level: it logs ~4 INFO lines per job (thousands an hour), so INFO is WARNING for it."""
+    return "WARNING" if level == "INFO" else level
 
 
 def metrics_options(p: argparse.ArgumentParser) -> None:
@@ -280,19 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     metrics_options(s)
     s.set_defaults(func=cmd_bot)
 
-    s = sub.add_parser(
-        "launch",
-        help="start a run: `launch EXP` (an experiment from experiments_dir, on its server over SSH) or "
-        "`launch RUN -- COMMAND...` (on this host)",
-    )
-    s.add_argument("run", help="experiment name (remote) or run name (with -- COMMAND, local)")
-    cli_remote.launch_args(s)
-    s.add_argument("--workdir", default=".", help="directory to run in (default: here)")
-    s.add_argument("--log", help="log file (default: WORKDIR/RUN.log)")
-    s.add_argument("--tmux-socket", help="tmux socket name (tmux -L)")
-    s.add_argument("--stop-command", help="command that stops the run cleanly (split on spaces, no shell)")
-    s.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command and its arguments")
-    s.set_defaults(func=cmd_launch)
+    launch_commands.register(sub)
 
     s = sub.add_parser("stop", help="ask the workers to stop a run")
     s.add_argument("run")
@@ -319,12 +307,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--nan-at", type=int, default=25, help="step at which the synthetic loss turns NaN")
     s.add_argument("--keep", action="store_true", help="keep the demo's directory (logs, evidence, Redis data)")
     s.set_defaults(func=cmd_demo)
+    _global_options_everywhere(p)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        try:
+            return _main(sys.argv[1:] if argv is None else list(argv))
+        finally:
+            sys.stdout.flush()  # a reader that went away (`| head`) shows here, inside this handler
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own flush at exit would fail too
+        return 128 + 13  # as a shell reports a command SIGPIPE ended, without the traceback
+
+
+def _main(argv: list[str]) -> int:
+    options, training_command = launch_commands.split_command(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(options)
+    if unknown and args.func is not launch_commands.cmd_launch:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.func is launch_commands.cmd_launch:
+        args.stray = [*args.stray, *unknown]  # words before `--` (argparse leaves some unmatched): cmd_launch says so
+        args.training_command = training_command or []
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("rq").setLevel(library_level(args.log_level))
     for handler in logging.getLogger().handlers:
         handler.addFilter(MaskingFilter())  # daemon logs never hold a secret, tracebacks included
     settings: Settings | None = None

@@ -1,0 +1,115 @@
+"""`trainwarden launch`: a run on this host in tmux (`launch RUN [OPTIONS] -- COMMAND...`), or an experiment
+on its server over SSH (`launch EXP`).
+
+The training command is exactly what follows the first `--`: `cli.main` splits the command line there
+before argparse sees it, so options are accepted anywhere before it and none is taken for the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+from trainwarden import cli_remote, wiring
+from trainwarden.agent.health import log_tail
+from trainwarden.bot.messages import exit_status
+from trainwarden.errors import UsageError
+from trainwarden.events.payloads import RunLaunchedData
+from trainwarden.extras import require
+from trainwarden.settings import Settings
+
+CHECK_S = 3.0  # a command that fails at once (a typo, a missing file, an import error) ends well within this
+TAIL_LINES = 20
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser(
+        "launch",
+        usage="%(prog)s RUN [OPTIONS] [-- COMMAND ...]",
+        help="start a run: `launch EXP` (an experiment from experiments_dir, on its server over SSH) or "
+        "`launch RUN [OPTIONS] -- COMMAND...` (on this host)",
+        description="Options go anywhere before `--`; everything after the first `--` is the training command.",
+    )
+    s.add_argument("run", help="experiment name (remote) or run name (with -- COMMAND, local)")
+    cli_remote.launch_args(s)
+    s.add_argument("--workdir", default=".", help="directory to run in (default: here)")
+    s.add_argument("--log", help="log file (default: WORKDIR/RUN.log)")
+    s.add_argument("--tmux-socket", help="tmux socket name (tmux -L)")
+    s.add_argument("--stop-command", help="command that stops the run cleanly (split on spaces, no shell)")
+    s.add_argument("--check-s", type=float, default=CHECK_S, metavar="SECONDS",
+                   help=f"local: wait this long for a command that fails at once; it is then reported with its "
+                   f"exit status and the log's last lines, exit 1 (default {CHECK_S:g}; 0: do not wait)")  # fmt: skip
+    s.add_argument("stray", nargs="*", metavar="-- COMMAND", help="the training command and its arguments, after --")
+    s.set_defaults(func=cmd_launch)
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """(the options, the training command) of `launch ... -- COMMAND`: split at the first `--`.
+    None for every other command line, whose `--` argparse handles as usual."""
+    if "--" not in argv or subcommand(argv) != "launch":
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1 :]
+
+
+GLOBAL_WITH_VALUE = ("--config", "--redis-url", "--log-level")
+
+
+def subcommand(argv: list[str]) -> str | None:
+    """The first word that is neither an option nor a global option's value."""
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            return None
+        if word in GLOBAL_WITH_VALUE:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
+    from trainwarden.remote.local_launch import LaunchSpec, early_exit, launch_local
+
+    if args.stray:  # words before `--` that are no option of launch: a command without `--`, or a typo
+        given = shlex.join(args.stray)
+        unknown = f"unrecognized arguments: {given}; " if any(w.startswith("-") for w in args.stray) else ""
+        raise UsageError(f"{unknown}give the training command after --, options before it: "
+                         f"trainwarden launch {args.run} [OPTIONS] -- COMMAND...")  # fmt: skip
+    command: list[str] = args.training_command
+    if not command:
+        if settings.servers_file is None:
+            raise UsageError(
+                f"give the training command after --: trainwarden launch {args.run} [OPTIONS] -- python train.py "
+                "(`launch EXP` alone launches an experiment on its server: set servers_file in the settings)"
+            )
+        require("launch", "asyncssh")
+        return cli_remote.launch_experiment(args, settings)
+    workdir = Path(args.workdir).resolve()
+    spec = LaunchSpec(
+        run=args.run,
+        command=tuple(command),
+        workdir=workdir,
+        log_path=Path(args.log).resolve() if args.log else workdir / f"{args.run}.log",
+        tmux_socket=args.tmux_socket,
+        stop_command=tuple(args.stop_command.split()) if args.stop_command else None,
+    )
+    event = launch_local(spec, store=wiring.store(settings), host=settings.host)
+    launched = cast(RunLaunchedData, event.data)
+    code = early_exit(spec, within_s=max(0.0, args.check_s))
+    if code is None:
+        print(f"launched {args.run} in tmux session {launched['session']}; log: {launched['log_path']}")
+        print(f"watch it with: trainwarden agent --watch {args.run}={launched['log_path']}")
+        return 0
+    if code == 0:
+        print(f"{args.run} ran and finished at once (exit status 0); log: {launched['log_path']}")
+        return 0
+    tail = log_tail(spec.log_path, TAIL_LINES)
+    print(f"trainwarden: error: {args.run} failed at once: the training command {exit_status(code)}; "
+          f"log: {launched['log_path']}" + (", last lines:" if tail else " (empty)"), file=sys.stderr)  # fmt: skip
+    for line in tail:
+        print(f"  {line}", file=sys.stderr)
+    return 1
