@@ -22,6 +22,8 @@ from trainwarden.policies.durations import fmt_duration
 SPARK = "▁▂▃▄▅▆▇█"
 BAR_WIDTH = 10
 NOTICE_MAX = 3_000  # a notice is shown as one section block, which Slack caps at this (bot/limits.py)
+FAILED_TAIL_LINES = 8  # of a failed run's log (its run.failed holds up to 20), each cut at FAILED_LINE_MAX
+FAILED_LINE_MAX = 240
 MASK_MARGIN = 500  # masked beyond the cut, so that no secret is cut in half and shown in part
 
 
@@ -135,10 +137,17 @@ def stop_cancelled(event: Event) -> str:
 
 
 def run_failed(event: Event, fault: str | None = None) -> str:
-    """`fault`: what the log said before the end (`CUDA out of memory. Tried to allocate 2.00 GiB`), if anything."""
-    code = cast(p.RunEndedData, event.data).get("exit_code")
+    """`fault`: what the log said before the end (`CUDA out of memory. Tried to allocate 2.00 GiB`), if anything.
+    Without one, the log's last lines say why (`bash: --workdir: command not found`, a config error)."""
+    d = cast(p.RunEndedData, event.data)
     after = f" after: {fault}" if fault else ""
-    return f"FAILED {where(event)}: the training process {exit_status(code)}{after}."
+    text = f"FAILED {where(event)}: the training process {exit_status(d.get('exit_code'))}{after}."
+    tail = [str(line)[:FAILED_LINE_MAX].replace("```", "` ` `") for line in d.get("log_tail") or []]
+    while tail and not tail[-1].strip():
+        tail.pop()
+    if tail and not fault:
+        text += " The log ends with:\n```\n" + "\n".join(tail[-FAILED_TAIL_LINES:]) + "\n```"
+    return text
 
 
 def exit_status(code: object) -> str:

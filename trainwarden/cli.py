@@ -120,6 +120,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
                    jobs=lambda: {"ok": worker.successful_job_count, "failed": worker.failed_job_count})  # fmt: skip
     beating = threading.Event()
     pulse.run_in_thread(beating, measure=lambda: wiring.queue_wait(queue))
+    log.info("worker taking jobs from queue %r (%s)", settings.queue, "forked" if args.fork else "in this process")
     try:
         worker.work(burst=args.burst, logging_level=library_level(args.log_level))  # RQ: per-job chatter
     finally:

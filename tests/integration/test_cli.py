@@ -1,9 +1,13 @@
 """The command line against a real Redis: messages a user can act on, exit codes."""
 
+import re
 import subprocess
 
 import pytest
+from rq import Queue
 from trainwarden.events import types as t
+from trainwarden.workers.config import QUEUE_NAME
+from trainwarden.workers.dispatcher import Dispatcher
 
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of, metric
@@ -84,3 +88,33 @@ def test_a_daemon_started_while_redis_is_down_says_so_in_one_line(tmp_path, daem
     assert proc.returncode == 1
     errors = [line for line in proc.stderr.splitlines() if " INFO " not in line and " WARNING " not in line]
     assert len(errors) == 2 and "Redis unreachable" in errors[0] and "--redis-url" in errors[1], proc.stderr
+
+
+def test_a_worker_logs_no_per_job_rq_lines_at_the_default_level(store, settings_file):
+    """RQ logs ~4 INFO lines per job; at INFO (`--log-level` given after the subcommand) they stay out."""
+    store.append([metric("exp01", 1, loss=1.0), metric("exp02", 1, loss=1.0)])
+    queue = Queue(QUEUE_NAME, connection=store.redis)
+    dispatcher = Dispatcher(store=store, queue=queue, consumer="d1")  # in-process: it logs nothing per job
+    dispatcher.setup()
+    dispatcher.run(burst=True)
+    assert queue.count >= 1  # jobs for the worker
+    worked = run_cli(settings_file, "worker", "--burst", "--log-level", "INFO")
+    assert worked.returncode == 0, worked.stderr
+    assert queue.count == 0 and events_of(store, "exp01", t.POLICY_APPLIED)  # the jobs ran
+    out = worked.stdout + worked.stderr
+    assert " INFO " in out  # trainwarden's own INFO lines are there: the level took
+    assert not re.search(r"rq\.\S+ INFO|Job OK|Successfully completed", out), out
+
+
+def test_output_to_a_reader_that_went_away_ends_quietly(tmp_path):
+    """`trainwarden ... | head`: the reader closes the pipe; no BrokenPipeError traceback, exit 141 as after SIGPIPE."""
+    settings = tmp_path / "tw.yaml"
+    settings.write_text("redis_url: redis://127.0.0.1:1/0\n")  # never reached
+    proc = subprocess.Popen(cli_argv(settings, "policy", "show"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=REPO)  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before it writes: its first write meets a closed pipe
+    with proc.stderr:
+        err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141
+    assert err == b""

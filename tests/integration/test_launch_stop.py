@@ -5,11 +5,15 @@ import sys
 
 import pytest
 from trainwarden.events import types as t
+from trainwarden.events.keys import Keys
+from trainwarden.events.store import EventStore
 from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import LocalTmuxController, StopTarget, tmux_argv
 
+from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of, wait_for
+from trainwarden.redis_server import RedisServer, free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux]
 
@@ -147,3 +151,63 @@ def test_a_killed_session_is_recorded_as_killed_by_sighup(store, tmp_path, tmux_
     exit_file = tmp_path / "exp04.log.exit"
     assert wait_for(lambda: exit_file.exists() and exit_file.read_text().strip(), what="exit file") == "129"
     assert not LocalTmuxController().is_running(target(event))
+
+
+def launch_cli(settings, *args):
+    return subprocess.run(cli_argv(settings, "launch", *args), capture_output=True, text=True, cwd=REPO,
+                          check=False, timeout=60)  # fmt: skip
+
+
+def no_session(socket):
+    probe = subprocess.run(tmux_argv(socket, "has-session", "-t", "=train-exp01"), capture_output=True, check=False)
+    return probe.returncode != 0
+
+
+def test_readme_launch_takes_options_before_the_command_and_reports_a_command_that_fails_at_once(
+    store, settings_file, tmp_path, tmux_socket
+):
+    """The README's example: options after the run name, the command after `--`. A command that fails at
+    once makes launch exit 1 with its exit status and the log's tail, not "launched"."""
+    log = tmp_path / "logs" / "exp01.log"
+    failing = "import sys; print('FileNotFoundError: data/train.bin', flush=True); sys.exit(3)"
+    proc = launch_cli(settings_file, "exp01", "--workdir", str(tmp_path), "--log", str(log),
+                      "--tmux-socket", tmux_socket, "--", sys.executable, "-c", failing)  # fmt: skip
+    assert proc.returncode == 1, proc
+    assert "launched" not in proc.stdout
+    assert "exp01 failed at once: the training command exited with code 3" in proc.stderr
+    assert "  FileNotFoundError: data/train.bin" in proc.stderr  # the log's tail
+    assert (tmp_path / "logs" / "exp01.log.exit").read_text().strip() == "3"
+    assert [e.data["command"] for e in events_of(store, "exp01", t.RUN_LAUNCHED)] == [[sys.executable, "-c", failing]]
+
+    # A run still going after --check-s is "launched"; its argv is exactly what follows the first `--`,
+    # a second `--` and option-like words included; global options are taken after the subcommand too.
+    proc = launch_cli(settings_file, "exp02", "--log-level", "WARNING", "--workdir", str(tmp_path), "--check-s",
+                      "0.3", "--tmux-socket", tmux_socket, "--", sys.executable, "-c", PRINT_ARGV, "--",
+                      "--workdir", "x")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("launched exp02 in tmux session train-exp02")
+    log = tmp_path / "exp02.log"
+    wait_for(lambda: log.exists() and "argv" in log.read_text(), what="the run to print its argv")
+    assert "argv ['--', '--workdir', 'x']" in log.read_text()
+
+
+def test_launch_with_redis_down_starts_nothing(tmp_path, tmux_socket):
+    settings = tmp_path / "tw.yaml"
+    settings.write_text(f"redis_url: redis://127.0.0.1:{free_port()}/0\nhost: testhost\n")  # nothing listens there
+    proc = launch_cli(settings, "exp01", "--workdir", str(tmp_path), "--tmux-socket", tmux_socket, "--",
+                      sys.executable, "-c", PRINT_ARGV)  # fmt: skip
+    assert proc.returncode == 1
+    assert "Redis unreachable" in proc.stderr and "nothing was started" in proc.stderr
+    assert no_session(tmux_socket)
+    assert not (tmp_path / "exp01.log").exists()
+
+
+def test_a_launch_that_cannot_be_recorded_is_stopped_again(tmp_path, tmux_socket):
+    """Redis answers but refuses writes (no replica for min-replicas-to-write): the session that started is
+    killed again, and the error says so."""
+    with RedisServer(tmp_path / "redis", extra_args=["--min-replicas-to-write", "1"]) as server:
+        refusing = EventStore(server.client(), keys=Keys())
+        with pytest.raises(LaunchError, match=r"could not be recorded.*stopped it again") as raised:
+            launch_local(spec(tmp_path, tmux_socket), store=refusing, host="gpu1")
+    assert "NOREPLICAS" in str(raised.value)
+    assert no_session(tmux_socket)

@@ -3,6 +3,10 @@ from trainwarden.bot.messages import notification_text
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 
+from tests.layout import REPO
+
+REAL = REPO / "tests" / "data" / "real"
+
 
 def ev(event_type, **data):
     return make_event(
@@ -78,3 +82,17 @@ def test_an_exit_code_reads_as_what_happened_never_none(code, said):
     text = notification_text(ev(t.RUN_FAILED, exit_code=code))
     assert text == f"FAILED exp01-baseline@ic2: the training process {said}."
     assert "None" not in text
+
+
+def test_a_failure_without_a_fault_shows_the_logs_last_lines():
+    # the real end of a Keras run's log (tests/data/real/MANIFEST.yaml has its provenance), and an injected secret
+    lines = (REAL / "keras_tf1_fit_oom_traceback.log").read_text().splitlines()[-10:]
+    tail = [*lines[:-1], lines[-1] + " xoxb-1234567890-secret", ""]
+    text = notification_text(ev(t.RUN_FAILED, exit_code=1, log_tail=tail))
+    assert text.startswith(
+        "FAILED exp01-baseline@ic2: the training process exited with code 1. The log ends with:\n```"
+    )
+    shown = text.split("```")[1].strip("\n").splitlines()
+    assert shown[:-1] == lines[-8:-1] and shown[-1].startswith(lines[-1])  # the last 8, the blank one dropped
+    assert "secret" not in text
+    assert "```" not in notification_text(ev(t.RUN_FAILED, exit_code=1, log_tail=[]))
