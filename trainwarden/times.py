@@ -12,7 +12,7 @@ from trainwarden.policies.durations import duration_problem, parse_duration
 HINT = (
     "an ISO time like 2026-12-02T17:38 (local time unless it says +00:00), a clock time like 09:51 "
     "(the last one: today's, or yesterday's if it has not come yet), unix seconds, "
-    "or a duration ago like 30m, 1h30m or '30m ago'"
+    "or a duration ago like 30m or 1h30m (also written '30m ago')"
 )
 
 LOOKS_LIKE_DURATION = re.compile(r"^\d+(?:\.\d+)?\s*[^\d\s.:-]")

@@ -124,8 +124,8 @@ def test_planted_secrets_are_stored_and_shown_nowhere(r, store, redis_server, se
         # the run that is stopped: `trainwarden launch` from a shell holding the secrets, a bare key as argument
         launch_env = {**os.environ, **SECRETS}
         argv = [sys.executable, "-m", "trainwarden", "--config", str(settings_file), "launch", "--workdir",
-                str(tmp_path), "--log", str(tmp_path / "stop.log"), "--tmux-socket", tmux_socket, "exp-stop",
-                "--", sys.executable, str(trainer), str(start), "40", POSITIONAL]  # fmt: skip
+                str(tmp_path), "--log", str(tmp_path / "stop.log"), "--tmux-socket", tmux_socket, "--check-s", "0",
+                "exp-stop", "--", sys.executable, str(trainer), str(start), "40", POSITIONAL]  # fmt: skip
         done = subprocess.run(argv, env=launch_env, cwd=REPO, capture_output=True, timeout=30, check=False)
         logs["launch"].write_bytes(done.stdout + done.stderr)
         assert done.returncode == 0, done.stderr

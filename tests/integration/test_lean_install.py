@@ -46,11 +46,12 @@ def run_hidden(hidden: tuple[str, ...], *args: str, env: dict[str, str] | None =
         (("worker",), {}, "matplotlib", "server"),
         (("dispatcher",), {}, "rq", "server"),
         (("bot",), {"SLACK_BOT_TOKEN": "xoxb-x"}, "slack_bolt", "bot"),
-        (("launch", "exp1"), {}, "asyncssh", "server"),
+        (("launch", "exp1", "--config", "tw.yaml"), {}, "asyncssh", "server"),  # remote: servers configured
         (("plan", "status", "p.yaml"), {}, "asyncssh", "server"),
     ],
 )
 def test_a_missing_extra_is_one_line_naming_it(args, env, hidden, extra, tmp_path):
+    (tmp_path / "tw.yaml").write_text("servers_file: servers.yaml\n")  # never read: the extra is missing first
     done = run_hidden((hidden,), "--redis-url", "redis://127.0.0.1:1/0", *args, env=env, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.splitlines() == [f"trainwarden {args[0]} needs {hidden}: pip install 'trainwarden[{extra}]'"]
