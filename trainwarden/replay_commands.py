@@ -51,9 +51,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="TYPE",
         help="only events of this type (repeatable; 'anomaly' matches anomaly.opened and .resolved)",
     )
-    s.add_argument("--since", metavar="TIME", help="only events at or after TIME (ISO time, unix seconds, or 30m ago)")
-    s.add_argument("--until", metavar="TIME", help="only events at or before TIME")
-    s.add_argument("--as-of", metavar="TIME", help="the run's state at TIME (events after it are ignored)")
+    s.add_argument("--since", metavar="TIME", help="only events at or after TIME: '30m ago' (or 30m), a clock time "
+                   "like 09:51 (the latest), an ISO time like 2026-12-02T17:38, or unix seconds")  # fmt: skip
+    s.add_argument("--until", metavar="TIME", help="only events at or before TIME (same forms)")
+    s.add_argument("--as-of", metavar="TIME", help="the run's state at TIME, e.g. 09:51 (events after it are ignored)")
     s.add_argument(
         "--verify",
         action="store_true",
