@@ -125,8 +125,10 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
             if killed
             else f"could not stop it: kill tmux session {session} by hand"
         )
-        raise LaunchError(f"the run started but could not be recorded, so nothing would watch it; {then}. "
-                          f"Cause: {exc}", run=spec.run) from exc  # fmt: skip
+        cause = f"Cause: {exc}"  # it names the run
+        raise LaunchError(
+            f"the run started but could not be recorded, so nothing would watch it; {then}. {cause}"
+        ) from exc
     return event
 
 
