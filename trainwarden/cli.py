@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import getpass
 import importlib.metadata
 import logging
 import os
@@ -25,18 +24,17 @@ from trainwarden import (
     policy_commands,
     render,
     replay_commands,
+    run_commands,
     schemas,
     simulate,
     wiring,
     writable,
 )
 from trainwarden.agent.watch import RunWatch
-from trainwarden.errors import ConfigError, TrainwardenError, UnknownRun
-from trainwarden.events import types as t
-from trainwarden.events.envelope import make_event, time_seq
+from trainwarden.errors import ConfigError, TrainwardenError
 from trainwarden.events.errors import StoreAuthFailed, StoreError, StoreUnavailable
 from trainwarden.events.heartbeat import Heartbeat
-from trainwarden.events.payloads import RunLaunchedData, StopRequestedData
+from trainwarden.events.payloads import RunLaunchedData
 from trainwarden.events.redact import MaskingFilter, redact_text
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
@@ -192,19 +190,6 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
-    store = wiring.store(settings)
-    if store.length(args.run) == 0:
-        raise UnknownRun(args.run)
-    asked: StopRequestedData = {"by": "cli", "user": getpass.getuser(), "reason": redact_text(args.reason)}
-    event = make_event(
-        t.STOP_REQUESTED, run=args.run, host=settings.host, producer=f"cli/{settings.host}", seq=time_seq(), data=asked
-    )
-    store.append_one(event)
-    print(f"stop requested for {args.run}; the workers will carry it out (see `trainwarden replay {args.run}`)")
-    return 0
-
-
 def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
     runs = wiring.store(settings).runs()
     if not runs:
@@ -294,12 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command and its arguments")
     s.set_defaults(func=cmd_launch)
 
-    s = sub.add_parser("stop", help="ask the workers to stop a run")
-    s.add_argument("run")
-    s.add_argument("--reason", default="stopped from the command line")
-    s.set_defaults(func=cmd_stop)
-
-    for commands in (replay_commands, archive_commands, policy_commands, schemas, health_commands):
+    for commands in (run_commands, replay_commands, archive_commands, policy_commands, schemas, health_commands):
         commands.register(sub)
 
     s = sub.add_parser("runs", help="list known runs")
