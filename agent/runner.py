@@ -88,6 +88,8 @@ class Agent:
     def _watch(self, watch: RunWatch, now: float, control: str | None = None) -> None:
         old = self.watchers.get(watch.run)
         if old is not None and old.watch == watch:
+            if control is not None and watch.launch is None:  # `trainwarden watch` again: it waits for the answer
+                self.publisher.publish([self._watched_event(watch, now, control)])
             return
         keep_position = old is None or old.watch.log == watch.log
         watcher = RunWatcher(
