@@ -186,10 +186,17 @@ def _alive(proc: procfs.ProcStat) -> bool:
 
 
 def _send(procs: list[procfs.ProcStat], sig: signal.Signals) -> None:
+    """To each process; to its whole process group when it leads one of its own (a job started from a
+    shell: Ctrl-C reaches its DataLoader workers and the python under a wrapper script too)."""
+    own_group = os.getpgid(0)
     for proc in procs:
         if _alive(proc):
             with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, sig)
+                leads = os.getpgid(proc.pid) == proc.pid != own_group
+                if leads:
+                    os.killpg(proc.pid, sig)
+                else:
+                    os.kill(proc.pid, sig)
 
 
 def _wait_gone(procs: list[procfs.ProcStat], timeout: float) -> bool:

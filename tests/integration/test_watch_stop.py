@@ -38,11 +38,12 @@ for step in range(1, 100000):
 """
 
 
-def train(tmp_path, name, kind, nan_at=10**9):
+def train(tmp_path, name, kind, nan_at=10**9, *, own_group=False):
     log = tmp_path / f"{name}.log"
     sink = open(log, "ab")  # noqa: SIM115 - the process writes to it until it ends
-    proc = subprocess.Popen([sys.executable, "-c", TRAIN, kind, str(nan_at), f"tag-{name}"], stdout=sink,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+    argv = [sys.executable, "-c", TRAIN, kind, str(nan_at), f"tag-{name}"]
+    proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=own_group)  # fmt: skip
     sink.close()
     return proc, log
 
@@ -57,7 +58,7 @@ def cli(capsys, settings, *args):
 
 def test_watched_runs_are_stopped_by_their_agent(settings_file, store, worker_ctx, tmp_path, capsys):
     tag = uuid.uuid4().hex[:8]
-    polite, polite_log = train(tmp_path, "polite", "polite")
+    polite, polite_log = train(tmp_path, "polite", "polite", own_group=True)  # a job started from a shell
     stubborn, stubborn_log = train(tmp_path, f"stubborn-{tag}", "stubborn", nan_at=40)
     daemons = [spawn(settings_file, tmp_path / f"{n}.log", n) for n in ("agent", "dispatcher", "worker")]
     try:
