@@ -9,8 +9,8 @@ one outcome, and a request already under way or done is not carried out twice.
 The procedure, by what the watch names (first that applies):
 - `stop_command`: run it (an argv, no shell); exit code 0 is success;
 - `session`: Ctrl-C to its tmux pane, wait up to the grace period, then kill the session;
-- `pid` / `match`: SIGINT to its top processes, wait up to the grace period, then SIGTERM, wait
-  again, then SIGKILL to them and every process below them.
+- `pid` / `match`: SIGINT to its top processes and every process below them (as Ctrl-C in a
+  terminal), wait up to the grace period, then SIGTERM, wait again, then SIGKILL.
 A run whose processes are already gone is a no-op success.
 """
 
@@ -151,33 +151,47 @@ def stop_session(session: str, socket: str | None, grace_s: float) -> Outcome:
 
 
 def signal_ladder(roots: list[procfs.ProcStat], grace_s: float) -> Outcome:
-    """SIGINT to `roots` (Ctrl-C: training loops save and exit), then SIGTERM, then SIGKILL to their trees."""
+    """SIGINT to `roots` and every process below them, as Ctrl-C in a terminal reaches a whole job
+    (training loops save and exit; a wrapper script's python gets it too), then SIGTERM, then SIGKILL."""
     if not roots:
         return Outcome(True, "none", "no process of it was running: it had ended already")
     names = ", ".join(f"pid {r.pid} ({r.comm})" for r in roots)
     hint = f"kill -KILL {' '.join(str(r.pid) for r in roots)}"
     start = time.monotonic()
+    tree = _tree(roots)
     try:
         for sig, name in ((signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")):
-            _send(roots, sig)
-            if _wait_gone(roots, grace_s):
+            _send(tree, sig)
+            if _wait_gone(tree, grace_s):
                 waited = time.monotonic() - start
-                return Outcome(True, name, f"sent {name} to {names}; it exited after {waited:.1f}s")
-        procs = procfs.snapshot()
-        tree = [procs[pid] for r in roots for pid in procfs.descendants(r.pid, procs) if _same(procs[pid], r)]
+                return Outcome(True, name, f"sent {name} to {names}{_count(tree)}; it exited after {waited:.1f}s")
+        tree = [p for p in tree if _alive(p)] + [p for p in _tree(roots) if p not in tree]  # children born since
         _send(tree, signal.SIGKILL)
     except PermissionError:
         return Outcome(False, "none", f"the agent (user {os.getuid()}) may not signal {names}: run the agent as "
                        "the training's user", hint=hint)  # fmt: skip
-    if _wait_gone(roots, KILL_WAIT_S):
-        return Outcome(True, "SIGKILL", f"SIGINT and SIGTERM ignored for {grace_s:g}s each; killed {names} (SIGKILL)")
+    if _wait_gone(tree, KILL_WAIT_S):
+        return Outcome(True, "SIGKILL", f"SIGINT and SIGTERM ignored for {grace_s:g}s each; killed {names}"
+                       f"{_count(tree)} (SIGKILL)")  # fmt: skip
     return Outcome(False, "SIGKILL", f"{names} still there {KILL_WAIT_S:g}s after SIGKILL (stuck in the kernel?)",
                    hint=hint)  # fmt: skip
 
 
-def _same(proc: procfs.ProcStat, root: procfs.ProcStat) -> bool:
-    """A descendant, or the root itself if it is still the same process (a pid is reused only after it ended)."""
-    return proc.pid != root.pid or proc.start_ticks == root.start_ticks
+def _tree(roots: list[procfs.ProcStat]) -> list[procfs.ProcStat]:
+    """The roots (while still the same processes: a pid is reused only after its process ended) and
+    every live process below them."""
+    procs = procfs.snapshot()
+    out: dict[int, procfs.ProcStat] = {}
+    for root in roots:
+        now = procs.get(root.pid)
+        if now is None or now.start_ticks != root.start_ticks:
+            continue
+        out.update((pid, procs[pid]) for pid in procfs.descendants(root.pid, procs))
+    return list(out.values())
+
+
+def _count(tree: list[procfs.ProcStat]) -> str:
+    return f" ({len(tree)} processes)" if len(tree) > 1 else ""
 
 
 def _alive(proc: procfs.ProcStat) -> bool:

@@ -1,12 +1,15 @@
 """Runs started by hand (not through trainwarden): `trainwarden watch` adds them to the running agent,
 and their STOP is carried out by that agent: SIGINT, a grace period, SIGTERM, then SIGKILL."""
 
+import shlex
 import subprocess
 import sys
 import time
 import uuid
 
 import pytest
+from trainwarden.agent import procfs
+from trainwarden.agent.stopper import signal_ladder
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.heartbeat import Heartbeat
@@ -125,3 +128,28 @@ def test_no_agent_on_the_host_fails_the_stop_at_once(worker_ctx, store):
     time.sleep(0.4)  # three intervals without a beat
     failed = stop_by_agent(worker_ctx, watched, request, sid, producer=action_producer("x", sid), now=time.time())
     assert "the trainwarden agent on gone-host is not running" in failed.data["error"]
+
+
+def test_match_finds_the_top_process_and_sigterm_ends_one_that_ignores_sigint(tmp_path):
+    """The middle rung, on a process found as `--match` finds it: a shell and the python it runs count once."""
+    tag = f"tag-term-{uuid.uuid4().hex[:8]}"
+    script = (
+        "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    )
+    shell = subprocess.Popen(["bash", "-c", f"{sys.executable} -c {shlex.quote(script)} {tag}; exit 3"],
+                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert shell.stdout is not None and shell.stdout.readline() == b"up\n"
+        procs = procfs.snapshot()
+        (top,) = procfs.matching(tag, procs)
+        assert top == shell.pid  # the python under it matches too, as the shell's descendant
+        outcome = signal_ladder([procs[top]], grace_s=0.3)
+        assert outcome.ok and outcome.method == "SIGTERM", outcome
+        assert shell.wait(timeout=5) == -15
+        assert not procfs.matching(tag, procfs.snapshot())  # the python under the shell too
+        assert signal_ladder([], grace_s=0.3).text.endswith("it had ended already")
+    finally:
+        shell.kill()
+        shell.wait()
+        if shell.stdout is not None:
+            shell.stdout.close()
