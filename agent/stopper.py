@@ -200,17 +200,23 @@ def _alive(proc: procfs.ProcStat) -> bool:
 
 
 def _send(procs: list[procfs.ProcStat], sig: signal.Signals) -> None:
-    """To each process; to its whole process group when it leads one of its own (a job started from a
-    shell: Ctrl-C reaches its DataLoader workers and the python under a wrapper script too)."""
+    """To each live process once: a process that leads a group of its own (a job started from a shell)
+    gets it with its group, and the group's members are not sent it again (a second SIGINT would
+    interrupt the checkpoint the first one asked for)."""
     own_group = os.getpgid(0)
-    for proc in procs:
-        if _alive(proc):
-            with contextlib.suppress(ProcessLookupError):
-                leads = os.getpgid(proc.pid) == proc.pid != own_group
-                if leads:
-                    os.killpg(proc.pid, sig)
-                else:
-                    os.kill(proc.pid, sig)
+    groups: set[int] = set()
+    for proc in procs:  # roots before their descendants (procfs.descendants)
+        if not _alive(proc):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            group = os.getpgid(proc.pid)
+            if group in groups:
+                continue
+            if group == proc.pid != own_group:
+                os.killpg(group, sig)
+                groups.add(group)
+            else:
+                os.kill(proc.pid, sig)
 
 
 def _wait_gone(procs: list[procfs.ProcStat], timeout: float) -> bool:
