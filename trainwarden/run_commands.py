@@ -24,10 +24,10 @@ from trainwarden.errors import NotStoppable, UnknownRun, UsageError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.payloads import RunWatchedData, StopRequestedData, StopResultData
-from trainwarden.events.projection import fold
 from trainwarden.events.redact import redact_text
 from trainwarden.events.redis_types import field_map
-from trainwarden.events.store import EventStore, Malformed, redis_errors
+from trainwarden.events.run_view import run_state
+from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.remote.agent_stop import AGENT, agent_absent, stop_means
 from trainwarden.settings import Settings
 
@@ -106,7 +106,7 @@ def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
     if store.length(args.run) == 0:
         raise UnknownRun(args.run)
-    state = fold(e for _, e in store.iter_run(args.run) if not isinstance(e, Malformed))
+    state = run_state(store, args.run)  # the read model: archived runs too, and no fold of a long log
     if state.status in ENDED:
         raise NotStoppable(f"{args.run} has ended already ({state.status}): there is nothing to stop")
     means = stop_means(state.launch, state.watched)
