@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -43,8 +45,10 @@ def action_producer(run: str, sid: str) -> str:
     return f"act/{run}/{sid}"
 
 
-def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any], *, now: float) -> Event | None:
-    """Carry out one pending action; returns the event recording its result."""
+def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any], *, now: float,
+            hold: Callable[[], None] = lambda: None) -> Event | None:  # fmt: skip
+    """Carry out one pending action; returns the event recording its result. `hold` keeps the run's
+    lock while a long wait goes on (the agent stopping a watched run)."""
     source = ctx.store.get(run, action["sid"])
     if source is None or isinstance(source, Malformed):
         log.error(
@@ -58,7 +62,7 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
     if action["kind"] == ACTION_STOP:
         watched = cp.run.watched
         if watched is not None and agent_stop.stop_means(cp.run.launch, watched) == agent_stop.AGENT:
-            return stop_by_agent(ctx, watched, source, action["sid"], producer=producer, now=now)
+            return stop_by_agent(ctx, watched, source, action["sid"], producer=producer, now=now, hold=hold)
         event_type, result = stop_run(ctx, run, cp, source)
         return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=result, ts=now)
     if action["kind"] == ACTION_RESUME:
@@ -176,7 +180,7 @@ def stop_run(ctx: WorkerContext, run: str, cp: Checkpoint, request: Event) -> tu
 
 
 def stop_by_agent(ctx: WorkerContext, watched: RunWatchedData, request: Event, sid: str, *, producer: str,
-                  now: float) -> Event:  # fmt: skip
+                  now: float, hold: Callable[[], None] = lambda: None) -> Event:  # fmt: skip
     """Ask the run host's agent to stop a watched run and return the outcome it recorded (appending it
     again is a no-op); a `stop.failed` of our own, under the same id, when no agent is there to answer."""
     host = watched.get("host") or ctx.host
@@ -185,7 +189,13 @@ def stop_by_agent(ctx: WorkerContext, watched: RunWatchedData, request: Event, s
     if problem is None:
         agent_stop.send_stop(ctx.store, host=host, request=request, reply_as=producer)
         timeout = agent_stop.answer_timeout(float(watched.get("stop_grace_s") or 10.0))
-        answer = agent_stop.wait_answer(ctx.store, run=request.run, after=sid, reply_as=producer, timeout_s=timeout)
+
+        def pause(seconds: float) -> None:  # the wait is long: the run's lock is kept meanwhile
+            hold()
+            time.sleep(seconds)
+
+        answer = agent_stop.wait_answer(ctx.store, run=request.run, after=sid, reply_as=producer, timeout_s=timeout,
+                                        sleep=pause)  # fmt: skip
         if answer is not None:
             return answer
         problem = f"the agent on {host} did not report the stop within {timeout:.0f}s; is it still running?"
