@@ -12,7 +12,7 @@ from trainwarden.agent import procfs
 from trainwarden.agent.stopper import signal_ladder
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
-from trainwarden.events.heartbeat import Heartbeat
+from trainwarden.events.heartbeat import Heartbeat, read_beat
 from trainwarden.events.keys import Keys
 from trainwarden.events.projection import fold
 from trainwarden.workers.actions import action_producer, stop_by_agent
@@ -73,6 +73,8 @@ def test_watched_runs_are_stopped_by_their_agent(settings_file, store, worker_ct
                     "--match", f"tag-stubborn-{tag}", "--grace", "0.5")  # fmt: skip
         assert added.returncode == 0, added.stderr
         assert cli(capsys, settings_file, "watch", "nohow", "--log", str(tmp_path / "nohow.log")).returncode == 0
+        beat = read_beat(store.redis, store.keys, "agent@testhost")
+        assert beat is not None and beat.pid == daemons[0].pid  # the one agent took them up; none was started
 
         # a STOP asked from the command line: SIGINT, and the run saves and exits
         stopped = cli(capsys, settings_file, "stop", "polite", "--wait", "--timeout", "40", "--reason", "lr too high")
