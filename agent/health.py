@@ -1,6 +1,7 @@
 """Process health of one run: alive, CPU% and RSS of its process tree, how it ended, the W&B guard.
 
-The run's processes are found from its wrapper pid (`pid`) or its tmux pane (`session`). How it
+The run's processes are found from its wrapper pid (`pid`), its tmux pane (`session`), or, for a
+run watched by `match`, the processes whose command line matches (looked up at every sample). How it
 ended comes from the exit file the launch wrapper writes (`<log>.exit`): 0 -> `run.finished`,
 anything else -> `run.failed` with the code and the log's last lines. A run whose processes are
 gone without an exit file also failed (exit code unknown: killed, machine rebooted) -- judged only
@@ -103,7 +104,14 @@ class ProcessHealth:
 
     @property
     def trackable(self) -> bool:
-        return bool(self.watch.pid or self.watch.session)
+        return bool(self.watch.pid or self.watch.session or self.watch.match)
+
+    def roots(self, procs: Mapping[int, procfs.ProcStat]) -> list[procfs.ProcStat]:
+        """The run's top processes now: its pid or pane (followed by start time), else those matching."""
+        if self.watch.pid is None and not self.watch.session and self.watch.match:
+            return [procs[pid] for pid in procfs.matching(self.watch.match, procs, exclude=(os.getpid(),))]
+        root = self._find_root(procs)
+        return [root] if root is not None else []
 
     def _find_root(self, procs: Mapping[int, procfs.ProcStat]) -> procfs.ProcStat | None:
         if self.root is not None:
@@ -120,14 +128,16 @@ class ProcessHealth:
         """A `health` event's data for the run's process tree; None when it has no known processes."""
         if not self.trackable:
             return None
-        root = self._find_root(procs)
-        if root is None:
+        roots = self.roots(procs)
+        if not roots:
             self.pids = []
             self.gone = self.seen_alive or bool(self.watch.launch)
             return {"alive": False} if self.gone else None
-        self.root = root
+        root = roots[0]
+        if self.watch.pid is not None or self.watch.session:
+            self.root = root
         self.seen_alive = True
-        self.pids = procfs.descendants(root.pid, procs)
+        self.pids = [pid for r in roots for pid in procfs.descendants(r.pid, procs)]
         ticks = sum(procs[p].cpu_ticks for p in self.pids)
         rss = sum(procs[p].rss_bytes for p in self.pids)
         data: dict[str, object] = {"alive": True, "pid": root.pid, "processes": len(self.pids),

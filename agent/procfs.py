@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ class ProcStat:
     cpu_ticks: int  # utime + stime
     start_ticks: int  # start time after boot: with the pid, names one process for good
     rss_bytes: int
+    state: str = "R"  # R running, S sleeping, Z zombie (exited, not yet reaped), ...
 
 
 def parse_stat(text: str) -> ProcStat:
@@ -34,6 +36,7 @@ def parse_stat(text: str) -> ProcStat:
         cpu_ticks=int(f[11]) + int(f[12]),
         start_ticks=int(f[19]),
         rss_bytes=int(f[21]) * PAGE_SIZE,
+        state=f[0],
     )
 
 
@@ -55,7 +58,8 @@ def read_stat(pid: int) -> ProcStat | None:
 
 
 def snapshot() -> dict[int, ProcStat]:
-    """Every process on the machine (the ones that vanish while we look are skipped)."""
+    """Every live process on the machine (the ones that vanish while we look, and zombies: exited
+    processes their parent has not reaped yet, are skipped)."""
     out: dict[int, ProcStat] = {}
     try:
         names = os.listdir(PROC)
@@ -64,7 +68,7 @@ def snapshot() -> dict[int, ProcStat]:
     for name in names:
         if name.isdigit():
             stat = read_stat(int(name))
-            if stat is not None:
+            if stat is not None and stat.state != "Z":
                 out[stat.pid] = stat
     return out
 
@@ -81,6 +85,32 @@ def descendants(root: int, procs: Mapping[int, ProcStat]) -> list[int]:
         out.append(pid)
         todo.extend(children.get(pid, ()))
     return out
+
+
+def read_cmdline(pid: int) -> str | None:
+    """The command line, arguments joined by spaces (None when it cannot be read)."""
+    try:
+        with open(f"{PROC}/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+
+
+def matching(pattern: str, procs: Mapping[int, ProcStat], *, exclude: Iterable[int] = ()) -> list[int]:
+    """The topmost processes whose command line matches `pattern` (`re.search`, like `pgrep -f`): a
+    matching process under another matching one (a shell and the python it runs) counts once, as its
+    ancestor's descendant. `exclude`: pids never matched (the agent itself)."""
+    regex = re.compile(pattern)
+    skip = set(exclude)
+    found = set()
+    for pid in procs:
+        if pid in skip:
+            continue
+        cmdline = read_cmdline(pid)
+        if cmdline and regex.search(cmdline):
+            found.add(pid)
+    return sorted(pid for pid in found if procs[pid].ppid not in found)
 
 
 def read_environ(pid: int) -> dict[str, str] | None:

@@ -1,6 +1,7 @@
 """The agent loop: follow every watched run's sources, sample GPUs, publish events in batches.
 
-One `step()`: apply new control messages; read logs and W&B (unless the spool is full: then the
+One `step()`: apply new control messages (watch, unwatch, and stop: carried out by agent.stopper);
+publish the outcomes of stops carried out since; read logs and W&B (unless the spool is full: then the
 logs keep the lines until Redis takes the backlog); every `process_interval_s` sample process
 health; every `gpu_interval_s` sample GPUs and drain XID events; every `heartbeat_interval_s` send
 a heartbeat to each run; then flush, and save the state once everything made is durable.
@@ -28,13 +29,14 @@ from trainwarden.agent.gpu import GpuSample, GpuSampler, Xid
 from trainwarden.agent.heartbeat import heartbeat_data
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.publisher import Publisher
+from trainwarden.agent.stopper import Stopper
 from trainwarden.agent.wandb_source import HistoryApi
 from trainwarden.agent.watch import RunWatch
 from trainwarden.agent.watcher import RunWatcher, WatchOptions
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import StoreUnavailable
-from trainwarden.events.payloads import SourceStatusData
+from trainwarden.events.payloads import RunWatchedData, SourceStatusData
 from trainwarden.events.silence import Pulse
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,7 @@ class Agent:
         self.gpu_info: dict[str, Any] = gpu.info() if gpu is not None else {}
         self.skipped_rounds = 0
         self.errors = SourceErrors()
+        self.stopper = Stopper(host, clock)
         self._due: dict[str, float] = {}
         self._saved_at = 0.0
         now = clock()
@@ -82,9 +85,11 @@ class Agent:
 
     # -- watch list ---------------------------------------------------------------------------------
 
-    def _watch(self, watch: RunWatch, now: float) -> None:
+    def _watch(self, watch: RunWatch, now: float, control: str | None = None) -> None:
         old = self.watchers.get(watch.run)
         if old is not None and old.watch == watch:
+            if control is not None and watch.launch is None:  # `trainwarden watch` again: it waits for the answer
+                self.publisher.publish([self._watched_event(watch, now, control)])
             return
         keep_position = old is None or old.watch.log == watch.log
         watcher = RunWatcher(
@@ -97,7 +102,18 @@ class Agent:
         self.watchers[watch.run] = watcher
         if self.gpu_problem is not None:
             self.publisher.publish([self._status_event(watch.run, now, "nvml", "unavailable", self.gpu_problem)])
+        if watch.launch is None:  # a launched run's way to stop it is in its run.launched
+            self.publisher.publish([self._watched_event(watch, now, control)])
         log.info("watching %s: log %s", watch.run, watch.log)
+
+    def _watched_event(self, watch: RunWatch, now: float, control: str | None) -> Event:
+        data: RunWatchedData = {
+            "host": self.host, "log_path": str(watch.log), "pid": watch.pid, "match": watch.match,
+            "session": watch.session, "tmux_socket": watch.tmux_socket,
+            "stop_command": list(watch.stop_command) if watch.stop_command else None,
+            "stop_grace_s": watch.stop_grace_s, "control": control,
+        }  # fmt: skip
+        return self._event(t.RUN_WATCHED, watch.run, f"{self.host}/watch/{watch.run}", now, data)
 
     def _unwatch(self, run: str) -> None:
         self.watchers.pop(run, None)
@@ -118,9 +134,12 @@ class Agent:
             self.state.control_id = sid
             if message is None:
                 continue
-            if message.watch is not None:
+            if message.stop is not None:
+                watcher = self.watchers.get(message.run)
+                self.stopper.start(message.stop, watcher.watch if watcher is not None else None)
+            elif message.watch is not None:
                 self.state.registered[message.run] = message.watch
-                self._watch(message.watch, now)
+                self._watch(message.watch, now, control=sid)
             elif message.run not in self.configured:
                 self._unwatch(message.run)
 
@@ -141,10 +160,11 @@ class Agent:
                 self._read_control(now)
             except Exception as exc:  # the runs already watched are watched on
                 self.errors.failed("control stream", exc)
-        events: list[Event] = []
+        events: list[Event] = self.stopper.finished()
         if self.publisher.spool_full:
+            self.publisher.publish(events)  # a stop's outcome is never skipped
             self.skipped_rounds += 1  # a round of reading and sampling skipped; the next heartbeat says so
-            return 0
+            return len(events)
         claimed = {w.wandb.run_dir for w in self.watchers.values() if w.wandb.run_dir is not None}
         for watcher in self.watchers.values():
             try:

@@ -7,13 +7,16 @@ A run is registered by a launch writing to its host's control stream
 
 | field | meaning |
 |---|---|
-| `op` | `watch` (start or update watching a run) or `unwatch` (stop) |
+| `op` | `watch` (start or update watching a run), `unwatch` (stop watching it) or `stop` (stop the run) |
 | `run` | the run name (required) |
 | `log` | absolute path of its training log (required for `watch`) |
 | `exit_file` | where the launch wrapper writes the exit code (default: `<log>.exit`) |
 | `metrics` | its sidecar metrics file, written by `trainwarden.log` (default: `<log>.metrics.jsonl`) |
 | `session`, `tmux_socket` | its tmux session (and `tmux -L` socket), to find its processes |
-| `pid` | the pid of its wrapper process, when known |
+| `pid` | the pid of its wrapper (or training) process, when known |
+| `match` | a regular expression over process command lines (`train.py --name exp01`) that finds its processes |
+| `stop_command` | a JSON list: the argv that stops it cleanly, run by the agent (no shell) |
+| `stop_grace_s` | seconds a Ctrl-C / SIGINT, then a SIGTERM, is given before the next step (default 10) |
 | `workdir` | its working directory (W&B run directories are looked for in `<workdir>/wandb`) |
 | `wandb_dir` | directory holding its `wandb/` folder, when not the workdir (WANDB_DIR) |
 | `wandb_run_dir` | its exact W&B run directory, when known |
@@ -23,11 +26,18 @@ A run is registered by a launch writing to its host's control stream
 | `launch` | the id of its `run.launched` event: its seq numbers the run's exit event |
 | `launched_at` | unix time of the launch: older exit files and W&B runs are ignored |
 
+A `stop` message (written by the worker that carries out a STOP of a watched run) has `run`,
+`request` (the id of the `stop.requested` event), `reply_as` (the producer of the `stop.done` /
+`stop.failed` the agent records: `act/<run>/<stream id of the request>`, so a repeated request
+records one outcome), and `reason` and `by` from the request.
+
 Example: `XADD tw:agent:{gpu1}:control * op watch run exp01 log /data/exp01/train.log session train-exp01`
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -41,6 +51,9 @@ from trainwarden.sidecar import metrics_path
 
 WATCH = "watch"
 UNWATCH = "unwatch"
+STOP = "stop"
+DEFAULT_STOP_GRACE_S = 10.0
+REPLY_PREFIX = "act/"  # the workers' action producers (workers/actions.py)
 PATH_FIELDS = ("log", "exit_file", "metrics", "workdir", "wandb_dir", "wandb_run_dir")
 
 
@@ -53,6 +66,9 @@ class RunWatch:
     session: str | None = None
     tmux_socket: str | None = None
     pid: int | None = None
+    match: str | None = None  # regular expression over the command lines of the run's processes
+    stop_command: tuple[str, ...] | None = None
+    stop_grace_s: float = DEFAULT_STOP_GRACE_S
     workdir: Path | None = None
     wandb: bool = True
     wandb_dir: Path | None = None
@@ -64,6 +80,18 @@ class RunWatch:
 
     def __post_init__(self) -> None:
         check_run_name(self.run)
+        if self.match is not None:
+            try:
+                re.compile(self.match)
+            except re.error as exc:
+                raise ControlMessageError(f"match {self.match!r} is not a regular expression: {exc}") from None
+        if not self.stop_grace_s > 0:
+            raise ControlMessageError(f"stop_grace_s must be above 0, got {self.stop_grace_s!r}")
+
+    @property
+    def stoppable(self) -> bool:
+        """Whether the agent has a way to stop it."""
+        return bool(self.stop_command or self.session or self.pid or self.match)
 
     @property
     def exit_path(self) -> Path:
@@ -87,8 +115,9 @@ class RunWatch:
         for key in PATH_FIELDS:
             if key in out:
                 out[key] = str(out[key])
-        if "gpus" in out:
-            out["gpus"] = list(out["gpus"])
+        for key in ("gpus", "stop_command"):
+            if key in out:
+                out[key] = list(out[key])
         return out
 
     @classmethod
@@ -109,6 +138,13 @@ class RunWatch:
                 values["pid"] = int(values["pid"])
             if "launched_at" in values and values["launched_at"] is not None:
                 values["launched_at"] = float(values["launched_at"])
+            if "stop_grace_s" in values:
+                values["stop_grace_s"] = float(values["stop_grace_s"])
+            if values.get("stop_command") is not None:
+                argv = values["stop_command"]
+                if not isinstance(argv, list | tuple) or not argv or not all(isinstance(a, str) for a in argv):
+                    raise ControlMessageError(f"stop_command must be a non-empty list of strings, got {argv!r}")
+                values["stop_command"] = tuple(argv)
             if "log" not in values:
                 raise ControlMessageError("a watch needs 'log', the path of the run's training log")
             return cls(**values)
@@ -118,11 +154,23 @@ class RunWatch:
             raise ControlMessageError(f"invalid watch {dict(data)!r}: {exc}") from None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopOrder:
+    """Stop a watched run (the agent carries it out and records the outcome as `reply_as`:1)."""
+
+    run: str
+    request: str  # id of the stop.requested event
+    reply_as: str  # producer of the stop.done / stop.failed
+    reason: str | None = None
+    by: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class ControlMessage:
     op: str
     run: str
-    watch: RunWatch | None  # None for unwatch
+    watch: RunWatch | None  # set for watch
+    stop: StopOrder | None = None  # set for stop
 
 
 def parse_control(fields_: Mapping[bytes, bytes]) -> ControlMessage:
@@ -130,13 +178,19 @@ def parse_control(fields_: Mapping[bytes, bytes]) -> ControlMessage:
     text = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in fields_.items()}
     op = text.pop("op", "")
     run = text.get("run", "")
-    if op not in (WATCH, UNWATCH):
-        raise ControlMessageError(f"control message op must be 'watch' or 'unwatch', got {op!r}", run=run or None)
-    if op == UNWATCH:
+    if op not in (WATCH, UNWATCH, STOP):
+        raise ControlMessageError(
+            f"control message op must be 'watch', 'unwatch' or 'stop', got {op!r}", run=run or None
+        )
+    if op in (UNWATCH, STOP):
         try:
-            return ControlMessage(op, check_run_name(run), None)
+            check_run_name(run)
         except EnvelopeError as exc:
             raise ControlMessageError(str(exc)) from None
+    if op == UNWATCH:
+        return ControlMessage(op, run, None)
+    if op == STOP:
+        return ControlMessage(op, run, None, _stop_order(run, text))
     values: dict[str, Any] = {k: v for k, v in text.items() if v != ""}
     if "log" in values and not Path(values["log"]).is_absolute():
         raise ControlMessageError(f"control message log path must be absolute, got {values['log']!r}", run=run)
@@ -144,5 +198,22 @@ def parse_control(fields_: Mapping[bytes, bytes]) -> ControlMessage:
         values["wandb"] = values["wandb"].lower() not in ("0", "false", "no", "off")
     if "gpus" in values:
         values["gpus"] = [g for g in values["gpus"].split(",") if g.strip()]
+    if "stop_command" in values:
+        try:
+            values["stop_command"] = json.loads(values["stop_command"])
+        except ValueError:
+            raise ControlMessageError(
+                f"stop_command must be a JSON list, got {values['stop_command']!r}", run=run
+            ) from None
     watch = RunWatch.from_dict(values)
     return ControlMessage(op, watch.run, watch)
+
+
+def _stop_order(run: str, text: Mapping[str, str]) -> StopOrder:
+    request, reply_as = text.get("request", ""), text.get("reply_as", "")
+    if not request or not reply_as.startswith(REPLY_PREFIX):
+        raise ControlMessageError(
+            f"a stop message needs 'request' and a 'reply_as' starting with {REPLY_PREFIX!r}", run=run
+        )
+    return StopOrder(run=run, request=request, reply_as=reply_as, reason=text.get("reason") or None,
+                     by=text.get("by") or None)  # fmt: skip

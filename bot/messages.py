@@ -110,15 +110,19 @@ def flapping(event: Event, *, openings: int, window_s: float) -> str:
 
 
 def stop_done(event: Event, evidence_path: str | None, evidence_problem: str | None = None) -> str:
+    """A person's reason (`trainwarden stop --reason`, /stop) is said; a policy's was in its STOP notice."""
+    d = cast(p.StopResultData, event.data)
     pack = f" Evidence: {evidence_path}" if evidence_path else ""
     problem = f" {evidence_problem}" if evidence_problem else ""
-    return f"STOPPED {where(event)}: {cast(p.StopResultData, event.data).get('detail')}.{pack}{problem}"
+    reason = f" Reason: {d['reason']}." if d.get("reason") and d.get("by") not in (None, "policy") else ""
+    return f"STOPPED {where(event)}: {d.get('detail')}.{reason}{pack}{problem}"
 
 
 def stop_failed(event: Event, evidence_problem: str | None = None) -> str:
     d = cast(p.StopResultData, event.data)
     problem = f" {evidence_problem}" if evidence_problem else ""
-    return f"STOP FAILED {where(event)}: {d.get('error')}. Stop it by hand: {d.get('hint')}{problem}"
+    by_hand = f"Stop it by hand: {d['hint']}" if d.get("hint") else "Stop the training process by hand."
+    return f"STOP FAILED {where(event)}: {d.get('error')}. {by_hand}{problem}"
 
 
 def evidence_failed(data: p.EvidenceFailedData) -> str:

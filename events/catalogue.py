@@ -43,6 +43,12 @@ CATALOGUE: tuple[EventType, ...] = (
         "CLI, bot, planner, workers' resume (remote/launch.py, remote/local_launch.py)",
     ),
     EventType(
+        t.RUN_WATCHED,
+        p.RunWatchedData,
+        "an agent watches a run it did not launch (`trainwarden watch`, settings, --watch): how to stop it",
+        "agent (agent/runner.py)",
+    ),
+    EventType(
         t.RUN_STARTED, p.RunStartedData, "the launched run's process is up (its pid)", "the launcher (remote/launch.py)"
     ),
     EventType(
@@ -143,14 +149,19 @@ CATALOGUE: tuple[EventType, ...] = (
         t.STOP_REQUESTED,
         p.StopRequestedData,
         "someone asked for the run to be stopped: the policy, a person in Slack, or `trainwarden stop`",
-        "worker (workers/evaluate.py), bot (bot/handlers.py), CLI (trainwarden/cli.py)",
+        "worker (workers/evaluate.py), bot (bot/handlers.py), CLI (trainwarden/run_commands.py)",
     ),
-    EventType(t.STOP_DONE, p.StopResultData, "the run was stopped", "worker (workers/actions.py)"),
+    EventType(
+        t.STOP_DONE,
+        p.StopResultData,
+        "the run was stopped",
+        "worker (workers/actions.py), or the run host's agent for a watched run (agent/stopper.py)",
+    ),
     EventType(
         t.STOP_FAILED,
         p.StopResultData,
-        "stopping the run failed: how to stop it by hand",
-        "worker (workers/actions.py)",
+        "stopping the run failed, and why",
+        "worker (workers/actions.py), or the run host's agent for a watched run (agent/stopper.py)",
     ),
     EventType(
         t.RESUME_SKIPPED,

@@ -107,7 +107,7 @@ def read_beats(client: redis.Redis, keys: Keys) -> list[Beat]:
     pipe = client.pipeline(transaction=False)
     for name in names:
         pipe.hgetall(keys.beat(name))
-        pipe.pttl(keys.beat(name))  # each beat renews the TTL: RETENTION_S - TTL is the age by Redis' clock
+        pipe.pttl(keys.beat(name))
     replies = pipe.execute()
     beats, gone = [], []
     for name, fields, ttl_ms in zip(names, replies[::2], replies[1::2], strict=True):
@@ -115,11 +115,26 @@ def read_beats(client: redis.Redis, keys: Keys) -> list[Beat]:
         if beat is None:
             gone.append(name)
             continue
-        age = RETENTION_S - ttl_ms / 1000 if isinstance(ttl_ms, int) and ttl_ms > 0 else None
-        beats.append(dataclasses.replace(beat, redis_age=None if age is None else max(0.0, age)))
+        beats.append(_aged(beat, ttl_ms))
     if gone:
         client.srem(keys.beats(), *gone)
     return sorted(beats, key=lambda b: b.component)
+
+
+def read_beat(client: Any, keys: Keys, component: str) -> Beat | None:
+    """One component's last beat (its age by Redis' clock), or None when it never beat or was forgotten."""
+    pipe = client.pipeline(transaction=False)
+    pipe.hgetall(keys.beat(component))
+    pipe.pttl(keys.beat(component))
+    fields, ttl_ms = pipe.execute()
+    beat = decode(fields) if fields else None
+    return None if beat is None else _aged(beat, ttl_ms)
+
+
+def _aged(beat: Beat, ttl_ms: object) -> Beat:
+    """Each beat renews the TTL: RETENTION_S - TTL is the beat's age by Redis' clock."""
+    age = RETENTION_S - ttl_ms / 1000 if isinstance(ttl_ms, int) and ttl_ms > 0 else None
+    return dataclasses.replace(beat, redis_age=None if age is None else max(0.0, age))
 
 
 def forget(client: redis.Redis, keys: Keys, component: str) -> bool:

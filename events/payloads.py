@@ -54,6 +54,21 @@ class RunLaunchedData(TypedDict, total=False):
     requested_by: str  # the Slack user who asked for it (/launch)
 
 
+class RunWatchedData(TypedDict):
+    """What the agent on `host` knows of a run it watches: where its log is and how it can be stopped
+    (by that agent: a stop_command, Ctrl-C to its tmux session, or signals to its pid / matching processes)."""
+
+    host: str
+    log_path: str
+    pid: int | None  # the training process, when given
+    match: str | None  # a regular expression over the command lines of the run's processes
+    session: str | None  # its tmux session
+    tmux_socket: str | None
+    stop_command: list[str] | None  # argv run by the agent, no shell
+    stop_grace_s: float  # how long a Ctrl-C / SIGINT, then SIGTERM, is given before the next step
+    control: str | None  # the control-stream entry that registered it (None: the settings or --watch)
+
+
 class RunStartedData(TypedDict):
     pid: int | None  # the training process (None when it could not be read)
     server: str  # the server in servers.yaml
@@ -244,7 +259,8 @@ class StopResultData(TypedDict):
     reason: str | None  # the request's reason
     detail: NotRequired[str]
     error: NotRequired[str]  # why it failed
-    hint: NotRequired[str]  # the command to stop it by hand
+    hint: NotRequired[str]  # the command to stop it by hand, when there is one
+    by: NotRequired[str]  # who asked: policy | slack | cli
 
 
 class ResumeSkippedData(TypedDict):

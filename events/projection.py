@@ -36,6 +36,7 @@ class RunState:
     status: str = "unknown"
     launch: p.RunLaunchedData = field(default_factory=p.RunLaunchedData)
     launch_seq: int | None = None  # seq of the latest run.launched: ends of that launch use it
+    watched: p.RunWatchedData | None = None  # the latest run.watched: how the host's agent can stop it
     step: int | None = None
     last_metrics: dict[str, Any] = field(default_factory=dict)
     recent_metrics: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_METRICS))
@@ -133,6 +134,14 @@ def _launched(state: RunState, event: Event) -> None:
     state.status = "launched"
     state.decision = None
     state.open_anomalies = {}
+
+
+@on(t.RUN_WATCHED)
+def _watched(state: RunState, event: Event) -> None:
+    data = cast(p.RunWatchedData, event.data)
+    state.watched = p.RunWatchedData(**data)
+    if not state.host:
+        state.host = data.get("host", event.host)
 
 
 @on(t.RUN_STARTED)

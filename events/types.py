@@ -6,6 +6,7 @@ What each type means and what its `data` holds: events/catalogue.py (and docs/ev
 from __future__ import annotations
 
 RUN_LAUNCHED = "run.launched"
+RUN_WATCHED = "run.watched"  # an agent began watching a run it did not launch (or re-adopted it): how to stop it
 RUN_STARTED = "run.started"
 RUN_FINISHED = "run.finished"
 RUN_FAILED = "run.failed"

@@ -10,6 +10,7 @@ from trainwarden.remote.fleet import Server
 from trainwarden.remote.runscript import activation
 from trainwarden.remote.ssh import RemoteShell
 from trainwarden.remote.stop import (
+    NO_WAY_TO_STOP,
     StopResult,
     StopTarget,
     judge_stop_command,
@@ -45,7 +46,7 @@ class SshController:
                 done = self.shell.run(server, command, timeout=STOP_COMMAND_TIMEOUT_S)
                 return judge_stop_command(done.exit_status, done.stderr)
             if not target.session:
-                return StopResult(False, "none", "the run has no tmux session or stop_command recorded in run.launched")
+                return StopResult(False, "none", NO_WAY_TO_STOP)
             script = stop_script(socket=target.tmux_socket, session=target.session, grace_s=target.grace_s)
             done = self.shell.run(server, script, timeout=target.grace_s + SLACK_S)
             return parse_stop(done.stdout, done.stderr, session=target.session, grace_s=target.grace_s)

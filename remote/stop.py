@@ -19,6 +19,10 @@ STOP_COMMAND_TIMEOUT_S = 60.0
 TMUX_TIMEOUT_S = 10.0
 DEFAULT_GRACE_S = 10.0
 POLL_S = 0.05
+NO_WAY_TO_STOP = (
+    "the run has no tmux session or stop_command recorded in run.launched, and no agent watches it with a pid, "
+    "match, tmux session or stop command (`trainwarden watch RUN --log FILE --pid PID` adds one)"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,7 +122,7 @@ class LocalTmuxController:
         if target.stop_command:
             return self._run_stop_command(target.stop_command, target.workdir)
         if not target.session:
-            return StopResult(False, "none", "the run has no tmux session or stop_command recorded in run.launched")
+            return StopResult(False, "none", NO_WAY_TO_STOP)
         script = stop_script(socket=target.tmux_socket, session=target.session, grace_s=target.grace_s)
         proc = _run(["bash", "-c", script], target.grace_s + TMUX_TIMEOUT_S)
         return parse_stop(proc.stdout, proc.stderr, session=target.session, grace_s=target.grace_s)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import getpass
 import importlib.metadata
 import logging
 import os
@@ -26,18 +25,16 @@ from trainwarden import (
     policy_commands,
     render,
     replay_commands,
+    run_commands,
     schemas,
     simulate,
     wiring,
     writable,
 )
 from trainwarden.agent.watch import RunWatch
-from trainwarden.errors import ConfigError, TrainwardenError, UnknownRun
-from trainwarden.events import types as t
-from trainwarden.events.envelope import make_event, time_seq
+from trainwarden.errors import ConfigError, TrainwardenError
 from trainwarden.events.errors import StoreAuthFailed, StoreError, StoreUnavailable
 from trainwarden.events.heartbeat import Heartbeat
-from trainwarden.events.payloads import StopRequestedData
 from trainwarden.events.redact import MaskingFilter, redact_text
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
@@ -171,16 +168,6 @@ def _serve_notifier_metrics(args: argparse.Namespace, notifier: Notifier) -> Non
         _serve_metrics(args, "bot", notifier.pulse.heartbeat, notifier.store)
 
 
-def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
-    store = wiring.store(settings)
-    if store.length(args.run) == 0:
-        raise UnknownRun(args.run)
-    asked: StopRequestedData = {"by": "cli", "user": getpass.getuser(), "reason": redact_text(args.reason)}
-    event = make_event(
-        t.STOP_REQUESTED, run=args.run, host=settings.host, producer=f"cli/{settings.host}", seq=time_seq(), data=asked
-    )
-    store.append_one(event)
-    print(f"stop requested for {args.run}; the workers will carry it out (see `trainwarden replay {args.run}`)")
     return 0
 
 
@@ -283,12 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     launch_commands.register(sub)
 
-    s = sub.add_parser("stop", help="ask the workers to stop a run")
-    s.add_argument("run")
-    s.add_argument("--reason", default="stopped from the command line")
-    s.set_defaults(func=cmd_stop)
-
-    for commands in (replay_commands, archive_commands, policy_commands, schemas, health_commands):
+    for commands in (run_commands, replay_commands, archive_commands, policy_commands, schemas, health_commands):
         commands.register(sub)
 
     s = sub.add_parser("runs", help="list known runs")

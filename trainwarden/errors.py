@@ -12,6 +12,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     ├── CliError                     a `trainwarden` command cannot do what it was asked
     │   ├── UsageError               a command-line argument is invalid (says what was expected)
     │   ├── UnknownRun               a command names a run that has no events
+    │   ├── NotStoppable             `trainwarden stop`: the run ended, or nothing recorded says how to stop it
     │   ├── PolicyNotRecorded        replay --verify needs a policy whose text the log does not hold
     │   ├── RedisServerError         a private redis-server could not be started
     │   ├── DemoError                the demo's run did not go as it should
@@ -102,6 +103,10 @@ class UnknownRun(CliError):
 
     def __init__(self, run: str) -> None:
         super().__init__(f"unknown run {run!r}: it has no events (see `trainwarden runs`)")
+
+
+class NotStoppable(CliError):
+    """`trainwarden stop` of a run that ended, or that nothing recorded says how to stop (nothing is asked)."""
 
 
 class PolicyNotRecorded(CliError):

@@ -36,7 +36,7 @@ PATHS = (("servers_file", "servers_file"), ("experiments_dir", "experiments_dir"
 AGENT_NUMBERS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
                  "wandb_api_interval_s", "spool_max_mb")  # fmt: skip
 WATCH_PATHS = ("log", "exit_file", "metrics", "workdir", "wandb_dir", "wandb_run_dir")
-WATCH_STRINGS = ("run", "session", "tmux_socket", "wandb_path")
+WATCH_STRINGS = ("run", "session", "tmux_socket", "wandb_path", "match")
 WORKER_NUMBERS = (
     "reclaim_idle_s",
     "lock_timeout_s",
@@ -146,6 +146,8 @@ def _watch(w: Reader, base: Path) -> RunWatch | None:
         values[key] = base / text if text is not None else None
     values["wandb"] = w.boolean("wandb")
     values["pid"] = w.integer("pid")
+    values["stop_command"] = [arg for _, arg in w.string_list("stop_command", expected="a list (an argv)")] or None
+    values["stop_grace_s"] = w.number("stop_grace_s", positive=True)
     got = w.raw("gpus", GPU_LIST)
     if got is not None:
         node, gpus = got

@@ -2,13 +2,17 @@
 
 Each action is safe to repeat. The files are rewritten in place, a second stop of a run already
 gone is a no-op success, and the resulting event has a deterministic id
-(`act/<run>/<stream id of the request>:1`), so a repeat appends nothing.
+(`act/<run>/<stream id of the request>:1`), so a repeat appends nothing. A run trainwarden did not
+launch is stopped by the agent on its host (remote/agent_stop.py), which records the outcome
+under that same id: a repeated request is carried out and recorded once.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,10 +24,12 @@ from trainwarden.events.payloads import (
     EvidenceBuiltData,
     EvidenceFailedData,
     ResumeSkippedData,
+    RunWatchedData,
     StopRequestedData,
     StopResultData,
 )
 from trainwarden.events.store import Malformed
+from trainwarden.remote import agent_stop
 from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import StopTarget, tmux_argv
 from trainwarden.workers.chart import render_chart
@@ -39,8 +45,10 @@ def action_producer(run: str, sid: str) -> str:
     return f"act/{run}/{sid}"
 
 
-def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any], *, now: float) -> Event | None:
-    """Carry out one pending action; returns the event recording its result."""
+def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any], *, now: float,
+            hold: Callable[[], None] = lambda: None) -> Event | None:  # fmt: skip
+    """Carry out one pending action; returns the event recording its result. `hold` keeps the run's
+    lock while a long wait goes on (the agent stopping a watched run)."""
     source = ctx.store.get(run, action["sid"])
     if source is None or isinstance(source, Malformed):
         log.error(
@@ -52,6 +60,9 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
         event_type, built = build_evidence(ctx, cp, source)
         return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=built, ts=now)
     if action["kind"] == ACTION_STOP:
+        watched = cp.run.watched
+        if watched is not None and agent_stop.stop_means(cp.run.launch, watched) == agent_stop.AGENT:
+            return stop_by_agent(ctx, watched, source, action["sid"], producer=producer, now=now, hold=hold)
         event_type, result = stop_run(ctx, run, cp, source)
         return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=result, ts=now)
     if action["kind"] == ACTION_RESUME:
@@ -155,17 +166,44 @@ def _build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> Evid
 def stop_run(ctx: WorkerContext, run: str, cp: Checkpoint, request: Event) -> tuple[str, StopResultData]:
     target = StopTarget.from_launch(run, cp.run.launch, default_host=cp.run.host or ctx.host)
     result = ctx.controller.stop(target)
-    reason = cast(StopRequestedData, request.data).get("reason")
+    asked = cast(StopRequestedData, request.data)
     base: StopResultData = {"request": request.id, "method": result.method, "session": target.session,
-                            "run_host": target.host, "reason": reason}  # fmt: skip
+                            "run_host": target.host, "reason": asked.get("reason")}  # fmt: skip
+    if asked.get("by"):
+        base["by"] = asked["by"]
     if result.ok:
         return t.STOP_DONE, {**base, "detail": result.detail}
-    hint = (
-        " ".join(tmux_argv(target.tmux_socket, "kill-session", "-t", target.session))
-        if target.session
-        else "stop the training process by hand"
-    )
-    return t.STOP_FAILED, {**base, "error": result.detail, "hint": hint}
+    failed: StopResultData = {**base, "error": result.detail}
+    if target.session:  # the one command that stops it by hand; otherwise the message says "by hand" alone
+        failed["hint"] = " ".join(tmux_argv(target.tmux_socket, "kill-session", "-t", target.session))
+    return t.STOP_FAILED, failed
+
+
+def stop_by_agent(ctx: WorkerContext, watched: RunWatchedData, request: Event, sid: str, *, producer: str,
+                  now: float, hold: Callable[[], None] = lambda: None) -> Event:  # fmt: skip
+    """Ask the run host's agent to stop a watched run and return the outcome it recorded (appending it
+    again is a no-op); a `stop.failed` of our own, under the same id, when no agent is there to answer."""
+    host = watched.get("host") or ctx.host
+    asked = cast(StopRequestedData, request.data)
+    problem = agent_stop.agent_absent(ctx.store, host, now=now)
+    if problem is None:
+        agent_stop.send_stop(ctx.store, host=host, request=request, reply_as=producer)
+        timeout = agent_stop.answer_timeout(float(watched.get("stop_grace_s") or 10.0))
+
+        def pause(seconds: float) -> None:  # the wait is long: the run's lock is kept meanwhile
+            hold()
+            time.sleep(seconds)
+
+        answer = agent_stop.wait_answer(ctx.store, run=request.run, after=sid, reply_as=producer, timeout_s=timeout,
+                                        sleep=pause)  # fmt: skip
+        if answer is not None:
+            return answer
+        problem = f"the agent on {host} did not report the stop within {timeout:.0f}s; is it still running?"
+    failed: StopResultData = {"request": request.id, "method": "none", "session": watched.get("session"),
+                              "run_host": host, "reason": asked.get("reason"), "error": problem}  # fmt: skip
+    if asked.get("by"):
+        failed["by"] = asked["by"]
+    return make_event(t.STOP_FAILED, run=request.run, host=ctx.host, producer=producer, seq=1, data=failed, ts=now)
 
 
 def resume_run(ctx: WorkerContext, run: str, cp: Checkpoint, failure_sid: str) -> str | None:

@@ -199,7 +199,7 @@ class RunProcessor:
                 if not cp.pending:
                     return
                 action: dict[str, Any] = cp.pending.pop(0)
-                event = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())
+                event = perform(self.ctx, self.run, cp, action, now=self.ctx.clock(), hold=lambda: self._hold(lock))
                 failpoint("after-action", self.ctx.redis, self.keys)
                 pipe.multi()
                 if event is not None:

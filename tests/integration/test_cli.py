@@ -6,6 +6,7 @@ import subprocess
 import pytest
 from rq import Queue
 from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
 from trainwarden.workers.config import QUEUE_NAME
 from trainwarden.workers.dispatcher import Dispatcher
 
@@ -21,7 +22,10 @@ def run_cli(settings, *args):
 
 
 def test_stop_appends_a_request_that_replay_shows(store, settings_file):
-    store.append([metric("exp01", 1, loss=1.0)])
+    # launched in tmux: a run that nothing says how to stop is refused (tests/integration/test_watch_stop.py)
+    launched = make_event(t.RUN_LAUNCHED, run="exp01", host="testhost", producer="launch/testhost", seq=1,
+                          data={"host": "testhost", "session": "train-exp01"})  # fmt: skip
+    store.append([launched, metric("exp01", 1, loss=1.0)])
     proc = run_cli(settings_file, "stop", "exp01", "--reason", "bad lr, token=abc123")
     assert proc.returncode == 0, proc.stderr
     (request,) = events_of(store, "exp01", t.STOP_REQUESTED)

@@ -48,6 +48,21 @@ def test_stop_failed_says_how_to_stop_by_hand():
     assert "Stop it by hand: tmux kill-session -t train-x" in text
 
 
+def test_stop_failed_without_a_command_says_by_hand_once():
+    text = notification_text(ev(t.STOP_FAILED, error="no trainwarden agent runs on ic2"))
+    assert (
+        text == "STOP FAILED exp01-baseline@ic2: no trainwarden agent runs on ic2. Stop the training process by hand."
+    )
+
+
+def test_a_persons_reason_is_in_the_stopped_message_a_policys_is_not_repeated():
+    by_cli = notification_text(ev(t.STOP_DONE, detail="sent SIGINT to pid 7 (python)", reason="lr too high", by="cli"))
+    assert by_cli == "STOPPED exp01-baseline@ic2: sent SIGINT to pid 7 (python). Reason: lr too high."
+    by_policy = notification_text(ev(t.STOP_DONE, detail="sent SIGINT to pid 7 (python)", reason="loss=nan",
+                                     by="policy"))  # fmt: skip
+    assert by_policy == "STOPPED exp01-baseline@ic2: sent SIGINT to pid 7 (python)."
+
+
 @pytest.mark.parametrize(
     ("event_type", "data"),
     [(t.DECISION, {"decision": "CONTINUE"}), (t.METRIC, {"loss": 1.0}), (t.EVIDENCE_BUILT, {"path": "/x"})],

@@ -26,7 +26,10 @@ def test_a_watch_message_from_a_remote_launch():
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"op": "start", "run": "a", "log": "/x"}, "op must be 'watch' or 'unwatch'"),
+        ({"op": "start", "run": "a", "log": "/x"}, "op must be 'watch', 'unwatch' or 'stop'"),
+        ({"op": "stop", "run": "a", "request": "cli/h:1"}, "needs 'request' and a 'reply_as'"),
+        ({"op": "watch", "run": "a", "log": "/x", "match": "train(.py"}, "is not a regular expression"),
+        ({"op": "watch", "run": "a", "log": "/x", "stop_command": "kill 1"}, "must be a JSON list"),
         ({"op": "watch", "run": "a"}, "needs 'log'"),
         ({"op": "watch", "run": "a", "log": "rel.log"}, "must be absolute"),
         ({"op": "watch", "run": "a b", "log": "/x"}, "invalid run name"),
@@ -37,6 +40,19 @@ def test_a_watch_message_from_a_remote_launch():
 def test_bad_messages_say_what_is_wrong(kw, message):
     with pytest.raises(ControlMessageError, match=message.replace("(", r"\(").replace("[", r"\[")):
         parse_control(fields(**kw))
+
+
+def test_a_watch_that_says_how_to_stop_and_a_stop_order():
+    msg = parse_control(fields(op="watch", run="exp01", log="/data/exp01.log", match=r"train\.py --name exp01",
+                               stop_command='["touch", "/data/STOP"]', stop_grace_s="2.5"))  # fmt: skip
+    w = msg.watch
+    assert w is not None and w.stoppable and (w.match, w.stop_command, w.stop_grace_s) == (
+        r"train\.py --name exp01", ("touch", "/data/STOP"), 2.5)  # fmt: skip
+    assert RunWatch.from_dict(w.to_dict()) == w
+    assert not RunWatch(run="x", log=w.log).stoppable
+    order = parse_control(fields(op="stop", run="exp01", request="cli/h:17", reply_as="act/exp01/17-0", reason="lr"))
+    assert order.stop is not None and (order.stop.request, order.stop.reply_as, order.stop.reason, order.stop.by) == (
+        "cli/h:17", "act/exp01/17-0", "lr", None)  # fmt: skip
 
 
 def test_unwatch():

@@ -1,0 +1,157 @@
+"""Runs started by hand (not through trainwarden): `trainwarden watch` adds them to the running agent,
+and their STOP is carried out by that agent: SIGINT, a grace period, SIGTERM, then SIGKILL."""
+
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from trainwarden.agent import procfs
+from trainwarden.agent.stopper import signal_ladder
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.events.heartbeat import Heartbeat, read_beat
+from trainwarden.events.keys import Keys
+from trainwarden.events.projection import fold
+from trainwarden.workers.actions import action_producer, stop_by_agent
+
+from tests.conftest import cli_argv, spawn, stop_process
+from tests.helpers import events_of, wait_for
+from trainwarden.cli import main
+
+pytestmark = [pytest.mark.redis]
+
+# A training-like loop in the README's `key=value` log format. "polite" saves and exits on Ctrl-C
+# (SIGINT), as training scripts that trap KeyboardInterrupt do; "stubborn" ignores SIGINT and SIGTERM.
+TRAIN = """
+import signal, sys, time
+kind, nan_at = sys.argv[1], int(sys.argv[2])
+def saved(signum, frame):
+    print("caught SIGINT: checkpoint saved, exiting", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGINT, saved if kind == "polite" else signal.SIG_IGN)
+if kind == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+for step in range(1, 100000):
+    loss = float("nan") if step >= nan_at else 4.2 * 0.99**step
+    print(f"step={step} loss={loss:.4f} lr=3e-4", flush=True)
+    time.sleep(0.05)
+"""
+
+
+def train(tmp_path, name, kind, nan_at=10**9, *, own_group=False):
+    log = tmp_path / f"{name}.log"
+    sink = open(log, "ab")  # noqa: SIM115 - the process writes to it until it ends
+    argv = [sys.executable, "-c", TRAIN, kind, str(nan_at), f"tag-{name}"]
+    proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=own_group)  # fmt: skip
+    sink.close()
+    return proc, log
+
+
+def cli(capsys, settings, *args):
+    """The command line in this process (a `trainwarden` process costs seconds of imports on a busy CI box)."""
+    capsys.readouterr()
+    code = main(cli_argv(settings, *args)[3:])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
+def test_watched_runs_are_stopped_by_their_agent(settings_file, store, worker_ctx, tmp_path, capsys):
+    tag = uuid.uuid4().hex[:8]
+    polite, polite_log = train(tmp_path, "polite", "polite", own_group=True)  # a job started from a shell
+    stubborn, stubborn_log = train(tmp_path, f"stubborn-{tag}", "stubborn", nan_at=40)
+    daemons = [spawn(settings_file, tmp_path / f"{n}.log", n) for n in ("agent", "dispatcher", "worker")]
+    try:
+        wait_for(lambda: store.redis.exists(Keys().beat("agent@testhost")), timeout=30, what="the agent's heartbeat")
+        added = cli(capsys, settings_file, "watch", "polite", "--log", str(polite_log), "--pid", str(polite.pid))
+        assert added.returncode == 0, added.stderr
+        assert f"a STOP sends SIGINT to pid {polite.pid}" in added.stdout
+        added = cli(capsys, settings_file, "watch", "stubborn", "--log", str(stubborn_log),
+                    "--match", f"tag-stubborn-{tag}", "--grace", "0.5")  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        assert cli(capsys, settings_file, "watch", "nohow", "--log", str(tmp_path / "nohow.log")).returncode == 0
+        beat = read_beat(store.redis, store.keys, "agent@testhost")
+        assert beat is not None and beat.pid == daemons[0].pid  # the one agent took them up; none was started
+
+        # a STOP asked from the command line: SIGINT, and the run saves and exits
+        stopped = cli(capsys, settings_file, "stop", "polite", "--wait", "--timeout", "40", "--reason", "lr too high")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert f"stopped polite: sent SIGINT to pid {polite.pid}" in stopped.stdout
+        assert polite.wait(timeout=10) == 0 and "caught SIGINT" in polite_log.read_text()
+        # the same request again (a worker that died before its commit): answered with the outcome recorded,
+        # carried out and recorded once
+        (first,) = events_of(store, "polite", t.STOP_DONE)
+        (request,) = events_of(store, "polite", t.STOP_REQUESTED)
+        watched = fold(events_of(store, "polite")).watched
+        sid = first.producer.rpartition("/")[2]
+        repeat = stop_by_agent(worker_ctx, watched, request, sid, producer=first.producer, now=time.time())
+        assert repeat.id == first.id and repeat.ts == first.ts
+
+        # the policy's STOP of a NaN loss: SIGINT and SIGTERM ignored, then SIGKILL
+        (done,) = wait_for(lambda: events_of(store, "stubborn", t.STOP_DONE), timeout=40, what="the NaN's stop.done")
+        assert done.data["method"] == "SIGKILL" and done.data["by"] == "policy", done.data
+        assert stubborn.wait(timeout=10) == -9
+
+        # refused, with the reason: a run with no way to stop it, a run already stopped, an unknown run
+        nohow = cli(capsys, settings_file, "stop", "nohow")
+        assert nohow.returncode == 1 and "no way to stop nohow" in nohow.stderr, nohow.stderr
+        again = cli(capsys, settings_file, "stop", "polite")
+        assert again.returncode == 1 and "ended already" in again.stderr, again.stderr
+        assert cli(capsys, settings_file, "stop", "nosuchrun").returncode == 1
+        for run in ("polite", "stubborn"):  # one request, one outcome each
+            assert len(events_of(store, run, t.STOP_DONE)) == 1 and not events_of(store, run, t.STOP_FAILED)
+    finally:
+        for proc in (polite, stubborn):
+            proc.kill()
+            proc.wait()
+        for p in daemons:
+            stop_process(p)
+        for name in ("agent", "dispatcher", "worker"):
+            print(f"--- {name}.log (tail)\n" + (tmp_path / f"{name}.log").read_text(errors="replace")[-3000:])
+
+
+def test_no_agent_on_the_host_fails_the_stop_at_once(worker_ctx, store):
+    """Nothing is left waiting: without an agent's heartbeat on the run's host, the stop fails and says why."""
+    watched = {"host": "gone-host", "log_path": "/data/x.log", "pid": 4242, "match": None, "session": None,
+               "tmux_socket": None, "stop_command": None, "stop_grace_s": 10.0, "control": None}  # fmt: skip
+    request = make_event(t.STOP_REQUESTED, run="x", host="h", producer="cli/h", seq=1,
+                         data={"by": "cli", "user": "me", "reason": "lr too high"})  # fmt: skip
+    sid = store.append_one(request)
+    start = time.monotonic()
+    failed = stop_by_agent(worker_ctx, watched, request, sid, producer=action_producer("x", sid), now=time.time())
+    assert failed.type == t.STOP_FAILED and "no trainwarden agent runs on gone-host" in failed.data["error"]
+    assert time.monotonic() - start < 2
+    silent = Heartbeat(client=store.redis, keys=store.keys, role="agent", host="gone-host", version="0",
+                       interval_s=0.1)  # fmt: skip
+    silent.beat()
+    time.sleep(0.4)  # three intervals without a beat
+    failed = stop_by_agent(worker_ctx, watched, request, sid, producer=action_producer("x", sid), now=time.time())
+    assert "the trainwarden agent on gone-host is not running" in failed.data["error"]
+
+
+def test_match_finds_the_top_process_and_sigterm_ends_one_that_ignores_sigint(tmp_path):
+    """The middle rung, on a process found as `--match` finds it: a shell and the python it runs count once."""
+    tag = f"tag-term-{uuid.uuid4().hex[:8]}"
+    script = (
+        "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    )
+    shell = subprocess.Popen(["bash", "-c", f"{sys.executable} -c {shlex.quote(script)} {tag}; exit 3"],
+                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert shell.stdout is not None and shell.stdout.readline() == b"up\n"
+        procs = procfs.snapshot()
+        (top,) = procfs.matching(tag, procs)
+        assert top == shell.pid  # the python under it matches too, as the shell's descendant
+        outcome = signal_ladder([procs[top]], grace_s=0.3)
+        assert outcome.ok and outcome.method == "SIGTERM", outcome
+        assert shell.wait(timeout=5) == -15
+        assert not procfs.matching(tag, procfs.snapshot())  # the python under the shell too
+        assert signal_ladder([], grace_s=0.3).text.endswith("it had ended already")
+    finally:
+        shell.kill()
+        shell.wait()
+        if shell.stdout is not None:
+            shell.stdout.close()
