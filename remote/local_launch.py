@@ -38,6 +38,7 @@ class LaunchSpec:
     tmux_socket: str | None = None
     stop_command: tuple[str, ...] | None = None
     config: Mapping[str, object] = field(default_factory=dict)
+    wandb: bool | None = None  # False: the run does not use W&B (--no-wandb); None: the agent tells (agent.wandb_use)
 
 
 def shell_line(spec: LaunchSpec) -> str:
@@ -103,12 +104,15 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
         "env": dict(spec.env),
         "config": dict(spec.config),
     }
+    if spec.wandb is not None:
+        launched["uses_wandb"] = spec.wandb
     data = redact(launched, [*known_secrets(), *env_secrets(spec.env)])  # the run's own secrets too
     event = make_event(t.RUN_LAUNCHED, run=spec.run, host=host, producer=f"launch/{host}", seq=time_seq(), data=data)
     store.append_one(event)
     control = {"op": "watch", "run": spec.run, "log": str(spec.log_path), "session": session,
                "tmux_socket": spec.tmux_socket or "", "workdir": str(spec.workdir), "launch": event.id,
-               "launched_at": repr(launched_at), "metrics": str(metrics)}  # fmt: skip
+               "launched_at": repr(launched_at), "metrics": str(metrics),
+               "wandb": "" if spec.wandb is None else str(int(spec.wandb))}  # fmt: skip
     with redis_errors("register the run with the agent", run=spec.run):
         store.redis.xadd(store.keys.agent_control(host), field_map(control))
     return event

@@ -73,8 +73,8 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     if agent.pulse is not None:
         _serve_metrics(args, "agent", agent.pulse.heartbeat, wiring.store(settings, agent.pulse.heartbeat.client))
     control = agent.control.key if agent.control is not None else "no control stream"
-    log.info("agent on %s watching %s; new runs from %s", settings.host,
-             ", ".join(f"{w.run}={w.log}" for w in agent.watchers.values()) or "nothing yet", control)  # fmt: skip
+    watching = ", ".join(f"{w.run}={w.watch.log}" for w in agent.watchers.values()) or "nothing yet"
+    log.info("agent on %s watching %s; new runs from %s", settings.host, watching, control)
     if agent.gpu_problem:
         log.warning("%s; the agent goes on without GPU samples", agent.gpu_problem)
     agent.run(burst=args.burst, stop=stop_on_signals())
@@ -184,6 +184,7 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
         log_path=Path(args.log).resolve() if args.log else workdir / f"{args.run}.log",
         tmux_socket=args.tmux_socket,
         stop_command=tuple(args.stop_command.split()) if args.stop_command else None,
+        wandb=False if args.no_wandb else None,
     )
     event = launch_local(spec, store=wiring.store(settings), host=settings.host)
     launched = cast(RunLaunchedData, event.data)
@@ -249,7 +250,7 @@ def metrics_options(p: argparse.ArgumentParser) -> None:
                    help=f"address the metrics endpoint binds (default {metrics_server.HOST})")  # fmt: skip
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 (one statement per option, read top to bottom)
     p = argparse.ArgumentParser(prog="trainwarden", description=__doc__)
     global_options(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -291,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--log", help="log file (default: WORKDIR/RUN.log)")
     s.add_argument("--tmux-socket", help="tmux socket name (tmux -L)")
     s.add_argument("--stop-command", help="command that stops the run cleanly (split on spaces, no shell)")
+    s.add_argument("--no-wandb", action="store_true", help="the run does not use W&B: no W&B rule applies to it")
     s.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command and its arguments")
     s.set_defaults(func=cmd_launch)
 

@@ -70,7 +70,7 @@ class Demo:
             "evidence_dir": "evidence",
             "findings_file": "findings.md",  # in the demo's directory, not where it was started
             "agent": {"state_file": str(self.workdir / "agent-offsets.json"), "poll_interval_s": 0.02,
-                      "watch": [{"run": RUN, "log": "train.log"}]},
+                      "watch": [{"run": RUN, "log": "train.log", "wandb": False}]},  # a synthetic run: no W&B
             "workers": {"reclaim_idle_s": 5},
         }  # fmt: skip
         config.write_text(yaml.safe_dump(body, sort_keys=False))
@@ -93,6 +93,7 @@ class Demo:
             log_path=self.workdir / "train.log",
             tmux_socket=self.tmux_socket,
             config={"experiment": "demo", "lr": 3e-4, "note": "synthetic run; loss turns NaN"},
+            wandb=False,
         )
         launched = launch_local(spec, store=store, host=settings_host)
         session = cast(p.RunLaunchedData, launched.data)["session"]

@@ -1,7 +1,7 @@
 """The training-check report (the seed's format), for a STOP's evidence pack and for `trainwarden check`.
 
     ## Training Check - <time>
-    - Data source: sidecar | wandb_ok | log_fallback | unreachable
+    - Data source: sidecar | wandb_ok | log_fallback | log | unreachable
     - Run, Recent metrics, Anomalies, Evidence, Decision, Reason, Next check
 
 Pure: a dict of facts in, Markdown out.
