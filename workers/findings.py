@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwarden.events.metrics import at_step
-from trainwarden.workers.report import said
+from trainwarden.events.words import said
 
 
 def marker(decision_id: str) -> str:

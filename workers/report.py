@@ -9,7 +9,6 @@ Pure: a dict of facts in, Markdown out.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from trainwarden.events import types as t
 from trainwarden.events.metrics import at_step
 from trainwarden.events.projection import RunState
+from trainwarden.events.words import fmt, said
 
 METRICS_IN_REPORT = 10
 SUMMARY_METRICS = ("loss", "val_loss", "lr", "grad_norm", "tokens_per_s")
@@ -24,12 +24,6 @@ SUMMARY_METRICS = ("loss", "val_loss", "lr", "grad_norm", "tokens_per_s")
 
 def utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
-
-
-def fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return str(value) if not math.isfinite(value) else f"{value:.6g}"
-    return str(value)
 
 
 def metrics_summary(recent: Sequence[dict[str, Any]]) -> str:
@@ -71,11 +65,6 @@ def check_facts(state: RunState, *, now: float, next_check: str, files_inspected
         "files_inspected": files_inspected,
         "next_check": next_check,
     }
-
-
-def said(value: Any, missing: str) -> str:
-    """A fact as a person reads it: `missing` (words) where it is absent, never `None`."""
-    return missing if value is None or value == "" else fmt(value)
 
 
 def values_text(values: Any) -> str:
