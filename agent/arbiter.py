@@ -9,9 +9,11 @@ States (the training-check method's data sources), announced by `source.status` 
 - `wandb_ok`: W&B history rows are the run's metrics. The log's metric lines are held back, and
   dropped once a W&B row at least as recent covers them (`_timestamp` vs the time the line was
   read). Notable log lines (tracebacks, OOM) always go out at once.
-- `log_fallback`: no usable W&B (none found, unreadable, API down, or W&B silent for `stale_s`
-  while the log kept printing metrics). The held lines are sent first, in order, so the switch
-  loses nothing; then log lines go out as they come.
+- `log_fallback`: the run uses W&B (agent.wandb_use) but there is no usable W&B (none found,
+  unreadable, API down, or W&B silent for `stale_s` while the log kept printing metrics). The held
+  lines are sent first, in order, so the switch loses nothing; then log lines go out as they come.
+- `log`: the run does not use W&B; its log is its metrics source. Nothing is announced while that
+  cannot be told yet (before its processes' environment is read): the log's lines go out meanwhile.
 - `unreachable`: neither W&B nor the log can be read. Policies WAIT on it.
 
 When W&B comes back (log_fallback -> wandb_ok), W&B rows not newer than the last metric the log
@@ -31,6 +33,7 @@ from trainwarden.agent.wandb_source import Reading, Row
 SIDECAR = "sidecar"
 WANDB_OK = "wandb_ok"
 LOG_FALLBACK = "log_fallback"
+LOG = "log"
 UNREACHABLE = "unreachable"
 STALE_S = WANDB_STALE_S
 MAX_HELD = 5000
@@ -73,16 +76,17 @@ class Arbiter:
         return self.held[0][1] if self.held else None
 
     def step(self, *, now: float, items: list[Item], wandb: Reading, log_available: bool,
-             sidecar: bool = False) -> Decision:  # fmt: skip
+             sidecar: bool = False, uses_wandb: bool | None = True) -> Decision:  # fmt: skip
+        """`uses_wandb`: whether the run uses W&B (agent.wandb_use); None while that is not known."""
         new_rows = [r for r in wandb.rows if self.last_log_at is None or r.ts is None or r.ts > self.last_log_at]
         if self.stale and new_rows:
             self.stale = False  # W&B is writing again
         if self.status == WANDB_OK and not wandb.finished and self.held and now - self.held[0][0] > self.stale_s:
             self.stale = True
-        want, reason = (SIDECAR, SIDECAR_REASON) if sidecar else self._want(wandb, log_available)
+        want, reason = (SIDECAR, SIDECAR_REASON) if sidecar else self._want(wandb, log_available, uses_wandb)
         out = Decision([], [], None)
-        if want != self.status and not (self.status is None and want == UNREACHABLE
-                                        and now - self.started < self.startup_grace_s):  # fmt: skip
+        if want and want != self.status and not (self.status is None and want == UNREACHABLE
+                                                 and now - self.started < self.startup_grace_s):  # fmt: skip
             out.transition = Transition(want, self.status, reason, wandb.url)
             if self.status == WANDB_OK and self.held and want != SIDECAR:
                 out.items.extend(item for _, item in self.held)
@@ -91,7 +95,8 @@ class Arbiter:
             self.status = want
             if want == SIDECAR:
                 self.held.clear()
-        self.reason = reason
+        if want:
+            self.reason = reason
         for item in items:
             if not item.is_metric:
                 out.items.append(item)
@@ -114,11 +119,16 @@ class Arbiter:
                         self.held.popleft()
         return out
 
-    def _want(self, wandb: Reading, log_available: bool) -> tuple[str, str]:
+    def _want(self, wandb: Reading, log_available: bool, uses_wandb: bool | None) -> tuple[str, str]:
+        """The status the sources call for and why; ("", "") while it cannot be told yet."""
         if wandb.available and not self.stale:
             return WANDB_OK, wandb.reason
+        if uses_wandb is None:
+            return "", ""
+        if not uses_wandb and log_available:
+            return LOG, wandb.reason
         why = (f"W&B has recorded nothing for {self.stale_s:.0f}s while the log printed metrics"
                if wandb.available else wandb.reason)  # fmt: skip
         if log_available:
-            return LOG_FALLBACK, why
+            return LOG_FALLBACK, why  # the run uses W&B, and it is missing
         return UNREACHABLE, f"{why}; and the log cannot be read"

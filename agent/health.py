@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainwarden.agent import procfs
+from trainwarden.agent.wandb_use import wandb_variables
 from trainwarden.agent.watch import RunWatch
 from trainwarden.events.redact import known_secrets, redact_text
 
@@ -100,6 +101,8 @@ class ProcessHealth:
         self.seen_alive = False
         self.gone = False  # its processes were known (seen, or launched) and are not there now
         self.guard_reported = False
+        self.env_read = not self.trackable  # a run without a pid or session has no environment to read
+        self.wandb_env: list[str] = []  # names of the WANDB_* variables its processes have (agent.wandb_use)
         self._last: tuple[float, int] | None = None  # (time, cpu ticks of the tree)
 
     @property
@@ -149,12 +152,17 @@ class ProcessHealth:
         return data
 
     def guard(self, procs: Mapping[int, procfs.ProcStat]) -> GuardFinding | None:
-        """The first process of the run whose environment keeps W&B offline (reported once per run)."""
-        if self.guard_reported:
+        """The first process of the run whose environment keeps W&B offline (reported once per run; never
+        for a run that does not use W&B, `wandb: 0`). Notes the W&B variables' names on the way."""
+        self.env_read = True
+        if self.guard_reported and self.wandb_env:
             return None
         for pid in self.pids:
             env = procfs.read_environ(pid)
-            found = wandb_guard(env) if env is not None else None
+            if env is None:
+                continue
+            self.wandb_env = self.wandb_env or wandb_variables(env)
+            found = None if self.guard_reported or self.watch.wandb is False else wandb_guard(env)
             if found is not None and pid in procs:
                 self.guard_reported = True
                 return GuardFinding(mode=found[0], variable=found[1], pid=pid, comm=procs[pid].comm,

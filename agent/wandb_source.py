@@ -23,6 +23,7 @@ from trainwarden.agent import procfs
 from trainwarden.agent.config import WANDB_API_INTERVAL_S, WANDB_BASE_URL
 from trainwarden.agent.errors import WandbFileError, WandbUnavailable
 from trainwarden.agent.wandb_file import RunFile, RunInfo
+from trainwarden.agent.wandb_use import TURNED_OFF
 from trainwarden.agent.watch import RunWatch
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
@@ -163,8 +164,8 @@ class RunWandb:
             self.file = RunFile(path, offset=offset)
 
     def poll(self, now: float, pids: Iterable[int], claimed: set[Path]) -> Reading:
-        if not self.watch.wandb:
-            return Reading(False, "W&B is turned off for this run (wandb: 0)")
+        if self.watch.wandb is False:
+            return Reading(False, TURNED_OFF)
         if self._first_poll is None:
             self._first_poll = now
         if self.file is None and (now - self._first_poll < EAGER_SEARCH_S or now >= self._next_search):

@@ -21,7 +21,7 @@ A run is registered by a launch writing to its host's control stream
 | `wandb_dir` | directory holding its `wandb/` folder, when not the workdir (WANDB_DIR) |
 | `wandb_run_dir` | its exact W&B run directory, when known |
 | `wandb_path` | `entity/project/run_id`, for the W&B API |
-| `wandb` | `0` to ignore W&B for this run (metrics from the log only) |
+| `wandb` | `0`: the run does not use W&B (`launch --no-wandb`); `1`: it does; absent: agent.wandb_use tells |
 | `gpus` | comma-separated GPU indexes it uses, when NVML cannot see its processes |
 | `launch` | the id of its `run.launched` event: its seq numbers the run's exit event |
 | `launched_at` | unix time of the launch: older exit files and W&B runs are ignored |
@@ -70,7 +70,7 @@ class RunWatch:
     stop_command: tuple[str, ...] | None = None
     stop_grace_s: float = DEFAULT_STOP_GRACE_S
     workdir: Path | None = None
-    wandb: bool = True
+    wandb: bool | None = None  # None: the agent tells from what it sees (agent.wandb_use)
     wandb_dir: Path | None = None
     wandb_run_dir: Path | None = None
     wandb_path: str | None = None

@@ -46,6 +46,7 @@ from trainwarden.agent.sidecar import RunSidecar
 from trainwarden.agent.state import LogPosition, WandbPosition
 from trainwarden.agent.tail import LogTail
 from trainwarden.agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, Reading, RunWandb
+from trainwarden.agent.wandb_use import WandbUse, wandb_use
 from trainwarden.agent.watch import RunWatch
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
@@ -132,8 +133,12 @@ class RunWatcher:
         except Exception as exc:  # W&B only: the log takes over
             self.errors.failed(f"{self.run} wandb", exc)
             reading = Reading(False, f"reading W&B failed: {type(exc).__name__}: {exc}"[:300])
+        use = self.wandb_use()
+        if not reading.available and use.uses is not None:  # say why a missing W&B matters, or does not
+            reading = Reading(False, use.why if not use.uses else f"{reading.reason} (it uses W&B: {use.why})",
+                              reading.url)  # fmt: skip
         decision = self.arbiter.step(now=now, items=items, wandb=reading, log_available=self.log.tail.exists,
-                                     sidecar=self.sidecar.active)  # fmt: skip
+                                     sidecar=self.sidecar.active, uses_wandb=use.uses)  # fmt: skip
         out: list[Event] = []
         if decision.transition is not None:
             tr = decision.transition
@@ -153,6 +158,11 @@ class RunWatcher:
                 ts = row.ts if row.ts and math.isfinite(row.ts) else now  # W&B's `_timestamp`, when usable
                 out.append(self._event(t.METRIC, row.producer, row.seq, ts, data))
         return out
+
+    def wandb_use(self) -> WandbUse:
+        """Whether this run uses W&B, from its watch, its W&B directory and its processes' environment."""
+        return wandb_use(self.watch, run_dir_found=self.wandb.run_dir is not None, env_names=self.health.wandb_env,
+                         env_read=self.health.env_read)  # fmt: skip
 
     def sample_process(self, procs: Mapping[int, procfs.ProcStat], now: float) -> list[Event]:
         """Health sample, W&B guard, and the run's end (after the log's last lines)."""

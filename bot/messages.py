@@ -17,6 +17,7 @@ from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.redact import redact_text
+from trainwarden.events.words import said
 from trainwarden.policies.durations import fmt_duration
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -62,6 +63,18 @@ def step(value: int | None) -> str:
     return f"step {value if value is not None else '?'}"
 
 
+def who(user: object) -> str:
+    """A Slack mention of the user, or words when none was recorded."""
+    return f"<@{user}>" if user else "someone"
+
+
+def rule_and(d: object, *more: str) -> str:
+    """`(rule, severity, ...)`: the parts that are known."""
+    data = d if isinstance(d, dict) else {}
+    parts = [str(x) for x in (data.get("rule"), data.get("severity"), *more) if x]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def number(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -74,38 +87,44 @@ def number(value: object) -> str:
 def anomaly_opened(event: Event) -> str:
     d = cast(p.AnomalyOpenedData, event.data)
     remedy = f" Try: {d['remedy']}." if d.get("remedy") else ""
-    return f"ANOMALY {where(event)}: {d.get('reason')} ({d.get('rule')}, {d.get('severity')}).{remedy}"
+    return f"ANOMALY {where(event)}: {said(d.get('reason'), 'no reason recorded')}{rule_and(d)}.{remedy}"
 
 
 def anomaly_resolved(event: Event) -> str:
-    return f"RESOLVED {where(event)}: {cast(p.AnomalyResolvedData, event.data).get('rule')} is healthy again."
+    rule = said(cast(p.AnomalyResolvedData, event.data).get("rule"), "an anomaly")
+    return f"RESOLVED {where(event)}: {rule} is healthy again."
 
 
 def decision(event: Event) -> str:
     d = cast(p.DecisionData, event.data)
-    return f"{d.get('decision')} {where(event)}: {d.get('reason')} ({d.get('rule')})"
+    rule = f" ({d['rule']})" if d.get("rule") else ""
+    return f"{said(d.get('decision'), 'DECISION')} {where(event)}: {said(d.get('reason'), 'no reason recorded')}{rule}"
 
 
 def would_have(event: Event) -> str:
     """A rule in shadow mode: what it would have done, said so that nobody reads it as done."""
     d = cast(p.DecisionShadowData, event.data)
-    verb = "WOULD HAVE STOPPED" if d.get("decision") == t.STOP else f"WOULD HAVE DECIDED {d.get('decision')} FOR"
+    verb = "WOULD HAVE STOPPED" if d.get("decision") == t.STOP else f"WOULD HAVE DECIDED {said(d.get('decision'))} FOR"
+    rule = f"{d['rule']}, " if d.get("rule") else ""
     return (
-        f"{verb} {where(event)}: {d.get('reason')} ({d.get('rule')}, shadow mode: nothing was stopped; "
+        f"{verb} {where(event)}: {said(d.get('reason'), 'no reason recorded')} "
+        f"({rule}shadow mode: nothing was stopped; "
         "set the rule's `shadow: false` or the policy's `mode: enforce` to let it act)"
     )
 
 
 def guarded_stop(event: Event) -> str:
     d = cast(p.DecisionData, event.data)
-    return f"Stopping {where(event)} in {fmt_duration(d.get('confirm_s', 0))}: {d.get('reason')} ({d.get('rule')})"
+    reason = said(d.get("reason"), "no reason recorded")
+    rule = f" ({d['rule']})" if d.get("rule") else ""
+    return f"Stopping {where(event)} in {fmt_duration(d.get('confirm_s', 0))}: {reason}{rule}"
 
 
 def flapping(event: Event, *, openings: int, window_s: float) -> str:
     d = cast(p.AnomalyOpenedData, event.data)
     return (
-        f"FLAPPING {where(event)}: {d.get('rule')} opened {openings} times in {fmt_duration(window_s)}; "
-        f"quiet until it settles. Last: {d.get('reason')}"
+        f"FLAPPING {where(event)}: {said(d.get('rule'), 'a rule')} opened {openings} times in "
+        f"{fmt_duration(window_s)}; quiet until it settles. Last: {said(d.get('reason'), 'no reason recorded')}"
     )
 
 
@@ -115,19 +134,21 @@ def stop_done(event: Event, evidence_path: str | None, evidence_problem: str | N
     pack = f" Evidence: {evidence_path}" if evidence_path else ""
     problem = f" {evidence_problem}" if evidence_problem else ""
     reason = f" Reason: {d['reason']}." if d.get("reason") and d.get("by") not in (None, "policy") else ""
-    return f"STOPPED {where(event)}: {d.get('detail')}.{reason}{pack}{problem}"
+    detail = said(d.get("detail"), "the run was stopped")
+    return f"STOPPED {where(event)}: {detail}.{reason}{pack}{problem}"
 
 
 def stop_failed(event: Event, evidence_problem: str | None = None) -> str:
     d = cast(p.StopResultData, event.data)
     problem = f" {evidence_problem}" if evidence_problem else ""
+    error = said(d.get("error"), "no error recorded")
     by_hand = f"Stop it by hand: {d['hint']}" if d.get("hint") else "Stop the training process by hand."
-    return f"STOP FAILED {where(event)}: {d.get('error')}. {by_hand}{problem}"
+    return f"STOP FAILED {where(event)}: {error}. {by_hand}{problem}"
 
 
 def evidence_failed(data: p.EvidenceFailedData) -> str:
     """Said in the STOP message: the stop went on, its evidence (or findings note) did not get written."""
-    problems = data.get("problems") or [f"{data.get('path')}: {data.get('error')}"]
+    problems = data.get("problems") or [f"{said(data.get('path'))}: {said(data.get('error'), 'no error recorded')}"]
     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
     return f"Evidence could not be written: {problems[0]}{more}; fix the path's permissions or space."
 
@@ -135,8 +156,8 @@ def evidence_failed(data: p.EvidenceFailedData) -> str:
 def stop_cancelled(event: Event) -> str:
     d = cast(p.StopCancelledData, event.data)
     return (
-        f"KEPT RUNNING {where(event)}: <@{d.get('user')}> pressed Keep running; "
-        f"{d.get('rule')} is snoozed until {clock(d.get('until', event.ts))}."
+        f"KEPT RUNNING {where(event)}: {who(d.get('user'))} pressed Keep running; "
+        f"{said(d.get('rule'), 'the rule')} is snoozed until {clock(d.get('until', event.ts))}."
     )
 
 
@@ -171,7 +192,8 @@ def policy_rejected(event: Event) -> str:
     first = problems[0] if problems else "unknown problem"
     more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
     return (
-        f"POLICY REJECTED: {d.get('source')} has errors, still using policy {d.get('kept')}: {first}{more}. "
+        f"POLICY REJECTED: {said(d.get('source'), 'a policy file')} has errors, still using policy "
+        f"{said(d.get('kept'), 'the one before')}: {first}{more}. "
         "Fix it (check with `trainwarden policy check FILE`); workers reload it at their next job."
     )
 
@@ -180,41 +202,48 @@ def launched(event: Event) -> str:
     d = cast(p.RunLaunchedData, event.data)
     gpus = ",".join(str(g) for g in d.get("gpus") or []) or "-"
     return (
-        f"LAUNCHED {event.run}@{d.get('server') or event.host} by <@{d.get('requested_by')}>: GPUs {gpus}, "
-        f"tmux session {d.get('session')}, log {d.get('log_path')}"
+        f"LAUNCHED {event.run}@{d.get('server') or event.host} by {who(d.get('requested_by'))}: GPUs {gpus}, "
+        f"tmux session {said(d.get('session'), '-')}, log {said(d.get('log_path'), 'not recorded')}"
     )
 
 
 def launch_failed(event: Event) -> str:
     d = cast(p.LaunchFailedData, event.data)
-    return f"LAUNCH FAILED {event.run}@{d.get('server')} (asked by <@{d.get('user')}>): {d.get('error')}"
+    return (f"LAUNCH FAILED {event.run}@{d.get('server') or event.host} (asked by {who(d.get('user'))}): "
+            f"{said(d.get('error'), 'no error recorded')}")  # fmt: skip
 
 
 def watchdog_stalled(event: Event) -> str:
     detail = cast(p.WatchdogStalledData, event.data).get("detail")
-    return f"TRAINWARDEN STALLED: {detail}. Runs are not being watched until it recovers."
+    return f"TRAINWARDEN STALLED: {said(detail, 'no detail recorded')}. Runs are not being watched until it recovers."
 
 
 def watchdog_recovered(event: Event) -> str:
     d = cast(p.WatchdogRecoveredData, event.data)
-    return f"TRAINWARDEN RECOVERED after {fmt_duration(d.get('stalled_s', 0))}: {d.get('detail')}."
+    return (
+        f"TRAINWARDEN RECOVERED after {fmt_duration(d.get('stalled_s', 0))}: {said(d.get('detail'), 'working again')}."
+    )
 
 
 def component_silent(event: Event) -> str:
     d = cast(p.ComponentSilentData, event.data)
     error = f" Its last error: {d['last_error']}" if d.get("last_error") else ""
     return (
-        f"SILENT: the {d.get('role')} on {d.get('host')} (pid {d.get('pid')}) has sent no heartbeat for "
+        f"SILENT: {daemon(d)} has sent no heartbeat for "
         f"{fmt_duration(d.get('silent_s', 0))}; what it does is not being done (see `trainwarden health`).{error}"
     )
 
 
 def component_recovered(event: Event) -> str:
     d = cast(p.ComponentRecoveredData, event.data)
-    return (
-        f"BACK: the {d.get('role')} on {d.get('host')} (pid {d.get('pid')}) sends heartbeats again "
-        f"after {fmt_duration(d.get('silent_s', 0))} of silence."
-    )
+    return f"BACK: {daemon(d)} sends heartbeats again after {fmt_duration(d.get('silent_s', 0))} of silence."
+
+
+def daemon(d: p.ComponentSilentData | p.ComponentRecoveredData) -> str:
+    """`the worker on gpu1 (pid 42)`, with what is known."""
+    host = f" on {d['host']}" if d.get("host") else ""
+    pid = f" (pid {d['pid']})" if d.get("pid") is not None else ""
+    return f"the {said(d.get('role'), 'daemon')}{host}{pid}"
 
 
 def no_dispatcher() -> str:

@@ -35,6 +35,7 @@ class RunLaunchedData(TypedDict, total=False):
     stop_command: list[str] | None
     env: dict[str, str]
     config: dict[str, Any]  # the policy's baselines (`config_key`) are looked up here
+    uses_wandb: bool  # false: launched with --no-wandb (W&B neither read nor expected); absent: the agent tells
     experiment: str
     server: str
     pid: int | None
@@ -157,7 +158,7 @@ class AgentHeartbeatData(TypedDict):
 
 class SourceStatusData(TypedDict):
     source: str  # metrics: the run's data source; nvml: GPU sampling
-    status: str  # sidecar | wandb_ok | log_fallback | unreachable (metrics); unavailable (nvml)
+    status: str  # sidecar | wandb_ok | log_fallback | log | unreachable (metrics); unavailable (nvml)
     reason: str
     previous: NotRequired[str | None]
     url: NotRequired[str | None]

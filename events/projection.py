@@ -171,7 +171,7 @@ def _log_line(state: RunState, event: Event) -> None:
 
 @on(t.SOURCE_STATUS)
 def _source(state: RunState, event: Event) -> None:
-    # the data source of the run's metrics (sidecar | wandb_ok | log_fallback | unreachable); statuses of
+    # the data source of the run's metrics (sidecar | wandb_ok | log_fallback | log | unreachable); statuses of
     # other sources (`source: nvml`) are kept in the log but are not the run's data source
     data = cast(p.SourceStatusData, event.data)
     if data.get("source", "metrics") == "metrics":

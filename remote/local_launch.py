@@ -39,6 +39,7 @@ class LaunchSpec:
     tmux_socket: str | None = None
     stop_command: tuple[str, ...] | None = None
     config: Mapping[str, object] = field(default_factory=dict)
+    wandb: bool | None = None  # False: the run does not use W&B (--no-wandb); None: the agent tells (agent.wandb_use)
 
 
 def shell_line(spec: LaunchSpec) -> str:
@@ -108,11 +109,14 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
         "env": dict(spec.env),
         "config": dict(spec.config),
     }
+    if spec.wandb is not None:
+        launched["uses_wandb"] = spec.wandb
     data = redact(launched, [*known_secrets(), *env_secrets(spec.env)])  # the run's own secrets too
     event = make_event(t.RUN_LAUNCHED, run=spec.run, host=host, producer=f"launch/{host}", seq=time_seq(), data=data)
     control = {"op": "watch", "run": spec.run, "log": str(spec.log_path), "session": session,
                "tmux_socket": spec.tmux_socket or "", "workdir": str(spec.workdir), "launch": event.id,
-               "launched_at": repr(launched_at), "metrics": str(metrics)}  # fmt: skip
+               "launched_at": repr(launched_at), "metrics": str(metrics),
+               "wandb": "" if spec.wandb is None else str(int(spec.wandb))}  # fmt: skip
     try:
         store.append_one(event)
         with redis_errors("register the run with the agent", run=spec.run):

@@ -71,8 +71,8 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     if agent.pulse is not None:
         _serve_metrics(args, "agent", agent.pulse.heartbeat, wiring.store(settings, agent.pulse.heartbeat.client))
     control = agent.control.key if agent.control is not None else "no control stream"
-    log.info("agent on %s watching %s; new runs from %s", settings.host,
-             ", ".join(f"{w.run}={w.log}" for w in agent.watchers.values()) or "nothing yet", control)  # fmt: skip
+    watching = ", ".join(f"{w.run}={w.watch.log}" for w in agent.watchers.values()) or "nothing yet"
+    log.info("agent on %s watching %s; new runs from %s", settings.host, watching, control)
     if agent.gpu_problem:
         log.warning("%s; the agent goes on without GPU samples", agent.gpu_problem)
     agent.run(burst=args.burst, stop=stop_on_signals())
@@ -166,7 +166,6 @@ def _serve_metrics(args: argparse.Namespace, command: str, heartbeat: Heartbeat,
 def _serve_notifier_metrics(args: argparse.Namespace, notifier: Notifier) -> None:
     if notifier.pulse is not None:
         _serve_metrics(args, "bot", notifier.pulse.heartbeat, notifier.store)
-
 
     return 0
 

@@ -36,12 +36,14 @@ from trainwarden.settings import load_settings
 RUN = "demo-nan"
 PROCESSES = ("agent", "dispatcher", "worker")
 DEMO_TIMEOUT_S = 60.0  # seconds the demo waits for the stop before failing
+KEPT_EVIDENCE = "trainwarden-demo-evidence"  # where the evidence pack outlives the demo: in the directory it ran in
 
 
 class Demo:
-    def __init__(self, *, nan_at: int, workdir: Path, out: TextIO) -> None:
+    def __init__(self, *, nan_at: int, workdir: Path, out: TextIO, evidence_home: Path) -> None:
         self.nan_at = nan_at
         self.workdir = workdir
+        self.evidence_home = evidence_home
         self.out = out
         self.tmux_socket = f"trainwarden-demo-{os.getpid()}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -93,6 +95,7 @@ class Demo:
             log_path=self.workdir / "train.log",
             tmux_socket=self.tmux_socket,
             config={"experiment": "demo", "lr": 3e-4, "note": "synthetic run; loss turns NaN"},
+            wandb=False,  # a synthetic run: it does not use W&B, so no W&B rule applies to it
         )
         launched = launch_local(spec, store=store, host=settings_host)
         session = cast(p.RunLaunchedData, launched.data)["session"]
@@ -152,8 +155,9 @@ class Demo:
         if stop:
             print(f"    decision:      {render.describe(stop)}", file=self.out)
         for path in state.evidence:
-            print(f"    evidence pack: {path}", file=self.out)
-            for f in sorted(Path(path).iterdir()):
+            kept = self._keep(Path(path))
+            print(f"    evidence pack: {kept}", file=self.out)
+            for f in sorted(kept.iterdir()):
                 print(f"                   - {f.name} ({f.stat().st_size} bytes)", file=self.out)
         if built and (summary := cast(p.EvidenceBuiltData, built.data).get("summary")):
             print(f"    {summary}", file=self.out)
@@ -166,6 +170,16 @@ class Demo:
         ok = bool(anomaly and stop and done and done.type == t.STOP_DONE and state.evidence and not alive)
         self.say("demo passed: NaN caught, run stopped, evidence saved" if ok else "demo FAILED (see above)")
         return 0 if ok else 1
+
+    def _keep(self, pack: Path) -> Path:
+        """A copy of the pack that outlives the demo's directory (removed at the end without --keep)."""
+        kept = self.evidence_home / RUN / pack.name
+        try:
+            shutil.copytree(pack, kept, dirs_exist_ok=True)
+        except OSError as exc:
+            print(f"    (could not keep a copy in {self.evidence_home}: {exc}; use --keep)", file=self.out)
+            return pack
+        return kept
 
     def _log_tail(self, name: str) -> str:
         path = self.workdir / "logs" / f"{name}.log"
@@ -190,9 +204,11 @@ def run_demo(*, nan_at: int = 25, keep: bool = False, out: TextIO | None = None)
         raise DemoError("tmux not found on PATH; install it (Debian: sudo apt-get install tmux) or use ./dev.sh demo")
     workdir = Path(tempfile.mkdtemp(prefix="trainwarden-demo-"))
     try:
-        return Demo(nan_at=nan_at, workdir=workdir, out=out).run()
+        return Demo(nan_at=nan_at, workdir=workdir, out=out, evidence_home=Path.cwd() / KEPT_EVIDENCE).run()
     finally:
         if keep:
             print(f"==> kept {workdir}", file=out)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+            print(f"==> removed {workdir} (logs, Redis data; --keep keeps them); the evidence pack stays in "
+                  f"./{KEPT_EVIDENCE}", file=out)  # fmt: skip

@@ -39,6 +39,7 @@ def register(sub: Any) -> None:
     s.add_argument("--log", help="log file (default: WORKDIR/RUN.log)")
     s.add_argument("--tmux-socket", help="tmux socket name (tmux -L)")
     s.add_argument("--stop-command", help="command that stops the run cleanly (split on spaces, no shell)")
+    s.add_argument("--no-wandb", action="store_true", help="the run does not use W&B: no W&B rule applies to it")
     s.add_argument("--check-s", type=float, default=CHECK_S, metavar="SECONDS",
                    help=f"local: wait this long for a command that fails at once; it is then reported with its "
                    f"exit status and the log's last lines, exit 1 (default {CHECK_S:g}; 0: do not wait)")  # fmt: skip
@@ -96,13 +97,15 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
         log_path=Path(args.log).resolve() if args.log else workdir / f"{args.run}.log",
         tmux_socket=args.tmux_socket,
         stop_command=tuple(args.stop_command.split()) if args.stop_command else None,
+        wandb=False if args.no_wandb else None,
     )
     event = launch_local(spec, store=wiring.store(settings), host=settings.host)
     launched = cast(RunLaunchedData, event.data)
     code = early_exit(spec, within_s=max(0.0, args.check_s))
     if code is None:
         print(f"launched {args.run} in tmux session {launched['session']}; log: {launched['log_path']}")
-        print(f"watch it with: trainwarden agent --watch {args.run}={launched['log_path']}")
+        print(f"this host's agent follows it: `trainwarden check {args.run}` for its state, "
+              f"`trainwarden stop {args.run}` to stop it")  # fmt: skip
         return 0
     if code == 0:
         print(f"{args.run} ran and finished at once (exit status 0); log: {launched['log_path']}")

@@ -80,7 +80,7 @@ def build_report(store: EventStore, *, since: float, until: float, policy: str |
                 continue
             if item.type == t.POLICY_APPLIED:
                 applied = cast(PolicyAppliedData, item.data)
-                names[str(applied.get("policy"))] = str(applied.get("name"))
+                names[str(applied.get("policy"))] = str(applied.get("name") or "?")
             elif item.type in (t.DECISION, t.DECISION_SHADOW):
                 _count(counts, names, run, item, policy)
     for entry in counts.values():
@@ -94,7 +94,7 @@ def _loaded(store: EventStore) -> Iterable[tuple[str, str]]:
     for _, item in store.iter_run(t.SYSTEM_RUN):
         if isinstance(item, Event) and item.type == t.POLICY_LOADED:
             loaded = cast(PolicyLoadedData, item.data)
-            yield str(loaded.get("policy")), str(loaded.get("name"))
+            yield str(loaded.get("policy")), str(loaded.get("name") or "?")
 
 
 def _count(counts: dict[tuple[str, str], RuleCount], names: dict[str, str], run: str, event: Event,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 from typing import Any, cast
 
@@ -12,17 +11,12 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.projection import RunState, unknown_types
 from trainwarden.events.store import Malformed
-
-
-def fmt_value(value: Any) -> str:
-    if isinstance(value, float):
-        return str(value) if not math.isfinite(value) else f"{value:.6g}"
-    return str(value)
+from trainwarden.events.words import fmt, said
 
 
 def fmt_metrics(data: dict[str, Any]) -> str:
     keys = sorted(data, key=lambda k: (k != "step", k))
-    return " ".join(f"{k}={fmt_value(data[k])}" for k in keys)
+    return " ".join(f"{k}={fmt(data[k])}" for k in keys)
 
 
 def fmt_ts(ts: float | None) -> str:
@@ -40,60 +34,79 @@ def describe(event: Event) -> str:
     if event.type == t.DECISION:
         decided = cast(p.DecisionData, d)
         rule = f" by {decided['rule']}" if decided.get("rule") else ""
-        return f"{decided.get('decision')}{rule}: {decided.get('reason')} [policy {decided.get('policy')}]"
+        policy = f" [policy {decided['policy']}]" if decided.get("policy") else ""
+        return f"{said(decided.get('decision'))}{rule}: {said(decided.get('reason'), 'no reason recorded')}{policy}"
     if event.type == t.DECISION_SHADOW:
         shadow = cast(p.DecisionShadowData, d)
-        what = f"would have decided {shadow.get('decision')} by {shadow.get('rule')}"
-        return f"{what} (shadow mode): {shadow.get('reason')}"
+        what = f"would have decided {said(shadow.get('decision'))} by {said(shadow.get('rule'), 'a rule')}"
+        return f"{what} (shadow mode): {said(shadow.get('reason'), 'no reason recorded')}"
     if event.type == t.ANOMALY_OPENED:
         opened = cast(p.AnomalyOpenedData, d)
         mark = " [shadow]" if opened.get("shadow") else ""
-        return f"{opened.get('rule')} ({opened.get('severity')}){mark}: {opened.get('reason')}"
+        severity = f" ({opened['severity']})" if opened.get("severity") else ""
+        return (
+            f"{said(opened.get('rule'), 'a rule')}{severity}{mark}: {said(opened.get('reason'), 'no reason recorded')}"
+        )
     if event.type == t.ANOMALY_RESOLVED:
-        return f"{cast(p.AnomalyResolvedData, d).get('rule')} resolved"
+        return f"{said(cast(p.AnomalyResolvedData, d).get('rule'), 'an anomaly')} resolved"
     if event.type == t.RUN_LAUNCHED:
         launched = cast(p.RunLaunchedData, d)
-        return f"session {launched.get('session')} on {launched.get('host')}, log {launched.get('log_path')}"
+        session = f"session {launched['session']}" if launched.get("session") else "no tmux session"
+        log_path = said(launched.get("log_path"), "not recorded")
+        return f"{session} on {said(launched.get('host'), event.host)}, log {log_path}"
     if event.type == t.STOP_REQUESTED:
         asked = cast(p.StopRequestedData, d)
         who = asked.get("by") or asked.get("user") or "?"
-        return f"by {who}" + (f" ({asked['rule']})" if asked.get("rule") else "") + f": {asked.get('reason')}"
+        return (
+            f"by {who}"
+            + (f" ({asked['rule']})" if asked.get("rule") else "")
+            + f": {said(asked.get('reason'), 'no reason given')}"
+        )
     if event.type == t.STOP_DONE:
         done = cast(p.StopResultData, d)
-        return f"{done.get('method')}: {done.get('detail')}"
+        return f"{said(done.get('method'), 'stopped')}: {said(done.get('detail'), 'no detail recorded')}"
     if event.type == t.STOP_FAILED:
         failed = cast(p.StopResultData, d)
-        return f"{failed.get('method')}: {failed.get('error')}"
+        return f"{said(failed.get('method'), 'stop')}: {said(failed.get('error'), 'no error recorded')}"
     if event.type == t.EVIDENCE_BUILT:
-        return f"{cast(p.EvidenceBuiltData, d).get('path')}"
+        return said(cast(p.EvidenceBuiltData, d).get("path"), "no path recorded")
     if event.type == t.LOG_LINE:
         line = cast(p.LogLineData, d)
-        return f"[{line.get('tag')}] {line.get('line')}"
+        return f"[{said(line.get('tag'), 'line')}] {said(line.get('line'), '')}"
     if event.type == t.TICK:
         return "scheduled evaluation of a quiet run"
     if event.type == t.POLICY_APPLIED:
         applied = cast(p.PolicyAppliedData, d)
-        return f"policy {applied.get('name')} {applied.get('policy')} evaluates from entry {applied.get('from')}"
+        return (f"policy {said(applied.get('name'), '')} {said(applied.get('policy'))} evaluates from entry "
+                f"{said(applied.get('from'))}")  # fmt: skip
     if event.type == t.POLICY_LOADED:
         loaded = cast(p.PolicyLoadedData, d)
         return (
-            f"policy {loaded.get('name')} {loaded.get('policy')} loaded from {loaded.get('source')} "
-            f"({loaded.get('rules')} rules)"
+            f"policy {said(loaded.get('name'), '')} {said(loaded.get('policy'))} loaded from "
+            f"{said(loaded.get('source'), 'an unrecorded source')} ({said(loaded.get('rules'))} rules)"
         )
     if event.type == t.POLICY_REJECTED:
         rejected = cast(p.PolicyRejectedData, d)
-        return f"policy file {rejected.get('source')} rejected, kept {rejected.get('kept')}: " + "; ".join(
-            rejected.get("problems", [])
-        )
+        problems = "; ".join(rejected.get("problems") or ["no problem recorded"])
+        return f"policy file {said(rejected.get('source'))} rejected, kept {said(rejected.get('kept'))}: {problems}"
     if event.type == t.COMPONENT_SILENT:
         silent = cast(p.ComponentSilentData, d)
         error = f"; last error: {silent['last_error']}" if silent.get("last_error") else ""
-        return f"{silent.get('component')} (pid {silent.get('pid')}) silent for {silent.get('silent_s', 0):.0f}s{error}"
+        who = f"{said(silent.get('component'), 'a daemon')}{_pid(silent.get('pid'))}"
+        return f"{who} silent for {silent.get('silent_s', 0):.0f}s{error}"
     if event.type == t.COMPONENT_RECOVERED:
         back = cast(p.ComponentRecoveredData, d)
-        return f"{back.get('component')} (pid {back.get('pid')}) beats again after {back.get('silent_s', 0):.0f}s"
+        who = f"{said(back.get('component'), 'a daemon')}{_pid(back.get('pid'))}"
+        return f"{who} beats again after {back.get('silent_s', 0):.0f}s"
     note = "" if event.type in t.KNOWN_TYPES else "(unknown type, kept) "
-    return note + json.dumps(d, default=str, sort_keys=True)[:300]
+    return (note + " ".join(f"{k}={_field(v)}" for k, v in sorted(d.items())))[:300]
+
+
+def _field(value: Any) -> str:
+    """A payload field in a timeline line: `-` when absent, JSON only for nested values."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str, sort_keys=True)
+    return said(value, "-")
 
 
 def timeline_line(sid: str, item: Event | Malformed) -> str:
@@ -114,21 +127,31 @@ def state_lines(state: RunState) -> list[str]:
         f"anomalies:  {state.anomalies_opened} opened, open now: {_open(state.open_anomalies) or 'none'}",
     ]
     if state.launch:
-        lines.append(f"launch:     tmux session {state.launch.get('session')}, log {state.launch.get('log_path')}")
+        session = f"tmux session {state.launch['session']}" if state.launch.get("session") else "no tmux session"
+        lines.append(f"launch:     {session}, log {said(state.launch.get('log_path'), 'not recorded')}")
     for d in state.decisions[-5:]:
         lines.append(
-            f"decision:   {fmt_ts(d.get('ts'))} {d.get('decision')} ({d.get('rule') or '-'}) {d.get('reason')}"
+            f"decision:   {fmt_ts(d.get('ts'))} {said(d.get('decision'))} ({d.get('rule') or '-'}) "
+            f"{said(d.get('reason'), '')}"
         )
     for s in state.stops[-5:]:
-        lines.append(f"stop:       {fmt_ts(s.get('ts'))} {s.get('type')} {s.get('detail') or s.get('error') or ''}")
+        lines.append(
+            f"stop:       {fmt_ts(s.get('ts'))} {said(s.get('type'))} {s.get('detail') or s.get('error') or ''}"
+        )
     for c in state.commands[-5:]:
-        lines.append(f"command:    {fmt_ts(c.get('ts'))} {c.get('type')} {c.get('user')}: {c.get('text')}")
+        lines.append(
+            f"command:    {fmt_ts(c.get('ts'))} {said(c.get('type'))} {said(c.get('user'))}: {said(c.get('text'), '')}"
+        )
     for path in state.evidence[-5:]:
         lines.append(f"evidence:   {path}")
     unknown = unknown_types(state)
     if unknown:
         lines.append("unknown:    " + ", ".join(f"{name} x{n}" for name, n in sorted(unknown.items())))
     return lines
+
+
+def _pid(pid: object) -> str:
+    return f" (pid {pid})" if pid is not None else ""
 
 
 def _open(anomalies: dict[str, dict[str, Any]]) -> str:

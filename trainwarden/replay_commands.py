@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from trainwarden import render, wiring
 from trainwarden.archive.history import History, load_history
-from trainwarden.errors import PolicyNotRecorded
+from trainwarden.errors import PolicyNotRecorded, UnknownRun
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import StoreUnavailable
@@ -175,6 +175,8 @@ def _verify(store: EventStore, run: str, entries: list[tuple[str, Event | Malfor
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
     state = fold(e for _, e in _history(store, args.run).entries if isinstance(e, Event))
+    if state.event_count == 0:
+        raise UnknownRun(args.run)
     due: Any = store.redis.zscore(store.keys.schedule(), args.run)
     next_check = (f"{render.fmt_ts(float(due))} (scheduled tick), or as soon as new events arrive" if due
                   else "as soon as new events arrive (no tick scheduled: the run ended or went silent)")  # fmt: skip

@@ -52,6 +52,7 @@ def build_pack(
 ) -> Pack:  # fmt: skip
     data = decision.data
     rule = data.get("rule") or "manual"
+    trigger_step = (data.get("values") or {}).get("step")
     decided = utc(decision.ts)
     relative_dir = f"{decision.run}/{decided:%Y%m%dT%H%M%SZ}-{rule}"
     evidence = json_safe(
@@ -70,14 +71,16 @@ def build_pack(
                 "policy": data.get("policy"),
                 "decided_at": decided.isoformat(),
                 "status": state.status,
-                "step": state.step,
+                # where the rule fired (the run may have gone on since: `last_step`)
+                "step": trigger_step if isinstance(trigger_step, int) else state.step,
+                "last_step": state.step,
                 "last_metrics": state.last_metrics,
                 "recent_metrics": list(state.recent_metrics),
                 "open_anomalies": state.open_anomalies,
                 "log_tail": log_tail,
                 "config": state.launch,
                 "wandb_url": state.launch.get("wandb_url"),
-                "data_source": state.source or "log_fallback",
+                "data_source": state.source,
                 "files_inspected": files_inspected,
                 "chart": CHART if chart else None,
                 "next_check": "none: the run is being stopped",
@@ -91,12 +94,18 @@ def build_pack(
 
 
 def final_summary(ev: dict[str, Any], pack_dir: Path) -> str:
-    """One line that says it all (the training-check method prints it when it stops a run); `step=-` when the
-    stop came before any metric line (a fault at start-up)."""
-    step = "-" if ev["step"] is None else ev["step"]
+    """One line that says it all (the training-check method prints it when it stops a run): the step is the
+    trigger's; `-` for a fact not known (`step=-`: the stop came before any metric line, a fault at start-up)."""
+
+    def v(key: str) -> str:
+        return "-" if ev.get(key) is None else str(ev[key])
+
+    def quoted(key: str) -> str:
+        return "-" if ev.get(key) is None else repr(str(ev[key]))
+
     return (
-        f"FINAL_SUMMARY run={ev['run']} host={ev['host']} decision={ev['decision']} rule={ev['rule']} "
-        f"step={step} reason={ev['reason']!r} remedy={ev['remedy']!r} evidence={pack_dir}"
+        f"FINAL_SUMMARY run={v('run')} host={v('host')} decision={v('decision')} rule={v('rule')} "
+        f"step={v('step')} reason={quoted('reason')} remedy={quoted('remedy')} evidence={pack_dir}"
     )
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwarden.events.metrics import at_step
+from trainwarden.events.words import said
 
 
 def marker(decision_id: str) -> str:
@@ -18,11 +19,11 @@ def findings_note(ev: dict[str, Any], *, pack_dir: Path) -> str:
         f"## {when}: {ev['run']} stopped by {ev['rule']}",
         marker(ev["decision_event"]),
         "",
-        f"- Reason: {ev['reason']}",
-        f"- Remedy: {ev['remedy']}",
-        f"- Run: {ev['run']} on {ev['host']}, {at_step(ev['step'])}",
+        f"- Reason: {said(ev['reason'], 'not recorded')}",
+        f"- Remedy: {said(ev['remedy'], 'none given by the policy')}",
+        f"- Run: {ev['run']} on {said(ev['host'], 'an unknown host')}, {at_step(ev['step'])}",
         f"- Evidence: {pack_dir}",
-        f"- Policy: {ev['policy']}",
+        f"- Policy: {said(ev['policy'], 'not recorded')}",
         "",
     ])  # fmt: skip
 

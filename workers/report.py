@@ -1,7 +1,7 @@
 """The training-check report (the seed's format), for a STOP's evidence pack and for `trainwarden check`.
 
     ## Training Check - <time>
-    - Data source: sidecar | wandb_ok | log_fallback | unreachable
+    - Data source: sidecar | wandb_ok | log_fallback | log | unreachable
     - Run, Recent metrics, Anomalies, Evidence, Decision, Reason, Next check
 
 Pure: a dict of facts in, Markdown out.
@@ -9,15 +9,14 @@ Pure: a dict of facts in, Markdown out.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from trainwarden.events.codec import json_safe
+from trainwarden.events import types as t
 from trainwarden.events.metrics import at_step
 from trainwarden.events.projection import RunState
+from trainwarden.events.words import fmt, said
 
 METRICS_IN_REPORT = 10
 SUMMARY_METRICS = ("loss", "val_loss", "lr", "grad_norm", "tokens_per_s")
@@ -25,12 +24,6 @@ SUMMARY_METRICS = ("loss", "val_loss", "lr", "grad_norm", "tokens_per_s")
 
 def utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
-
-
-def fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return str(value) if not math.isfinite(value) else f"{value:.6g}"
-    return str(value)
 
 
 def metrics_summary(recent: Sequence[dict[str, Any]]) -> str:
@@ -53,9 +46,9 @@ def check_facts(state: RunState, *, now: float, next_check: str, files_inspected
     return {
         "run": state.run,
         "host": state.host,
-        "decision": state.decision or "CONTINUE",
+        "decision": state.decision,  # None: no rule has decided anything yet
         "rule": last.get("rule"),
-        "reason": last.get("reason") or "no decision recorded yet",
+        "reason": last.get("reason"),
         "severity": last.get("severity"),
         "remedy": last.get("remedy"),
         "offending_values": last.get("values", {}),
@@ -68,27 +61,42 @@ def check_facts(state: RunState, *, now: float, next_check: str, files_inspected
         "open_anomalies": state.open_anomalies,
         "log_tail": [str(line.get("line", "")) for line in state.recent_log_lines],
         "wandb_url": state.launch.get("wandb_url"),
-        "data_source": state.source or "log_fallback",
+        "data_source": state.source,
         "files_inspected": files_inspected,
         "next_check": next_check,
     }
 
 
+def values_text(values: Any) -> str:
+    """Offending values as `loss=nan, step=25`, not as a dict."""
+    if not isinstance(values, dict) or not values:
+        return "none"
+    return ", ".join(f"{k}={fmt(v)}" for k, v in values.items())
+
+
+def anomaly_text(anomaly: dict[str, Any]) -> str:
+    severity = f" ({anomaly['severity']})" if anomaly.get("severity") else ""
+    return said(anomaly.get("reason"), "no reason recorded") + severity
+
+
 def render_report(ev: dict[str, Any]) -> str:
-    """The training-check report format, as Markdown."""
+    """The training-check report format, as Markdown; a fact not known says so in words."""
     metrics = ev["recent_metrics"][-METRICS_IN_REPORT:]
     names = sorted({k for m in metrics for k in m if k not in ("ts", "id")}, key=lambda k: (k != "step", k))
+    decided = ev.get("decision_event") is not None or ev.get("rule") is not None
+    acted = ev["decision"] in (t.STOP, t.WAIT)
+    severity = f" ({ev['severity']})" if ev.get("severity") else ""
     lines = [
         f"## Training Check - {ev['decided_at']}",
         "",
-        f"- **Data source**: {ev['data_source']}",
-        f"- **Run**: {ev['run']} on {ev['host']} ({at_step(ev['step'])})",
+        f"- **Data source**: {said(ev.get('data_source'), 'not announced by the agent yet')}",
+        f"- **Run**: {said(ev['run'], 'unknown run')} on {said(ev['host'], 'an unknown host')} ({at_step(ev['step'])})",
         f"- **Recent metrics**: {metrics_summary(ev['recent_metrics'])}",
         f"- **Anomalies**: {', '.join(ev['open_anomalies']) or 'none open'}",
-        f"- **Decision**: {ev['decision']}",
-        f"- **Rule**: {ev['rule']} ({ev['severity']})",
-        f"- **Reason**: {ev['reason']}",
-        f"- **Remedy**: {ev['remedy']}",
+        f"- **Decision**: {said(ev['decision'], 'none yet (no rule has decided anything; the run continues)')}",
+        f"- **Rule**: {said(ev['rule'], 'manual' if acted else 'none fired')}{severity}",
+        f"- **Reason**: {said(ev['reason'], 'not recorded' if decided else 'no decision recorded yet')}",
+        f"- **Remedy**: {said(ev['remedy'], 'none given by the policy' if acted else 'nothing to do')}",
         f"- **Next check**: {ev['next_check']}",
         "",
         "### Recent metrics",
@@ -101,18 +109,21 @@ def render_report(ev: dict[str, Any]) -> str:
     else:
         lines.append("(no metrics recorded)")
     lines += ["", "### Anomalies", ""]
-    lines += [f"- {rule}: {a.get('reason')} ({a.get('severity')})" for rule, a in ev["open_anomalies"].items()] or [
-        "(none open)"
-    ]
-    lines += ["", "### Evidence", "", f"- Offending values: {json.dumps(json_safe(ev['offending_values']))}"]
-    lines.append(f"- Trigger event: {ev['trigger_event']}; decision event: {ev['decision_event']}")
-    lines.append(f"- Policy: {ev['policy']}")
+    lines += [f"- {rule}: {anomaly_text(a)}" for rule, a in ev["open_anomalies"].items()] or ["(none open)"]
+    lines += ["", "### Evidence", "", f"- Offending values: {values_text(ev['offending_values'])}"]
+    if decided:
+        lines.append(f"- Trigger event: {said(ev['trigger_event'], 'not recorded')}; "
+                     f"decision event: {said(ev['decision_event'], 'not recorded')}")  # fmt: skip
+        lines.append(f"- Policy: {said(ev['policy'], 'not recorded')}")
+    else:
+        lines.append("- Trigger event: none (no decision yet)")
     if ev["wandb_url"]:
         lines.append(f"- W&B: {ev['wandb_url']}")
     if ev.get("chart"):
         lines.append(f"- Chart: {ev['chart']}")
     lines += [f"- File inspected: {f}" for f in ev["files_inspected"]]
-    lines += ["", "### Last log lines", "", "```", *ev["log_tail"], "```", ""]
+    tail = ev["log_tail"] or ["(no log lines recorded)"]
+    lines += ["", "### Last log lines", "", "```", *tail, "```", ""]
     if ev.get("final_summary"):
         lines += ["### FINAL_SUMMARY", "", ev["final_summary"], ""]
     return "\n".join(lines)

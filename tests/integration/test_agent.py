@@ -51,11 +51,12 @@ def test_a_log_only_run_says_its_data_source_and_sends_heartbeats(store, tmp_pat
     log.write_text("step=1 loss=2.5\n")
     make_agent(store, log).run(burst=True)
     (status,) = events_of(store, "exp01", t.SOURCE_STATUS)
-    assert status.data["status"] == "log_fallback"
-    assert "no W&B run directory" in status.data["reason"]
+    # nothing says it uses W&B: the log is its source, not a fallback (expected value changed from log_fallback)
+    assert status.data["status"] == "log"
+    assert "does not use W&B" in status.data["reason"]
     (beat,) = events_of(store, "exp01", t.AGENT_HEARTBEAT)
     assert beat.data["sources"]["log"] == "ok"
-    assert beat.data["sources"]["metrics"] == "log_fallback"
+    assert beat.data["sources"]["metrics"] == "log"
     assert beat.data["versions"]["trainwarden"]
     assert beat.data["gpu"]["status"] == "unavailable"
 

@@ -26,9 +26,9 @@ def agent_for(store, tmp_path):
                  control=ControlReader(store.redis, store.keys.agent_control("gpu1")))  # fmt: skip
 
 
-def launch(store, tmp_path, tmux_socket, *command, env=None):
+def launch(store, tmp_path, tmux_socket, *command, env=None, wandb=None):
     spec = LaunchSpec(run="exp01", command=command, workdir=tmp_path, log_path=tmp_path / "train.log",
-                      tmux_socket=tmux_socket, env=env or {})  # fmt: skip
+                      tmux_socket=tmux_socket, env=env or {}, wandb=wandb)  # fmt: skip
     return launch_local(spec, store=store, host="gpu1")
 
 
@@ -71,6 +71,11 @@ def test_wandb_guard_health_and_a_killed_session(store, tmp_path, tmux_socket):
     guard = drive(agent, lambda: [e for e in events_of(store, "exp01", t.HEALTH) if e.data.get("check")],
                   what="the W&B guard")  # fmt: skip
     assert guard[0].data["wandb_mode"] == "offline" and guard[0].data["ok"] is False
+    # WANDB_MODE in its environment: it uses W&B, and none is found; said once, without a `log` first
+    statuses = drive(agent, lambda: [e.data for e in events_of(store, "exp01", t.SOURCE_STATUS)
+                                     if e.data["source"] == "metrics"], what="the metrics source")  # fmt: skip
+    assert [d["status"] for d in statuses] == ["log_fallback"]
+    assert "WANDB_MODE=" not in str(statuses)  # names of variables only, never their values
     samples = drive(agent, lambda: [e for e in events_of(store, "exp01", t.HEALTH) if "cpu_pct" in e.data],
                     what="a health sample with CPU%")  # fmt: skip
     assert samples[-1].data["alive"] is True and samples[-1].data["processes"] >= 2
@@ -83,6 +88,19 @@ def test_wandb_guard_health_and_a_killed_session(store, tmp_path, tmux_socket):
     assert failed.data["exit_code"] is None
     assert failed.data["reason"] == "the process is gone and left no exit code"
     assert all(e.data.get("alive") is not False for e in events_of(store, "exp01", t.HEALTH))
+
+
+def test_a_run_launched_with_no_wandb_gets_neither_the_guard_nor_a_fallback(store, tmp_path, tmux_socket):
+    script = "import time; print('step=1 loss=1.0', flush=True); time.sleep(120)"
+    launched = launch(store, tmp_path, tmux_socket, sys.executable, "-c", script, env={"WANDB_MODE": "disabled"},
+                      wandb=False)  # fmt: skip
+    assert launched.data["uses_wandb"] is False
+    agent = agent_for(store, tmp_path)
+    drive(agent, lambda: [e for e in events_of(store, "exp01", t.HEALTH) if "cpu_pct" in e.data],
+          what="two health samples (its environment read twice)")  # fmt: skip
+    statuses = [e.data for e in events_of(store, "exp01", t.SOURCE_STATUS) if e.data["source"] == "metrics"]
+    assert [d["status"] for d in statuses] == ["log"] and "turned off" in statuses[0]["reason"]
+    assert not [e for e in events_of(store, "exp01", t.HEALTH) if e.data.get("check") == "wandb_mode"]
 
 
 def test_a_real_wandb_run_in_tmux_is_read_from_its_run_files(store, tmp_path, tmux_socket):

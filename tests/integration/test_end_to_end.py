@@ -64,14 +64,19 @@ def test_nan_in_a_live_run_is_stopped_with_evidence(store, tmp_path, tmux_socket
 def test_demo_command_passes(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "trainwarden", "demo", "--nan-at", "6"],
-        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False,
     )  # fmt: skip
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     assert "ANOMALY demo-nan@" in out
+    assert "wandb" not in out  # the synthetic run does not use W&B: no W&B rule applies to it
     assert "STOP demo-nan@" in out and "loss=nan at step 6 (loss-nonfinite)" in out
-    assert "evidence pack:" in out and "report.md" in out and "chart.png" in out
-    assert "FINAL_SUMMARY run=demo-nan" in out
+    assert "report.md" in out and "chart.png" in out
+    # the pack outlives the demo's temporary directory, in the directory the demo ran in
+    (kept,) = (tmp_path / "trainwarden-demo-evidence" / "demo-nan").iterdir()
+    assert f"evidence pack: {kept}" in out and (kept / "report.md").exists() and (kept / "chart.png").exists()
+    assert "FINAL_SUMMARY run=demo-nan host=" in out and " step=6 reason='loss=nan at step 6'" in out
+    assert "None" not in out, out
     assert "tmux session:  train-demo-nan gone" in out
     assert "demo passed" in out
 

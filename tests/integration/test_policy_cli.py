@@ -96,9 +96,11 @@ def test_check_prints_the_training_check_report(store, settings_file, worker_ctx
     assert out.returncode == 0, out.stderr
     report = out.stdout
     assert report.startswith("## Training Check - ")
-    for field in ("Data source**: log_fallback", "Run**: exp01 on gpu1", "Decision**: STOP", "Reason**: loss=nan",
-                  "Next check**: as soon as new events arrive"):  # fmt: skip
+    # no source.status in this log: said in words (expected value changed from a guessed `log_fallback`)
+    for field in ("Data source**: not announced by the agent yet", "Run**: exp01 on gpu1", "Decision**: STOP",
+                  "Reason**: loss=nan", "Next check**: as soon as new events arrive"):  # fmt: skip
         assert f"- **{field}" in report
+    assert "None" not in report and "Offending values: loss=nan, step=200" in report, report
     assert "CUDA out of memory" in report.split("### Last log lines")[1]
 
 

@@ -1,10 +1,13 @@
 """W&B first, the log as fallback: which source's metrics go out, and the status transitions."""
 
 import dataclasses
+from pathlib import Path
 
-from trainwarden.agent.arbiter import LOG_FALLBACK, SIDECAR, UNREACHABLE, WANDB_OK, Arbiter
+from trainwarden.agent.arbiter import LOG, LOG_FALLBACK, SIDECAR, UNREACHABLE, WANDB_OK, Arbiter
 from trainwarden.agent.logsource import Item
 from trainwarden.agent.wandb_source import Reading, Row
+from trainwarden.agent.wandb_use import wandb_use, wandb_variables
+from trainwarden.agent.watch import RunWatch
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 
@@ -88,3 +91,34 @@ def test_an_active_sidecar_is_the_source_and_log_metrics_and_wandb_rows_are_drop
     assert a.held_first is None
     d = a.step(now=100.0, items=[log_metric(4)], wandb=GONE, log_available=False, sidecar=True)
     assert d.transition is None and d.items == []  # stays the source, whatever W&B and the log do
+
+
+def test_a_run_without_wandb_has_the_log_as_its_source_not_as_a_fallback():
+    a = Arbiter(started=0.0)
+    d = a.step(now=0.0, items=[log_metric(1)], wandb=GONE, log_available=True, uses_wandb=None)
+    assert d.transition is None and [i.event.seq for i in d.items] == [1]  # not known yet: lines still go out
+    d = a.step(now=0.1, items=[log_metric(2)], wandb=GONE, log_available=True, uses_wandb=False)
+    assert d.transition is not None and (d.transition.status, d.transition.previous) == (LOG, None)
+    assert [i.event.seq for i in d.items] == [2]
+    # it turns out to use W&B (a variable seen later) and none is there: now it is a fallback
+    d = a.step(now=5.0, items=[], wandb=GONE, log_available=True, uses_wandb=True)
+    assert d.transition is not None and (d.transition.status, d.transition.previous) == (LOG_FALLBACK, LOG)
+    d = a.step(now=6.0, items=[], wandb=OK, log_available=True, uses_wandb=True)
+    assert d.transition is not None and d.transition.status == WANDB_OK
+
+
+def test_whether_a_run_uses_wandb():
+    plain = RunWatch(run="r", log=Path("/x/train.log"), session="train-r")
+    use = wandb_use(plain, run_dir_found=False, env_names=[], env_read=False)
+    assert use.uses is None  # its environment is not read yet
+    assert wandb_use(plain, run_dir_found=False, env_names=[], env_read=True).uses is False
+    assert wandb_use(plain, run_dir_found=True, env_names=[], env_read=False).uses is True
+    env = {"WANDB_PROJECT": "lm", "WANDB_API_KEY": "0123456789abcdef0123456789abcdef01234567", "PATH": "/bin"}
+    names = wandb_variables(env)
+    assert names == ["WANDB_API_KEY", "WANDB_PROJECT"]
+    use = wandb_use(plain, run_dir_found=False, env_names=names, env_read=True)
+    assert use.uses is True and "WANDB_PROJECT" in use.why and "0123456789" not in use.why
+    told = RunWatch(run="r", log=Path("/x/train.log"), wandb_dir=Path("/x"))
+    assert wandb_use(told, run_dir_found=False, env_names=[], env_read=True).uses is True
+    off = RunWatch(run="r", log=Path("/x/train.log"), wandb=False)
+    assert wandb_use(off, run_dir_found=True, env_names=names, env_read=True).uses is False

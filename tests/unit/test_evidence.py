@@ -165,9 +165,22 @@ def test_a_stop_before_any_metric_line_says_so_never_step_none(tmp_path):
     launch = make_state().launch
     state = fold([make_event(t.RUN_LAUNCHED, run="exp01", host="gpu1", producer="l", seq=1, data=launch)])
     assert state.step is None
-    pack = build_pack(state=state, decision=decision(), log_tail=[], files_inspected=[], root=tmp_path)
+    stop = decision()
+    stop.data["values"] = {"line": "CUDA out of memory"}  # a fault line's rule: no step of its own
+    pack = build_pack(state=state, decision=stop, log_tail=[], files_inspected=[], root=tmp_path)
     note = findings_note(pack.evidence, pack_dir=tmp_path / pack.relative_dir)
     for text in (pack.report, pack.summary, note):
         assert "step None" not in text and "step=None" not in text
     assert "step=-" in pack.summary
     assert "before the first step" in pack.report and "before the first step" in note
+
+
+def test_final_summary_names_the_triggers_step_not_the_last_one_read(tmp_path):
+    # the worker folded steps past the NaN before it built the pack: the summary says where the rule fired
+    later = [make_event(t.METRIC, run="exp01", host="gpu1", producer="a", seq=i, data={"step": i, "loss": 1.0})
+             for i in range(21, 38)]  # fmt: skip
+    state = fold(later, make_state())
+    assert state.step == 37
+    pack = build_pack(state=state, decision=decision(), log_tail=[], files_inspected=[], root=tmp_path)
+    assert " step=20 reason='loss=nan at step 20'" in pack.summary
+    assert pack.evidence["step"] == 20 and pack.evidence["last_step"] == 37
