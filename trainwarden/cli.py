@@ -27,6 +27,7 @@ from trainwarden import (
     replay_commands,
     schemas,
     simulate,
+    up,
     wiring,
     writable,
 )
@@ -299,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--reason", default="stopped from the command line")
     s.set_defaults(func=cmd_stop)
 
-    for commands in (replay_commands, archive_commands, policy_commands, schemas, health_commands):
+    for commands in (replay_commands, archive_commands, policy_commands, schemas, health_commands, up):
         commands.register(sub)
 
     s = sub.add_parser("runs", help="list known runs")

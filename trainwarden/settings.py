@@ -67,8 +67,8 @@ def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
     return base / DATA_DIR_NAME
 
 
-def data_paths(data_dir: Path) -> dict[str, Path]:
-    """The settings whose defaults lie in the data directory, by field name: their one definition."""
+def data_paths(data_dir: Path) -> dict[str, Any]:
+    """The settings whose defaults lie in the data directory, by field name (all Paths): their one definition."""
     return {
         "data_dir": data_dir,
         "evidence_dir": data_dir / EVIDENCE_DIR,
