@@ -15,7 +15,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   ├── PolicyNotRecorded        replay --verify needs a policy whose text the log does not hold
     │   ├── RedisServerError         a private redis-server could not be started
     │   ├── DemoError                the demo's run did not go as it should
-    │   ├── UpError                  `trainwarden up` cannot start the daemons (no Redis to give them)
+    │   ├── UpError                  `trainwarden up` cannot start the daemons (no Redis, or they run already)
     │   └── SimulateError            a `trainwarden simulate` producer process failed
     ├── EventLogError                (events.errors) the event log
     │   ├── EventError               an event or envelope that breaks the schema

@@ -3,8 +3,9 @@
 Each daemon is the same `python -m trainwarden ROLE` a supervisor would start, with the same
 `--config`, `--redis-url` and `--log-level`. Their output goes to one file each under
 DATA_DIR/logs/ and, prefixed with the daemon's name, to this console (the bot's console notifier
-included: the alerts show up here). Ctrl-C (SIGINT) or SIGTERM stops them all with SIGTERM, as a
-supervisor would, and waits for them; a second Ctrl-C kills them at once.
+included: the alerts show up here). Ctrl-C (SIGINT), SIGTERM or SIGHUP stops them all with SIGTERM,
+as a supervisor would, and waits for them; a second Ctrl-C kills them at once. (A SIGKILL of `up`
+itself leaves them running, as it would under any supervisor.)
 
 A daemon that exits on its own is reported and `up` stops the others and exits 1, rather than
 restarting it: a crash loop would hide the cause (a wrong Redis URL, a missing extra) behind
@@ -39,6 +40,7 @@ from trainwarden.redis_server import RedisServer
 from trainwarden.settings import LOGS_DIR, REDIS_DIR, Settings
 
 DAEMONS = ("agent", "dispatcher", "worker", "bot")
+SINGLE = ("agent", "notifier")  # one per host (it would adopt the same runs) / one per deployment (its consumer name)
 BEAT_ROLE = {"bot": "notifier"}  # the role a daemon's heartbeat is written under, where it differs from its name
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 STOP_GRACE_S = 30.0  # seconds a daemon has to finish what it is doing after SIGTERM, before SIGKILL
@@ -171,7 +173,7 @@ def answers(settings: Settings) -> bool:
         client.close()
 
 
-def ensure_redis(settings: Settings, *, start: bool, say: TextIO) -> RedisServer | None:
+def ensure_redis(settings: Settings, *, start: bool, say: Callable[[str], None]) -> RedisServer | None:
     """Check that Redis answers; with `start`, start a redis-server (AOF on) in DATA_DIR/redis when it does not."""
     if answers(settings):
         return None
@@ -186,8 +188,19 @@ def ensure_redis(settings: Settings, *, start: bool, say: TextIO) -> RedisServer
         )
     port, password = local
     server = RedisServer(directory, port=port, password=password, own_session=True).start()
-    print(f"{'up':<{PREFIX_WIDTH}} | started redis-server on port {port}, AOF on, data in {directory}", file=say)
+    say(f"started redis-server on port {port}, AOF on, data in {directory}")
     return server
+
+
+def already_running(store: EventStore, host: str) -> list[str]:
+    """The single-instance daemons (an agent for `host`, the notifier) that beat recently from a live local pid."""
+    now = time.time()
+    found = []
+    for beat in read_beats(store.redis, store.keys):  # type: ignore[arg-type]
+        mine = beat.role == "notifier" or beat.host == host
+        if beat.role in SINGLE and mine and not beat.silent(now) and Path(f"/proc/{beat.pid}").exists():
+            found.append(f"{beat.component} (pid {beat.pid})")
+    return found
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
@@ -196,14 +209,20 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     def on_signal(*_: object) -> None:
         (hurry if stop.is_set() else stop).set()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal closed
         signal.signal(sig, on_signal)
     logs = (args.logs or settings.data_dir / LOGS_DIR).resolve()
     children = [Child(name, daemon_argv(args, name), logs / f"{name}.log") for name in DAEMONS]
     supervisor = Supervisor(children, out=sys.stdout)
     supervisor.say("up", f"data directory: {settings.data_dir} (evidence, findings.md, agent state)")
-    server = ensure_redis(settings, start=args.redis, say=sys.stdout)
+    server = ensure_redis(settings, start=args.redis, say=lambda text: supervisor.say("up", text))
     try:
+        store = wiring.store(settings)
+        running = already_running(store, settings.host)
+        store.redis.close()
+        if running:
+            raise UpError(f"already running here: {', '.join(running)}; stop it first (another `trainwarden up`, "
+                          "a daemon started by hand or by systemd): two would follow the same runs")  # fmt: skip
         return _supervise(supervisor, settings, logs, stop=stop, hurry=hurry)
     finally:
         if server is not None:

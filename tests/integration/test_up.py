@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import re
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+from trainwarden.events.heartbeat import Heartbeat
+from trainwarden.events.store import EventStore
 
 from trainwarden.errors import UpError
 from trainwarden.redis_server import free_port
 from trainwarden.settings import Settings
-from trainwarden.up import Child, Supervisor, daemon_argv, ensure_redis, local_redis
+from trainwarden.up import Child, Supervisor, already_running, daemon_argv, ensure_redis, local_redis
 
 
 def supervisor(tmp_path: Path, **argvs: list[str]) -> tuple[Supervisor, io.StringIO]:
@@ -77,4 +80,15 @@ def test_only_a_plain_redis_on_this_machine_is_started():
 def test_without_redis_up_says_how_to_start_one(tmp_path: Path):
     settings = Settings(redis_url=f"redis://127.0.0.1:{free_port()}/0", data_dir=tmp_path)
     with pytest.raises(UpError, match=r"trainwarden up --redis.*redis-server --port \d+ --appendonly yes --dir"):
-        ensure_redis(settings, start=False, say=io.StringIO())
+        ensure_redis(settings, start=False, say=print)
+
+
+def test_a_second_agent_or_notifier_on_this_host_is_refused(store: EventStore):
+    beat = Heartbeat(store.redis, store.keys, role="agent", host="h1", version="t")
+    beat.beat(force=True)  # this test's pid: alive, on this machine
+    Heartbeat(store.redis, store.keys, role="worker", host="h1", version="t").beat(force=True)  # workers: many is fine
+    Heartbeat(store.redis, store.keys, role="agent", host="h2", version="t").beat(force=True)  # another host's
+    assert already_running(store, "h1") == [f"agent@h1 (pid {os.getpid()})"]
+    Heartbeat(store.redis, store.keys, role="notifier", host="h2", version="t").beat(force=True)
+    assert already_running(store, "h1") == [f"agent@h1 (pid {os.getpid()})", f"notifier@h2 (pid {os.getpid()})"]
+    assert already_running(store, "h3") == [f"notifier@h2 (pid {os.getpid()})"]
