@@ -15,6 +15,7 @@ Between steps the test waits for what the README says appears on up's console (t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -111,6 +112,9 @@ def test_the_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
                 wait_for(lambda: re.search(r"STOPPED exp01@\S+: sent Ctrl-C to train-exp01", output(console)),
                          timeout=30, what="STOPPED on up's console")  # fmt: skip
                 took("STOPPED seen")
+                gone = subprocess.run(["tmux", "has-session", "-t", "train-exp01"], env=env, capture_output=True,
+                                      check=False)  # fmt: skip
+                assert gone.returncode != 0, "the run's tmux session is still there"
         health = next(out for step, out in said.items() if "trainwarden health" in step)
         assert f"data directory here: {data}" in health
         assert "loss-spike" in next(out for step, out in said.items() if "trainwarden check" in step)
@@ -119,9 +123,11 @@ def test_the_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
         assert up.wait(timeout=40) == 0, output(console)[-3000:]
         took("up exited")
     finally:
-        if up.poll() is None:
-            os.killpg(up.pid, signal.SIGKILL)
-            up.wait()
+        for sig, grace in ((signal.SIGINT, 40), (signal.SIGINT, 10), (signal.SIGKILL, 10)):  # up stops its daemons
+            if up.poll() is None:
+                os.killpg(up.pid, sig)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    up.wait(timeout=grace)
         subprocess.run(["tmux", "kill-server"], env=env, capture_output=True, check=False)
         print("--- up's console (tail)\n" + output(console)[-4000:])
         took("end")
