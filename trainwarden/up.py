@@ -167,7 +167,9 @@ def answers(settings: Settings) -> bool:
     client = wiring.events_redis(settings)
     try:
         return bool(client.ping())
-    except (redis.ConnectionError, redis.TimeoutError):
+    except (redis.AuthenticationError, redis.exceptions.NoPermissionError):
+        raise  # it answers, and refuses us: said in one line by the CLI
+    except redis.RedisError:  # refused, timed out, or not Redis at all
         return False
     finally:
         client.close()
@@ -179,12 +181,13 @@ def ensure_redis(settings: Settings, *, start: bool, say: Callable[[str], None])
         return None
     directory = settings.data_dir / REDIS_DIR
     local = local_redis(settings.redis_url)
-    if not start or local is None:
-        port = local[0] if local else 6379
-        hint = "`trainwarden up --redis` starts one there" if local else "start it, or point REDIS_URL elsewhere"
+    where = redact_text(settings.redis_url)
+    if local is None:
+        raise UpError(f"no Redis answers at {where}: start it there (AOF on), or point REDIS_URL at one that runs")
+    if not start:
         raise UpError(
-            f"no Redis answers at {redact_text(settings.redis_url)}: {hint}, or run one with AOF on: "
-            f"redis-server --port {port} --appendonly yes --dir {directory}"
+            f"no Redis answers at {where}: `trainwarden up --redis` starts one, or run one with AOF on: "
+            f"redis-server --port {local[0]} --appendonly yes --dir {directory}"
         )
     port, password = local
     server = RedisServer(directory, port=port, password=password, own_session=True).start()

@@ -81,6 +81,9 @@ def test_without_redis_up_says_how_to_start_one(tmp_path: Path):
     settings = Settings(redis_url=f"redis://127.0.0.1:{free_port()}/0", data_dir=tmp_path)
     with pytest.raises(UpError, match=r"trainwarden up --redis.*redis-server --port \d+ --appendonly yes --dir"):
         ensure_redis(settings, start=False, say=print)
+    remote = Settings(redis_url=f"rediss://127.0.0.1:{free_port()}/0", data_dir=tmp_path)  # TLS: not one to start
+    with pytest.raises(UpError, match=r"start it there \(AOF on\), or point REDIS_URL at one that runs"):
+        ensure_redis(remote, start=True, say=print)  # --redis starts only a local one
 
 
 def test_a_second_agent_or_notifier_on_this_host_is_refused(store: EventStore):
