@@ -74,10 +74,15 @@ class Supervisor:
     out: TextIO
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     lock: threading.Lock = field(default_factory=threading.Lock)
+    console: bool = True  # False once `out` cannot be written: a pump that died there would block its daemon
 
     def say(self, name: str, text: str) -> None:
         with self.lock:
-            print(f"{name:<{PREFIX_WIDTH}} | {text}", file=self.out, flush=True)
+            if self.console:
+                try:
+                    print(f"{name:<{PREFIX_WIDTH}} | {text}", file=self.out, flush=True)
+                except (OSError, ValueError):  # the console went away (a closed pipe, a hung-up terminal)
+                    self.console = False  # the log files go on
 
     def start(self) -> None:
         for child in self.children:

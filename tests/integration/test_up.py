@@ -4,6 +4,7 @@ tested by tests/integration/test_quickstart.py, which runs the README's quick st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import re
@@ -95,3 +96,19 @@ def test_a_second_agent_or_notifier_on_this_host_is_refused(store: EventStore):
     Heartbeat(store.redis, store.keys, role="notifier", host="h2", version="t").beat(force=True)
     assert already_running(store, "h1") == [f"agent@h1 (pid {os.getpid()})", f"notifier@h2 (pid {os.getpid()})"]
     assert already_running(store, "h3") == [f"notifier@h2 (pid {os.getpid()})"]
+
+
+def test_a_console_that_goes_away_does_not_block_the_daemons(tmp_path: Path):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `trainwarden up | head` after head exited
+    talker = [sys.executable, "-c", "[print('y' * 99) for _ in range(3000)]"]
+    out = os.fdopen(write_end, "w")
+    sup = Supervisor([Child("talker", talker, tmp_path / "talker.log")], out=out)
+    sup.start()
+    try:
+        assert sup.run(stop=threading.Event(), hurry=threading.Event(), news=lambda: None) == 1  # it ended by itself
+    finally:
+        with contextlib.suppress(OSError):
+            out.close()
+    assert sup.children[0].proc is not None and sup.children[0].proc.returncode == 0  # 300 KB: not blocked on a pipe
+    assert (tmp_path / "talker.log").read_text().count("y" * 99) == 3000
