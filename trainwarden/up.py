@@ -126,7 +126,8 @@ class Supervisor:
         else:
             self.say("up", "stopping the daemons (Ctrl-C again kills them at once)")
         self.stop(hurry=hurry, grace_s=grace_s)
-        self.say("up", "all stopped")
+        statuses = ", ".join(f"{c.name} {c.proc.returncode}" for c in self.children if c.proc is not None)
+        self.say("up", f"all stopped (exit statuses: {statuses})")
         return 1 if dead is not None else 0
 
     def stop(self, *, hurry: threading.Event, grace_s: float = STOP_GRACE_S) -> None:
