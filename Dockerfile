@@ -2,8 +2,8 @@
 #   docker build -t trainwarden .
 #   docker run --rm -e REDIS_URL=redis://redis:6379/0 trainwarden dispatcher
 #   docker run --rm -e REDIS_URL=redis://redis:6379/0 -v /srv/trainwarden:/data trainwarden worker
-# What the processes write (evidence packs, findings.md, archives) goes to /data, their working
-# directory: the settings' relative defaults (evidence/, findings.md, archive/) resolve there. Mount
+# What the processes write (evidence packs, findings.md, archives) goes to /data: the data directory
+# (TRAINWARDEN_DATA_DIR below) holds the settings' defaults (evidence/, findings.md, archive/). Mount
 # a volume on it; the settings file itself may be mounted read-only (e.g. /config).
 FROM python:3.11-slim
 
@@ -25,6 +25,7 @@ COPY archive ./archive
 RUN pip install --no-cache-dir '.[server,bot,metrics]' && mkdir -p /data && chown trainwarden /data
 
 USER trainwarden
+ENV TRAINWARDEN_DATA_DIR=/data
 WORKDIR /data
 VOLUME ["/data"]
 ENTRYPOINT ["trainwarden"]

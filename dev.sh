@@ -76,7 +76,9 @@ shift || true
 case "$cmd" in
   demo)
     ensure_services; ensure_venv
-    exec .venv/bin/trainwarden demo "$@" ;;
+    status=0; .venv/bin/trainwarden demo "$@" || status=$?
+    say "trainwarden is installed in .venv: '. .venv/bin/activate' puts it on your PATH (README: Quick start)"
+    exit "$status" ;;
   test)
     ensure_services; ensure_venv
     say "ruff"

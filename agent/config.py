@@ -3,7 +3,7 @@ and the settings file all read them from here (a leaf module: importing it loads
 
 from __future__ import annotations
 
-STATE_FILE = "~/.trainwarden/agent-state.json"  # read offsets, registered runs (spool/ beside it)
+STATE_FILE = "agent-state.json"  # in the data directory: read offsets, registered runs (spool/ beside it)
 POLL_INTERVAL_S = 0.05  # seconds between log polls when idle
 GPU_INTERVAL_S = 10.0  # seconds between GPU samples (NVML)
 PROCESS_INTERVAL_S = 10.0  # seconds between process health samples (and exit checks)

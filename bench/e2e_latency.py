@@ -52,7 +52,7 @@ def main() -> None:
         logs = {run: work / f"{run}.log" for run in runs}
         config = work / "trainwarden.yaml"
         config.write_text(yaml.safe_dump({
-            "redis_url": server.url, "host": "bench", "evidence_dir": str(work / "evidence"),
+            "redis_url": server.url, "host": "bench", "data_dir": str(work), "evidence_dir": str(work / "evidence"),
             "findings_file": str(work / "findings.md"),
             "agent": {"state_file": str(work / "offsets.json"), "poll_interval_s": 0.02,
                       "watch": [{"run": run, "log": str(log)} for run, log in logs.items()]},

@@ -508,7 +508,7 @@ def main() -> None:
         work = Path(d)
         config = work / "trainwarden.yaml"
         config.write_text(yaml.safe_dump({
-            "redis_url": server.url, "host": "bench", "evidence_dir": str(work / "evidence"),
+            "redis_url": server.url, "host": "bench", "data_dir": str(work), "evidence_dir": str(work / "evidence"),
             "findings_file": str(work / "findings.md"),
         }))  # fmt: skip
         client = server.client()

@@ -27,6 +27,17 @@ from trainwarden.redis_server import RedisServer
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def data_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """No test writes into the user's data directory: every Settings default and every process a test
+    starts resolves it under this temporary XDG_DATA_HOME (settings.default_data_dir)."""
+    with pytest.MonkeyPatch.context() as mp:
+        path = tmp_path_factory.mktemp("xdg-data")
+        mp.setenv("XDG_DATA_HOME", str(path))
+        mp.delenv("TRAINWARDEN_DATA_DIR", raising=False)
+        yield path
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     server = RedisServer(tmp_path_factory.mktemp("redis")).start()

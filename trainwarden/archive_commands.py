@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("runs", nargs="*", metavar="RUN", help="runs to archive")
     s.add_argument("--older-than", metavar="AGE", help=f"every run whose last event is older than AGE ({AGE_HINT})")
     s.add_argument("--dir", type=Path, help="where the files go, one directory per run (default: the settings' "
-                   "archive_dir, ./archive)")  # fmt: skip
+                   "archive_dir, DATA_DIR/archive)")  # fmt: skip
     s.add_argument("--dry-run", action="store_true", help="say what would be archived; write and trim nothing")
     s.set_defaults(func=cmd_archive)
 

@@ -28,6 +28,7 @@ from trainwarden import (
     run_commands,
     schemas,
     simulate,
+    up,
     wiring,
     writable,
 )
@@ -269,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     launch_commands.register(sub)
 
-    for commands in (run_commands, replay_commands, archive_commands, policy_commands, schemas, health_commands):
+    for commands in (run_commands, replay_commands, archive_commands, policy_commands, schemas, health_commands, up):
         commands.register(sub)
 
     s = sub.add_parser("runs", help="list known runs")

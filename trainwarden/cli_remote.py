@@ -34,6 +34,7 @@ def _gpus(text: str | None) -> tuple[int, ...] | None:
 def cmd_config_check(args: argparse.Namespace, settings: Settings) -> int:
     fleet = wiring.fleet(settings)
     print(f"settings: {settings.source}: ok")
+    print(f"data directory: {settings.data_dir} (the default home of the paths below)")
     unwritable = 0
     for path in writable.paths_written(settings):
         problem = writable.write_problem(path.path, directory=path.directory)

@@ -69,10 +69,8 @@ class Demo:
         body = {
             "redis_url": redis_url,
             "host": socket.gethostname(),
-            "evidence_dir": "evidence",
-            "findings_file": "findings.md",  # in the demo's directory, not where it was started
-            "agent": {"state_file": str(self.workdir / "agent-offsets.json"), "poll_interval_s": 0.02,
-                      "watch": [{"run": RUN, "log": "train.log"}]},
+            "data_dir": str(self.workdir),  # evidence, findings.md, the agent's state: never the user's data dir
+            "agent": {"poll_interval_s": 0.02, "watch": [{"run": RUN, "log": "train.log"}]},
             "workers": {"reclaim_idle_s": 5},
         }  # fmt: skip
         config.write_text(yaml.safe_dump(body, sort_keys=False))

@@ -16,6 +16,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   ├── PolicyNotRecorded        replay --verify needs a policy whose text the log does not hold
     │   ├── RedisServerError         a private redis-server could not be started
     │   ├── DemoError                the demo's run did not go as it should
+    │   ├── UpError                  `trainwarden up` cannot start the daemons (no Redis, or they run already)
     │   └── SimulateError            a `trainwarden simulate` producer process failed
     ├── EventLogError                (events.errors) the event log
     │   ├── EventError               an event or envelope that breaks the schema
@@ -119,6 +120,10 @@ class RedisServerError(CliError):
 
 class DemoError(CliError):
     """The demo's vertical slice did not complete."""
+
+
+class UpError(CliError):
+    """`trainwarden up` cannot start the daemons of this machine (says what to start first)."""
 
 
 class SimulateError(CliError):

@@ -93,4 +93,9 @@ def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
         silent = [r["component"] for r in rows if r["status"] == SILENT]
         if silent:
             print(f"\nsilent (no heartbeat for {SILENT_INTERVALS} of their intervals): {', '.join(silent)}")
+    if not args.json:
+        print(
+            f"\ndata directory here: {settings.data_dir} (evidence {settings.evidence_dir}, findings "
+            f"{settings.findings_file}, agent state {settings.agent_state_file})"
+        )
     return 0 if healthy else 1

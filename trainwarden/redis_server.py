@@ -27,11 +27,12 @@ class RedisServer:
     """A redis-server with AOF on (`appendfsync everysec`), data in `directory`, bound to 127.0.0.1."""
 
     def __init__(self, directory: Path, *, port: int | None = None, extra_args: list[str] | None = None,
-                 password: str | None = None) -> None:  # fmt: skip
+                 password: str | None = None, own_session: bool = False) -> None:  # fmt: skip
         self.directory = Path(directory)
         self.port = port
         self.extra_args = extra_args or []
         self.password = password  # requirepass: clients and the URL carry it
+        self.own_session = own_session  # out of the terminal's process group: a Ctrl-C there does not reach it
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -76,7 +77,8 @@ class RedisServer:
             *(["--requirepass", self.password] if self.password else []),
             *self.extra_args,
         ]  # fmt: skip
-        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        start_new_session=self.own_session)  # fmt: skip
         client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, password=self.password)
         deadline = time.monotonic() + START_TIMEOUT_S
         try:

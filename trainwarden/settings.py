@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,12 +27,18 @@ from trainwarden.slack_settings import read_slack
 from trainwarden.workers import config as workers_config
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
-EVIDENCE_DIR = "evidence"  # relative to the working directory (`evidence_dir:` in settings: to that file)
-ARCHIVE_DIR = "archive"  # relative to the working directory (`archive_dir:` in settings: to that file)
-FINDINGS_FILE = "findings.md"  # relative to the working directory (`findings_file:` in settings: to that file)
+DATA_DIR_ENV = "TRAINWARDEN_DATA_DIR"  # the default data directory, before the XDG one (the Docker image sets it)
+DATA_DIR_NAME = "trainwarden"  # under $XDG_DATA_HOME, else ~/.local/share
+# In the data directory unless the settings file sets them (relative to that file):
+EVIDENCE_DIR = "evidence"
+ARCHIVE_DIR = "archive"
+FINDINGS_FILE = "findings.md"
+LOGS_DIR = "logs"  # `trainwarden up`: one log per daemon
+REDIS_DIR = "redis"  # `trainwarden up --redis`: the redis-server's AOF and log
 
 PATHS = (("servers_file", "servers_file"), ("experiments_dir", "experiments_dir"), ("evidence_dir", "evidence_dir"),
-         ("archive_dir", "archive_dir"), ("policy", "policy_path"), ("findings_file", "findings_file"))  # fmt: skip
+         ("archive_dir", "archive_dir"), ("policy", "policy_path"), ("findings_file", "findings_file"),
+         ("data_dir", "data_dir"))  # fmt: skip
 AGENT_NUMBERS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
                  "wandb_api_interval_s", "spool_max_mb")  # fmt: skip
 WATCH_PATHS = ("log", "exit_file", "metrics", "workdir", "wandb_dir", "wandb_run_dir")
@@ -49,6 +55,33 @@ WORKER_INTEGERS = ("job_timeout_s", "runs_per_job")
 GPU_LIST = {"type": "array", "items": {"type": "integer", "minimum": 0}}
 
 
+def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where what the daemons write goes when no setting says otherwise: $TRAINWARDEN_DATA_DIR, else
+    $XDG_DATA_HOME/trainwarden, else ~/.local/share/trainwarden (a relative XDG_DATA_HOME is ignored, as
+    the XDG base directory spec says). Never the working directory: a daemon's cwd is an accident."""
+    env = os.environ if env is None else env
+    if env.get(DATA_DIR_ENV):
+        return Path(env[DATA_DIR_ENV]).expanduser().resolve()
+    xdg = env.get("XDG_DATA_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env.get("HOME") or Path.home()) / ".local" / "share"
+    return base / DATA_DIR_NAME
+
+
+def data_paths(data_dir: Path) -> dict[str, Any]:
+    """The settings whose defaults lie in the data directory, by field name (all Paths): their one definition."""
+    return {
+        "data_dir": data_dir,
+        "evidence_dir": data_dir / EVIDENCE_DIR,
+        "archive_dir": data_dir / ARCHIVE_DIR,
+        "findings_file": data_dir / FINDINGS_FILE,
+        "agent_state_file": data_dir / agent_config.STATE_FILE,  # the agent's spool goes beside it
+    }
+
+
+def _in_data_dir(name: str) -> Callable[[], Path]:
+    return lambda: data_paths(default_data_dir())[name]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     redis_url: str = REDIS_URL
@@ -56,9 +89,10 @@ class Settings:
     host: str = field(default_factory=socket.gethostname)
     namespace: str = NAMESPACE
     queue: str = workers_config.QUEUE_NAME
-    evidence_dir: Path = Path(EVIDENCE_DIR)
-    archive_dir: Path = Path(ARCHIVE_DIR)  # `trainwarden archive` writes <archive_dir>/<run>/*.jsonl.gz
-    agent_state_file: Path = field(default_factory=lambda: Path(agent_config.STATE_FILE).expanduser())
+    data_dir: Path = field(default_factory=default_data_dir)
+    evidence_dir: Path = field(default_factory=_in_data_dir("evidence_dir"))
+    archive_dir: Path = field(default_factory=_in_data_dir("archive_dir"))  # `archive` writes <dir>/<run>/*.jsonl.gz
+    agent_state_file: Path = field(default_factory=_in_data_dir("agent_state_file"))
     agent_poll_interval_s: float = agent_config.POLL_INTERVAL_S
     agent_gpu_interval_s: float = agent_config.GPU_INTERVAL_S
     agent_process_interval_s: float = agent_config.PROCESS_INTERVAL_S
@@ -79,7 +113,7 @@ class Settings:
     servers_file: Path | None = None  # servers.yaml: remote runs over SSH
     experiments_dir: Path | None = None  # holds experiments/exp-*.yaml
     policy_path: Path | None = None  # None: the default policy shipped with trainwarden
-    findings_file: Path = Path(FINDINGS_FILE)
+    findings_file: Path = field(default_factory=_in_data_dir("findings_file"))
     tick_startup_s: float = workers_config.TICK_STARTUP_S
     tick_steady_s: float = workers_config.TICK_STEADY_S
     tick_max_silence_s: float = workers_config.TICK_MAX_SILENCE_S
@@ -96,7 +130,8 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
     ctx = Context(source=str(path))
     values = read_settings(Reader(root if root is not None else empty_mapping(), ctx, "the settings file"), path.parent)
     ctx.check(ConfigError)
-    return _with_env(Settings(source=str(path), **values), env)
+    in_data_dir = data_paths(values.get("data_dir") or default_data_dir(env))
+    return _with_env(Settings(source=str(path), **{**in_data_dir, **values}), env)
 
 
 def read_settings(top: Reader, base: Path) -> dict[str, Any]:
@@ -189,7 +224,7 @@ def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None
     if path is None and env.get("TRAINWARDEN_CONFIG"):
         path = Path(env["TRAINWARDEN_CONFIG"])
     if path is None:
-        return _with_env(Settings(), env)
+        return _with_env(Settings(**data_paths(default_data_dir(env))), env)
     try:
         text = path.read_text()
     except OSError as exc:

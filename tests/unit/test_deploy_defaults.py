@@ -2,7 +2,7 @@
 
 No docker here: the compose file is read as YAML (anchors and merge keys as compose reads them),
 the Dockerfile line by line, and the settings' defaults are resolved against the image's working
-directory.
+data directory (TRAINWARDEN_DATA_DIR).
 """
 
 from pathlib import PurePosixPath
@@ -10,7 +10,7 @@ from pathlib import PurePosixPath
 import yaml
 
 from tests.conftest import REPO
-from trainwarden.settings import Settings
+from trainwarden.settings import DATA_DIR_ENV, load_settings
 
 IMAGE_SERVICES = ("dispatcher", "worker", "bot")
 
@@ -51,16 +51,16 @@ def test_the_image_runs_in_a_declared_volume_owned_by_its_user():
 
 
 def test_default_write_paths_resolve_onto_the_writable_data_volume():
-    workdir = PurePosixPath(dockerfile()["WORKDIR"][-1])
-    settings = Settings()
+    image_env = dict(line.split("=", 1) for line in dockerfile()["ENV"])
+    settings = load_settings(env=image_env)  # the settings file leaves the paths unset: the image's defaults
+    assert str(settings.data_dir) == image_env[DATA_DIR_ENV]
     services = compose()["services"]
     declared = set(compose()["volumes"])
     for name in IMAGE_SERVICES:
         service = services[name]
         config = PurePosixPath(service["environment"]["TRAINWARDEN_CONFIG"])
         for path in (settings.evidence_dir, settings.findings_file, settings.archive_dir):
-            assert not path.is_absolute()  # relative defaults: they follow the working directory
-            where = workdir / PurePosixPath(path)
+            where = PurePosixPath(path)
             mount = covering(where, service)
             assert mount is not None, f"{name}: {where} is on no volume"
             source, _, read_only = mount
