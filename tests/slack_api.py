@@ -199,7 +199,8 @@ class SlackAPI:
         for f, slot in slots:
             self.uploads.append(Uploaded(file_id=f["id"], filename=slot["filename"], title=f.get("title") or "",
                                          data=slot["data"], channel=params.get("channel_id"),
-                                         thread_ts=params.get("thread_ts"), comment=params.get("initial_comment")))  # fmt: skip
+                                         thread_ts=params.get("thread_ts"),
+                                         comment=params.get("initial_comment")))  # fmt: skip
         return {"ok": True, "files": [{"id": f["id"], "title": f.get("title")} for f in files]}
 
     def _read(self, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from trainwarden.bot.config import COMMANDS, SEVERITIES, Allow, BotConfig, Route
-from trainwarden.events.yamlfile import Reader
+from trainwarden.events.yamlfile import Reader, Schema
 
 NUMBERS = ("rate_per_s", "flap_window_s", "keep_running_snooze_s", "deadman_s")
 INTEGERS = ("burst", "flap_threshold", "http_port")
@@ -63,8 +63,8 @@ def read_slack(s: Reader) -> BotConfig | None:
 def _route(r: Reader) -> Route | None:
     """One routing entry: matchers (a value or a list of alternatives) -> channel and mentions."""
     values: dict[str, Any] = {key: r.strings(key) for key in MATCHERS}
-    got = r.raw("severity", {"anyOf": [{"enum": list(SEVERITIES)}, {"type": "array", "items": {"enum": list(SEVERITIES)},
-                                                                         "minItems": 1}]})  # fmt: skip
+    one: Schema = {"enum": list(SEVERITIES)}
+    got = r.raw("severity", {"anyOf": [one, {"type": "array", "items": one, "minItems": 1}]})
     if got is not None:
         node, severity = got
         severities = [severity] if isinstance(severity, str) else severity
