@@ -232,7 +232,8 @@ def observe(state: NotifyState, event: Event) -> None:
         launched = cast(p.RunLaunchedData, event.data)
         config = launched.get("config") or {}
         wandb_url = config.get("wandb_url") or event.data.get("wandb_url")
-        project = (launched.get("wandb") or {}).get("project") or config.get("project")
+        wandb = launched.get("wandb")
+        project = (wandb.get("project") if wandb else None) or config.get("project")
         fresh = NotifyState(threads=state.threads, headlines=state.headlines, wandb_url=wandb_url,
                             project=project if isinstance(project, str) else None,
                             owner=launched.get("requested_by"))  # fmt: skip

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from trainwarden.events.keys import Keys
-from trainwarden.events.redis_types import Client, hash_fields
+from trainwarden.events.redis_types import Client, field_map, hash_fields
 
 CHART = "chart.png"
 REPORT = "report.md"
@@ -27,7 +27,7 @@ def keep(client: Client, keys: Keys, *, run: str, decision: str, files: Mapping[
         return False
     key = keys.pack_files(run, decision)
     pipe = client.pipeline(transaction=True)
-    pipe.hset(key, mapping=dict(files))
+    pipe.hset(key, mapping=field_map(files))
     pipe.expire(key, TTL_S)
     pipe.execute()
     return True
