@@ -18,7 +18,7 @@ from trainwarden.events.redis_types import Client, field_map, hash_fields
 CHART = "chart.png"
 REPORT = "report.md"
 TTL_S = 7 * 24 * 3600
-MAX_BYTES = 2 * 1024 * 1024  # a chart is some 50 KB; a pack this large is not worth a phone's download
+MAX_BYTES = 2 * 1024 * 1024  # a chart is some 30 KB; a pack this large is not worth a phone's download
 
 
 def keep(client: Client, keys: Keys, *, run: str, decision: str, files: Mapping[str, bytes]) -> bool:
