@@ -238,11 +238,13 @@ def test_routes_put_each_run_in_its_channel_with_the_chart_in_the_stop_thread(st
         decision = ev(t.DECISION, decision="STOP", rule="loss-nonfinite", reason="loss=nan at step 20",
                       severity="critical", values={"loss": math.nan, "step": 20})  # fmt: skip
         built = ev(t.EVIDENCE_BUILT, decision=decision.id, rule="loss-nonfinite", path=str(pack_dir),
-                   files=["evidence.json", "report.md", "chart.png"], findings=None, summary="FINAL_SUMMARY ...")  # fmt: skip
+                   files=["evidence.json", "report.md", "chart.png"], findings=None,
+                   summary="FINAL_SUMMARY ...")  # fmt: skip
         return [decision, built, ev(t.STOP_DONE, detail="killed tmux session")]
 
     a_events = [a(t.RUN_LAUNCHED, requested_by="U0ALICE", server="gpu1", session="train-exp-a", gpus=[0]),
-                a.opened("loss-spike", "loss=9 > 2x recent average 2.4"), *stop(a, tmp_path / "exp-a" / "gone")]  # fmt: skip
+                a.opened("loss-spike", "loss=9 > 2x recent average 2.4"),
+                *stop(a, tmp_path / "exp-a" / "gone")]  # fmt: skip
     packfiles.keep(store.redis, store.keys, run="exp-a", decision=a_events[2].id,
                    files={"chart.png": png, "report.md": b"# exp-a stopped\n"})  # fmt: skip
     store.append(a_events)
@@ -277,9 +279,12 @@ def test_routes_put_each_run_in_its_channel_with_the_chart_in_the_stop_thread(st
     assert c_replies == [f"STOPPED exp-c@gpu1: killed tmux session. Evidence: {tmp_path / 'exp-c' / 'gone'}"]
     # the uploads: files.getUploadURLExternal, the bytes POSTed to its URL, files.completeUploadExternal
     shared = [(u.channel, u.thread_ts, u.filename, u.data) for u in slack_api.uploads]
-    assert shared == [("C1", a_parent.ts, "chart.png", png), ("C1", a_parent.ts, "report.md", b"# exp-a stopped\n"),
-                      ("C2", b_parent.ts, "chart.png", png), ("C2", b_parent.ts, "report.md", b"# llm-b stopped\n")]  # fmt: skip
-    assert slack_api.uploads[2].comment == f"EVIDENCE llm-b@dgx2 (loss-nonfinite): chart.png, report.md. Pack: {b_pack}"
+    assert shared == [
+        ("C1", a_parent.ts, "chart.png", png), ("C1", a_parent.ts, "report.md", b"# exp-a stopped\n"),
+        ("C2", b_parent.ts, "chart.png", png), ("C2", b_parent.ts, "report.md", b"# llm-b stopped\n"),
+    ]  # fmt: skip
+    comment = slack_api.uploads[2].comment
+    assert comment == f"EVIDENCE llm-b@dgx2 (loss-nonfinite): chart.png, report.md. Pack: {b_pack}"
     assert slack_api.refused == []
     assert [r.getMessage() for r in caplog.records] == [
         f"no chart of exp-c to upload to Slack (not in Redis, pack {tmp_path / 'exp-c' / 'gone'} not readable here)"
