@@ -291,3 +291,24 @@ def test_routes_put_each_run_in_its_channel_with_the_chart_in_the_stop_thread(st
     ]
     sent = [e.data for e in events_of(store, "exp-a", t.NOTIFICATION_SENT) if e.data["key"].endswith(":files")]
     assert [(d["channel"], d["thread_ts"], d["ts"]) for d in sent] == [("C1", a_parent.ts, "F00000001")]
+
+
+def test_a_refused_upload_costs_the_upload_not_the_messages(store, slack_api, caplog):
+    """An app installed before `files:write` was in the manifest: Slack refuses the upload (missing_scope, a
+    setup error for messages); the chart is given up, recorded, and the STOPPED message still goes out."""
+    png = render_chart([{"step": i, "loss": 1.0 / i} for i in range(1, 10)], metric="loss",
+                       trigger={"loss": math.nan, "step": 10}, title="exp07: loss=nan")  # fmt: skip
+    ev = Evaluator("exp07")
+    decision = ev(t.DECISION, decision="STOP", rule="loss-nonfinite", reason="loss=nan at step 10")
+    packfiles.keep(store.redis, store.keys, run="exp07", decision=decision.id, files={"chart.png": png})
+    store.append([decision, ev(t.EVIDENCE_BUILT, decision=decision.id, rule="loss-nonfinite", path="/gone",
+                               files=["chart.png"], findings=None, summary="FINAL_SUMMARY ..."),
+                  ev(t.STOP_DONE, detail="killed")])  # fmt: skip
+    slack_api.fail("files.getUploadURLExternal", "refuse:missing_scope")
+    with caplog.at_level(logging.ERROR, logger="trainwarden.bot.delivery"):
+        drain(notifier(store, slack_api))
+    assert [m.text.split(":")[0] for m in slack_api.messages] == ["STOP exp07@gpu1", "STOPPED exp07@gpu1"]
+    assert slack_api.uploads == []
+    (failed,) = events_of(store, "exp07", t.NOTIFICATION_FAILED)
+    assert failed.data["key"].endswith(":files") and failed.data["error"] == "missing_scope"
+    assert "files:write" in caplog.text
