@@ -27,7 +27,7 @@ from trainwarden.bot.deadman import Deadman
 from trainwarden.bot.delivery import Delivery
 from trainwarden.bot.errors import SlackRejected, SlackUnavailable
 from trainwarden.bot.sink import Message, Sink
-from trainwarden.bot.stages import GUARD, INPUT_TYPES, LEGACY_CHANNEL, Notice, NotifyState, Pipeline, posted
+from trainwarden.bot.stages import GUARD, INPUT_TYPES, Notice, NotifyState, Pipeline, posted
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import DecodeError
@@ -142,10 +142,7 @@ class Notifier:
             with redis_errors("read the notifier's checkpoint", run=run):
                 raw = hash_fields(self.store.redis.hgetall(self.store.keys.notify(run)))
             if raw:
-                state = NotifyState.from_dict(json.loads(raw[b"state"]))
-                for bookkeeping in (state.threads, state.headlines):  # recorded before routing: the default's
-                    if LEGACY_CHANNEL in bookkeeping:
-                        bookkeeping.setdefault(self.channel, bookkeeping.pop(LEGACY_CHANNEL))
+                state = NotifyState.from_dict(json.loads(raw[b"state"]), channel=self.channel)
                 self.states[run] = (state, raw[b"after"].decode() or None)
             else:
                 self.states[run] = (NotifyState(), None)

@@ -31,7 +31,6 @@ from trainwarden.policies import faults
 SYSTEM_RUN = t.SYSTEM_RUN  # the pseudo-run holding the dead-man's switch and run-less commands
 ALL_RULES = "*"
 GUARD = "guard"  # the kind of a STOP decision that waits for confirmation
-LEGACY_CHANNEL = ""  # key of a thread recorded before per-channel threads: the notifier's default channel
 
 # Events that change the notifier's state or may be posted; feed entries with none are skipped.
 INPUT_TYPES = frozenset(
@@ -65,7 +64,7 @@ class NotifyState:
     threads: dict[str, str] = field(default_factory=dict)  # channel -> ts of the run's parent message there
     headlines: dict[str, str] = field(default_factory=dict)  # channel -> the parent's first text, for its updates
     project: str | None = None  # the launch's W&B project (or its config's `project`): a routing label
-    owner: str | None = None  # Slack user who launched the run (/launch): mentioned when it needs someone
+    owner: str | None = None  # Slack user who launched the run (/launch; a resume keeps it): named when needed
     severities: dict[str, str] = field(default_factory=dict)  # rule -> severity of its last opening (routing)
     evidence: str | None = None
     evidence_problem: str | None = None  # said in the STOP message: the pack or findings note could not be written
@@ -86,12 +85,13 @@ class NotifyState:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> NotifyState:
+    def from_dict(cls, data: dict[str, Any], *, channel: str = "") -> NotifyState:
+        """`channel`: where a checkpoint written before routing had its one thread (the default channel)."""
         names = {f.name for f in dataclasses.fields(cls)}
         state = cls(**{k: v for k, v in data.items() if k in names})
-        if data.get("thread") and not state.threads:  # a checkpoint from before routing: one thread, channel
-            state.threads[LEGACY_CHANNEL] = data["thread"]  # unknown here (the notifier's default channel)
-            state.headlines[LEGACY_CHANNEL] = data.get("headline") or ""
+        if data.get("thread") and not state.threads:
+            state.threads[channel] = data["thread"]
+            state.headlines[channel] = data.get("headline") or ""
         return state
 
 
@@ -236,7 +236,7 @@ def observe(state: NotifyState, event: Event) -> None:
         project = (wandb.get("project") if wandb else None) or config.get("project")
         fresh = NotifyState(threads=state.threads, headlines=state.headlines, wandb_url=wandb_url,
                             project=project if isinstance(project, str) else None,
-                            owner=launched.get("requested_by"))  # fmt: skip
+                            owner=launched.get("requested_by") or state.owner)  # fmt: skip
         for f in dataclasses.fields(NotifyState):  # a new launch starts clean, in the same threads
             setattr(state, f.name, getattr(fresh, f.name))
     elif event.data.get("shadow") is True:

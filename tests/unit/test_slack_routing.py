@@ -59,8 +59,8 @@ def test_a_resolve_keeps_its_openings_severity_and_a_stop_is_critical():
 
 
 def test_a_checkpoint_from_before_routing_keeps_its_thread():
-    state = NotifyState.from_dict({"thread": "1.0", "headline": "h", "ended": True})
-    assert state.threads == {"": "1.0"} and state.headlines == {"": "h"} and state.ended  # "": the default channel
+    state = NotifyState.from_dict({"thread": "1.0", "headline": "h", "ended": True}, channel="C1")
+    assert state.threads == {"C1": "1.0"} and state.headlines == {"C1": "h"} and state.ended
 
 
 ROUTED = """\
