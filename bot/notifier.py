@@ -193,7 +193,7 @@ class Notifier:
         labels = routing.labels(notice.kind, notice.event, state)
         destination = self.destination(labels)
         channel, thread = destination.channel, state.threads.get(destination.channel)
-        users = routing.mentioned(notice, labels.severity, destination, state.owner)
+        users = routing.mentioned(notice, labels.severity, destination, state.owners)
         if users:
             notice = dataclasses.replace(notice, text=messages.with_mentions(notice.text, users))
         blocks = notice_blocks(notice, state=state, trend=trend, snooze_s=self.snooze_s)

@@ -88,10 +88,9 @@ def labels(kind: str, event: Event, state: NotifyState) -> Labels:
                   severity=severity(kind, event, state))  # fmt: skip
 
 
-def mentioned(notice: Notice, severity_label: str, destination: Destination, owner: str | None) -> tuple[str, ...]:
-    """Who is named in the message: the owner and the route's mentions, on what asks a person to act
-    (a STOP, a guarded stop, a failed stop or run, a critical anomaly); nobody on anything else."""
+def mentioned(notice: Notice, severity_label: str, destination: Destination, owners: Sequence[str]) -> tuple[str, ...]:
+    """Who is named in the message: the run's owners and the route's mentions, on what asks a person to
+    act (a STOP, a guarded stop, a failed stop or run, a critical anomaly); nobody on anything else."""
     if notice.kind not in NEEDS_SOMEONE and not (notice.kind == t.ANOMALY_OPENED and severity_label == CRITICAL):
         return ()
-    users = [owner] if owner else []
-    return tuple(dict.fromkeys([*users, *destination.mention]))
+    return tuple(dict.fromkeys([*owners, *destination.mention]))

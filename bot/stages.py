@@ -64,7 +64,7 @@ class NotifyState:
     threads: dict[str, str] = field(default_factory=dict)  # channel -> ts of the run's parent message there
     headlines: dict[str, str] = field(default_factory=dict)  # channel -> the parent's first text, for its updates
     project: str | None = None  # the launch's W&B project (or its config's `project`): a routing label
-    owner: str | None = None  # Slack user who launched the run (/launch; a resume keeps it): named when needed
+    owners: list[str] = field(default_factory=list)  # who launched it (/launch) and its experiment's owner
     severities: dict[str, str] = field(default_factory=dict)  # rule -> severity of its last opening (routing)
     evidence: str | None = None
     evidence_problem: str | None = None  # said in the STOP message: the pack or findings note could not be written
@@ -236,7 +236,7 @@ def observe(state: NotifyState, event: Event) -> None:
         project = (wandb.get("project") if wandb else None) or config.get("project")
         fresh = NotifyState(threads=state.threads, headlines=state.headlines, wandb_url=wandb_url,
                             project=project if isinstance(project, str) else None,
-                            owner=launched.get("requested_by") or state.owner)  # fmt: skip
+                            owners=owners_of(launched) or state.owners)  # fmt: skip
         for f in dataclasses.fields(NotifyState):  # a new launch starts clean, in the same threads
             setattr(state, f.name, getattr(fresh, f.name))
     elif event.data.get("shadow") is True:
@@ -268,6 +268,12 @@ def observe(state: NotifyState, event: Event) -> None:
         snoozed = cast(p.SnoozeSetData, event.data)
         key = snoozed.get("rule") or ALL_RULES
         state.snoozes[key] = max(state.snoozes.get(key, 0.0), float(snoozed.get("until", 0.0)))
+
+
+def owners_of(launched: p.RunLaunchedData) -> list[str]:
+    """Who a run's STOP names: the Slack user of /launch, then the experiment's `owner` (a resume has
+    neither of its own: it keeps the run's)."""
+    return list(dict.fromkeys(u for u in (launched.get("requested_by"), launched.get("owner")) if u))
 
 
 def ends_run(event: Event) -> bool:

@@ -18,16 +18,15 @@ slack:
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from trainwarden.bot.config import COMMANDS, SEVERITIES, Allow, BotConfig, Route
 from trainwarden.events.yamlfile import Reader, Schema
+from trainwarden.remote.fleet import SLACK_USER_RE
 
 NUMBERS = ("rate_per_s", "flap_window_s", "keep_running_snooze_s", "deadman_s")
 INTEGERS = ("burst", "flap_threshold", "http_port")
 MATCHERS = ("run", "project", "host")  # shell-style globs
-USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 
 
 def read_slack(s: Reader) -> BotConfig | None:
@@ -73,7 +72,7 @@ def _route(r: Reader) -> Route | None:
         else:
             r.ctx.problem(node, f"severity must be one of {', '.join(SEVERITIES)} or a list of them, got {severity!r}")
     values["channel"] = r.string("channel")
-    mention = r.string_list("mention", pattern=USER_ID, hint="is not a Slack user id like U0123ABCD",
+    mention = r.string_list("mention", pattern=SLACK_USER_RE, hint="is not a Slack user id like U0123ABCD",
                             expected="a list of Slack user ids like [U0123ABCD]")  # fmt: skip
     values["mention"] = tuple(v for _, v in mention)
     if r.present and r.ok and not r.has("channel") and not r.has("mention"):

@@ -51,7 +51,7 @@ def test_a_resolve_keeps_its_openings_severity_and_a_stop_is_critical():
         notice, _ = pipeline.process(state, event)
         kinds.append(notice.kind if notice else None)
     assert kinds == [t.RUN_LAUNCHED, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.STOP]
-    assert state.project == "vision" and state.owner == "U0ALICE"
+    assert state.project == "vision" and state.owners == ["U0ALICE"]
     assert labels(t.ANOMALY_RESOLVED, resolved, state) == Labels(run="r1", host="gpu1", project="vision",
                                                                  severity="critical")  # fmt: skip
     assert labels(t.STOP, stop, state).severity == "critical"
@@ -101,3 +101,16 @@ slack:
         f"{tmp_path}/tw.yaml:7:8: unknown key 'hots' in a slack.routes entry; expected one of: channel, host, "
         "mention, project, run, severity; did you mean 'host'?",
     ]
+
+
+def test_a_runs_owners_are_who_launched_it_and_its_experiments_owner_and_a_resume_keeps_them():
+    def launched(seq, **data):
+        return make_event(t.RUN_LAUNCHED, run="r1", host="w", producer="launch/r1", seq=seq, data=data)
+
+    state, pipeline = NotifyState(), Pipeline(flap_threshold=3, flap_window_s=60.0)
+    pipeline.process(state, launched(1, requested_by="U0ALICE", owner="U0BOB"))
+    assert state.owners == ["U0ALICE", "U0BOB"]
+    pipeline.process(state, launched(2, attempt=2, resume=True, owner=None))  # an automatic resume
+    assert state.owners == ["U0ALICE", "U0BOB"]
+    pipeline.process(state, launched(3, owner="U0CAROL"))  # launched again, from the CLI
+    assert state.owners == ["U0CAROL"]
