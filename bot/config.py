@@ -35,9 +35,26 @@ class Allow:
         return self.channels is None or channel in self.channels
 
 
+SEVERITIES = ("info", "warning", "critical")  # what a route's `severity` may match (bot/routing.py)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    """One entry of `slack.routes`: matchers (each a set of alternatives; empty matches anything) and
+    where a matching message goes. `run` holds shell-style globs (`exp01-*`); the others exact values."""
+
+    run: tuple[str, ...] = ()
+    project: tuple[str, ...] = ()
+    host: tuple[str, ...] = ()
+    severity: tuple[str, ...] = ()
+    channel: str | None = None  # None: the default channel (the route only adds mentions)
+    mention: tuple[str, ...] = ()  # Slack user ids mentioned on messages that need someone
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BotConfig:
-    channel: str | None = None
+    channel: str | None = None  # the default channel: messages no route matches, trainwarden's own alerts
+    routes: tuple[Route, ...] = ()  # first match wins (bot/routing.py)
     allow: Mapping[str, Allow] = field(default_factory=dict)  # command -> allow-list; missing: nobody
     rate_per_s: float = RATE_PER_S
     burst: int = BURST

@@ -97,6 +97,26 @@ class Delivery:
         self._results.append(self._record(message, SENT, {"ts": ts, "reconciled": reconciled}))
         return ts
 
+    def upload(self, message: Message, *, status: dict[str, Any] | None) -> str | None:
+        """Share `message.files` once, recorded like a post (intent, then sent or failed). At least
+        once, not exactly: a shared file carries no metadata to look it up by, so an upload a crash
+        interrupted is made again. Any refusal, a missing `files:write` scope included, costs this
+        upload only (logged, `notification.failed`); the messages go on."""
+        if status is not None and status["state"] in (SENT, FAILED):
+            return str(status.get("ts") or "") or None
+        self._write([*self._results, self._record(message, INTENT, {"at": time.time()})])
+        self._results.clear()
+        try:
+            file_id = self.sink.upload(message)
+        except SlackRejected as exc:
+            fix = " (does the app have the files:write scope?)" if exc.setup else ""
+            log.error("Slack refused the upload for %s: %s%s; the messages go on without it", message.key, exc.error,
+                      fix)  # fmt: skip
+            self._results.append(self._record(message, FAILED, {"error": exc.error, "attempt": FULL}))
+            return None
+        self._results.append(self._record(message, SENT, {"ts": file_id, "reconciled": False}))
+        return file_id
+
     def _find(self, message: Message, status: dict[str, Any]) -> str | None:
         """The message if an earlier notifier posted it; a thread Slack refuses to read (its parent
         was deleted, say) counts as not posted."""

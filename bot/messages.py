@@ -315,6 +315,19 @@ def masked_head(text: str, limit: int) -> str:
     return masked[:keep] + truncated(len(text) - keep)
 
 
+def with_mentions(text: str, users: Sequence[str]) -> str:
+    """A message that asks someone to act, naming who: the run's owner, the route's mentions."""
+    return f"{text} cc {' '.join(f'<@{u}>' for u in users)}" if users else text
+
+
+def pack_shared(event: Event, files: Sequence[str]) -> str:
+    """The comment on the evidence files shared in the run's thread."""
+    d = cast(p.EvidenceBuiltData, event.data)
+    pack_dir = d.get("path") if event.type == t.EVIDENCE_BUILT else cast(p.EvidenceFailedData, event.data).get("pack")
+    pack = f" Pack: {pack_dir}" if pack_dir else ""
+    return f"EVIDENCE {where(event)} ({d.get('rule')}): {', '.join(files)}.{pack}"
+
+
 def thread_parent(headline: str, open_rules: Sequence[str]) -> str:
     """The run's parent message after an update: its first line and what is open now."""
     state = f"open: {', '.join(open_rules)}" if open_rules else "all anomalies resolved"

@@ -10,6 +10,7 @@ from its checkpoint, so nothing is skipped and nothing is counted twice.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -18,15 +19,17 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, cast
 
-from trainwarden.bot import messages
+from trainwarden.bot import messages, routing
+from trainwarden.bot.attachments import pack_files
 from trainwarden.bot.blocks import notice_blocks, text_blocks
-from trainwarden.bot.config import KEEP_RUNNING_SNOOZE_S
+from trainwarden.bot.config import KEEP_RUNNING_SNOOZE_S, Route
 from trainwarden.bot.deadman import Deadman
 from trainwarden.bot.delivery import Delivery
 from trainwarden.bot.errors import SlackRejected, SlackUnavailable
 from trainwarden.bot.sink import Message, Sink
 from trainwarden.bot.stages import GUARD, INPUT_TYPES, Notice, NotifyState, Pipeline, posted
 from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
 from trainwarden.events.errors import DecodeError
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import NOTIFY_GROUP, RECLAIM_IDLE_S, FeedEntry, GroupReader, parse_feed_entry
@@ -55,6 +58,7 @@ class Notifier:
         channel: str,
         host: str,
         pipeline: Pipeline,
+        routes: Sequence[Route] = (),
         snooze_s: float = KEEP_RUNNING_SNOOZE_S,
         reclaim_idle_ms: int = int(RECLAIM_IDLE_S * 1000),
         deadman: Deadman | None = None,
@@ -62,7 +66,8 @@ class Notifier:
     ) -> None:
         self.store = store
         self.sink = sink
-        self.channel = channel
+        self.channel = channel  # the default channel (slack.channel)
+        self.routes = tuple(routes)
         self.pipeline = pipeline
         self.snooze_s = snooze_s
         self.reclaim_idle_ms = reclaim_idle_ms
@@ -137,7 +142,7 @@ class Notifier:
             with redis_errors("read the notifier's checkpoint", run=run):
                 raw = hash_fields(self.store.redis.hgetall(self.store.keys.notify(run)))
             if raw:
-                state = NotifyState.from_dict(json.loads(raw[b"state"]))
+                state = NotifyState.from_dict(json.loads(raw[b"state"]), channel=self.channel)
                 self.states[run] = (state, raw[b"after"].decode() or None)
             else:
                 self.states[run] = (NotifyState(), None)
@@ -164,6 +169,8 @@ class Notifier:
                 self._post(state, notice, trend=trend, status=status)
             elif messages.notification_text(item) is not None:
                 self.suppressed[reason] += 1
+            if item.type in (t.EVIDENCE_BUILT, t.EVIDENCE_FAILED):
+                self._share_pack(state, item, fresh=fresh)
         self.states[entry.run] = (state, entry.last)
         with redis_errors("write the notifier's checkpoint", run=entry.run):
             pipe = self.store.redis.pipeline(transaction=True)
@@ -183,9 +190,15 @@ class Notifier:
         status: dict[str, Any] | None,
     ) -> None:
         run = notice.event.run
+        labels = routing.labels(notice.kind, notice.event, state)
+        destination = self.destination(labels)
+        channel, thread = destination.channel, state.threads.get(destination.channel)
+        users = routing.mentioned(notice, labels.severity, destination, state.owners)
+        if users:
+            notice = dataclasses.replace(notice, text=messages.with_mentions(notice.text, users))
         blocks = notice_blocks(notice, state=state, trend=trend, snooze_s=self.snooze_s)
-        message = Message(key=notice.key, run=run, channel=self.channel, text=notice.text, blocks=blocks,
-                          thread_ts=state.thread, broadcast=notice.broadcast and state.thread is not None)  # fmt: skip
+        message = Message(key=notice.key, run=run, channel=channel, text=notice.text, blocks=blocks,
+                          thread_ts=thread, broadcast=notice.broadcast and thread is not None)  # fmt: skip
 
         def follow_ups(ts: str) -> None:
             try:
@@ -196,9 +209,10 @@ class Notifier:
                 log.error("Slack refused an update after %s: %s", notice.key, exc)
 
         def update_others() -> None:
-            if notice.update_parent and state.thread and state.headline:
-                text = messages.thread_parent(state.headline, state.open_rules)
-                self.sink.update(channel=self.channel, ts=state.thread, text=text, blocks=text_blocks(text))
+            headline = state.headlines.get(channel)
+            if notice.update_parent and thread and headline:
+                text = messages.thread_parent(headline, state.open_rules)
+                self.sink.update(channel=channel, ts=thread, text=text, blocks=text_blocks(text))
             if notice.close_guard and notice.guard_outcome:
                 guard = self.delivery.status(run, notice.close_guard)
                 if guard is not None and guard.get("ts"):
@@ -207,7 +221,25 @@ class Notifier:
 
         ts = self.delivery.deliver(message, status=status, after_post=follow_ups)
         if ts is not None:
-            posted(state, notice, ts)
+            posted(state, channel, notice.text, ts)
+
+    def destination(self, labels: routing.Labels) -> routing.Destination:
+        return routing.route(self.routes, labels, default=self.channel)
+
+    def _share_pack(self, state: NotifyState, event: Event, *, fresh: bool) -> None:
+        """The STOP's chart (and report) into the run's thread where the STOP went (bot/attachments.py)."""
+        key = f"{event.id}:files"
+        status = None if fresh else self.delivery.status(event.run, key)
+        if status is not None and status["state"] != "intent":
+            return  # shared (or refused) before a crash
+        files = pack_files(self.store, event)
+        if not files:
+            return
+        channel = self.destination(routing.labels(event.type, event, state)).channel
+        text = messages.pack_shared(event, [name for name, _ in files])
+        message = Message(key=key, run=event.run, channel=channel, text=text, thread_ts=state.threads.get(channel),
+                          files=files)  # fmt: skip
+        self.delivery.upload(message, status=status)
 
 
 def trend_of(notice: Notice, state: RunState) -> tuple[str, list[float]] | None:

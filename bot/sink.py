@@ -22,6 +22,7 @@ class Message:
     blocks: list[dict[str, Any]] = field(default_factory=list)
     thread_ts: str | None = None
     broadcast: bool = False
+    files: tuple[tuple[str, bytes], ...] = ()  # (file name, bytes) to upload, `text` their comment (upload())
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -34,6 +35,10 @@ class Sink(Protocol):
         ...
 
     def update(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None: ...
+
+    def upload(self, message: Message) -> str:
+        """Share `message.files` in its channel and thread with `text` as their comment; returns a file id."""
+        ...
 
     def find(self, *, channel: str, key: str, thread_ts: str | None, oldest: float) -> str | None:
         """The ts of an earlier post carrying `key` in its metadata, if the channel has one."""
@@ -54,6 +59,11 @@ class ConsoleSink:
 
     def update(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
         return None
+
+    def upload(self, message: Message) -> str:
+        files = ", ".join(f"{name} ({len(data) // 1024 + 1} KB)" for name, data in message.files)
+        print(f"[{time.strftime('%H:%M:%S')}] {message.text} [{files}]", file=self.stream, flush=True)
+        return f"console.{next(self._ts)}"
 
     def find(self, *, channel: str, key: str, thread_ts: str | None, oldest: float) -> str | None:
         return None

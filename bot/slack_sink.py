@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from trainwarden.bot.errors import SlackRejected, SlackUnavailable
 from trainwarden.bot.limits import fit_message
 from trainwarden.bot.sink import METADATA_TYPE, Message
@@ -109,6 +109,28 @@ class SlackSink:
 
         reply = self._call("chat.postMessage", message.channel, lambda: self.client.chat_postMessage(**kwargs), recover)
         return str(reply["ts"])
+
+    def upload(self, message: Message) -> str:
+        """files_upload_v2: files.getUploadURLExternal per file, a POST of its bytes to the URL it gives,
+        then files.completeUploadExternal sharing them in the channel's thread with `text` as comment.
+        Not reconciled: a repeat after an unclear failure may share the files twice (harmless)."""
+        text, _ = fit_message(message.text, [])
+        uploads = [{"filename": name, "content": data, "title": name} for name, data in message.files]
+
+        def call() -> Any:
+            try:
+                return self.client.files_upload_v2(channel=message.channel, thread_ts=message.thread_ts,
+                                                   initial_comment=text, file_uploads=uploads)  # fmt: skip
+            except (SlackRequestError, urllib.error.HTTPError) as exc:
+                if isinstance(exc, urllib.error.HTTPError) and exc.code >= 500:
+                    raise  # retried like any 5xx
+                # the upload URL refused the bytes: this upload's problem, not the setup's
+                raise SlackRejected(f"Slack refused the upload: {exc}", error="upload_failed", setup=False,
+                                    channel=message.channel) from None  # fmt: skip
+
+        reply = self._call("files.upload", message.channel, call)
+        files = reply.get("files") or [{}]
+        return str(files[0].get("id") or "")
 
     def update(self, *, channel: str, ts: str, text: str, blocks: list[dict[str, Any]]) -> None:
         """chat.update is idempotent: a repeat after an unclear failure is harmless."""

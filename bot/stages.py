@@ -61,8 +61,11 @@ class Notice:
 
 @dataclass(slots=True)
 class NotifyState:
-    thread: str | None = None  # ts of the run's parent message
-    headline: str | None = None  # the parent's first text, kept for its updates
+    threads: dict[str, str] = field(default_factory=dict)  # channel -> ts of the run's parent message there
+    headlines: dict[str, str] = field(default_factory=dict)  # channel -> the parent's first text, for its updates
+    project: str | None = None  # the launch's W&B project (or its config's `project`): a routing label
+    owners: list[str] = field(default_factory=list)  # who launched it (/launch) and its experiment's owner
+    severities: dict[str, str] = field(default_factory=dict)  # rule -> severity of its last opening (routing)
     evidence: str | None = None
     evidence_problem: str | None = None  # said in the STOP message: the pack or findings note could not be written
     wandb_url: str | None = None
@@ -82,9 +85,14 @@ class NotifyState:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> NotifyState:
+    def from_dict(cls, data: dict[str, Any], *, channel: str = "") -> NotifyState:
+        """`channel`: where a checkpoint written before routing had its one thread (the default channel)."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        state = cls(**{k: v for k, v in data.items() if k in names})
+        if data.get("thread") and not state.threads:
+            state.threads[channel] = data["thread"]
+            state.headlines[channel] = data.get("headline") or ""
+        return state
 
 
 Stage = Callable[[NotifyState, Notice], tuple[Notice | None, str]]
@@ -221,15 +229,22 @@ def observe(state: NotifyState, event: Event) -> None:
     rule = rule_of(event) or ""
     if event.type == t.RUN_LAUNCHED:
         # `config` is free-form (the run's own); no producer of this version writes a top-level `wandb_url`
-        config = cast(p.RunLaunchedData, event.data).get("config") or {}
+        launched = cast(p.RunLaunchedData, event.data)
+        config = launched.get("config") or {}
         wandb_url = config.get("wandb_url") or event.data.get("wandb_url")
-        fresh = NotifyState(thread=state.thread, headline=state.headline, wandb_url=wandb_url)
-        for f in dataclasses.fields(NotifyState):  # a new launch starts clean, in the same thread
+        wandb = launched.get("wandb")
+        project = (wandb.get("project") if wandb else None) or config.get("project")
+        fresh = NotifyState(threads=state.threads, headlines=state.headlines, wandb_url=wandb_url,
+                            project=project if isinstance(project, str) else None,
+                            owners=owners_of(launched) or state.owners)  # fmt: skip
+        for f in dataclasses.fields(NotifyState):  # a new launch starts clean, in the same threads
             setattr(state, f.name, getattr(fresh, f.name))
     elif event.data.get("shadow") is True:
         pass  # a shadow rule's anomaly is not posted, so it is not among the thread's open rules
-    elif event.type == t.ANOMALY_OPENED and rule not in state.open_rules:
-        state.open_rules.append(rule)
+    elif event.type == t.ANOMALY_OPENED:
+        state.severities[rule] = str(event.data.get("severity") or "warning")
+        if rule not in state.open_rules:
+            state.open_rules.append(rule)
     elif event.type == t.ANOMALY_RESOLVED and rule in state.open_rules:
         state.open_rules.remove(rule)
         if rule == state.fault:
@@ -253,6 +268,12 @@ def observe(state: NotifyState, event: Event) -> None:
         snoozed = cast(p.SnoozeSetData, event.data)
         key = snoozed.get("rule") or ALL_RULES
         state.snoozes[key] = max(state.snoozes.get(key, 0.0), float(snoozed.get("until", 0.0)))
+
+
+def owners_of(launched: p.RunLaunchedData) -> list[str]:
+    """Who a run's STOP names: the Slack user of /launch, then the experiment's `owner` (a resume has
+    neither of its own: it keeps the run's)."""
+    return list(dict.fromkeys(u for u in (launched.get("requested_by"), launched.get("owner")) if u))
 
 
 def ends_run(event: Event) -> bool:
@@ -285,8 +306,8 @@ def rule_of(event: Event) -> str | None:
     return rule
 
 
-def posted(state: NotifyState, notice: Notice, ts: str) -> None:
-    """The first message of a run becomes its thread's parent."""
-    if state.thread is None:
-        state.thread = ts
-        state.headline = notice.text
+def posted(state: NotifyState, channel: str, text: str, ts: str) -> None:
+    """The run's first message in a channel becomes the parent of its thread there."""
+    if channel not in state.threads:
+        state.threads[channel] = ts
+        state.headlines[channel] = text

@@ -53,6 +53,7 @@ class RunLaunchedData(TypedDict, total=False):
     baseline: dict[str, Any] | None
     plan: str  # the plan that launched it
     requested_by: str  # the Slack user who asked for it (/launch)
+    owner: str | None  # the experiment's `owner` (a Slack user id)
 
 
 class RunWatchedData(TypedDict):

@@ -8,6 +8,7 @@ state that once, for the type checker, and cost nothing at run time: each return
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TypeAlias, cast
 
 import redis
@@ -49,7 +50,7 @@ def scored_members(reply: object) -> list[tuple[bytes, float]]:
     return cast(list[tuple[bytes, float]], reply)
 
 
-def field_map(mapping: dict[str, str]) -> dict[FieldT, EncodableT]:
+def field_map(mapping: Mapping[str, str | bytes]) -> dict[FieldT, EncodableT]:
     """A field map for XADD or HSET: redis-py's parameter type is invariant in the key, so a
     `dict[str, str]` does not match it though redis-py takes it as is."""
     return cast(dict[FieldT, EncodableT], mapping)

@@ -22,6 +22,7 @@ HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PARAM_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
+SLACK_USER_RE = re.compile(r"^[UW][A-Z0-9]{2,}$")  # a Slack user id (experiments' owner, slack.routes' mention)
 
 WANDB_KEYS = {"project", "group", "run_name", "entity"}
 
@@ -82,6 +83,7 @@ class Experiment:
     max_restarts: int = 0
     params: Mapping[str, str] = field(default_factory=dict)
     stop_grace_s: float = 30.0
+    owner: str | None = None  # Slack user id named on the run's STOP (docs/slack.md "Who is named")
     source: str = ""
 
 
@@ -209,6 +211,7 @@ def read_experiment(r: Reader) -> Experiment | None:
         allow_offline_wandb=r.boolean("allow_offline_wandb"),
         max_restarts=r.integer("max_restarts", minimum=0),
         stop_grace_s=r.number("stop_grace_s", minimum=0),
+        owner=r.string("owner", pattern=SLACK_USER_RE, label="owner", hint="is not a Slack user id like U0123ABCD"),
     )
     r.finish()
     argv = command if command is not None else ("bash", script) if script is not None else None

@@ -200,6 +200,7 @@ class RemoteLauncher:
             "wandb": {"project": wandb.project, "group": wandb.group, "run_name": wandb_name, "entity": wandb.entity},
             "total_steps": experiment.total_steps, "epochs": experiment.epochs, "baseline": baseline,
             "config": {"source": experiment.source, "env": dict(experiment.env), "params": dict(experiment.params)},
+            "owner": experiment.owner,
         }  # fmt: skip
         launched = self._event(t.RUN_LAUNCHED, run, {**data, **extra})  # extra: plan, requested_by
         up: RunStartedData = {"pid": pid, "server": server.name, "launch": launched.id}

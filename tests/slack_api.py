@@ -1,8 +1,11 @@
 """A local HTTP server speaking the Slack Web API shapes the bot uses, with faults on demand.
 
 Methods: auth.test, chat.postMessage, chat.update, conversations.history, conversations.replies,
-and response_url posts (/response/<id>). Tests read what it received: messages (with threads,
-blocks, metadata), every call, response_url bodies. Faults are queued per method: "429" (with
+files.getUploadURLExternal, the upload URL it hands out (/upload/<file id>: a POST of the bytes,
+refused with 400 unless a `.png` is a PNG and the length is the one announced),
+files.completeUploadExternal, and response_url posts (/response/<id>). Tests read what it
+received: messages (with threads, blocks, metadata), shared files (`uploads`: bytes, name,
+channel, thread, comment), every call, response_url bodies. Faults are queued per method: "429" (with
 Retry-After), "500", "reset" (connection dropped, nothing posted), "reset-after-post" (the message
 is posted, then the connection is dropped: the reply is lost), "refuse:ERROR" (ok=false with that
 error, nothing posted). Like Slack, it refuses a message over Slack's documented limits
@@ -52,6 +55,22 @@ class Posted:
         return out
 
 
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@dataclass
+class Uploaded:
+    """A file shared by files.completeUploadExternal."""
+
+    file_id: str
+    filename: str
+    title: str
+    data: bytes
+    channel: str | None
+    thread_ts: str | None
+    comment: str | None
+
+
 class SlackAPI:
     def __init__(self, *, retry_after: int = 1) -> None:
         self.retry_after = retry_after
@@ -61,6 +80,8 @@ class SlackAPI:
         self.faults: dict[str, list[str]] = {}
         self.refused: list[tuple[str, list[str]]] = []  # calls refused (over a limit or by a "refuse:" fault)
         self.post_times: dict[str, float] = {}  # metadata key -> perf_counter when it arrived (benchmarks)
+        self.uploads: list[Uploaded] = []
+        self.upload_slots: dict[str, dict[str, Any]] = {}  # file id -> filename, length, data once POSTed
         self.lock = threading.Lock()
         self._ts = itertools.count(1)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -121,6 +142,12 @@ class SlackAPI:
                 return self._update(params)
             if method in ("conversations.history", "conversations.replies"):
                 return self._read(method, params)
+            if method == "files.getUploadURLExternal":
+                file_id = f"F{len(self.upload_slots) + 1:08d}"
+                self.upload_slots[file_id] = {"filename": params.get("filename"), "length": int(params["length"])}
+                return {"ok": True, "file_id": file_id, "upload_url": f"http://127.0.0.1:{self.port}/upload/{file_id}"}
+            if method == "files.completeUploadExternal":
+                return self._complete(params)
         return {"ok": False, "error": "unknown_method"}
 
     def _post(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -146,6 +173,35 @@ class SlackAPI:
                 m.updates.append(m.text)
                 return {"ok": True, "channel": m.channel, "ts": m.ts, "text": m.text}
         return {"ok": False, "error": "message_not_found"}
+
+    def receive_upload(self, file_id: str, data: bytes) -> str | None:
+        """The bytes POSTed to an upload URL; the problem if Slack would not take them."""
+        with self.lock:
+            self.calls.append(("upload", {"file_id": file_id, "length": len(data)}))
+            slot = self.upload_slots.get(file_id)
+            if slot is None:
+                problem = "unknown upload URL"
+            elif len(data) != slot["length"]:
+                problem = f"{len(data)} bytes, announced {slot['length']}"
+            elif str(slot["filename"]).endswith(".png") and not data.startswith(PNG_MAGIC):
+                problem = f"{slot['filename']} is not a PNG"
+            else:
+                slot["data"] = data
+                return None
+            self.refused.append(("upload", [problem]))
+            return problem
+
+    def _complete(self, params: dict[str, Any]) -> dict[str, Any]:
+        files = json.loads(params.get("files") or "[]")
+        slots = [(f, self.upload_slots.get(f.get("id"), {})) for f in files]
+        if not files or any("data" not in slot for _, slot in slots):
+            return {"ok": False, "error": "file_upload_not_complete" if files else "invalid_arguments"}
+        for f, slot in slots:
+            self.uploads.append(Uploaded(file_id=f["id"], filename=slot["filename"], title=f.get("title") or "",
+                                         data=slot["data"], channel=params.get("channel_id"),
+                                         thread_ts=params.get("thread_ts"),
+                                         comment=params.get("initial_comment")))  # fmt: skip
+        return {"ok": True, "files": [{"id": f["id"], "title": f.get("title")} for f in files]}
 
     def _read(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         meta = _true(params.get("include_all_metadata"))
@@ -240,6 +296,16 @@ def _handler(api: SlackAPI) -> type[BaseHTTPRequestHandler]:
 
         def _serve(self) -> None:
             path = urllib.parse.urlparse(self.path).path
+            if path.startswith("/upload/"):  # the upload URL: raw bytes, no token (the URL is the secret)
+                data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                problem = api.receive_upload(path.rsplit("/", 1)[1], data)
+                body = (problem or f"OK - {len(data)}").encode()
+                self.send_response(400 if problem else 200)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             params = self._params()
             if path.startswith("/response/"):
                 with api.lock:

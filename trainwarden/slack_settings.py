@@ -10,6 +10,9 @@ slack:
     snooze: {users: [U01, U02]}
   rate_per_s: 1                   # messages per second per channel
   flap_threshold: 3               # openings per flap_window_s before "flapping"
+  routes:                         # first match wins; none matches: `channel`
+    - {run: "llm-*", severity: critical, channel: C0ONCALL01, mention: [U01]}
+    - {project: [vision, detection], host: "dgx-*", channel: C0VISION01}
 ```
 """
 
@@ -17,11 +20,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainwarden.bot.config import COMMANDS, Allow, BotConfig
-from trainwarden.events.yamlfile import Reader
+from trainwarden.bot.config import COMMANDS, SEVERITIES, Allow, BotConfig, Route
+from trainwarden.events.yamlfile import Reader, Schema
+from trainwarden.remote.fleet import SLACK_USER_RE
 
 NUMBERS = ("rate_per_s", "flap_window_s", "keep_running_snooze_s", "deadman_s")
 INTEGERS = ("burst", "flap_threshold", "http_port")
+MATCHERS = ("run", "project", "host")  # shell-style globs
 
 
 def read_slack(s: Reader) -> BotConfig | None:
@@ -45,8 +50,32 @@ def read_slack(s: Reader) -> BotConfig | None:
             only = frozenset(v for _, v in channels) if a.has("channels") else None
             allows[command] = Allow(users=frozenset(v for _, v in users), channels=only)
     allow.finish()
+    routes = [_route(r) for r in s.items("routes", "a slack.routes entry")]
     s.finish()
     if not s.present:
         return None
     values["allow"] = allows
+    values["routes"] = tuple(r for r in routes if r is not None) or None
     return BotConfig(**{k: v for k, v in values.items() if v is not None})
+
+
+def _route(r: Reader) -> Route | None:
+    """One routing entry: matchers (a value or a list of alternatives) -> channel and mentions."""
+    values: dict[str, Any] = {key: r.strings(key) for key in MATCHERS}
+    one: Schema = {"enum": list(SEVERITIES)}
+    got = r.raw("severity", {"anyOf": [one, {"type": "array", "items": one, "minItems": 1}]})
+    if got is not None:
+        node, severity = got
+        severities = [severity] if isinstance(severity, str) else severity
+        if isinstance(severities, list) and severities and all(x in SEVERITIES for x in severities):
+            values["severity"] = tuple(severities)
+        else:
+            r.ctx.problem(node, f"severity must be one of {', '.join(SEVERITIES)} or a list of them, got {severity!r}")
+    values["channel"] = r.string("channel")
+    mention = r.string_list("mention", pattern=SLACK_USER_RE, hint="is not a Slack user id like U0123ABCD",
+                            expected="a list of Slack user ids like [U0123ABCD]")  # fmt: skip
+    values["mention"] = tuple(v for _, v in mention)
+    if r.present and r.ok and not r.has("channel") and not r.has("mention"):
+        r.ctx.problem(r.node, "a slack.routes entry needs a 'channel' or a 'mention' list")
+    r.finish()
+    return Route(**values)

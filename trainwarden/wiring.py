@@ -312,6 +312,7 @@ def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Not
         channel=channel,
         host=settings.host,
         pipeline=Pipeline(flap_threshold=cfg.flap_threshold, flap_window_s=cfg.flap_window_s),
+        routes=cfg.routes,
         snooze_s=cfg.keep_running_snooze_s,
         reclaim_idle_ms=int(settings.reclaim_idle_s * 1000),
         deadman=Deadman(store=events, host=settings.host, stall_s=cfg.deadman_s),

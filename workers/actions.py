@@ -16,9 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from redis.exceptions import RedisError
 from rq.timeouts import JobTimeoutException
+from trainwarden.events import packfiles
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.packfiles import CHART, REPORT
 from trainwarden.events.payloads import (
     DecisionData,
     EvidenceBuiltData,
@@ -35,7 +38,7 @@ from trainwarden.remote.stop import StopTarget, tmux_argv
 from trainwarden.workers.chart import render_chart
 from trainwarden.workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 from trainwarden.workers.context import WorkerContext
-from trainwarden.workers.evidence import build_pack, read_log_tail, triggering_metric, write_pack
+from trainwarden.workers.evidence import Pack, build_pack, read_log_tail, triggering_metric, write_pack
 from trainwarden.workers.findings import append_note, findings_note
 
 log = logging.getLogger(__name__)
@@ -148,6 +151,7 @@ def _build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> Evid
         except OSError as exc:
             problems.append((ctx.findings_file, exc))
     log.info("%s", pack.summary)
+    share_pack(ctx, decision, pack)
     rule, host = decided.get("rule"), cp.run.host
     if not problems and written is not None:
         built: EvidenceBuiltData = {"decision": decision.id, "rule": rule, "path": str(written), "files": pack.files,
@@ -161,6 +165,17 @@ def _build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> Evid
         "findings": findings, "summary": pack.summary, "run_host": host,
     }  # fmt: skip
     return t.EVIDENCE_FAILED, failed
+
+
+def share_pack(ctx: WorkerContext, decision: Event, pack: Pack) -> None:
+    """The chart and report in Redis for a while, for a bot on another machine to upload (events/packfiles.py);
+    a Redis error costs the upload, not the pack."""
+    files = {REPORT: pack.report.encode(), **({CHART: pack.chart} if pack.chart else {})}
+    try:
+        if not packfiles.keep(ctx.redis, ctx.store.keys, run=decision.run, decision=decision.id, files=files):
+            log.warning("the evidence of %s is over %d bytes; Slack gets no chart", decision.run, packfiles.MAX_BYTES)
+    except RedisError as exc:
+        log.warning("could not keep the chart of %s for Slack: %s", decision.run, exc)
 
 
 def stop_run(ctx: WorkerContext, run: str, cp: Checkpoint, request: Event) -> tuple[str, StopResultData]:

@@ -18,11 +18,11 @@ from typing import Any
 
 from trainwarden.events.codec import json_safe
 from trainwarden.events.envelope import Event
+from trainwarden.events.packfiles import CHART, REPORT
 from trainwarden.events.projection import RunState
 from trainwarden.events.redact import redact, redact_text
 from trainwarden.workers.report import render_report, utc
 
-CHART = "chart.png"
 # Values rules report beside the offending metric; the chart plots the metric itself.
 NOT_METRICS = frozenset({"step", "baseline", "verdict", "improvement", "silent_s", "line"})
 
@@ -37,7 +37,7 @@ class Pack:
 
     @property
     def files(self) -> list[str]:
-        return ["evidence.json", "report.md", *([CHART] if self.chart else [])]
+        return ["evidence.json", REPORT, *([CHART] if self.chart else [])]
 
 
 def triggering_metric(values: dict[str, Any], recent: list[dict[str, Any]]) -> str | None:
@@ -115,7 +115,7 @@ def write_pack(root: Path, pack: Pack) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".pack-", dir=target.parent))
     (tmp / "evidence.json").write_text(json.dumps(pack.evidence, indent=2, default=str, allow_nan=False) + "\n")
-    (tmp / "report.md").write_text(pack.report)
+    (tmp / REPORT).write_text(pack.report)
     if pack.chart:
         (tmp / CHART).write_bytes(pack.chart)
     if target.exists():

@@ -6,6 +6,7 @@ import os
 
 import pytest
 from PIL import Image
+from trainwarden.events import packfiles
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.workers import context
@@ -124,6 +125,13 @@ def test_stop_writes_evidence_with_chart_findings_and_summary(store, worker_ctx,
     (pack_dir,) = pack.iterdir()
     with Image.open(pack_dir / "chart.png") as image:
         image.verify()
+    # the chart and report are also in Redis for a while, for a bot on another machine to upload
+    kept = packfiles.read(store.redis, store.keys, run="exp01", decision=built.data["decision"])
+    assert kept == {
+        "chart.png": (pack_dir / "chart.png").read_bytes(),
+        "report.md": (pack_dir / "report.md").read_bytes(),
+    }
+    assert 0 < store.redis.ttl(store.keys.pack_files("exp01", built.data["decision"])) <= packfiles.TTL_S
     findings = (tmp_path / "findings.md").read_text()
     assert findings.count("exp01 stopped by loss-nonfinite") == 1
     assert f"- Evidence: {pack_dir}" in findings

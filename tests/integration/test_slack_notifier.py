@@ -1,14 +1,18 @@
 """The notifier posting to a local Slack Web API server: threads, texts, blocks, noise control."""
 
 import json
+import logging
 import math
 
 import pytest
+from trainwarden.bot.config import Route
 from trainwarden.bot.deadman import Deadman
 from trainwarden.bot.notifier import Notifier
 from trainwarden.bot.stages import SYSTEM_RUN, Pipeline
+from trainwarden.events import packfiles
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
+from trainwarden.workers.chart import render_chart
 
 from tests.helpers import events_of, metric
 from tests.slack_api import sink_for
@@ -215,3 +219,96 @@ def test_dead_mans_switch_alerts_once_and_says_when_it_recovers(store, slack_api
     assert slack_api.messages[1].thread_ts == alert.ts
     assert [e.type for e in events_of(store, SYSTEM_RUN) if e.type.startswith("watchdog")] == [
         t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED]  # fmt: skip
+
+
+def test_routes_put_each_run_in_its_channel_with_the_chart_in_the_stop_thread(store, slack_api, tmp_path, caplog):
+    """Run A (launched from Slack by U0ALICE) goes to the default channel C1, run B (`llm-*`) to C2 with the
+    on-call mentioned; each STOP's chart and report are shared in that run's thread. A's come from Redis
+    (where the worker keeps them), B's from its pack directory (one machine); C's pack is neither, which
+    costs its upload and nothing else."""
+    recent = [{"step": i, "loss": 3.0 - i / 10} for i in range(1, 20)]
+    png = render_chart(recent, metric="loss", trigger={"loss": math.nan, "step": 20}, title="exp-a: loss=nan")
+    b_pack = tmp_path / "llm-b" / "pack"
+    b_pack.mkdir(parents=True)
+    (b_pack / "chart.png").write_bytes(png)
+    (b_pack / "report.md").write_text("# llm-b stopped\n")
+    a, b, c = Evaluator("exp-a", host="gpu1"), Evaluator("llm-b", host="dgx2"), Evaluator("exp-c")
+
+    def stop(ev, pack_dir):
+        decision = ev(t.DECISION, decision="STOP", rule="loss-nonfinite", reason="loss=nan at step 20",
+                      severity="critical", values={"loss": math.nan, "step": 20})  # fmt: skip
+        built = ev(t.EVIDENCE_BUILT, decision=decision.id, rule="loss-nonfinite", path=str(pack_dir),
+                   files=["evidence.json", "report.md", "chart.png"], findings=None,
+                   summary="FINAL_SUMMARY ...")  # fmt: skip
+        return [decision, built, ev(t.STOP_DONE, detail="killed tmux session")]
+
+    a_events = [a(t.RUN_LAUNCHED, requested_by="U0ALICE", server="gpu1", session="train-exp-a", gpus=[0]),
+                a.opened("loss-spike", "loss=9 > 2x recent average 2.4"),
+                *stop(a, tmp_path / "exp-a" / "gone")]  # fmt: skip
+    packfiles.keep(store.redis, store.keys, run="exp-a", decision=a_events[2].id,
+                   files={"chart.png": png, "report.md": b"# exp-a stopped\n"})  # fmt: skip
+    store.append(a_events)
+    store.append([b.opened("grad-norm", "grad_norm=180 > 100"), *stop(b, b_pack)])
+    store.append(stop(c, tmp_path / "exp-c" / "gone"))
+    routes = (Route(run=("llm-*",), channel="C2", mention=("U0ONCALL",)), Route(host=("dgx*",), channel="C3"))
+    n = Notifier(store=store, sink=sink_for(slack_api), consumer="n1", channel="C1", host="bot",
+                 pipeline=Pipeline(flap_threshold=3, flap_window_s=3600.0), routes=routes)  # fmt: skip
+    n.reader.ensure_group()
+    with caplog.at_level(logging.WARNING, logger="trainwarden.bot.attachments"):
+        drain(n)
+
+    def thread_of(run):
+        (parent,) = [m for m in slack_api.parents() if m.key and m.key.startswith(f"eval/{run}:")]
+        return parent, [m.text for m in slack_api.replies(parent.ts)]
+
+    a_parent, a_replies = thread_of("exp-a")
+    b_parent, b_replies = thread_of("llm-b")
+    c_parent, c_replies = thread_of("exp-c")
+    assert (a_parent.channel, b_parent.channel, c_parent.channel) == ("C1", "C2", "C1")  # first match wins
+    assert {m.channel for m in slack_api.messages if m.thread_ts == a_parent.ts} == {"C1"}
+    assert {m.channel for m in slack_api.messages if m.thread_ts == b_parent.ts} == {"C2"}
+    assert a_parent.text.startswith("LAUNCHED exp-a@gpu1 by <@U0ALICE>")
+    assert a_replies == [
+        "ANOMALY exp-a@gpu1: loss=9 > 2x recent average 2.4 (loss-spike, warning).",
+        "STOP exp-a@gpu1: loss=nan at step 20 (loss-nonfinite) cc <@U0ALICE>",  # who launched it
+        f"STOPPED exp-a@gpu1: killed tmux session. Evidence: {tmp_path / 'exp-a' / 'gone'}",
+    ]
+    assert b_parent.text == "ANOMALY llm-b@dgx2: grad_norm=180 > 100 (grad-norm, warning)."
+    assert b_replies[0] == "STOP llm-b@dgx2: loss=nan at step 20 (loss-nonfinite) cc <@U0ONCALL>"  # the route's
+    assert c_parent.text == "STOP exp-c@gpu1: loss=nan at step 20 (loss-nonfinite)"  # nobody to name
+    assert c_replies == [f"STOPPED exp-c@gpu1: killed tmux session. Evidence: {tmp_path / 'exp-c' / 'gone'}"]
+    # the uploads: files.getUploadURLExternal, the bytes POSTed to its URL, files.completeUploadExternal
+    shared = [(u.channel, u.thread_ts, u.filename, u.data) for u in slack_api.uploads]
+    assert shared == [
+        ("C1", a_parent.ts, "chart.png", png), ("C1", a_parent.ts, "report.md", b"# exp-a stopped\n"),
+        ("C2", b_parent.ts, "chart.png", png), ("C2", b_parent.ts, "report.md", b"# llm-b stopped\n"),
+    ]  # fmt: skip
+    comment = slack_api.uploads[2].comment
+    assert comment == f"EVIDENCE llm-b@dgx2 (loss-nonfinite): chart.png, report.md. Pack: {b_pack}"
+    assert slack_api.refused == []
+    assert [r.getMessage() for r in caplog.records] == [
+        f"no chart of exp-c to upload to Slack (not in Redis, pack {tmp_path / 'exp-c' / 'gone'} not readable here)"
+    ]
+    sent = [e.data for e in events_of(store, "exp-a", t.NOTIFICATION_SENT) if e.data["key"].endswith(":files")]
+    assert [(d["channel"], d["thread_ts"], d["ts"]) for d in sent] == [("C1", a_parent.ts, "F00000001")]
+
+
+def test_a_refused_upload_costs_the_upload_not_the_messages(store, slack_api, caplog):
+    """An app installed before `files:write` was in the manifest: Slack refuses the upload (missing_scope, a
+    setup error for messages); the chart is given up, recorded, and the STOPPED message still goes out."""
+    png = render_chart([{"step": i, "loss": 1.0 / i} for i in range(1, 10)], metric="loss",
+                       trigger={"loss": math.nan, "step": 10}, title="exp07: loss=nan")  # fmt: skip
+    ev = Evaluator("exp07")
+    decision = ev(t.DECISION, decision="STOP", rule="loss-nonfinite", reason="loss=nan at step 10")
+    packfiles.keep(store.redis, store.keys, run="exp07", decision=decision.id, files={"chart.png": png})
+    store.append([decision, ev(t.EVIDENCE_BUILT, decision=decision.id, rule="loss-nonfinite", path="/gone",
+                               files=["chart.png"], findings=None, summary="FINAL_SUMMARY ..."),
+                  ev(t.STOP_DONE, detail="killed")])  # fmt: skip
+    slack_api.fail("files.getUploadURLExternal", "refuse:missing_scope")
+    with caplog.at_level(logging.ERROR, logger="trainwarden.bot.delivery"):
+        drain(notifier(store, slack_api))
+    assert [m.text.split(":")[0] for m in slack_api.messages] == ["STOP exp07@gpu1", "STOPPED exp07@gpu1"]
+    assert slack_api.uploads == []
+    (failed,) = events_of(store, "exp07", t.NOTIFICATION_FAILED)
+    assert failed.data["key"].endswith(":files") and failed.data["error"] == "missing_scope"
+    assert "files:write" in caplog.text

@@ -17,13 +17,13 @@ def posted(slack_api, prefix):
 
 
 def test_launch_acks_then_starts_the_run_and_reports_in_its_thread(pool, store, gpu_server, redis_server, slack_api):
-    remote = launcher(pool, store, gpu_server, experiment(gpu_ids=(1,)))
+    remote = launcher(pool, store, gpu_server, experiment(gpu_ids=(1,), owner="U0OWNER"))
     with running_bot(redis_server.url, slack_api, fleet=remote.fleet, launcher=FleetLauncher(remote)) as bot:
         _, body = command(bot, slack_api, "launch", "exp01 gpu1")
         assert body == {"response_type": "ephemeral",
                         "text": "Launching exp01 on gpu1; the outcome goes to the run's thread."}  # fmt: skip
         (launched,) = wait_for(lambda: events_of(store, "exp01", t.RUN_LAUNCHED), what="run.launched")
-        assert launched.data["requested_by"] == ADMIN
+        assert (launched.data["requested_by"], launched.data["owner"]) == (ADMIN, "U0OWNER")  # named on its STOP
         message = posted(slack_api, "LAUNCHED")
         assert message.text.startswith(f"LAUNCHED exp01@gpu1 by <@{ADMIN}>: GPUs 1, tmux session train-exp01, log ")
         # the same experiment again: its session exists; the failure is said in the same thread

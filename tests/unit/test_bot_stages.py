@@ -35,11 +35,13 @@ def test_fold_is_deterministic_and_state_round_trips():
 
 
 def test_a_relaunch_starts_clean_in_the_same_thread():
-    state = NotifyState(thread="1.0", headline="h", ended=True, posted_open={"a": "k"}, snoozes={"*": 1e12})
+    state = NotifyState(
+        threads={"C1": "1.0"}, headlines={"C1": "h"}, ended=True, posted_open={"a": "k"}, snoozes={"*": 1e12}
+    )
     out, state = fold([ev(1, t.RUN_LAUNCHED, config={"wandb_url": "https://wandb.test/r1"}),
                        ev(2, t.ANOMALY_OPENED, rule="a", reason="x")], state)  # fmt: skip
     assert out == ["healthy", t.ANOMALY_OPENED]
-    assert state.thread == "1.0" and state.wandb_url == "https://wandb.test/r1" and not state.ended
+    assert state.threads == {"C1": "1.0"} and state.wandb_url == "https://wandb.test/r1" and not state.ended
 
 
 def test_stop_and_failures_are_never_quieted():

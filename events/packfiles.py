@@ -1,0 +1,39 @@
+"""An evidence pack's chart and report, kept in Redis for a while for readers on other machines.
+
+The worker writes the pack to its own disk; the bot, which uploads the chart to Slack, may run
+elsewhere (another host, a container). So the worker also puts the chart and the report under
+`tw:{run}:pack:<decision id>` for `TTL_S` (long enough for a Slack outage over a weekend), when
+together they are at most `MAX_BYTES`; the bot reads them from there, or from the pack directory
+when it can read that (same machine or a shared disk). Best effort on both sides: a chart that
+is not there costs its upload, never a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from trainwarden.events.keys import Keys
+from trainwarden.events.redis_types import Client, field_map, hash_fields
+
+CHART = "chart.png"
+REPORT = "report.md"
+TTL_S = 7 * 24 * 3600
+MAX_BYTES = 2 * 1024 * 1024  # a chart is some 30 KB; a pack this large is not worth a phone's download
+
+
+def keep(client: Client, keys: Keys, *, run: str, decision: str, files: Mapping[str, bytes]) -> bool:
+    """Store the files for `TTL_S`; False (nothing stored) when they are over `MAX_BYTES` or none."""
+    if not files or sum(len(data) for data in files.values()) > MAX_BYTES:
+        return False
+    key = keys.pack_files(run, decision)
+    pipe = client.pipeline(transaction=True)
+    pipe.hset(key, mapping=field_map(files))
+    pipe.expire(key, TTL_S)
+    pipe.execute()
+    return True
+
+
+def read(client: Client, keys: Keys, *, run: str, decision: str) -> dict[str, bytes]:
+    """The files kept for the decision's pack, by name; {} when none are (expired, too large, never kept)."""
+    raw = hash_fields(client.hgetall(keys.pack_files(run, decision)))
+    return {name.decode(): data for name, data in raw.items()}
