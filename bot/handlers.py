@@ -73,7 +73,7 @@ class Handlers:
         cmd = commands.parse(name, text)
         if isinstance(cmd, commands.Status):
             if cmd.run is None:
-                return Reply(status.overview(self.store))
+                return Reply(status.overview(self.store, everything=cmd.everything))
             return Reply(status.detail(self.store, self._run(cmd.run)))
         if isinstance(cmd, commands.Launch):
             return self.launch(cmd, user=user)
