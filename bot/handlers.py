@@ -2,7 +2,7 @@
 
 Every change is an event in the run's log (`snooze.set`, `stop.requested`, `stop.cancelled`,
 `launch.failed`); the workers carry out stops, the notifier posts outcomes in the run's thread.
-Methods return a `Reply`; `then`, when set, runs after Slack has been acknowledged (launches).
+Methods return a `Reply`; `then`, when set, runs after the reply was sent (launches).
 """
 
 from __future__ import annotations
