@@ -3,8 +3,9 @@
 HTTP mode verifies every request's signature and timestamp (bolt's RequestVerification: a forged
 signature or a timestamp over five minutes old is answered 401), then refuses a signature already
 seen (`ReplayGuard`: a captured request sent again within those minutes is not carried out twice);
-Socket Mode needs no public endpoint. Listeners acknowledge at once (ephemeral), so Slack's 3-second limit always holds;
-work that takes longer (a launch) runs after the acknowledgement.
+Socket Mode needs no public endpoint. Listeners acknowledge at once and empty, so Slack's 3-second
+limit holds however many runs /status reads; the reply follows through the request's response_url
+(`respond`), and work that takes longer (a launch) runs after it.
 """
 
 from __future__ import annotations
@@ -57,6 +58,17 @@ class ReplayGuard(Middleware):
         return next()
 
 
+def answer(respond: Respond, command: str, **message: Any) -> None:
+    """A slash command's reply, posted to its response_url (the acknowledgement went out empty)."""
+    try:
+        sent = respond(**message)
+    except Exception:  # the reply is lost, the command's work is not: say so in the log and go on
+        log.exception("could not post the reply to /%s to its response_url", command)
+        return
+    if sent.status_code != 200:
+        log.warning("Slack refused the reply to /%s: HTTP %s %s", command, sent.status_code, sent.body[:200])
+
+
 def build_app(
     *, client: WebClient, signing_secret: str | None, config: BotConfig, handlers: Handlers, audit: Audit
 ) -> App:
@@ -74,18 +86,20 @@ def build_app(
     app.use(Authorize(config=config, audit=audit))
 
     def on_command(ack: Ack, command: dict[str, Any], respond: Respond) -> None:
+        ack()  # empty and at once: Slack's 3 seconds hold however long the reply takes to build
         name = str(command["command"]).lstrip("/")
         try:
             reply = handlers.command(name, str(command.get("text") or ""), user=str(command["user_id"]))
         except CommandError as exc:
-            ack(response_type="ephemeral", text=exc.args[0])
+            answer(respond, name, text=exc.args[0], response_type="ephemeral")
             return
         except Exception:
             log.exception("/%s failed", name)
-            ack(response_type="ephemeral", text=replies.internal_error())
+            answer(respond, name, text=replies.internal_error(), response_type="ephemeral")
             return
-        text, fitted = fit_message(reply.text, reply.blocks)  # a long /status is cut, not refused by Slack
-        ack(response_type="in_channel" if reply.in_channel else "ephemeral", text=text, blocks=fitted or None)
+        text, fitted = fit_message(reply.text, reply.blocks)  # a long reply is cut, not refused by Slack
+        answer(respond, name, text=text, blocks=fitted or None,
+               response_type="in_channel" if reply.in_channel else "ephemeral")  # fmt: skip
         if reply.then is not None:
             reply.then()
 

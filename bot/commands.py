@@ -23,11 +23,13 @@ MAX_TEXT = 200
 METACHARACTERS = frozenset(";&|`$<>\\(){}[]*?!~#'\"")
 MAX_SNOOZE_S = 7 * 86400
 DEFAULT_STOP_REASON = "stopped from Slack"
+STATUS_ALL = "all"  # `/status all`: every run, ended ones too (so no run named `all` can be asked about)
 
 
 @dataclass(frozen=True, slots=True)
 class Status:
     run: str | None
+    everything: bool = False  # `/status all`: ended runs too
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,8 @@ def parse(command: str, text: str) -> Command:
     check_text(text)
     words = text.split()
     usage = replies.usage(command)
+    if command == "status" and words == [STATUS_ALL]:
+        return Status(run=None, everything=True)
     if command == "status" and len(words) <= 1:
         return Status(run=_name(words[0], usage) if words else None)
     if command == "launch" and 1 <= len(words) <= 2:

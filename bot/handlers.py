@@ -2,7 +2,7 @@
 
 Every change is an event in the run's log (`snooze.set`, `stop.requested`, `stop.cancelled`,
 `launch.failed`); the workers carry out stops, the notifier posts outcomes in the run's thread.
-Methods return a `Reply`; `then`, when set, runs after Slack has been acknowledged (launches).
+Methods return a `Reply`; `then`, when set, runs after the reply was sent (launches).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Handlers:
         cmd = commands.parse(name, text)
         if isinstance(cmd, commands.Status):
             if cmd.run is None:
-                return Reply(status.overview(self.store))
+                return Reply(status.overview(self.store, everything=cmd.everything))
             return Reply(status.detail(self.store, self._run(cmd.run)))
         if isinstance(cmd, commands.Launch):
             return self.launch(cmd, user=user)

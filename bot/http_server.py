@@ -1,10 +1,14 @@
-"""HTTP mode: a small threaded server that hands Slack's requests to the bolt app.
+"""HTTP mode: bolt's WSGI adapter served by waitress, a production WSGI server in pure Python.
 
 Signature and timestamp checks happen inside the app (bolt's RequestVerification), before any
 listener or middleware of ours runs; a replayed signature is refused by bot/app.py's ReplayGuard.
-Before that, this server answers what bolt would choke on: a Content-Length that is not a number
-(400), a body over 1 MiB (413, not read), a request timestamp that is not a number (401), a
-`payload` that is not a JSON object (400).
+Before that, what bolt would choke on is answered here: waitress answers a Content-Length that is
+not a number (400) and a body over 1 MiB (413, not read); `SlackWSGI` answers a request timestamp
+that is not a number (401) and a `payload` that is not a JSON object (400). `GET /healthz` answers
+200 while the server runs.
+
+Waitress parses requests in its own loop and runs the app in a few threads; the app only waits for
+a listener's acknowledgement (at once), so a handful of threads carries any command rate Slack sends.
 """
 
 from __future__ import annotations
@@ -12,31 +16,78 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from slack_bolt import App, BoltRequest
+from slack_bolt import App, BoltRequest, BoltResponse
+from slack_bolt.adapter.wsgi import SlackRequestHandler
+from slack_bolt.adapter.wsgi.http_request import WsgiHttpRequest
+from waitress import wasyncore
+from waitress.server import create_server
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIEnvironment
 
 log = logging.getLogger(__name__)
 
 PATH = "/slack/events"
+HEALTH_PATH = "/healthz"
 MAX_BODY = 1 << 20
-DRAIN_S = 0.2  # how long a refused request's unread body is waited for
+THREADS = 4  # requests handled at once; each waits only for an acknowledgement
 TIMESTAMP_RE = re.compile(r"[0-9]{1,12}")  # Unix seconds, ASCII digits only
 
 
+class SlackWSGI(SlackRequestHandler):
+    """Bolt's WSGI handler with the answers bolt itself would not give (see the module docstring)."""
+
+    def dispatch(self, request: WsgiHttpRequest) -> BoltResponse:
+        try:
+            bolt_request = BoltRequest(body=request.get_body(), query=request.query_string,
+                                       headers=request.get_headers())  # fmt: skip
+        except (ValueError, TypeError, AttributeError):  # a `payload` that is not a JSON object
+            return BoltResponse(status=400, body="bad body")
+        return self.app.dispatch(bolt_request)
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        method, path = environ.get("REQUEST_METHOD"), environ.get("PATH_INFO")
+        if method == "GET" and path == HEALTH_PATH:
+            return _plain(start_response, "200 OK", b"ok")
+        stamp = environ.get("HTTP_X_SLACK_REQUEST_TIMESTAMP")
+        if method == "POST" and path == self.path and stamp is not None and not TIMESTAMP_RE.fullmatch(stamp.strip()):
+            return _plain(start_response, "401 Unauthorized", b"bad request timestamp")
+        return super().__call__(environ, start_response)
+
+
+def _plain(start_response: StartResponse, status: str, body: bytes) -> list[bytes]:
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def _listening(sockets: dict[int, Any]) -> tuple[str, int]:
+    """The (host, port) the server listens on (the port the system chose when asked for port 0)."""
+    for dispatcher in sockets.values():
+        if getattr(dispatcher, "accepting", False) and dispatcher.socket is not None:
+            host, port = dispatcher.socket.getsockname()[:2]
+            return str(host), int(port)
+    raise OSError("the Slack HTTP server has no listening socket")
+
+
 class SlackHTTPServer:
+    """The bot's HTTP endpoint: `start` serves in a thread, `stop` closes every connection."""
+
     def __init__(self, app: App, *, host: str, port: int, path: str = PATH) -> None:
-        handler = _handler(app, path)
-        self.server = ThreadingHTTPServer((host, port), handler)
-        self.server.daemon_threads = True
+        self.path = path
+        # the listening socket and every connection (waitress's dispatchers, typed loosely by its stubs)
+        self.sockets: dict[int, Any] = {}
+        self.server = create_server(SlackWSGI(app, path), map=self.sockets, host=host, port=port, threads=THREADS,
+                                    max_request_body_size=MAX_BODY, ident="trainwarden")  # fmt: skip
+        self.address = _listening(self.sockets)
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        host, port = self.server.socket.getsockname()[:2]  # str here; server_address is typed str | bytes
-        return f"http://{host}:{port}{PATH}"
+        host, port = self.address
+        return f"http://{host}:{port}{self.path}"
 
     def start(self) -> SlackHTTPServer:
         self._thread = threading.Thread(target=self._serve, name="slack-http", daemon=True)
@@ -45,7 +96,7 @@ class SlackHTTPServer:
 
     def _serve(self) -> None:
         try:
-            self.server.serve_forever()
+            self.server.run()
         except BaseException:
             log.critical("the Slack HTTP server died", exc_info=True)
             raise
@@ -54,70 +105,6 @@ class SlackHTTPServer:
         return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _handler(app: App, path: str) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            url = urlparse(self.path)
-            if url.path != path:
-                self._reply(404, b"not found")
-                return
-            raw_length = (self.headers.get("Content-Length") or "0").strip()
-            if not raw_length.isascii() or not raw_length.isdigit():
-                self._refuse(400, b"bad Content-Length")  # where the body ends is unknown
-                return
-            length = int(raw_length)
-            if length > MAX_BODY:
-                self._refuse(413, b"too large")
-                return
-            body = self.rfile.read(length).decode("utf-8", "replace")
-            stamp = self.headers.get("X-Slack-Request-Timestamp")
-            if stamp is not None and not TIMESTAMP_RE.fullmatch(stamp.strip()):
-                self._reply(401, b"bad request timestamp")
-                return
-            headers: dict[str, str | Sequence[str]] = {k.lower(): v for k, v in self.headers.items()}
-            try:
-                request = BoltRequest(body=body, query=url.query, headers=headers)
-            except (ValueError, TypeError, AttributeError):  # a `payload` that is not a JSON object
-                self._reply(400, b"bad body")
-                return
-            response = app.dispatch(request)
-            data = response.body.encode()
-            self.send_response(response.status)
-            for name, values in response.headers.items():
-                for value in values:
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            self._reply(200 if self.path == "/healthz" else 404, b"ok" if self.path == "/healthz" else b"not found")
-
-        def _reply(self, status: int, data: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _refuse(self, status: int, data: bytes) -> None:
-            """Answer, then close the connection, discarding what the client still sends for a while
-            (closing with unread data would reset the connection before the client reads the answer)."""
-            self.close_connection = True
-            self._reply(status, data)
-            self.wfile.flush()
-            self.connection.settimeout(DRAIN_S)
-            left = MAX_BODY
-            try:
-                while left > 0 and (chunk := self.connection.recv(min(left, 65536))):
-                    left -= len(chunk)
-            except OSError:
-                pass
-
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("%s %s", self.address_string(), format % args)
-
-    return Handler
+        """Close the listening socket and every connection (the serving loop ends with its last one)."""
+        self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+        wasyncore.close_all(self.sockets)

@@ -42,7 +42,7 @@ def control_chars() -> str:
 
 def usage(command: str) -> str:
     return {
-        "status": "Usage: /status [RUN]",
+        "status": "Usage: /status [RUN | all]",
         "launch": "Usage: /launch EXPERIMENT [SERVER]",
         "stop": "Usage: /stop RUN [REASON]",
         "snooze": "Usage: /snooze RUN [RULE] DURATION (like 30m, 1h30m, 2d)",
@@ -107,6 +107,14 @@ def guard_already_closed(run: str) -> str:
 
 def no_active_runs() -> str:
     return "No active runs."
+
+
+def status_more(count: int) -> str:
+    return f"… and {count} more: /status RUN for one run"
+
+
+def status_ended_hidden(count: int) -> str:
+    return f"{count} ended {'run' if count == 1 else 'runs'} not shown: /status all"
 
 
 def status_line(

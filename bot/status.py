@@ -1,5 +1,11 @@
 """/status: each run's state read from the projections (the run view of events/run_view.py, and a
-plan's fold), rendered one line per run."""
+plan's fold), rendered one line per run.
+
+The overview fits one screen however many runs the store holds: active runs only (finished ones with
+`/status all`), the most urgent first (a stop under way, then the most open anomalies), at most
+`SCREEN_LINES` lines and a last line saying how many were left out. Only the lines shown read the
+run's recent events for a GPU sample; the others cost one read of the run's view.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ from trainwarden.events.store import EventStore, Malformed, decode_entries, redi
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
 
-ACTIVE = frozenset({"launched", "running", "stopping"})
+ACTIVE = frozenset({"launched", "running", "stopping"})  # the rest: stopped, finished, failed (or unknown)
+SCREEN_LINES = 15  # run and plan lines in one /status reply (about one phone screen)
 GPU_SCAN = 500  # entries read back to find the last gpu sample
 GPU_KEYS = ("util", "gpu_util", "utilization")
 SPARK_POINTS = 12
@@ -87,19 +94,44 @@ def plan_line(store: EventStore, stream: str) -> str | None:
     return replies.plan_status_line(data.get("plan", stream), [(n, state.state_of(n)) for n in names])
 
 
-def overview(store: EventStore, *, now: float | None = None) -> str:
+def urgency(state: RunState) -> tuple[int, int, float, str]:
+    """Sort key, most urgent first: active before ended, a stop under way, then the most open anomalies;
+    ended runs most recent first."""
+    if state.status not in ACTIVE:
+        return (3, 0, -(state.last_ts or 0.0), state.run)
+    rank = 0 if state.status == "stopping" else 1 if state.open_anomalies else 2
+    return (rank, -len(state.open_anomalies), 0.0, state.run)
+
+
+def overview(store: EventStore, *, everything: bool = False, now: float | None = None,
+             limit: int = SCREEN_LINES) -> str:  # fmt: skip
+    """Active runs (every run with `everything`) and plans under way, at most `limit` lines and a tail line."""
     now = time.time() if now is None else now
-    lines = []
+    states: list[RunState] = []
+    plans: list[str] = []
+    hidden = 0  # ended runs left out of an active-only overview
     for run in known_runs(store):
         if run.startswith(PLAN_PREFIX):
             plan = plan_line(store, run)
             if plan is not None:
-                lines.append(plan)
+                plans.append(plan)
             continue
         state = run_state(store, run)
-        if state.status in ACTIVE:
-            lines.append(line(store, state, now))
-    return "\n".join(lines) if lines else replies.no_active_runs()
+        if everything or state.status in ACTIVE:
+            states.append(state)
+        else:
+            hidden += 1
+    states.sort(key=urgency)
+    shown = states[:limit]
+    lines = [line(store, state, now) for state in shown] + plans[: max(0, limit - len(shown))]
+    more = len(states) + len(plans) - len(lines)
+    if not lines:
+        lines.append(replies.no_active_runs())
+    if more:
+        lines.append(replies.status_more(more))
+    if hidden:
+        lines.append(replies.status_ended_hidden(hidden))
+    return "\n".join(lines)
 
 
 def detail(store: EventStore, run: str, *, now: float | None = None) -> str:

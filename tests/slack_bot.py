@@ -29,6 +29,7 @@ from trainwarden import wiring
 from trainwarden.settings import Settings
 
 SECRET = "test-signing-secret-0123"
+COMMAND_REPLY = "cmd-"  # response_url names of slash commands (clicks use others)
 ADMIN, VIEWER, STRANGER = "UADMIN", "UVIEWER", "USTRANGER"
 ALLOW = {
     "status": Allow(users=frozenset({ADMIN, VIEWER})),
@@ -77,10 +78,29 @@ def trigger_id() -> str:
 
 def command(bot: SlackBot | str, api: SlackAPI, name: str, text: str, *, user: str = ADMIN,
             channel: str = "C1") -> tuple[int, dict[str, Any]]:  # fmt: skip
+    """The HTTP status of the acknowledgement and the reply: the acknowledgement's own body when it has
+    one (a denial), else what the bot then posted to the command's response_url."""
+    status, body, reply_to = send_command(bot, api, name, text, user=user, channel=channel)
+    if status != 200 or body:
+        return status, body
+    return status, command_reply(api, reply_to)
+
+
+def send_command(bot: SlackBot | str, api: SlackAPI, name: str, text: str, *, user: str = ADMIN,
+                 channel: str = "C1") -> tuple[int, dict[str, Any], str]:  # fmt: skip
+    """The acknowledgement (status, body) and the name of the command's response_url."""
+    reply_to = f"{COMMAND_REPLY}{uuid.uuid4().hex[:8]}"
     body = urllib.parse.urlencode({"token": "x", "team_id": "T1", "channel_id": channel, "user_id": user,
-                                   "command": f"/{name}", "text": text, "response_url": api.response_url(),
+                                   "command": f"/{name}", "text": text, "response_url": api.response_url(reply_to),
                                    "trigger_id": trigger_id(), "api_app_id": "A1"})  # fmt: skip
-    return post(bot, body)
+    status, ack = post(bot, body)
+    return status, ack, reply_to
+
+
+def command_reply(api: SlackAPI, reply_to: str, timeout: float = 10) -> dict[str, Any]:
+    """What the bot posted to a command's response_url."""
+    return wait_for(lambda: next((b for n, b in api.responses if n == reply_to), None), timeout=timeout,
+                    what=f"the reply at response_url {reply_to}")  # fmt: skip
 
 
 def click(bot: SlackBot | str, api: SlackAPI, action_id: str, value: dict[str, Any], *, user: str = ADMIN,
@@ -94,8 +114,12 @@ def click(bot: SlackBot | str, api: SlackAPI, action_id: str, value: dict[str, A
 
 
 def responses(api: SlackAPI, n: int) -> list[tuple[str, dict[str, Any]]]:
-    """The response_url posts, once there are at least `n`."""
-    return wait_for(lambda: len(api.responses) >= n and api.responses, what=f"{n} response_url posts")
+    """The response_url posts of clicks (not of slash commands), once there are at least `n`."""
+
+    def clicks() -> list[tuple[str, dict[str, Any]]]:
+        return [(name, body) for name, body in api.responses if not name.startswith(COMMAND_REPLY)]
+
+    return wait_for(lambda: len(clicks()) >= n and clicks(), what=f"{n} response_url posts")
 
 
 @dataclass

@@ -13,6 +13,7 @@ EXTRA_OF = {
     "matplotlib": "server",
     "slack_bolt": "bot",
     "slack_sdk": "bot",
+    "waitress": "bot",
     "pynvml": "gpu",
     "wandb": "wandb",
     "tensorboard": "tensorboard",

@@ -23,6 +23,7 @@ from trainwarden.events.keys import Keys
 from trainwarden.events.redis_errors import redis_errors
 from trainwarden.events.silence import Pulse, SilenceWatch
 from trainwarden.events.store import EventStore
+from trainwarden.extras import require
 from trainwarden.settings import Settings
 
 SECRET_ENV_FOR_RUNS = ("WANDB_API_KEY",)  # copied into each remote run's 0600 env file
@@ -351,7 +352,6 @@ def slack_bot(
     from trainwarden.bot.app import build_app
     from trainwarden.bot.authz import Audit
     from trainwarden.bot.handlers import Handlers
-    from trainwarden.bot.http_server import SlackHTTPServer
     from trainwarden.bot.launcher import FleetLauncher
     from trainwarden.bot.service import Endpoint, SlackBot, SocketModeEndpoint
 
@@ -374,5 +374,8 @@ def slack_bot(
     if app_token:
         endpoint = SocketModeEndpoint(app, app_token)
     else:
+        require("bot", "waitress")  # HTTP mode only: the WSGI server in front of bolt
+        from trainwarden.bot.http_server import SlackHTTPServer
+
         endpoint = SlackHTTPServer(app, host=cfg.http_host, port=cfg.http_port)
     return SlackBot(notifier=notifier(settings, sink, channel=cfg.channel or ""), endpoint=endpoint)

@@ -9,6 +9,7 @@ from trainwarden.bot.errors import BadInput
     [
         ("status", "", Status(run=None)),
         ("status", "exp01", Status(run="exp01")),
+        ("status", "all", Status(run=None, everything=True)),
         ("launch", "exp01", Launch(experiment="exp01", server=None)),
         ("launch", "exp01 gpu2", Launch(experiment="exp01", server="gpu2")),
         ("stop", "exp01", Stop(run="exp01", reason="stopped from Slack")),
