@@ -168,8 +168,6 @@ def _serve_notifier_metrics(args: argparse.Namespace, notifier: Notifier) -> Non
     if notifier.pulse is not None:
         _serve_metrics(args, "bot", notifier.pulse.heartbeat, notifier.store)
 
-    return 0
-
 
 def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
     runs = wiring.store(settings).runs()
