@@ -27,9 +27,12 @@ from trainwarden.policies.loader import load_policy
 from trainwarden.policies.model import Policy
 from trainwarden.settings import Settings
 from trainwarden.times import parse_time
+from trainwarden.workers.evidence import read_log_tail
 from trainwarden.workers.policy_source import read_policy_file
 from trainwarden.workers.report import check_facts, render_report
 from trainwarden.workers.verify import verify_run
+
+CHECK_TAIL_LINES = 10
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -181,5 +184,9 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
     next_check = (f"{render.fmt_ts(float(due))} (scheduled tick), or as soon as new events arrive" if due
                   else "as soon as new events arrive (no tick scheduled: the run ended or went silent)")  # fmt: skip
     facts = check_facts(state, now=time.time(), next_check=next_check, files_inspected=[f"event log of {args.run}"])
+    log_path = state.launch.get("log_path")
+    if not facts["log_tail"] and (tail := read_log_tail(log_path, lines=CHECK_TAIL_LINES)):
+        facts["log_tail"] = tail  # no notable line recorded: the log's own last lines, when readable from here
+        facts["files_inspected"].append(log_path)
     print(render_report(facts))
     return 0

@@ -47,6 +47,7 @@ def check_facts(state: RunState, *, now: float, next_check: str, files_inspected
         "run": state.run,
         "host": state.host,
         "decision": state.decision,  # None: no rule has decided anything yet
+        "status": state.status,  # "stopped", "finished", "failed": the run has ended
         "rule": last.get("rule"),
         "reason": last.get("reason"),
         "severity": last.get("severity"),
@@ -67,6 +68,9 @@ def check_facts(state: RunState, *, now: float, next_check: str, files_inspected
     }
 
 
+ENDED = ("stopped", "finished", "failed")
+
+
 def values_text(values: Any) -> str:
     """Offending values as `loss=nan, step=25`, not as a dict."""
     if not isinstance(values, dict) or not values:
@@ -84,6 +88,11 @@ def render_report(ev: dict[str, Any]) -> str:
     metrics = ev["recent_metrics"][-METRICS_IN_REPORT:]
     names = sorted({k for m in metrics for k in m if k not in ("ts", "id")}, key=lambda k: (k != "step", k))
     decided = ev.get("decision_event") is not None or ev.get("rule") is not None
+    ended = ev.get("status") in ENDED
+    undecided = (
+        f"none (the run has {ev['status']})" if ended else "none yet (no rule has decided anything; the run continues)"
+    )
+    no_remedy = "see the open anomalies" if ev["open_anomalies"] else "nothing to do"
     acted = ev["decision"] in (t.STOP, t.WAIT)
     severity = f" ({ev['severity']})" if ev.get("severity") else ""
     lines = [
@@ -93,10 +102,10 @@ def render_report(ev: dict[str, Any]) -> str:
         f"- **Run**: {said(ev['run'], 'unknown run')} on {said(ev['host'], 'an unknown host')} ({at_step(ev['step'])})",
         f"- **Recent metrics**: {metrics_summary(ev['recent_metrics'])}",
         f"- **Anomalies**: {', '.join(ev['open_anomalies']) or 'none open'}",
-        f"- **Decision**: {said(ev['decision'], 'none yet (no rule has decided anything; the run continues)')}",
+        f"- **Decision**: {said(ev['decision'], undecided)}",
         f"- **Rule**: {said(ev['rule'], 'manual' if acted else 'none fired')}{severity}",
         f"- **Reason**: {said(ev['reason'], 'not recorded' if decided else 'no decision recorded yet')}",
-        f"- **Remedy**: {said(ev['remedy'], 'none given by the policy' if acted else 'nothing to do')}",
+        f"- **Remedy**: {said(ev['remedy'], 'none given by the policy' if acted else no_remedy)}",
         f"- **Next check**: {ev['next_check']}",
         "",
         "### Recent metrics",

@@ -19,7 +19,7 @@ def cli(settings, *args):
 
 def test_launch_no_wandb_then_check_before_any_decision(store, settings_file, tmp_path, tmux_socket):
     launched = cli(settings_file, "launch", "--no-wandb", "--workdir", str(tmp_path), "--tmux-socket", tmux_socket,
-                   "exp09", "--", "sleep", "30")  # fmt: skip
+                   "exp09", "--", "bash", "-c", "echo hello from exp09; sleep 30")  # fmt: skip
     assert launched.returncode == 0, launched.stderr
     (event,) = events_of(store, "exp09", t.RUN_LAUNCHED)
     assert event.data["uses_wandb"] is False
@@ -34,6 +34,8 @@ def test_launch_no_wandb_then_check_before_any_decision(store, settings_file, tm
                   "Run**: exp09 on testhost"):  # fmt: skip
         assert f"- **{field}" in report, report
     assert "None" not in report and " at 0x" not in report, report
+    # no notable line was recorded: the log's own last lines, read from here (the launch waited for them)
+    assert "hello from exp09" in report.split("### Last log lines")[1], report
 
     unknown = cli(settings_file, "check", "exp404")
     assert unknown.returncode == 1 and "unknown run 'exp404'" in unknown.stderr

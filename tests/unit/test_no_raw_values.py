@@ -67,6 +67,14 @@ def test_state_view_and_check_report_of_a_run_with_nothing_known_yet():
         assert not raw(text), text
 
 
+def test_the_check_of_a_run_that_failed_before_any_decision_says_it_ended():
+    facts = check_facts(fold([]), now=0.0, next_check="soon", files_inspected=[])
+    facts.update(status="failed", open_anomalies={"run-failed": {"reason": "exit_code=2", "severity": "critical"}})
+    report = render_report(facts)
+    assert "- **Decision**: none (the run has failed)" in report and "the run continues" not in report
+    assert "- **Remedy**: see the open anomalies" in report
+
+
 def test_evidence_report_summary_and_findings_note_with_missing_fields(tmp_path):
     decision = empty(t.DECISION, decision=t.STOP)  # a stop without rule, reason, remedy, values or policy
     pack = build_pack(state=fold([]), decision=decision, log_tail=[], files_inspected=[], root=tmp_path)
