@@ -17,7 +17,11 @@ from trainwarden import cli_remote, wiring
 from trainwarden.agent.health import log_tail
 from trainwarden.bot.messages import exit_status
 from trainwarden.errors import UsageError
-from trainwarden.events.payloads import RunLaunchedData
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.events.payloads import RunLaunchedData, StopRequestedData
+from trainwarden.events.store import EventStore
+from trainwarden.events.words import said
 from trainwarden.extras import require
 from trainwarden.settings import Settings
 
@@ -57,6 +61,16 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 GLOBAL_WITH_VALUE = ("--config", "--redis-url", "--log-level")
+
+
+def stop_asked(store: EventStore, run: str, *, after: float) -> str | None:
+    """Who asked the run to stop since its launch, and why; None if nobody did."""
+    asked = [e for _, e in store.iter_run(run) if isinstance(e, Event) and e.type == t.STOP_REQUESTED and e.ts >= after]
+    if not asked:
+        return None
+    d = cast(StopRequestedData, asked[-1].data)
+    by = f"rule {d['rule']}" if d.get("rule") else said(d.get("user") or d.get("by"), "someone")
+    return f"{by} asked for it ({said(d.get('reason'), 'no reason given')})"
 
 
 def subcommand(argv: list[str]) -> str | None:
@@ -99,7 +113,8 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
         stop_command=tuple(args.stop_command.split()) if args.stop_command else None,
         wandb=False if args.no_wandb else None,
     )
-    event = launch_local(spec, store=wiring.store(settings), host=settings.host)
+    store = wiring.store(settings)
+    event = launch_local(spec, store=store, host=settings.host)
     launched = cast(RunLaunchedData, event.data)
     code = early_exit(spec, within_s=max(0.0, args.check_s))
     if code is None:
@@ -110,6 +125,10 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
     if code == 0:
         print(f"{args.run} ran and finished at once (exit status 0); log: {launched['log_path']}")
         return 0
+    if stopped := stop_asked(store, args.run, after=event.ts):  # a NaN at step 3: the watchdog, not a failure
+        print(f"trainwarden: {args.run} started, and was stopped at once: {stopped}; "
+              f"`trainwarden check {args.run}` says why", file=sys.stderr)  # fmt: skip
+        return 1
     tail = log_tail(spec.log_path, TAIL_LINES)
     print(f"trainwarden: error: {args.run} failed at once: the training command {exit_status(code)}; "
           f"log: {launched['log_path']}" + (", last lines:" if tail else " (empty)"), file=sys.stderr)  # fmt: skip

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
 from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
 from trainwarden.remote.errors import LaunchError
@@ -189,6 +190,24 @@ def test_readme_launch_takes_options_before_the_command_and_reports_a_command_th
     log = tmp_path / "exp02.log"
     wait_for(lambda: log.exists() and "argv" in log.read_text(), what="the run to print its argv")
     assert "argv ['--', '--workdir', 'x']" in log.read_text()
+
+
+def test_a_run_the_watchdog_stops_within_the_check_is_said_stopped_not_failed(store, settings_file, tmp_path,
+                                                                              tmux_socket):  # fmt: skip
+    """A NaN at step 3 is stopped (Ctrl-C: exit 130) before launch's check is over: launch names the stop
+    and its rule, not "failed at once"."""
+    ended_by_ctrl_c = "import time; time.sleep(1.5); raise SystemExit(130)"
+    proc = subprocess.Popen(cli_argv(settings_file, "launch", "exp05", "--workdir", str(tmp_path), "--tmux-socket",
+                                     tmux_socket, "--check-s", "20", "--", sys.executable, "-c", ended_by_ctrl_c),
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    wait_for(lambda: events_of(store, "exp05", t.RUN_LAUNCHED), what="run.launched")
+    asked = make_event(t.STOP_REQUESTED, run="exp05", host="testhost", producer="act/exp05/1-0", seq=1,
+                       data={"by": "policy", "rule": "loss-nonfinite", "reason": "loss=nan at step 3"})  # fmt: skip
+    store.append_one(asked)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (out, err)
+    assert "exp05 started, and was stopped at once: rule loss-nonfinite asked for it (loss=nan at step 3)" in err
+    assert "failed at once" not in err and "launched" not in out
 
 
 def test_launch_with_redis_down_starts_nothing(tmp_path, tmux_socket):
