@@ -1,5 +1,8 @@
 """The RQ job: bring one run up to date (evaluate new events, then carry out pending actions).
 
+A critical anomaly's chart is an action too, but it waits for every other one (the evidence, the stop)
+and for any input not yet evaluated: drawing it never delays a STOP of the same turn or the next.
+
 Effectively-once, in the order the style guide asks for: read from the checkpoint, compute, then
 write the new events and the new checkpoint in one MULTI/EXEC (WATCHed, so two jobs can never
 both commit the same progress), and only then acknowledge the feed entries. A job killed at any
@@ -25,9 +28,10 @@ from trainwarden.events.feed import ack_feed
 from trainwarden.events.payloads import DecisionData, StopRequestedData
 from trainwarden.events.redis_errors import transient
 from trainwarden.events.redis_types import field_map, hash_fields
+from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.workers.actions import perform
-from trainwarden.workers.checkpoint import decode_checkpoint, encode_checkpoint
+from trainwarden.workers.checkpoint import ACTION_CHART, decode_checkpoint, encode_checkpoint
 from trainwarden.workers.context import WorkerContext, current
 from trainwarden.workers.errors import RunBusy, RunsFailed
 from trainwarden.workers.evaluate import evaluate_entries
@@ -36,6 +40,7 @@ from trainwarden.workers.schedule import next_tick
 log = logging.getLogger(__name__)
 
 PAGE = 2000
+PEEK = 100  # entries looked at for unread input before drawing an anomaly's chart
 
 
 def process_run(run: str, feed_ids: list[str]) -> dict[str, int]:
@@ -198,7 +203,10 @@ class RunProcessor:
                 cp = decode_checkpoint(hash_fields(pipe.hgetall(cursor)))
                 if not cp.pending:
                     return
-                action: dict[str, Any] = cp.pending.pop(0)
+                first = next((i for i, a in enumerate(cp.pending) if a["kind"] != ACTION_CHART), None)
+                if first is None and self._unread_input(cp.after):
+                    return  # their job evaluates them first (a STOP there drops the chart), then draws it
+                action: dict[str, Any] = cp.pending.pop(first or 0)
                 event = perform(self.ctx, self.run, cp, action, now=self.ctx.clock(), hold=lambda: self._hold(lock))
                 failpoint("after-action", self.ctx.redis, self.keys)
                 pipe.multi()
@@ -214,6 +222,12 @@ class RunProcessor:
                 count("stops", outcome=event.type.rpartition(".")[2])
             self.summary["actions"] += 1
             self._hold(lock)
+
+    def _unread_input(self, after: str | None) -> bool:
+        """Whether the log holds entries the evaluation has not read, other than the workers' own results
+        (the actions' events): a chart is drawn last, when no stop can be waiting behind it."""
+        entries = self.ctx.store.read(self.run, after=after, count=PEEK)
+        return any(isinstance(e, Malformed) or e.type not in t.WORKER_OUTPUT_TYPES for _, e in entries)
 
 
 def count_outputs(outputs: Sequence[Event]) -> None:
