@@ -136,3 +136,34 @@ def test_stop_writes_evidence_with_chart_findings_and_summary(store, worker_ctx,
     assert findings.count("exp01 stopped by loss-nonfinite") == 1
     assert f"- Evidence: {pack_dir}" in findings
     assert math.isnan(events_of(store, "exp01", t.METRIC)[-1].data["loss"])
+
+
+GN_CRITICAL = GN_WAIT.replace("decision: WAIT", "severity: critical")
+
+
+def test_a_critical_anomalys_chart_waits_for_input_not_yet_evaluated(store, policy_file):
+    """The chart is drawn last: while the run has input its evaluation has not read (a STOP may be in it), it
+    stays pending, and the job that evaluates that input draws it afterwards, once."""
+    from redis.lock import Lock
+    from trainwarden.workers.process import RunProcessor, record_policy_events
+
+    rewrite(policy_file, GN_CRITICAL)
+    store.append([metric("exp01", i, step=i, loss=2.0 / i, grad_norm=1.0) for i in range(1, 10)])
+    store.append([metric("exp01", 10, step=10, loss=0.2, grad_norm=180.0)])
+    ctx = context.current()
+    record_policy_events(ctx)
+    proc = RunProcessor(ctx, "exp01")
+    lock = Lock(ctx.redis, store.keys.lock("exp01"), timeout=2.0)
+    assert lock.acquire()
+    assert proc._evaluate(lock)  # the chart is pending
+    store.append([metric("exp01", 11, step=11, loss=0.2, grad_norm=1.0)])  # arrives before it is drawn
+    proc._perform_pending(lock)
+    lock.release()
+    assert events_of(store, "exp01", t.ANOMALY_CHARTED) == []
+    process_run("exp01", [])  # the next job: evaluates step 11, then draws
+    (opened,) = events_of(store, "exp01", t.ANOMALY_OPENED)
+    (charted,) = events_of(store, "exp01", t.ANOMALY_CHARTED)
+    assert charted.data["anomaly"] == opened.id
+    assert packfiles.read(store.redis, store.keys, run="exp01", decision=opened.id)["chart.png"].startswith(b"\x89PNG")
+    process_run("exp01", [])
+    assert len(events_of(store, "exp01", t.ANOMALY_CHARTED)) == 1

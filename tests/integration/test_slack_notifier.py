@@ -330,15 +330,16 @@ rules:
 def test_a_critical_anomaly_shares_its_chart_in_its_thread_unless_a_stop_pack_covers_it(
     store, slack_api, worker_ctx, tmp_path
 ):
-    """The workers draw a critical anomaly's metric after the turn's other actions and keep the PNG in Redis;
-    the bot shares it in the anomaly's thread. A warning keeps its sparkline; an anomaly whose rule STOPs the run
-    in the same turn has its chart in the evidence pack, shared once."""
+    """The workers draw a critical anomaly's metric after the turn's other actions (exp-nan: after its stop) and
+    keep the PNG in Redis; the bot shares it in the anomaly's thread. A warning keeps its sparkline; an anomaly
+    whose rule STOPs the run in the same turn has its chart in the evidence pack, shared once."""
     policy = tmp_path / "policy.yaml"
     policy.write_text(CRITICAL_ANOMALIES)
     context.install(dataclasses.replace(worker_ctx, policies=PolicySource(host="worker-test", path=policy)))
     store.append([metric("exp-gn", i, step=i, loss=2.0 / i, grad_norm=1.0 + i / 10) for i in range(1, 20)])
     store.append([metric("exp-gn", 20, step=20, loss=0.1, grad_norm=180.0)])
-    store.append([metric("exp-nan", i, step=i, loss=2.0 / i) for i in range(1, 20)] + [nan_metric("exp-nan", 20)])
+    store.append([metric("exp-nan", i, step=i, loss=2.0 / i, grad_norm=1.0) for i in range(1, 20)])
+    store.append([nan_metric("exp-nan", 20, grad_norm=180.0)])
     for run in ("exp-gn", "exp-nan", "exp-gn"):  # a repeated job adds nothing
         process_run(run, [])
 
@@ -348,8 +349,12 @@ def test_a_critical_anomaly_shares_its_chart_in_its_thread_unless_a_stop_pack_co
     assert (charted.data["anomaly"], charted.data["metric"]) == (opened["gn-critical"].id, "grad_norm")
     png = packfiles.read(store.redis, store.keys, run="exp-gn", decision=charted.data["anomaly"])["chart.png"]
     assert png.startswith(b"\x89PNG")
-    assert [e.data["rule"] for e in events_of(store, "exp-nan", t.ANOMALY_OPENED)] == ["loss-nan"]
-    assert events_of(store, "exp-nan", t.ANOMALY_CHARTED) == []  # the STOP's pack covers it
+    nan_opened = {e.data["rule"]: e for e in events_of(store, "exp-nan", t.ANOMALY_OPENED)}
+    assert set(nan_opened) == {"gn-critical", "gn-warning", "loss-nan"}
+    (nan_charted,) = events_of(store, "exp-nan", t.ANOMALY_CHARTED)  # loss-nan's is in the STOP's pack
+    assert nan_charted.data["anomaly"] == nan_opened["gn-critical"].id
+    done = [e.type for e in events_of(store, "exp-nan") if e.producer.startswith("act/")]
+    assert done == [t.EVIDENCE_BUILT, t.STOP_FAILED, t.ANOMALY_CHARTED]  # the stop first (no tmux session here)
     (built,) = events_of(store, "exp-nan", t.EVIDENCE_BUILT)
 
     drain(notifier(store, slack_api))
@@ -357,7 +362,11 @@ def test_a_critical_anomaly_shares_its_chart_in_its_thread_unless_a_stop_pack_co
     assert gn_parent.text == "ANOMALY exp-gn@gpu1: grad_norm=180 > 100 at step 20 (gn-critical, critical)."
     shared = [(u.thread_ts, u.filename, u.comment) for u in slack_api.uploads]
     assert shared == [
-        (gn_parent.ts, "chart.png", "CHART exp-gn@gpu1: grad_norm (gn-critical, critical). grad_norm=180 > 100 at step 20"),
+        (
+            gn_parent.ts,
+            "chart.png",
+            f"CHART exp-gn@gpu1: grad_norm (gn-critical, critical). {opened['gn-critical'].data['reason']}",
+        ),
         (
             nan_parent.ts,
             "chart.png",
@@ -367,6 +376,11 @@ def test_a_critical_anomaly_shares_its_chart_in_its_thread_unless_a_stop_pack_co
             nan_parent.ts,
             "report.md",
             f"EVIDENCE exp-nan@gpu1 (loss-nan): chart.png, report.md. Pack: {built.data['path']}",
+        ),
+        (
+            nan_parent.ts,
+            "chart.png",
+            f"CHART exp-nan@gpu1: grad_norm (gn-critical, critical). {nan_opened['gn-critical'].data['reason']}",
         ),
     ]
     assert slack_api.uploads[0].data == png
