@@ -16,6 +16,7 @@ from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.engine import apply_policy, evaluate
 from trainwarden.policies.model import SEVERITIES, Policy
 from trainwarden.workers.checkpoint import ACTION_CHART, ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
+from trainwarden.workers.evidence import triggering_metric
 
 # Read back from the log, these may become pending actions (or settle a guarded stop).
 _ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED, t.STOP_CANCELLED, t.ANOMALY_OPENED})
@@ -125,7 +126,9 @@ def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool) -
             cp.pending.append({"kind": ACTION_RESUME, "sid": sid, "id": event.id})
     elif typ == t.ANOMALY_OPENED:
         opened = cast(AnomalyOpenedData, event.data)
-        if opened.get("severity") == CRITICAL and not opened.get("shadow"):  # a shadow rule's is not posted
+        # a shadow rule's is not posted; a log line's has no metric to draw
+        metric = triggering_metric(opened.get("values") or {}, list(cp.run.recent_metrics))
+        if opened.get("severity") == CRITICAL and not opened.get("shadow") and metric is not None:
             cp.pending.append({"kind": ACTION_CHART, "sid": sid, "id": event.id, "rule": opened.get("rule")})
     elif (data := cast(DecisionData, event.data)).get("decision") == t.STOP:
         # The STOP's pack has the chart: the same rule's anomaly, read back with it, gets no second one.

@@ -72,8 +72,10 @@ def test_a_critical_anomaly_read_back_asks_for_its_chart_unless_its_rule_stops_t
         return make_event(typ, run="r", host="w1", producer="eval/r", seq=seq, data=data)
 
     cp = Checkpoint()
+    step(cp, [("0-1", metric(1, step=1, loss=1.0, grad_norm=180.0))])
     step(cp, [
         ("1-0", out(1, t.ANOMALY_OPENED, rule="gn", severity="critical", values={"grad_norm": 180.0})),
+        ("1-1", out(6, t.ANOMALY_OPENED, rule="oom", severity="critical", values={"line": "CUDA out of memory"})),
         ("2-0", out(2, t.ANOMALY_OPENED, rule="spike", severity="warning", values={"loss": 9.0})),
         ("3-0", out(3, t.ANOMALY_OPENED, rule="nan", severity="critical", values={"loss": math.nan})),
         ("4-0", out(4, t.ANOMALY_OPENED, rule="shadowed", severity="critical", values={"loss": 9.0}, shadow=True)),
