@@ -1,4 +1,4 @@
-"""The evidence files the bot shares in a run's thread after a STOP: the chart and the report.
+"""The files the bot shares in a run's thread: a STOP's chart and report, a critical anomaly's chart.
 
 Read from Redis, where the worker keeps them for a while (events/packfiles.py), so that a bot on
 another machine than the worker has them; else from the pack directory, when this machine can read
@@ -39,6 +39,20 @@ def pack_files(store: EventStore, event: Event) -> tuple[tuple[str, bytes], ...]
                     _pack_dir(event) or "not written")  # fmt: skip
         return ()
     return tuple((name, files[name]) for name in ORDER if name in files)
+
+
+def anomaly_chart(store: EventStore, event: Event) -> tuple[tuple[str, bytes], ...]:
+    """The chart an `anomaly.charted` says the worker kept (under the anomaly's id); () when it is gone."""
+    anomaly = cast(p.AnomalyChartedData, event.data).get("anomaly") or ""
+    try:
+        chart = packfiles.read(store.redis, store.keys, run=event.run, decision=anomaly).get(packfiles.CHART)
+    except RedisError as exc:
+        log.warning("could not read the chart of %s's anomaly from Redis: %s", event.run, exc)
+        return ()
+    if chart is None:
+        log.warning("the chart of %s's anomaly %s is no longer in Redis; no upload", event.run, anomaly)
+        return ()
+    return ((packfiles.CHART, chart),)
 
 
 def _pack_dir(event: Event) -> str | None:

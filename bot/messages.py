@@ -328,6 +328,12 @@ def pack_shared(event: Event, files: Sequence[str]) -> str:
     return f"EVIDENCE {where(event)} ({d.get('rule')}): {', '.join(files)}.{pack}"
 
 
+def anomaly_charted(event: Event) -> str:
+    """The comment on a critical anomaly's chart, shared in the thread of its ANOMALY message."""
+    d = cast(p.AnomalyChartedData, event.data)
+    return f"CHART {where(event)}: {d.get('metric')} ({d.get('rule')}, {d.get('severity')}). {d.get('reason')}"
+
+
 def thread_parent(headline: str, open_rules: Sequence[str]) -> str:
     """The run's parent message after an update: its first line and what is open now."""
     state = f"open: {', '.join(open_rules)}" if open_rules else "all anomalies resolved"

@@ -16,11 +16,11 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from trainwarden.bot import messages, routing
-from trainwarden.bot.attachments import pack_files
+from trainwarden.bot.attachments import anomaly_chart, pack_files
 from trainwarden.bot.blocks import notice_blocks, text_blocks
 from trainwarden.bot.config import KEEP_RUNNING_SNOOZE_S, Route
 from trainwarden.bot.deadman import Deadman
@@ -34,7 +34,7 @@ from trainwarden.events.errors import DecodeError
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import NOTIFY_GROUP, RECLAIM_IDLE_S, FeedEntry, GroupReader, parse_feed_entry
 from trainwarden.events.loop import run_loop
-from trainwarden.events.payloads import AnomalyOpenedData, DecisionData
+from trainwarden.events.payloads import AnomalyChartedData, AnomalyOpenedData, DecisionData
 from trainwarden.events.projection import RunState
 from trainwarden.events.redis_types import hash_fields
 from trainwarden.events.run_view import run_state as read_run_state
@@ -171,6 +171,8 @@ class Notifier:
                 self.suppressed[reason] += 1
             if item.type in (t.EVIDENCE_BUILT, t.EVIDENCE_FAILED):
                 self._share_pack(state, item, fresh=fresh)
+            elif item.type == t.ANOMALY_CHARTED:
+                self._share_chart(state, item, fresh=fresh)
         self.states[entry.run] = (state, entry.last)
         with redis_errors("write the notifier's checkpoint", run=entry.run):
             pipe = self.store.redis.pipeline(transaction=True)
@@ -228,17 +230,40 @@ class Notifier:
 
     def _share_pack(self, state: NotifyState, event: Event, *, fresh: bool) -> None:
         """The STOP's chart (and report) into the run's thread where the STOP went (bot/attachments.py)."""
+        self._upload(state, event, kind=event.type, fresh=fresh, files=lambda: pack_files(self.store, event),
+                     text=lambda names: messages.pack_shared(event, names))  # fmt: skip
+
+    def _share_chart(self, state: NotifyState, event: Event, *, fresh: bool) -> None:
+        """A critical anomaly's chart into the thread where its ANOMALY message went; only while that message is
+        the rule's posted opening (not snoozed, inhibited, deduplicated or resolved meanwhile)."""
+        charted = cast(AnomalyChartedData, event.data)
+        if state.posted_open.get(charted.get("rule") or "") != charted.get("anomaly"):
+            self.suppressed["chart-unposted"] += 1
+            return
+        self._upload(state, event, kind=t.ANOMALY_OPENED, fresh=fresh, files=lambda: anomaly_chart(self.store, event),
+                     text=lambda _names: messages.anomaly_charted(event))  # fmt: skip
+
+    def _upload(
+        self,
+        state: NotifyState,
+        event: Event,
+        *,
+        kind: str,
+        fresh: bool,
+        files: Callable[[], tuple[tuple[str, bytes], ...]],
+        text: Callable[[list[str]], str],
+    ) -> None:
+        """Share files in the run's thread of the channel a `kind` message about `event` is routed to; once."""
         key = f"{event.id}:files"
         status = None if fresh else self.delivery.status(event.run, key)
         if status is not None and status["state"] != "intent":
             return  # shared (or refused) before a crash
-        files = pack_files(self.store, event)
-        if not files:
+        shared = files()
+        if not shared:
             return
-        channel = self.destination(routing.labels(event.type, event, state)).channel
-        text = messages.pack_shared(event, [name for name, _ in files])
-        message = Message(key=key, run=event.run, channel=channel, text=text, thread_ts=state.threads.get(channel),
-                          files=files)  # fmt: skip
+        channel = self.destination(routing.labels(kind, event, state)).channel
+        message = Message(key=key, run=event.run, channel=channel, text=text([name for name, _ in shared]),
+                          thread_ts=state.threads.get(channel), files=shared)  # fmt: skip
         self.delivery.upload(message, status=status)
 
 

@@ -35,8 +35,8 @@ GUARD = "guard"  # the kind of a STOP decision that waits for confirmation
 # Events that change the notifier's state or may be posted; feed entries with none are skipped.
 INPUT_TYPES = frozenset(
     {t.RUN_LAUNCHED, t.RUN_FINISHED, t.RUN_FAILED, t.DECISION, t.DECISION_SHADOW, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED,
-     t.EVIDENCE_BUILT, t.EVIDENCE_FAILED, t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED, t.STOP_CANCELLED, t.SNOOZE_SET,
-     t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED,
+     t.ANOMALY_CHARTED, t.EVIDENCE_BUILT, t.EVIDENCE_FAILED, t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED,
+     t.STOP_CANCELLED, t.SNOOZE_SET, t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED,
      t.COMPONENT_SILENT, t.COMPONENT_RECOVERED, t.LOG_LINE}
 )  # fmt: skip
 # Kinds that are noise control's business; decisions to STOP, stops and failures always go out (what a rule

@@ -134,6 +134,12 @@ CATALOGUE: tuple[EventType, ...] = (
         "worker (policies/engine.py)",
     ),
     EventType(
+        t.ANOMALY_CHARTED,
+        p.AnomalyChartedData,
+        "the chart of a critical anomaly's metric was drawn and kept for Slack (not when a STOP's pack covers it)",
+        "worker (workers/actions.py)",
+    ),
+    EventType(
         t.EVIDENCE_BUILT,
         p.EvidenceBuiltData,
         "the evidence pack of a STOP decision was written",

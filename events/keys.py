@@ -81,8 +81,8 @@ class Keys:
         return f"{self.namespace}:{{{run}}}:notified"
 
     def pack_files(self, run: str, decision: str) -> str:
-        """Hash file name -> bytes of an evidence pack's chart and report, kept for a while so that a bot on
-        another machine can upload them (events/packfiles.py)."""
+        """Hash file name -> bytes of an evidence pack's chart and report (or a critical anomaly's chart, by its
+        id), kept for a while so that a bot on another machine can upload them (events/packfiles.py)."""
         return f"{self.namespace}:{{{run}}}:pack:{decision}"
 
     def heartbeat(self, role: str) -> str:

@@ -5,7 +5,8 @@ elsewhere (another host, a container). So the worker also puts the chart and the
 `tw:{run}:pack:<decision id>` for `TTL_S` (long enough for a Slack outage over a weekend), when
 together they are at most `MAX_BYTES`; the bot reads them from there, or from the pack directory
 when it can read that (same machine or a shared disk). Best effort on both sides: a chart that
-is not there costs its upload, never a message.
+is not there costs its upload, never a message. A critical anomaly's chart is kept the same way,
+under the `anomaly.opened` event's id in place of the decision's.
 """
 
 from __future__ import annotations

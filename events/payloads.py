@@ -195,6 +195,18 @@ class AnomalyOpenedData(TypedDict):
     shadow: NotRequired[bool]  # the rule is in shadow mode: its decision is only recorded (decision.shadow)
 
 
+class AnomalyChartedData(TypedDict):
+    """A critical anomaly's chart, kept in Redis under the anomaly's id (events/packfiles.py) for the bot."""
+
+    anomaly: str  # id of the anomaly.opened event
+    rule: str
+    severity: str  # the anomaly's (critical): where the bot routes the upload
+    reason: str
+    metric: str  # the plotted metric
+    files: list[str]  # the names kept (chart.png)
+    run_host: str  # the host the run is on
+
+
 class DecisionShadowData(TypedDict):
     decision: str  # STOP | WAIT: what the rule would have asked for
     rule: str

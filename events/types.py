@@ -21,6 +21,7 @@ DECISION = "decision"
 DECISION_SHADOW = "decision.shadow"  # what a rule in shadow mode would have decided (nothing acts on it)
 ANOMALY_OPENED = "anomaly.opened"
 ANOMALY_RESOLVED = "anomaly.resolved"
+ANOMALY_CHARTED = "anomaly.charted"  # a critical anomaly's chart is kept for Slack (events/packfiles.py)
 EVIDENCE_BUILT = "evidence.built"
 EVIDENCE_FAILED = "evidence.failed"  # the pack or the findings note could not be written (the stop goes on)
 STOP_REQUESTED = "stop.requested"
@@ -69,6 +70,7 @@ WORKER_OUTPUT_TYPES = frozenset(
     {
         ANOMALY_OPENED,
         ANOMALY_RESOLVED,
+        ANOMALY_CHARTED,
         DECISION_SHADOW,
         EVIDENCE_BUILT,
         EVIDENCE_FAILED,

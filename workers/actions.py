@@ -1,4 +1,4 @@
-"""Side effects the evaluation asked for: build an evidence pack, stop a run.
+"""Side effects the evaluation asked for: build an evidence pack, stop a run, chart a critical anomaly.
 
 Each action is safe to repeat. The files are rewritten in place, a second stop of a run already
 gone is a no-op success, and the resulting event has a deterministic id
@@ -23,6 +23,8 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.packfiles import CHART, REPORT
 from trainwarden.events.payloads import (
+    AnomalyChartedData,
+    AnomalyOpenedData,
     DecisionData,
     EvidenceBuiltData,
     EvidenceFailedData,
@@ -36,7 +38,7 @@ from trainwarden.remote import agent_stop
 from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import StopTarget, tmux_argv
 from trainwarden.workers.chart import render_chart
-from trainwarden.workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
+from trainwarden.workers.checkpoint import ACTION_CHART, ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 from trainwarden.workers.context import WorkerContext
 from trainwarden.workers.evidence import Pack, build_pack, read_log_tail, triggering_metric, write_pack
 from trainwarden.workers.findings import append_note, findings_note
@@ -74,6 +76,11 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
             return None  # relaunched: the launcher recorded run.launched (attempt n+1)
         why: ResumeSkippedData = {"reason": skipped, "failure": source.id}
         return make_event(t.RESUME_SKIPPED, run=run, host=ctx.host, producer=producer, seq=1, data=why, ts=now)
+    if action["kind"] == ACTION_CHART:
+        charted = chart_anomaly(ctx, cp, source)
+        if charted is None:
+            return None
+        return make_event(t.ANOMALY_CHARTED, run=run, host=ctx.host, producer=producer, seq=1, data=charted, ts=now)
     log.error("unknown pending action kind %r for %s; dropping it", action["kind"], run)
     return None
 
@@ -176,6 +183,31 @@ def share_pack(ctx: WorkerContext, decision: Event, pack: Pack) -> None:
             log.warning("the evidence of %s is over %d bytes; Slack gets no chart", decision.run, packfiles.MAX_BYTES)
     except RedisError as exc:
         log.warning("could not keep the chart of %s for Slack: %s", decision.run, exc)
+
+
+def chart_anomaly(ctx: WorkerContext, cp: Checkpoint, anomaly: Event) -> AnomalyChartedData | None:
+    """Draw a critical anomaly's metric over the run's recent samples, trigger marked, and keep the PNG in Redis
+    under the anomaly's id for the bot (events/packfiles.py); None (no upload, the anomaly's message stands)
+    when there is no recorded metric to draw (a log line's anomaly), or drawing or keeping it fails."""
+    opened = cast(AnomalyOpenedData, anomaly.data)
+    values = opened.get("values") or {}
+    recent = list(cp.run.recent_metrics)
+    metric = triggering_metric(values, recent)
+    if metric is None:
+        return None
+    try:
+        chart = render_chart(recent, metric=metric, trigger=values, title=f"{anomaly.run}: {opened.get('reason')}")
+        if chart is None or not packfiles.keep(ctx.redis, ctx.store.keys, run=anomaly.run, decision=anomaly.id,
+                                               files={CHART: chart}):  # fmt: skip
+            return None
+    except JobTimeoutException:
+        raise
+    except Exception:  # a plotting bug or a Redis error costs the chart, not the run's other work
+        log.exception("could not chart anomaly %s; Slack gets its message without the chart", anomaly.id)
+        return None
+    return {"anomaly": anomaly.id, "rule": opened.get("rule") or "", "severity": opened.get("severity") or "",
+            "reason": opened.get("reason") or "", "metric": metric, "files": [CHART],
+            "run_host": opened.get("run_host") or cp.run.host or anomaly.host}  # fmt: skip
 
 
 def stop_run(ctx: WorkerContext, run: str, cp: Checkpoint, request: Event) -> tuple[str, StopResultData]:

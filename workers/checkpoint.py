@@ -16,6 +16,7 @@ from trainwarden.policies.engine import PolicyState
 ACTION_EVIDENCE = "evidence"
 ACTION_STOP = "stop"
 ACTION_RESUME = "resume"
+ACTION_CHART = "chart"  # a critical anomaly's chart: after every other action (workers/process.py)
 
 
 @dataclass(slots=True)

@@ -9,16 +9,18 @@ from typing import cast
 from trainwarden.events import types as t
 from trainwarden.events.codec import FIELD_BYTES, encode
 from trainwarden.events.envelope import Event, make_event
-from trainwarden.events.payloads import DecisionData, StopCancelledData, StopRequestedData
+from trainwarden.events.payloads import AnomalyOpenedData, DecisionData, StopCancelledData, StopRequestedData
 from trainwarden.events.projection import apply
 from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.engine import apply_policy, evaluate
-from trainwarden.policies.model import Policy
-from trainwarden.workers.checkpoint import ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
+from trainwarden.policies.model import SEVERITIES, Policy
+from trainwarden.workers.checkpoint import ACTION_CHART, ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
+from trainwarden.workers.evidence import triggering_metric
 
 # Read back from the log, these may become pending actions (or settle a guarded stop).
-_ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED, t.STOP_CANCELLED})
+_ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED, t.STOP_CANCELLED, t.ANOMALY_OPENED})
+CRITICAL = SEVERITIES[-1]  # the anomalies whose chart goes to Slack
 
 
 @dataclass(slots=True)
@@ -122,7 +124,15 @@ def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool) -
         # the projection marks the run failed only when this is the end of its current launch
         if cp.run.status == "failed" and cp.run.launch.get("resumable") and not stopped_by_us:
             cp.pending.append({"kind": ACTION_RESUME, "sid": sid, "id": event.id})
+    elif typ == t.ANOMALY_OPENED:
+        opened = cast(AnomalyOpenedData, event.data)
+        # a shadow rule's is not posted; a log line's has no metric to draw
+        metric = triggering_metric(opened.get("values") or {}, list(cp.run.recent_metrics))
+        if opened.get("severity") == CRITICAL and not opened.get("shadow") and metric is not None:
+            cp.pending.append({"kind": ACTION_CHART, "sid": sid, "id": event.id, "rule": opened.get("rule")})
     elif (data := cast(DecisionData, event.data)).get("decision") == t.STOP:
+        # The STOP's pack has the chart: the same rule's anomaly, read back with it, gets no second one.
+        cp.pending = [a for a in cp.pending if a["kind"] != ACTION_CHART or a.get("rule") != data.get("rule")]
         cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
         confirm_s = data.get("confirm_s")
         if confirm_s:

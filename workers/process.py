@@ -1,5 +1,9 @@
 """The RQ job: bring one run up to date (evaluate new events, then carry out pending actions).
 
+A critical anomaly's chart is an action too, but it is drawn after every other one (the evidence, the
+stop), once the run's lock is released, and not while input not yet evaluated is in the log: drawing it
+never delays a STOP, of the same job or of the next (`RunProcessor._draw_charts`).
+
 Effectively-once, in the order the style guide asks for: read from the checkpoint, compute, then
 write the new events and the new checkpoint in one MULTI/EXEC (WATCHed, so two jobs can never
 both commit the same progress), and only then acknowledge the feed entries. A job killed at any
@@ -25,9 +29,10 @@ from trainwarden.events.feed import ack_feed
 from trainwarden.events.payloads import DecisionData, StopRequestedData
 from trainwarden.events.redis_errors import transient
 from trainwarden.events.redis_types import field_map, hash_fields
+from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.workers.actions import perform
-from trainwarden.workers.checkpoint import decode_checkpoint, encode_checkpoint
+from trainwarden.workers.checkpoint import ACTION_CHART, decode_checkpoint, encode_checkpoint
 from trainwarden.workers.context import WorkerContext, current
 from trainwarden.workers.errors import RunBusy, RunsFailed
 from trainwarden.workers.evaluate import evaluate_entries
@@ -36,6 +41,7 @@ from trainwarden.workers.schedule import next_tick
 log = logging.getLogger(__name__)
 
 PAGE = 2000
+PEEK = 100  # entries looked at for unread input before drawing an anomaly's chart
 
 
 def process_run(run: str, feed_ids: list[str]) -> dict[str, int]:
@@ -121,14 +127,18 @@ class RunProcessor:
             raise RunBusy(
                 f"another worker held the lock for over {fmt_duration(self.ctx.lock_timeout_s)}", run=self.run
             )
+        pending = False
         try:
-            if self._evaluate(lock):
+            pending = self._evaluate(lock)
+            if pending:
                 self._perform_pending(lock)
         finally:
             try:
                 lock.release()
             except redis.exceptions.LockError:
                 log.warning("lock for %s expired while processing; commits were still guarded by WATCH", self.run)
+        if pending:
+            self._draw_charts(lock)
         return self.summary
 
     def _hold(self, lock: Lock) -> None:
@@ -198,7 +208,10 @@ class RunProcessor:
                 cp = decode_checkpoint(hash_fields(pipe.hgetall(cursor)))
                 if not cp.pending:
                     return
-                action: dict[str, Any] = cp.pending.pop(0)
+                first = next((i for i, a in enumerate(cp.pending) if a["kind"] != ACTION_CHART), None)
+                if first is None:
+                    return  # only charts are left: drawn once the lock is released
+                action: dict[str, Any] = cp.pending.pop(first)
                 event = perform(self.ctx, self.run, cp, action, now=self.ctx.clock(), hold=lambda: self._hold(lock))
                 failpoint("after-action", self.ctx.redis, self.keys)
                 pipe.multi()
@@ -214,6 +227,49 @@ class RunProcessor:
                 count("stops", outcome=event.type.rpartition(".")[2])
             self.summary["actions"] += 1
             self._hold(lock)
+
+    def _draw_charts(self, lock: Lock) -> None:
+        """Draw the critical anomalies' charts outside the run's lock, so that a job bringing in a STOP never
+        waits for matplotlib (a few hundred ms on a busy host); commit each under the lock, if it is still
+        pending (a STOP of its rule read back drops it) and no other job holds the run (that job draws what is
+        pending when it is done). Not while input not yet evaluated is in the log: its job comes first."""
+        cursor = self.keys.cursor(self.run)
+        while True:
+            cp = decode_checkpoint(hash_fields(self.ctx.redis.hgetall(cursor)))
+            action = next((a for a in cp.pending if a["kind"] == ACTION_CHART), None)
+            if action is None or self._unread_input(cp.after):
+                return
+            event = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())  # kept in Redis; idempotent
+            if not lock.acquire(blocking=False):
+                return
+            try:
+                with self.ctx.redis.pipeline(transaction=True) as pipe:
+                    pipe.watch(cursor)
+                    current_cp = decode_checkpoint(hash_fields(pipe.hgetall(cursor)))
+                    if action not in current_cp.pending:
+                        continue  # dropped, or drawn by another job meanwhile
+                    current_cp.pending.remove(action)
+                    pipe.multi()
+                    if event is not None:
+                        self.ctx.store.append([event], pipeline=pipe)
+                    pipe.hset(cursor, "pending", json.dumps(current_cp.pending))
+                    try:
+                        pipe.execute()
+                    except redis.WatchError:
+                        continue
+            finally:
+                try:
+                    lock.release()
+                except redis.exceptions.LockError:
+                    log.warning("lock for %s expired while committing a chart; the commit was WATCHed", self.run)
+            self.ctx.store.flush([self.run])
+            self.summary["actions"] += 1
+
+    def _unread_input(self, after: str | None) -> bool:
+        """Whether the log holds entries the evaluation has not read, other than the workers' own results
+        (the actions' events): a STOP may be waiting in them."""
+        entries = self.ctx.store.read(self.run, after=after, count=PEEK)
+        return any(isinstance(e, Malformed) or e.type not in t.WORKER_OUTPUT_TYPES for _, e in entries)
 
 
 def count_outputs(outputs: Sequence[Event]) -> None:

@@ -136,3 +136,42 @@ def test_stop_writes_evidence_with_chart_findings_and_summary(store, worker_ctx,
     assert findings.count("exp01 stopped by loss-nonfinite") == 1
     assert f"- Evidence: {pack_dir}" in findings
     assert math.isnan(events_of(store, "exp01", t.METRIC)[-1].data["loss"])
+
+
+GN_CRITICAL = GN_WAIT.replace("decision: WAIT", "severity: critical")
+
+
+def test_a_critical_anomalys_chart_is_drawn_outside_the_run_lock_after_the_input_is_evaluated(store, policy_file):
+    """The chart is drawn once the run's lock is released; not while the run has input its evaluation has not
+    read (a STOP may be in it), nor committed while another job holds the run: it stays pending, and the job
+    that evaluates that input draws it afterwards, once."""
+    from redis.lock import Lock
+    from trainwarden.workers.process import RunProcessor, record_policy_events
+
+    rewrite(policy_file, GN_CRITICAL)
+    store.append([metric("exp01", i, step=i, loss=2.0 / i, grad_norm=1.0) for i in range(1, 10)])
+    store.append([metric("exp01", 10, step=10, loss=0.2, grad_norm=180.0)])
+    ctx = context.current()
+    record_policy_events(ctx)
+    proc = RunProcessor(ctx, "exp01")
+    lock = Lock(ctx.redis, store.keys.lock("exp01"), timeout=2.0)
+    assert lock.acquire()
+    assert proc._evaluate(lock)  # the chart is pending ...
+    proc._perform_pending(lock)  # ... and not drawn under the lock
+    lock.release()
+    store.append([metric("exp01", 11, step=11, loss=0.2, grad_norm=1.0)])  # arrives before it is drawn
+    proc._draw_charts(lock)
+    assert events_of(store, "exp01", t.ANOMALY_CHARTED) == []
+    other = Lock(ctx.redis, store.keys.lock("exp01"), timeout=2.0)  # a job evaluating step 11 holds the run
+    assert other.acquire()
+    assert proc._evaluate(other)
+    proc._draw_charts(lock)
+    other.release()
+    assert events_of(store, "exp01", t.ANOMALY_CHARTED) == []
+    process_run("exp01", [])  # that job, done evaluating, draws it
+    (opened,) = events_of(store, "exp01", t.ANOMALY_OPENED)
+    (charted,) = events_of(store, "exp01", t.ANOMALY_CHARTED)
+    assert charted.data["anomaly"] == opened.id
+    assert packfiles.read(store.redis, store.keys, run="exp01", decision=opened.id)["chart.png"].startswith(b"\x89PNG")
+    process_run("exp01", [])
+    assert len(events_of(store, "exp01", t.ANOMALY_CHARTED)) == 1

@@ -1,5 +1,6 @@
 """The notifier posting to a local Slack Web API server: threads, texts, blocks, noise control."""
 
+import dataclasses
 import json
 import logging
 import math
@@ -12,9 +13,12 @@ from trainwarden.bot.stages import SYSTEM_RUN, Pipeline
 from trainwarden.events import packfiles
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
+from trainwarden.workers import context
 from trainwarden.workers.chart import render_chart
+from trainwarden.workers.policy_source import PolicySource
+from trainwarden.workers.process import process_run
 
-from tests.helpers import events_of, metric
+from tests.helpers import events_of, metric, nan_metric
 from tests.slack_api import sink_for
 
 pytestmark = pytest.mark.redis
@@ -312,3 +316,71 @@ def test_a_refused_upload_costs_the_upload_not_the_messages(store, slack_api, ca
     (failed,) = events_of(store, "exp07", t.NOTIFICATION_FAILED)
     assert failed.data["key"].endswith(":files") and failed.data["error"] == "missing_scope"
     assert "files:write" in caplog.text
+
+
+CRITICAL_ANOMALIES = """\
+name: team
+rules:
+  - {id: gn-critical, kind: threshold, metric: grad_norm, above: 100, severity: critical}
+  - {id: gn-warning, kind: threshold, metric: grad_norm, above: 50}
+  - {id: loss-nan, kind: nonfinite, metric: loss, decision: STOP, severity: critical}
+"""
+
+
+def test_a_critical_anomaly_shares_its_chart_in_its_thread_unless_a_stop_pack_covers_it(
+    store, slack_api, worker_ctx, tmp_path
+):
+    """The workers draw a critical anomaly's metric after the turn's other actions (exp-nan: after its stop) and
+    keep the PNG in Redis; the bot shares it in the anomaly's thread. A warning keeps its sparkline; an anomaly
+    whose rule STOPs the run in the same turn has its chart in the evidence pack, shared once."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(CRITICAL_ANOMALIES)
+    context.install(dataclasses.replace(worker_ctx, policies=PolicySource(host="worker-test", path=policy)))
+    store.append([metric("exp-gn", i, step=i, loss=2.0 / i, grad_norm=1.0 + i / 10) for i in range(1, 20)])
+    store.append([metric("exp-gn", 20, step=20, loss=0.1, grad_norm=180.0)])
+    store.append([metric("exp-nan", i, step=i, loss=2.0 / i, grad_norm=1.0) for i in range(1, 20)])
+    store.append([nan_metric("exp-nan", 20, grad_norm=180.0)])
+    for run in ("exp-gn", "exp-nan", "exp-gn"):  # a repeated job adds nothing
+        process_run(run, [])
+
+    (charted,) = events_of(store, "exp-gn", t.ANOMALY_CHARTED)
+    opened = {e.data["rule"]: e for e in events_of(store, "exp-gn", t.ANOMALY_OPENED)}
+    assert set(opened) == {"gn-critical", "gn-warning"}
+    assert (charted.data["anomaly"], charted.data["metric"]) == (opened["gn-critical"].id, "grad_norm")
+    png = packfiles.read(store.redis, store.keys, run="exp-gn", decision=charted.data["anomaly"])["chart.png"]
+    assert png.startswith(b"\x89PNG")
+    nan_opened = {e.data["rule"]: e for e in events_of(store, "exp-nan", t.ANOMALY_OPENED)}
+    assert set(nan_opened) == {"gn-critical", "gn-warning", "loss-nan"}
+    (nan_charted,) = events_of(store, "exp-nan", t.ANOMALY_CHARTED)  # loss-nan's is in the STOP's pack
+    assert nan_charted.data["anomaly"] == nan_opened["gn-critical"].id
+    done = [e.type for e in events_of(store, "exp-nan") if e.producer.startswith("act/")]
+    assert done == [t.EVIDENCE_BUILT, t.STOP_FAILED, t.ANOMALY_CHARTED]  # the stop first (no tmux session here)
+    (built,) = events_of(store, "exp-nan", t.EVIDENCE_BUILT)
+
+    drain(notifier(store, slack_api))
+    gn_parent, nan_parent = slack_api.parents()
+    assert gn_parent.text == "ANOMALY exp-gn@gpu1: grad_norm=180 > 100 at step 20 (gn-critical, critical)."
+    shared = [(u.thread_ts, u.filename, u.comment) for u in slack_api.uploads]
+    assert shared == [
+        (
+            gn_parent.ts,
+            "chart.png",
+            f"CHART exp-gn@gpu1: grad_norm (gn-critical, critical). {opened['gn-critical'].data['reason']}",
+        ),
+        (
+            nan_parent.ts,
+            "chart.png",
+            f"EVIDENCE exp-nan@gpu1 (loss-nan): chart.png, report.md. Pack: {built.data['path']}",
+        ),
+        (
+            nan_parent.ts,
+            "report.md",
+            f"EVIDENCE exp-nan@gpu1 (loss-nan): chart.png, report.md. Pack: {built.data['path']}",
+        ),
+        (
+            nan_parent.ts,
+            "chart.png",
+            f"CHART exp-nan@gpu1: grad_norm (gn-critical, critical). {nan_opened['gn-critical'].data['reason']}",
+        ),
+    ]
+    assert slack_api.uploads[0].data == png

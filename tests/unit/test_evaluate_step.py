@@ -67,6 +67,26 @@ def test_stop_decisions_and_requests_read_back_become_pending_actions():
     ]
 
 
+def test_a_critical_anomaly_read_back_asks_for_its_chart_unless_its_rule_stops_the_run():
+    def out(seq, typ, **data):
+        return make_event(typ, run="r", host="w1", producer="eval/r", seq=seq, data=data)
+
+    cp = Checkpoint()
+    step(cp, [("0-1", metric(1, step=1, loss=1.0, grad_norm=180.0))])
+    step(cp, [
+        ("1-0", out(1, t.ANOMALY_OPENED, rule="gn", severity="critical", values={"grad_norm": 180.0})),
+        ("1-1", out(6, t.ANOMALY_OPENED, rule="oom", severity="critical", values={"line": "CUDA out of memory"})),
+        ("2-0", out(2, t.ANOMALY_OPENED, rule="spike", severity="warning", values={"loss": 9.0})),
+        ("3-0", out(3, t.ANOMALY_OPENED, rule="nan", severity="critical", values={"loss": math.nan})),
+        ("4-0", out(4, t.ANOMALY_OPENED, rule="shadowed", severity="critical", values={"loss": 9.0}, shadow=True)),
+        ("5-0", out(5, t.DECISION, decision="STOP", rule="nan")),
+    ])  # fmt: skip
+    assert cp.pending == [
+        {"kind": "chart", "sid": "1-0", "id": "eval/r:1", "rule": "gn"},  # "nan"'s is in the STOP's pack
+        {"kind": "evidence", "sid": "5-0", "id": "eval/r:5"},
+    ]
+
+
 def test_malformed_entries_are_collected_and_passed():
     cp = Checkpoint()
     bad = Malformed(sid="2-0", reason="not valid JSON", fields={b"e": b"{"})
