@@ -82,8 +82,13 @@ def wandb_guard(env: Mapping[str, str]) -> tuple[str, str] | None:
     return None
 
 
+def tmux_argv(socket: str | None, *args: str) -> list[str]:
+    """tmux on the run's socket (`tmux -L`); the agent's one spelling (remote/stop.py has the worker's)."""
+    return ["tmux", *(["-L", socket] if socket else []), *args]
+
+
 def tmux_pane_pid(session: str, socket: str | None) -> int | None:
-    argv = ["tmux", *(["-L", socket] if socket else []), "list-panes", "-t", f"={session}", "-F", "#{pane_pid}"]
+    argv = tmux_argv(socket, "list-panes", "-t", f"={session}", "-F", "#{pane_pid}")
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=TMUX_TIMEOUT_S, check=False,
                               stdin=subprocess.DEVNULL)  # fmt: skip

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import queue
+import shlex
 import signal
 import subprocess
 import threading
@@ -28,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainwarden.agent import procfs
-from trainwarden.agent.health import ProcessHealth
+from trainwarden.agent.health import ProcessHealth, tmux_argv
 from trainwarden.agent.watch import RunWatch, StopOrder
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
@@ -128,14 +129,13 @@ def run_stop_command(watch: RunWatch) -> Outcome:
 
 
 def _tmux(socket: str | None, *args: str) -> int:
-    argv = ["tmux", *(["-L", socket] if socket else []), *args]
-    return subprocess.run(argv, capture_output=True, timeout=TMUX_TIMEOUT_S, check=False,
+    return subprocess.run(tmux_argv(socket, *args), capture_output=True, timeout=TMUX_TIMEOUT_S, check=False,
                           stdin=subprocess.DEVNULL).returncode  # fmt: skip
 
 
 def stop_session(session: str, socket: str | None, grace_s: float) -> Outcome:
     """Ctrl-C, wait for the session to end, then kill it (the launch's procedure, remote/stop.py)."""
-    kill = f"tmux {'-L ' + socket + ' ' if socket else ''}kill-session -t {session}"
+    kill = shlex.join(tmux_argv(socket, "kill-session", "-t", session))
     if _tmux(socket, "has-session", "-t", f"={session}") != 0:
         return Outcome(True, "tmux kill-session", f"session {session} already ended")
     _tmux(socket, "send-keys", "-t", f"={session}:", "C-c")
