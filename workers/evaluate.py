@@ -131,8 +131,9 @@ def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool) -
         if opened.get("severity") == CRITICAL and not opened.get("shadow") and metric is not None:
             cp.pending.append({"kind": ACTION_CHART, "sid": sid, "id": event.id, "rule": opened.get("rule")})
     elif (data := cast(DecisionData, event.data)).get("decision") == t.STOP:
-        # The STOP's pack has the chart: the same rule's anomaly, read back with it, gets no second one.
-        cp.pending = [a for a in cp.pending if a["kind"] != ACTION_CHART or a.get("rule") != data.get("rule")]
+        # The STOP's pack has the chart: an anomaly not charted yet (its rule's, or one beside it such as
+        # grad_norm=nan with loss=nan) gets no second one: one NaN, one chart on the phone.
+        cp.pending = [a for a in cp.pending if a["kind"] != ACTION_CHART]
         cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
         confirm_s = data.get("confirm_s")
         if confirm_s:

@@ -67,7 +67,7 @@ def test_stop_decisions_and_requests_read_back_become_pending_actions():
     ]
 
 
-def test_a_critical_anomaly_read_back_asks_for_its_chart_unless_its_rule_stops_the_run():
+def test_a_critical_anomaly_read_back_asks_for_its_chart_unless_a_stop_comes_first():
     def out(seq, typ, **data):
         return make_event(typ, run="r", host="w1", producer="eval/r", seq=seq, data=data)
 
@@ -79,12 +79,13 @@ def test_a_critical_anomaly_read_back_asks_for_its_chart_unless_its_rule_stops_t
         ("2-0", out(2, t.ANOMALY_OPENED, rule="spike", severity="warning", values={"loss": 9.0})),
         ("3-0", out(3, t.ANOMALY_OPENED, rule="nan", severity="critical", values={"loss": math.nan})),
         ("4-0", out(4, t.ANOMALY_OPENED, rule="shadowed", severity="critical", values={"loss": 9.0}, shadow=True)),
-        ("5-0", out(5, t.DECISION, decision="STOP", rule="nan")),
     ])  # fmt: skip
-    assert cp.pending == [
-        {"kind": "chart", "sid": "1-0", "id": "eval/r:1", "rule": "gn"},  # "nan"'s is in the STOP's pack
-        {"kind": "evidence", "sid": "5-0", "id": "eval/r:5"},
+    assert cp.pending == [  # critical, with a metric to draw, posted (not shadow)
+        {"kind": "chart", "sid": "1-0", "id": "eval/r:1", "rule": "gn"},
+        {"kind": "chart", "sid": "3-0", "id": "eval/r:3", "rule": "nan"},
     ]
+    step(cp, [("5-0", out(5, t.DECISION, decision="STOP", rule="nan"))])
+    assert cp.pending == [{"kind": "evidence", "sid": "5-0", "id": "eval/r:5"}]  # the STOP's pack: one chart
 
 
 def test_malformed_entries_are_collected_and_passed():
