@@ -394,7 +394,10 @@ def confirm_stop_title() -> str:
 
 
 def confirm_stop_body(run: str) -> str:
-    return f"The workers will stop {run} (tmux kill-session or its stop_command) and save evidence."
+    return (
+        f"The workers will stop {run} (its stop_command, Ctrl-C to its tmux session, or signals from its "
+        "host's agent) and save evidence."
+    )
 
 
 def confirm_stop_yes() -> str:
