@@ -214,12 +214,8 @@ class RunProcessor:
                 action: dict[str, Any] = cp.pending.pop(first)
                 event = perform(self.ctx, self.run, cp, action, now=self.ctx.clock(), hold=lambda: self._hold(lock))
                 failpoint("after-action", self.ctx.redis, self.keys)
-                pipe.multi()
-                if event is not None:
-                    self.ctx.store.append([event], pipeline=pipe)
-                pipe.hset(cursor, "pending", json.dumps(cp.pending))
                 try:
-                    pipe.execute()
+                    self._commit_action(pipe, cursor, event, cp.pending)
                 except redis.WatchError:
                     continue
             self.ctx.store.flush([self.run])
@@ -228,10 +224,18 @@ class RunProcessor:
             self.summary["actions"] += 1
             self._hold(lock)
 
+    def _commit_action(self, pipe: Any, cursor: str, event: Event | None, pending: list[dict[str, Any]]) -> None:
+        """One action done, in one transaction on the WATCHed checkpoint: its event, and what is left pending."""
+        pipe.multi()
+        if event is not None:
+            self.ctx.store.append([event], pipeline=pipe)
+        pipe.hset(cursor, "pending", json.dumps(pending))
+        pipe.execute()
+
     def _draw_charts(self, lock: Lock) -> None:
         """Draw the critical anomalies' charts outside the run's lock, so that a job bringing in a STOP never
         waits for matplotlib (a few hundred ms on a busy host); commit each under the lock, if it is still
-        pending (a STOP of its rule read back drops it) and no other job holds the run (that job draws what is
+        pending (a STOP read back drops it) and no other job holds the run (that job draws what is
         pending when it is done). Not while input not yet evaluated is in the log: its job comes first."""
         cursor = self.keys.cursor(self.run)
         while True:
@@ -249,12 +253,8 @@ class RunProcessor:
                     if action not in current_cp.pending:
                         continue  # dropped, or drawn by another job meanwhile
                     current_cp.pending.remove(action)
-                    pipe.multi()
-                    if event is not None:
-                        self.ctx.store.append([event], pipeline=pipe)
-                    pipe.hset(cursor, "pending", json.dumps(current_cp.pending))
                     try:
-                        pipe.execute()
+                        self._commit_action(pipe, cursor, event, current_cp.pending)
                     except redis.WatchError:
                         continue
             finally:
