@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 RECENT_METRICS = 50
 RECENT_LOG_LINES = 20
 HISTORY = 200
+ENDED = ("stopped", "finished", "failed")  # statuses of a run that is over
 
 
 @dataclass(slots=True)
@@ -213,7 +214,7 @@ def _evidence_failed(state: RunState, event: Event) -> None:
 @on(t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED)
 def _stop(state: RunState, event: Event) -> None:
     _history(state.stops, {"type": event.type, "id": event.id, "ts": event.ts, **event.data})
-    if event.type == t.STOP_REQUESTED and state.status not in ("stopped", "finished", "failed"):
+    if event.type == t.STOP_REQUESTED and state.status not in ENDED:
         state.status = "stopping"
     elif event.type == t.STOP_DONE:
         state.status = "stopped"

@@ -24,6 +24,7 @@ from trainwarden.errors import NotStoppable, UnknownRun, UsageError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.payloads import RunWatchedData, StopRequestedData, StopResultData
+from trainwarden.events.projection import ENDED
 from trainwarden.events.redact import redact_text
 from trainwarden.events.redis_types import field_map
 from trainwarden.events.run_view import run_state
@@ -32,7 +33,6 @@ from trainwarden.remote.agent_stop import AGENT, agent_absent, stop_means
 from trainwarden.settings import Settings
 
 POLL_S = 0.1
-ENDED = ("stopped", "finished", "failed")
 
 
 def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 from trainwarden.events import types as t
 from trainwarden.events.metrics import at_step
-from trainwarden.events.projection import RunState
+from trainwarden.events.projection import ENDED, RunState
 from trainwarden.events.words import fmt, said
 
 METRICS_IN_REPORT = 10
@@ -66,9 +66,6 @@ def check_facts(state: RunState, *, now: float, next_check: str, files_inspected
         "files_inspected": files_inspected,
         "next_check": next_check,
     }
-
-
-ENDED = ("stopped", "finished", "failed")
 
 
 def values_text(values: Any) -> str:
