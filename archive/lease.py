@@ -29,6 +29,7 @@ return 1
 
 
 def process_alive(pid: int) -> bool:
+    """Whether a process of this host has that pid (one that is someone else's counts: it exists)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

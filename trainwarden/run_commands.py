@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-import os
 import shlex
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any, cast
 from trainwarden import wiring
 from trainwarden.agent.errors import ControlMessageError
 from trainwarden.agent.watch import DEFAULT_STOP_GRACE_S, RunWatch
+from trainwarden.archive.lease import process_alive
 from trainwarden.errors import NotStoppable, UnknownRun, UsageError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
@@ -37,7 +37,7 @@ POLL_S = 0.1
 
 def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     host = args.host or settings.host
-    if args.pid is not None and host == settings.host and not _process_exists(args.pid):
+    if args.pid is not None and host == settings.host and not process_alive(args.pid):
         raise UsageError(f"--pid {args.pid}: no such process on this host ({host})")
     log = str(Path(args.log).expanduser().resolve())
     fields: dict[str, Any] = {
@@ -65,16 +65,6 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     print(f"watching {args.run} on {host}: log {watch.log}; a STOP {_how(watched)}")
     return 0
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's: the agent may have the rights, and says so if not
-    return True
 
 
 def _wait_watched(store: EventStore, run: str, control: str, timeout: float) -> RunWatchedData | None:

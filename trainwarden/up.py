@@ -32,6 +32,7 @@ from typing import IO, TextIO
 import redis
 
 from trainwarden import wiring
+from trainwarden.archive.lease import process_alive
 from trainwarden.errors import UpError
 from trainwarden.events.heartbeat import component_name, read_beats
 from trainwarden.events.redact import redact_text
@@ -207,7 +208,7 @@ def already_running(store: EventStore, host: str) -> list[str]:
     found = []
     for beat in read_beats(store.redis, store.keys):  # type: ignore[arg-type]
         mine = beat.role == "notifier" or beat.host == host
-        if beat.role in SINGLE and mine and not beat.silent(now) and Path(f"/proc/{beat.pid}").exists():
+        if beat.role in SINGLE and mine and not beat.silent(now) and process_alive(beat.pid):
             found.append(f"{beat.component} (pid {beat.pid})")
     return found
 
