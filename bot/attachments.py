@@ -28,7 +28,7 @@ def pack_files(store: EventStore, event: Event) -> tuple[tuple[str, bytes], ...]
     chart to share (a report alone is not worth an upload: the STOPPED message names the pack)."""
     decision = cast(p.EvidenceBuiltData, event.data).get("decision") or ""
     try:
-        files = packfiles.read(store.redis, store.keys, run=event.run, decision=decision)
+        files = packfiles.read(store.redis, store.keys, run=event.run, event_id=decision)
     except RedisError as exc:
         log.warning("could not read the evidence files of %s from Redis: %s", event.run, exc)
         files = {}
@@ -45,7 +45,7 @@ def anomaly_chart(store: EventStore, event: Event) -> tuple[tuple[str, bytes], .
     """The chart an `anomaly.charted` says the worker kept (under the anomaly's id); () when it is gone."""
     anomaly = cast(p.AnomalyChartedData, event.data).get("anomaly") or ""
     try:
-        chart = packfiles.read(store.redis, store.keys, run=event.run, decision=anomaly).get(packfiles.CHART)
+        chart = packfiles.read(store.redis, store.keys, run=event.run, event_id=anomaly).get(packfiles.CHART)
     except RedisError as exc:
         log.warning("could not read the chart of %s's anomaly from Redis: %s", event.run, exc)
         return ()

@@ -80,10 +80,10 @@ class Keys:
         """Hash notification key -> intent or result (exactly-once posting, see bot/delivery.py)."""
         return f"{self.namespace}:{{{run}}}:notified"
 
-    def pack_files(self, run: str, decision: str) -> str:
+    def pack_files(self, run: str, event_id: str) -> str:
         """Hash file name -> bytes of an evidence pack's chart and report (or a critical anomaly's chart, by its
         id), kept for a while so that a bot on another machine can upload them (events/packfiles.py)."""
-        return f"{self.namespace}:{{{run}}}:pack:{decision}"
+        return f"{self.namespace}:{{{run}}}:pack:{event_id}"
 
     def heartbeat(self, role: str) -> str:
         """Wall-clock time of the last loop of a daemon (the bot's dead-man's switch reads it)."""

@@ -2,11 +2,11 @@
 
 The worker writes the pack to its own disk; the bot, which uploads the chart to Slack, may run
 elsewhere (another host, a container). So the worker also puts the chart and the report under
-`tw:{run}:pack:<decision id>` for `TTL_S` (long enough for a Slack outage over a weekend), when
+`tw:{run}:pack:<event id>` (the STOP decision's) for `TTL_S` (long enough for a Slack outage over a weekend), when
 together they are at most `MAX_BYTES`; the bot reads them from there, or from the pack directory
 when it can read that (same machine or a shared disk). Best effort on both sides: a chart that
 is not there costs its upload, never a message. A critical anomaly's chart is kept the same way,
-under the `anomaly.opened` event's id in place of the decision's.
+under the `anomaly.opened` event's id.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ TTL_S = 7 * 24 * 3600
 MAX_BYTES = 2 * 1024 * 1024  # a chart is some 30 KB; a pack this large is not worth a phone's download
 
 
-def keep(client: Client, keys: Keys, *, run: str, decision: str, files: Mapping[str, bytes]) -> bool:
+def keep(client: Client, keys: Keys, *, run: str, event_id: str, files: Mapping[str, bytes]) -> bool:
     """Store the files for `TTL_S`; False (nothing stored) when they are over `MAX_BYTES` or none."""
     if not files or sum(len(data) for data in files.values()) > MAX_BYTES:
         return False
-    key = keys.pack_files(run, decision)
+    key = keys.pack_files(run, event_id)
     pipe = client.pipeline(transaction=True)
     pipe.hset(key, mapping=field_map(files))
     pipe.expire(key, TTL_S)
@@ -34,7 +34,8 @@ def keep(client: Client, keys: Keys, *, run: str, decision: str, files: Mapping[
     return True
 
 
-def read(client: Client, keys: Keys, *, run: str, decision: str) -> dict[str, bytes]:
-    """The files kept for the decision's pack, by name; {} when none are (expired, too large, never kept)."""
-    raw = hash_fields(client.hgetall(keys.pack_files(run, decision)))
+def read(client: Client, keys: Keys, *, run: str, event_id: str) -> dict[str, bytes]:
+    """The files kept under `event_id` (a STOP decision's, an anomaly's), by name; {} when none are (expired,
+    too large, never kept)."""
+    raw = hash_fields(client.hgetall(keys.pack_files(run, event_id)))
     return {name.decode(): data for name, data in raw.items()}

@@ -179,7 +179,7 @@ def share_pack(ctx: WorkerContext, decision: Event, pack: Pack) -> None:
     a Redis error costs the upload, not the pack."""
     files = {REPORT: pack.report.encode(), **({CHART: pack.chart} if pack.chart else {})}
     try:
-        if not packfiles.keep(ctx.redis, ctx.store.keys, run=decision.run, decision=decision.id, files=files):
+        if not packfiles.keep(ctx.redis, ctx.store.keys, run=decision.run, event_id=decision.id, files=files):
             log.warning("the evidence of %s is over %d bytes; Slack gets no chart", decision.run, packfiles.MAX_BYTES)
     except RedisError as exc:
         log.warning("could not keep the chart of %s for Slack: %s", decision.run, exc)
@@ -197,7 +197,7 @@ def chart_anomaly(ctx: WorkerContext, cp: Checkpoint, anomaly: Event) -> Anomaly
         return None
     try:
         chart = render_chart(recent, metric=metric, trigger=values, title=f"{anomaly.run}: {opened.get('reason')}")
-        if chart is None or not packfiles.keep(ctx.redis, ctx.store.keys, run=anomaly.run, decision=anomaly.id,
+        if chart is None or not packfiles.keep(ctx.redis, ctx.store.keys, run=anomaly.run, event_id=anomaly.id,
                                                files={CHART: chart}):  # fmt: skip
             return None
     except JobTimeoutException:

@@ -126,7 +126,7 @@ def test_stop_writes_evidence_with_chart_findings_and_summary(store, worker_ctx,
     with Image.open(pack_dir / "chart.png") as image:
         image.verify()
     # the chart and report are also in Redis for a while, for a bot on another machine to upload
-    kept = packfiles.read(store.redis, store.keys, run="exp01", decision=built.data["decision"])
+    kept = packfiles.read(store.redis, store.keys, run="exp01", event_id=built.data["decision"])
     assert kept == {
         "chart.png": (pack_dir / "chart.png").read_bytes(),
         "report.md": (pack_dir / "report.md").read_bytes(),
@@ -172,6 +172,6 @@ def test_a_critical_anomalys_chart_is_drawn_outside_the_run_lock_after_the_input
     (opened,) = events_of(store, "exp01", t.ANOMALY_OPENED)
     (charted,) = events_of(store, "exp01", t.ANOMALY_CHARTED)
     assert charted.data["anomaly"] == opened.id
-    assert packfiles.read(store.redis, store.keys, run="exp01", decision=opened.id)["chart.png"].startswith(b"\x89PNG")
+    assert packfiles.read(store.redis, store.keys, run="exp01", event_id=opened.id)["chart.png"].startswith(b"\x89PNG")
     process_run("exp01", [])
     assert len(events_of(store, "exp01", t.ANOMALY_CHARTED)) == 1

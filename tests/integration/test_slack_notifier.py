@@ -249,7 +249,7 @@ def test_routes_put_each_run_in_its_channel_with_the_chart_in_the_stop_thread(st
     a_events = [a(t.RUN_LAUNCHED, requested_by="U0ALICE", server="gpu1", session="train-exp-a", gpus=[0]),
                 a.opened("loss-spike", "loss=9 > 2x recent average 2.4"),
                 *stop(a, tmp_path / "exp-a" / "gone")]  # fmt: skip
-    packfiles.keep(store.redis, store.keys, run="exp-a", decision=a_events[2].id,
+    packfiles.keep(store.redis, store.keys, run="exp-a", event_id=a_events[2].id,
                    files={"chart.png": png, "report.md": b"# exp-a stopped\n"})  # fmt: skip
     store.append(a_events)
     store.append([b.opened("grad-norm", "grad_norm=180 > 100"), *stop(b, b_pack)])
@@ -304,7 +304,7 @@ def test_a_refused_upload_costs_the_upload_not_the_messages(store, slack_api, ca
                        trigger={"loss": math.nan, "step": 10}, title="exp07: loss=nan")  # fmt: skip
     ev = Evaluator("exp07")
     decision = ev(t.DECISION, decision="STOP", rule="loss-nonfinite", reason="loss=nan at step 10")
-    packfiles.keep(store.redis, store.keys, run="exp07", decision=decision.id, files={"chart.png": png})
+    packfiles.keep(store.redis, store.keys, run="exp07", event_id=decision.id, files={"chart.png": png})
     store.append([decision, ev(t.EVIDENCE_BUILT, decision=decision.id, rule="loss-nonfinite", path="/gone",
                                files=["chart.png"], findings=None, summary="FINAL_SUMMARY ..."),
                   ev(t.STOP_DONE, detail="killed")])  # fmt: skip
@@ -347,7 +347,7 @@ def test_a_critical_anomaly_shares_its_chart_in_its_thread_unless_a_stop_pack_co
     opened = {e.data["rule"]: e for e in events_of(store, "exp-gn", t.ANOMALY_OPENED)}
     assert set(opened) == {"gn-critical", "gn-warning"}
     assert (charted.data["anomaly"], charted.data["metric"]) == (opened["gn-critical"].id, "grad_norm")
-    png = packfiles.read(store.redis, store.keys, run="exp-gn", decision=charted.data["anomaly"])["chart.png"]
+    png = packfiles.read(store.redis, store.keys, run="exp-gn", event_id=charted.data["anomaly"])["chart.png"]
     assert png.startswith(b"\x89PNG")
     nan_opened = {e.data["rule"]: e for e in events_of(store, "exp-nan", t.ANOMALY_OPENED)}
     assert set(nan_opened) == {"gn-critical", "gn-warning", "loss-nan"}
