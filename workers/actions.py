@@ -132,14 +132,7 @@ def _build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> Evid
     metric = triggering_metric(values, recent)
     words = (metric, str(values[metric])) if metric else ()
     tail = read_log_tail(log_path, step=step if isinstance(step, int) else None, words=words)
-    try:
-        chart = render_chart(recent, metric=metric, trigger=values,
-                             title=f"{decision.run}: {decided.get('reason')}")  # fmt: skip
-    except JobTimeoutException:
-        raise
-    except Exception:  # a plotting bug costs the chart, not the pack
-        log.exception("could not draw the chart for %s; the pack goes without it", decision.id)
-        chart = None
+    chart = draw(decision, recent, metric=metric, values=values, reason=decided.get("reason"))
     inspected = [log_path] if tail and log_path else []  # a tail was read only from a path
     pack = build_pack(state=cp.run, decision=decision, log_tail=tail, files_inspected=inspected,
                       root=ctx.evidence_dir, chart=chart)  # fmt: skip
@@ -174,6 +167,19 @@ def _build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> Evid
     return t.EVIDENCE_FAILED, failed
 
 
+def draw(event: Event, recent: list[dict[str, Any]], *, metric: str | None, values: dict[str, Any],
+         reason: object) -> bytes | None:  # fmt: skip
+    """The chart of `metric` over the recent samples, trigger marked; None when drawing fails (logged): a
+    plotting bug costs the chart, never the pack or the run's other work. A job timeout goes on up."""
+    try:
+        return render_chart(recent, metric=metric, trigger=values, title=f"{event.run}: {reason}")
+    except JobTimeoutException:
+        raise
+    except Exception:
+        log.exception("could not draw the chart for %s; it goes without one", event.id)
+        return None
+
+
 def share_pack(ctx: WorkerContext, decision: Event, pack: Pack) -> None:
     """The chart and report in Redis for a while, for a bot on another machine to upload (events/packfiles.py);
     a Redis error costs the upload, not the pack."""
@@ -195,15 +201,13 @@ def chart_anomaly(ctx: WorkerContext, cp: Checkpoint, anomaly: Event) -> Anomaly
     metric = triggering_metric(values, recent)
     if metric is None:
         return None
+    chart = draw(anomaly, recent, metric=metric, values=values, reason=opened.get("reason"))
     try:
-        chart = render_chart(recent, metric=metric, trigger=values, title=f"{anomaly.run}: {opened.get('reason')}")
         if chart is None or not packfiles.keep(ctx.redis, ctx.store.keys, run=anomaly.run, event_id=anomaly.id,
                                                files={CHART: chart}):  # fmt: skip
             return None
-    except JobTimeoutException:
-        raise
-    except Exception:  # a plotting bug or a Redis error costs the chart, not the run's other work
-        log.exception("could not chart anomaly %s; Slack gets its message without the chart", anomaly.id)
+    except RedisError as exc:  # costs the chart, not the run's other work
+        log.warning("could not keep the chart of anomaly %s for Slack: %s", anomaly.id, exc)
         return None
     return {"anomaly": anomaly.id, "rule": opened.get("rule") or "", "severity": opened.get("severity") or "",
             "reason": opened.get("reason") or "", "metric": metric, "files": [CHART],
