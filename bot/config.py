@@ -35,9 +35,6 @@ class Allow:
         return self.channels is None or channel in self.channels
 
 
-SEVERITIES = ("info", "warning", "critical")  # what a route's `severity` may match (bot/routing.py)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Route:
     """One entry of `slack.routes`: matchers (each a set of alternatives; empty matches anything) and

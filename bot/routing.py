@@ -23,8 +23,8 @@ from trainwarden.bot.stages import GUARD, Notice, NotifyState
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
+from trainwarden.policies.model import CRITICAL, INFO, WARNING
 
-CRITICAL, WARNING, INFO = "critical", "warning", "info"
 SEVERITY_OF_KIND = {
     t.STOP: CRITICAL, GUARD: CRITICAL, t.STOP_DONE: CRITICAL, t.STOP_FAILED: CRITICAL, t.STOP_CANCELLED: CRITICAL,
     t.EVIDENCE_BUILT: CRITICAL, t.EVIDENCE_FAILED: CRITICAL, t.RUN_FAILED: CRITICAL, t.POLICY_REJECTED: CRITICAL,

@@ -27,6 +27,7 @@ from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.policies import faults
+from trainwarden.policies.model import CRITICAL
 
 SYSTEM_RUN = t.SYSTEM_RUN  # the pseudo-run holding the dead-man's switch and run-less commands
 ALL_RULES = "*"
@@ -214,7 +215,7 @@ def commit(state: NotifyState, notice: Notice) -> None:
     rule = notice.rule or ""
     if notice.kind == t.ANOMALY_OPENED:
         state.posted_open[rule] = notice.key
-        if is_log(notice.event) and notice.event.data.get("severity") == "critical":
+        if is_log(notice.event) and notice.event.data.get("severity") == CRITICAL:
             state.fault = rule
     elif notice.kind == t.ANOMALY_RESOLVED:
         state.posted_open.pop(rule, None)

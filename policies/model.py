@@ -16,6 +16,7 @@ from trainwarden.policies.durations import Persistence, Span
 PHASES = ("startup", "steady", "any")
 MODES = ("enforce", "shadow")  # shadow: the rule records what it would have decided and decides nothing
 SEVERITIES = ("info", "warning", "critical")
+INFO, WARNING, CRITICAL = SEVERITIES
 DECISIONS = (t.STOP, t.WAIT)
 DEFAULT_STARTUP_S = 1800.0  # the seed's "active watch": the first 30 minutes of a run
 CACHE_SHAPES = 4096  # event shapes remembered per policy (bounded: data keys come from outside)

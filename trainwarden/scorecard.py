@@ -20,8 +20,8 @@ from trainwarden.bot.stages import GUARD, NotifyState, Pipeline
 from trainwarden.corpus import NOSTOP, STOP, CorpusRun
 from trainwarden.events import types as t
 from trainwarden.policies.backtest import Backtest, Moment
+from trainwarden.policies.model import CRITICAL
 
-CRITICAL = "critical"
 # How a rule id, its reason or a message names a fault; a word not listed here must appear as itself.
 FAULT_NAMES = {
     "oom": r"\boom\b|out of memory|outofmemory|resource ?exhausted",

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainwarden.bot.config import COMMANDS, SEVERITIES, Allow, BotConfig, Route
+from trainwarden.bot.config import COMMANDS, Allow, BotConfig, Route
 from trainwarden.events.yamlfile import Reader, Schema
+from trainwarden.policies.model import SEVERITIES  # what a route's `severity` may match
 from trainwarden.remote.fleet import SLACK_USER_RE
 
 NUMBERS = ("rate_per_s", "flap_window_s", "keep_running_snooze_s", "deadman_s")

@@ -14,13 +14,12 @@ from trainwarden.events.projection import apply
 from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.engine import apply_policy, evaluate
-from trainwarden.policies.model import SEVERITIES, Policy
+from trainwarden.policies.model import CRITICAL, Policy
 from trainwarden.workers.checkpoint import ACTION_CHART, ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 from trainwarden.workers.evidence import triggering_metric
 
 # Read back from the log, these may become pending actions (or settle a guarded stop).
 _ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED, t.STOP_CANCELLED, t.ANOMALY_OPENED})
-CRITICAL = SEVERITIES[-1]  # the anomalies whose chart goes to Slack
 
 
 @dataclass(slots=True)
