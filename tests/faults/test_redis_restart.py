@@ -90,6 +90,11 @@ def test_daemons_ride_out_a_redis_restart_and_stop_the_nan_after_it(
         procs["simulate"] = spawn(settings, tmp_path / "simulate.log", "simulate", "--runs", str(SIM_RUNS),
                                   "--rate", "5")  # fmt: skip
         wait_for(lambda: decisions(store, "exp01"), timeout=60, what="the worker's first decision on exp01")
+        # every simulated run has events before Redis goes: on a cold machine `simulate` starts slower than
+        # the daemons, and a run with no event before the outage has nothing to be evaluated to
+        runs = [f"sim-{i:05d}" for i in range(SIM_RUNS)]
+        wait_for(lambda: all(store.redis.xlen(store.keys.log(run)) for run in runs), timeout=60,
+                 what="every simulated run publishing")  # fmt: skip
 
         wait_for(lambda: worker_busy(store.redis), timeout=20, interval=0.005, what="the worker busy with a job")
         shutdown(own_redis)
@@ -103,7 +108,6 @@ def test_daemons_ride_out_a_redis_restart_and_stop_the_nan_after_it(
         assert alive == dict.fromkeys(DAEMONS, True)
         wait_for(lambda: any("STOP exp01" in text for text in posted()), timeout=20, what="the STOP posted")
         # the job Redis failed mid-way is redone: every simulated run's log is evaluated to its end
-        runs = [f"sim-{i:05d}" for i in range(SIM_RUNS)]
         wait_for(lambda: all(evaluated_to_end(store, run) for run in runs), timeout=30, what="every run evaluated")
     finally:
         for proc in procs.values():
