@@ -11,6 +11,11 @@ Metrics and notable lines have producers of their own because metric events may 
 (see `agent.arbiter`) while `log.line` events go out at once; within each producer seqs still
 only grow.
 
+A last line without its terminator is read once the writer pauses or ends (agent.tail): a partial line
+read early yields its metrics only (no traceback grouping, no tag) and only up to its last finished value
+(`settled`); when the line is completed later (the same start), only the values it adds or changes are
+published, at the same position, so a line read in two goes never yields a sample twice.
+
 One line never costs another: a metric value the events refuse (`step: -1`, see
 `events.metrics.value_problem`) is left out of its event, and a line whose handling raises is
 skipped alone (counted in `SourceErrors`); the lines after it are read as usual.
@@ -22,6 +27,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from trainwarden.agent.bars import same_value
 from trainwarden.agent.blocks import Block, Single, TracebackGrouper
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.parse import MAX_LINE_CHARS, fault_of, tag_of
@@ -47,14 +53,14 @@ Secrets = Callable[[], Iterable[str]]  # the secret values to mask, asked for on
 
 
 def line_item(*, run: str, host: str, line: Line, now: float, secrets: Secrets = known_secrets,
-              reader: MetricReader | None = None) -> Item | None:  # fmt: skip
+              reader: MetricReader | None = None, again: bool = False) -> Item | None:  # fmt: skip
     """The event one ordinary line yields (a metric or a notable line), if any. `reader` is the run's (it
     remembers the lines before: see `agent.reading`); without one the line is read as a run's first. A line
     that reports a fault is a `log.line` even when it holds `key=value` pairs (the NCCL watchdog's
-    `WorkNCCL(SeqNum=5, ...)`)."""
+    `WorkNCCL(SeqNum=5, ...)`). `again`: the line completes one read before (agent.reading)."""
     tag = fault_of(line.text)
     if tag is None:
-        metrics, refused = (reader or MetricReader()).read(line.text)
+        metrics, refused = (reader or MetricReader()).read(line.text, again=again)
         if metrics:
             event = make_event(t.METRIC, run=run, host=host, producer=f"{host}/log/{run}/g{line.generation}",
                                seq=line.end, data=metrics, ts=now)  # fmt: skip
@@ -88,7 +94,7 @@ class RunLog:
         self.grouper = TracebackGrouper()
         self.last_line_at: float | None = None
         self.lines_read = 0
-        self._last_bar: dict[str, float | int] | None = None
+        self._early: tuple[int, int, dict[str, float | int]] | None = None  # a partial line's: gen, start, data
         self.reader = MetricReader()  # which numbers are metrics, and where in the run (agent.reading)
 
     @property
@@ -98,14 +104,8 @@ class RunLog:
         return self.tail.offset if pending is None else min(pending, self.tail.offset)
 
     def poll(self, now: float) -> list[Item]:
-        lines = self.tail.poll()
-        out: list[Item] = []
-        for line in lines:
-            try:
-                for piece in self.grouper.feed(line):
-                    out.extend(self._items(piece, now))
-            except Exception as exc:  # this line only: the lines after it are read as usual
-                self.errors.failed(f"{self.run} log", exc, detail=f"the line at byte {line.start} is skipped")
+        lines = self.tail.poll(now=now)
+        out = self._lines(lines, now)
         if lines:
             self.last_line_at = now
             self.lines_read += len(lines)
@@ -113,33 +113,96 @@ class RunLog:
             out.extend(self.finish(now))
         return out
 
-    def finish(self, now: float) -> list[Item]:
-        """Send an unfinished traceback (nothing more is coming: idle, or the run ended)."""
-        return [block_item(run=self.run, host=self.host, block=b, now=now, secrets=self.secrets)
-                for b in self.grouper.flush()]  # fmt: skip
+    def _lines(self, lines: list[Line], now: float, *, final: bool = False) -> list[Item]:
+        out: list[Item] = []
+        for line in lines:
+            try:
+                if line.partial and not final:  # the writer paused mid-line: its metrics, and nothing else yet
+                    out.extend(self._early_items(line, now))
+                    continue
+                for piece in self.grouper.feed(line):
+                    out.extend(self._items(piece, now))
+            except Exception as exc:  # this line only: the lines after it are read as usual
+                self.errors.failed(f"{self.run} log", exc, detail=f"the line at byte {line.start} is skipped")
+        return out
+
+    def finish(self, now: float, *, final: bool = False) -> list[Item]:
+        """Send an unfinished traceback (nothing more is coming: idle, or the run ended); `final`: the writer is
+        done, so a last line without its terminator is read too."""
+        out = self._lines(self.tail.poll(now=now, final=True), now, final=True) if final else []
+        return out + [block_item(run=self.run, host=self.host, block=b, now=now, secrets=self.secrets)
+                      for b in self.grouper.flush()]  # fmt: skip
+
+    def _early_items(self, line: Line, now: float) -> list[Item]:
+        """A partial line read while its writer lives: metrics only, up to its last finished value."""
+        text = settled(line.text)
+        if not text:
+            return []
+        item = self._line_item(dataclasses.replace(line, text=text), now)
+        return self._deduped(item, line) if item is not None and item.is_metric else []
+
+    def _line_item(self, line: Line, now: float) -> Item | None:
+        early = self._early
+        again = early is not None and early[:2] == (line.generation, line.start)
+        if early is not None and not again:
+            self._early = None  # a line after the partial one: the partial was complete as read
+        item = line_item(run=self.run, host=self.host, line=line, now=now, secrets=self.secrets, reader=self.reader,
+                         again=again)  # fmt: skip
+        if item is not None and item.refused:
+            self.errors.refused_values(f"{self.run} log", item.refused)
+        return item
+
+    def _deduped(self, item: Item, line: Line) -> list[Item]:
+        """A metric item of a line read in parts: the values not published from its earlier part."""
+        early = self._early
+        sent = early[2] if early is not None and early[:2] == (line.generation, line.start) else {}
+        data = item.event.data
+        self._early = (line.generation, line.start, {**sent, **data}) if line.partial else None
+        if not sent:
+            return [item]
+        new = {k: v for k, v in data.items() if k in POSITION_KEYS or not same_value(sent.get(k, _MISSING), v)}
+        if not set(new) - POSITION_KEYS:
+            return []  # all it holds was published from the part read before
+        return [dataclasses.replace(item, event=dataclasses.replace(item.event, data=new))]
 
     def _items(self, piece: Single | Block, now: float) -> list[Item]:
         if isinstance(piece, Block):
             return [block_item(run=self.run, host=self.host, block=piece, now=now, secrets=self.secrets)]
         line = piece.line
-        item = line_item(run=self.run, host=self.host, line=line, now=now, secrets=self.secrets,
-                         reader=self.reader)  # fmt: skip
+        item = self._line_item(line, now)
         if item is None:
             return []
-        if item.refused:
-            self.errors.refused_values(f"{self.run} log", item.refused)
-        if item.is_metric and "it/s" in line.text:
-            # a progress bar redraws many times a second with the same postfix: keep changes only
-            if item.event.data == self._last_bar:
-                return []
-            self._last_bar = item.event.data
-        elif not item.is_metric and (bar := glued_bar(line.text)) is not None:
+        if item.is_metric:
+            return self._deduped(item, line) if self._early is not None else [item]
+        if (bar := glued_bar(line.text)) is not None:
             # tqdm writes no newline: a fault printed while a bar was drawn is glued to the bar's last redraw
             found = line_item(run=self.run, host=self.host, line=dataclasses.replace(line, text=bar), now=now,
                               secrets=self.secrets, reader=self.reader)  # fmt: skip
             if found is not None and found.is_metric:
                 return [found, item]
+        self._early = None
         return [item]
+
+
+POSITION_KEYS = frozenset({"step", "epoch"})
+_MISSING = object()
+
+
+def settled(text: str) -> str:
+    """A partial line up to its last finished value: a number at its very end may still grow (`loss=1` of
+    `loss=1.25`), so it is left for the completed line; a word (`nan`, `inf`) or a closing `]` or `}` is kept."""
+    end = len(text.rstrip())
+    last = text[end - 1 : end]
+    if not (last.isdigit() or last == "." or (last in "+-eE" and text[end - 2 : end - 1].isdigit())):
+        return text
+    cut = end
+    while cut > 0 and not text[cut - 1].isspace() and text[cut - 1] not in ",=:|'\"":
+        cut -= 1
+    while cut > 0 and text[cut - 1] in ",=:|'\" \t":
+        cut -= 1  # the separator before the value goes too, and the name with it: no pair is half read
+    while cut > 0 and not text[cut - 1].isspace() and text[cut - 1] not in ",|{":
+        cut -= 1
+    return text[:cut].rstrip()
 
 
 def glued_bar(text: str) -> str | None:

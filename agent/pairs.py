@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 
 from trainwarden.events.jsonload import float_literal
-from trainwarden.events.metrics import canonical
+from trainwarden.events.metrics import canonical, is_known
 
 Metrics = dict[str, float | int]
 
@@ -24,6 +24,12 @@ PHRASE_RE = re.compile(
     r"^\s*([A-Za-z_][\w./()%-]*(?: [A-Za-z_(][\w./()%-]*){0,6}?)"  # the name: up to seven words
     rf"(?:\s*[:=]\s*|\s+)({NUM})\s*(%|ms|s|GB|MB|GiB|MiB)?\s*$",
     re.IGNORECASE,
+)
+# `name value` with only blanks between (`step 10 loss 2.31`, `train loss 2.3`, `acc 45.3%`): a name of up to three
+# words, none of them a word of a sentence (`at step 100` is `step 100`), the number perhaps quoted
+_WORD = r"(?!(?:at|to|of|in|on|for|from|by|with|and|or|is|are|was|the|a|an|after|every|than|per)\b)[A-Za-z_][\w./-]*"
+SPACED_RE = re.compile(
+    rf"(?<![\w./'-])((?:{_WORD}[ \t]+){{0,2}}?{_WORD})[ \t]+'?({NUM})'?(%|ms|s)?(?![\w.:/-]|,\d)", re.IGNORECASE
 )
 UNIT_SUFFIX = {"ms": "_ms", "s": "_s", "gb": "_gb", "gib": "_gb", "mb": "_mb", "mib": "_mb"}
 
@@ -60,6 +66,20 @@ def key_value(text: str) -> Metrics:
 
 def colon(text: str) -> Metrics:
     return _kept(numbers((key, value) for key, value, _pct in COLON_RE.findall(text)))
+
+
+def spaced(text: str) -> Metrics:
+    """`name value` pairs separated by blanks only, when one of them is a measurement the vocabulary knows
+    (`events.metrics.is_known`): blanks alone are weak evidence, and prose has numbers too (`shard 5`)."""
+    out: Metrics = {}
+    for name, value, unit in SPACED_RE.findall(text):
+        try:
+            out[f"{name}{UNIT_SUFFIX[unit.lower()]}" if unit and unit != "%" else name] = parse_number(value)
+        except ValueError:
+            continue
+    if not out or not any(is_known(canonical(name)) for name in out):
+        return {}
+    return _kept(out)
 
 
 def phrase(piece: str) -> tuple[str, float | int] | None:

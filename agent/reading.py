@@ -28,7 +28,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from trainwarden.agent.formats import Metrics, parse_metrics
+from trainwarden.agent import bars
+from trainwarden.agent.formats import Metrics, read_line
 from trainwarden.events.metrics import is_known, normalise, without_problems
 
 MAX_SHAPES = 256  # name sets remembered for recurrence; the oldest is forgotten first
@@ -70,16 +71,21 @@ class MetricReader:
         self._last_values: Metrics | None = None  # the previous metric line, before positioning ...
         self._last_out: Metrics = {}  # ... and after
         self._shapes: dict[frozenset[str], object] = {}  # name set -> first values, or _RECURS
+        self._carried: dict[str, float | int] = {}  # a progress bar's values at its last redraw (agent.bars.fresh)
+        self._eval_ran = False  # an eval bar ran since: the next redraw's validation values are a new eval
 
-    def read(self, text: str) -> tuple[Metrics, list[str]]:
-        """The metrics of one line (empty when none) and the problems of values left out of them."""
+    def read(self, text: str, *, again: bool = False) -> tuple[Metrics, list[str]]:
+        """The metrics of one line (empty when none) and the problems of values left out of them; `again`: the
+        line completes the one read before (a partial line read early, agent.tail), so it keeps its position."""
         header = KERAS_EPOCH_RE.search(text) if "Epoch" in text else None
         if header is not None:
             self.keras_epoch = int(header.group(1))
             self._last_values = None  # a new epoch: the next fit line is not a redraw of the last one
             return {}, []
-        printed = parse_metrics(text)
+        printed, fmt = read_line(text)
         if not printed:
+            if fmt is not None and fmt.redrawn and bars.is_eval_bar(text):
+                self._eval_ran = True
             return {}, []
         summary, drop = _printed_shape(tuple(printed))
         if summary:
@@ -94,7 +100,13 @@ class MetricReader:
         known, follows = _canonical_shape(tuple(metrics))
         if not (summary or known or self._recurs(metrics)):
             return {}, refused
-        return self._positioned(metrics, summary or follows), refused
+        if fmt is not None and fmt.redrawn:
+            metrics = bars.fresh(metrics, self._carried, eval_ran=self._eval_ran, positions=POSITION)
+            if self._eval_ran and any(k.startswith("val_") for k in metrics):
+                self._eval_ran = False
+            if not set(metrics) - POSITION:
+                return {}, refused  # a redraw that repeats the last values: no new sample
+        return self._positioned(metrics, summary or follows, again), refused
 
     def _recurs(self, metrics: Metrics) -> bool:
         shape = frozenset(metrics)
@@ -110,11 +122,15 @@ class MetricReader:
             self._shapes[shape] = metrics
         return False  # first seen, or an exact repeat (each rank printing one banner)
 
-    def _positioned(self, metrics: Metrics, follows: bool) -> Metrics:
+    def _positioned(self, metrics: Metrics, follows: bool, again: bool = False) -> Metrics:
         """`metrics` (the reader's own dict) with its position; `follows`: at the training line before it."""
         if metrics == self._last_values:
             return dict(self._last_out)  # a repeated line (a redraw, a doubled line): the same position
         self._last_values = dict(metrics)
+        if again and self.last_step is not None and "step" not in metrics:
+            metrics["step"] = self.last_step  # the rest of a line read before: where that part was
+            self._last_out = metrics
+            return metrics
         step = metrics.get("step")
         if step is not None:
             step = int(step)  # whole by `without_problems` (`32000.0`)

@@ -181,7 +181,8 @@ class RunWatcher:
             out.append(self._guard_event(guard, now))
         if ended is not None:
             out.extend(self.poll(now, set()))  # the lines written before it ended come first
-            out.extend(item.event for item in self.log.finish(now))
+            done = self.log.finish(now, final=True) if isinstance(self.log, RunLog) else self.log.finish(now)
+            out.extend(item.event for item in done)  # a last line without its newline included
             out.append(self._ended_event(ended, now))
             self.ended, self.ended_at = ended, now
         return out

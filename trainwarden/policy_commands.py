@@ -119,13 +119,14 @@ def log_events(path: Path, *, interval: float) -> Iterator[Event]:
     ts = 0.0
     while True:
         items = log.poll(ts)
-        if not items and log.tail.offset >= path.stat().st_size:
-            break
+        if not items and log.tail.read_to >= path.stat().st_size:
+            items = log.finish(ts, final=True)  # the log is read to its end: a last line without newline too
+            if not items:
+                break
         for item in items:
             yield item.event if item.event.ts == ts else dataclasses.replace(item.event, ts=ts)
             if item.is_metric:
                 ts += interval
-    yield from (item.event for item in log.finish(ts))
 
 
 def wandb_events(run_dir: Path) -> Iterator[Event]:

@@ -65,14 +65,15 @@ EXPECTED = {
         {"epoch": 1, "val_loss": 8.123, "val_nll_loss": 7.9, "val_ppl": 238.4, "val_wps": 45678, "val_wpb": 2345.6,
          "val_bsz": 32, "step": 1563},
     ],
-    # each '\r' redraw is a line; unchanged postfixes are sent once; the bar being drawn waits; a bar with
-    # an epoch is at that epoch, one without is positioned by a count of its changes
+    # each '\r' redraw is a line; a value carried unchanged from the last redraw is no new sample (agent.bars),
+    # so a redraw that changes nothing is sent never; the bar being drawn waits; a bar with an epoch is at that
+    # epoch and at the batches so far (epoch x total + position), one without at its position
     "lightning.log": [
-        {"epoch": 0, "loss": 2.51, "step": 0},
-        {"epoch": 0, "loss": 2.31, "step": 0},
-        {"epoch": 0, "loss": 1.9, "val_loss": 2.05, "step": 0},
+        {"epoch": 0, "loss": 2.51, "step": 100},
+        {"epoch": 0, "loss": 2.31, "step": 200},
+        {"epoch": 0, "loss": 1.9, "val_loss": 2.05, "step": 1000},
     ],
-    "tqdm.log": [{"loss": 2.31, "lr": 0.0003, "step": 1}, {"loss": NAN, "lr": 0.0003, "step": 2}],
+    "tqdm.log": [{"loss": 2.31, "lr": 0.0003, "step": 10}, {"loss": NAN, "step": 20}],
 }  # fmt: skip
 
 

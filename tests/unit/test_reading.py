@@ -124,11 +124,12 @@ def test_keras_fit_lines_are_at_the_epoch_of_the_header_above(name):
     assert all("loss" in m and "val_loss" in m for m in fits)
 
 
-def test_a_bar_redrawn_unchanged_keeps_its_position():
+def test_a_bar_redrawn_unchanged_is_no_new_sample():
     reader = MetricReader()
-    # lightning_bars_epoch_end_early.log: a Lightning bar redraw (the epoch is its position)
+    # lightning_bars_epoch_end_early.log: a Lightning bar redraw (at its epoch, and the batches so far)
     line = next(ln for ln, m in read("lightning_bars_epoch_end_early.log") if m)
-    assert reader.read(line)[0] == reader.read(line)[0] == {"epoch": 0, "loss": 4.73, "step": 0}
+    assert reader.read(line)[0] == {"epoch": 0, "loss": 4.73, "step": 3}
+    assert reader.read(line)[0] == {}
 
 
 HF_DICT_LOGS = sorted(p.name for p in REAL.glob("*.log") if p.name.startswith(("hf_dict_", "trl_", "sentence_")))

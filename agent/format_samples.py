@@ -1,0 +1,112 @@
+"""Real sample lines of each format in agent.formats, with the canonical metrics each must yield. Every line is
+quoted exactly from the file its `source` names: a corpus log (tests/data/real, provenance in its MANIFEST.yaml)
+or a console log captured from the library itself (tests/data/logs/captured, README.md there says which
+version printed it and how). tests/unit/test_formats_table.py runs them all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NAN = float("nan")
+CAPTURED = "logs/captured/"  # under tests/data
+REAL = "real/"
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    line: str
+    holds: dict[str, float | int]  # canonical names (events.metrics.normalise) and values; NaN matches NaN
+    source: str  # a file under tests/data that holds the line as printed
+
+
+SAMPLES: dict[str, tuple[Sample, ...]] = {
+    "model summary": (
+        Sample("Trainable params: 5                                                             ", {},
+               CAPTURED + "lightning2_tqdm_bar.log"),
+        Sample("Modules in eval mode: 0                                                         ", {},
+               CAPTURED + "lightning2_rich_bar.log"),
+    ),
+    "python dict": (
+        Sample("{'loss': '3.367', 'grad_norm': '3.612', 'learning_rate': '5e-05', 'epoch': '0.25'}",
+               {"loss": 3.367, "grad_norm": 3.612, "lr": 5e-05, "epoch": 0.25}, CAPTURED + "hf_trainer5_tqdm_nan.log"),
+        Sample("{'loss': '0', 'grad_norm': 'nan', 'learning_rate': '1.667e-05', 'epoch': '1.25'}",
+               {"loss": 0, "grad_norm": NAN, "epoch": 1.25}, CAPTURED + "hf_trainer5_tqdm_nan.log"),
+        Sample("{'eval_loss': 'nan', 'eval_runtime': '0.003', 'eval_samples_per_second': '1.059e+04', "
+               "'eval_steps_per_second': '1324', 'epoch': '1.5'}",
+               {"val_loss": NAN, "epoch": 1.5}, CAPTURED + "hf_trainer5_tqdm_nan.log"),
+        Sample("{'loss': 1.1039, 'learning_rate': 1.866666666666667e-05, 'epoch': 0.33}",
+               {"loss": 1.1039, "epoch": 0.33}, REAL + "hf_dict_koelectra_evals_summary_healthy.log"),
+    ),
+    "json": (
+        Sample('{"train_lr": 8.159469122054745e-05, "train_loss": 3.20298746091237, "epoch": 249, '
+               '"n_parameters": 11590840}',
+               {"loss": 3.20298746091237, "epoch": 249}, REAL + "deit_jsonl_p2t_imagenet_healthy.log"),
+    ),
+    "fp16 overflow": (
+        Sample("[2021-11-27 00:36:54,800] [INFO] [stage2.py:1628:step] [deepscale] OVERFLOW! Rank 0 Skipping step. "
+               "Attempted loss scale: 1, reducing to 1",
+               {"loss_scale": 1, "overflow": 1}, REAL + "deepspeed_t5_loss_scale_stuck_at_1.log"),
+    ),
+    "torchtune bar": (
+        Sample("[trainer0|0]:1|2|Loss: 2.764298677444458:   3%|▎         | 3/101 [00:53<27:44, 16.98s/it]",
+               {"epoch": 1, "step": 2, "loss": 2.764298677444458}, REAL + "torchtune_lora_multinode_bar_prefix.log"),
+    ),
+    "ultralytics": (
+        Sample("    70/1000      6.73G      1.081     0.4706      1.084         10        640: 100%|██████████| 16/16 "
+               "[00:05<00:00,  2.78it/s]",
+               {"epoch": 70, "box_loss": 1.081, "gpu_mem_gb": 6.73}, REAL + "ultralytics_yolov8_console_healthy.log"),
+    ),
+    "rich bar": (
+        Sample("Epoch 2/2  ━━━━━━━━━━━━━━━━━ 8/8 0:00:00 • 0:00:00 488.07it/s "
+               "train_loss: 2.334 ",
+               {"epoch": 2, "step": 24, "loss": 2.334}, CAPTURED + "lightning2_rich_bar.log"),
+    ),
+    "tqdm bar": (
+        Sample("Epoch 2:  12%|█▎        | 1/8 [00:00<00:00, 406.35it/s, train_loss=2.660, val_loss=3.090]",
+               {"epoch": 2, "step": 17, "loss": 2.66, "val_loss": 3.09}, CAPTURED + "lightning2_tqdm_bar.log"),
+        Sample("Epoch 0:   6%|██                               | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6, "
+               "v_num=95nc, reduced_train_loss=2.590, global_step=3.2e+4, consumed_samples=2.56e+7]",
+               {"epoch": 0, "step": 32000, "loss": 2.6}, REAL + "nemo_lightning_bar_then_nccl_timeout.log"),
+    ),
+    "iter phrases": (
+        Sample("2023-03-22 09:32:52 iter 3010: loss nan, time 1019.95ms, mfu 14.12%",
+               {"step": 3010, "loss": NAN, "time_ms": 1019.95}, REAL + "nanogpt_fp16_v100_loss_nan.log"),
+        Sample("Iter 1: Val loss 2.086, Val took 17.177s", {"step": 1, "val_loss": 2.086},
+               REAL + "mlx_lm_lora_diverges_no_nan.log"),
+    ),
+    "boosting": (
+        Sample("[0]\ttrain-logloss:0.48063\ttrain-error:0.04000\teval-logloss:0.50276\teval-error:0.12000",
+               {"step": 0, "logloss": 0.48063, "val_logloss": 0.50276, "val_error": 0.12},
+               CAPTURED + "xgboost_train.log"),
+        Sample("[1]\tvalid_0's binary_logloss: 0.614894\tvalid_0's auc: 0.957307",
+               {"step": 1, "val_binary_logloss": 0.614894, "val_auc": 0.957307}, CAPTURED + "lightgbm_train.log"),
+    ),
+    "pipe separated": (
+        Sample("| epoch 010 | valid on 'valid' subset | valid loss 1.94 | valid ppl 3.83",
+               {"epoch": 10, "val_loss": 1.94, "val_ppl": 3.83}, REAL + "fairseq_legacy_lstm_epoch10_healthy.log"),
+        Sample("Step 1 | loss:2.085338592529297 lr:2e-05 tokens_per_second_per_gpu:57.828881833956174",
+               {"step": 1, "loss": 2.085338592529297, "lr": 2e-05},
+               REAL + "torchtune_codellama_full_finetune_healthy.log"),
+    ),
+    "caffe": (
+        Sample("I0914 09:36:00.295799  6584 solver.cpp:244]     Train net output #0: accuracy = 0.78125",
+               {"accuracy": 0.78125}, REAL + "caffe_solver_lcnn_late_training.log"),
+    ),
+    "step: loss": (
+        Sample("123892: 40490.179687500", {"step": 123892, "loss": 40490.1796875},
+               REAL + "waveglow_negative_loss_spike_no_recovery.log"),
+    ),
+    "ultralytics validation": (
+        Sample("                   all        722       1444      0.989       0.99      0.993      0.681",
+               {"metrics/precision(b)": 0.989}, REAL + "ultralytics_yolov8_console_healthy.log"),
+    ),
+    "general": (
+        Sample("5/5 - 0s - 5ms/step - accuracy: 0.5333 - loss: 0.8422 - val_accuracy: 0.3800 - val_loss: 1.0468",
+               {"loss": 0.8422, "accuracy": 0.5333, "val_loss": 1.0468, "val_accuracy": 0.38},
+               CAPTURED + "keras3_verbose2.log"),
+        Sample("INFO:tensorflow:global step 665: loss = 1.4688 (646.632 sec/step)", {"step": 665, "loss": 1.4688},
+               REAL + "tf_slim_objdet_slow_checkpointing.log"),
+        Sample("=> STEP  750   lr: 0.000600   giou_loss:  nan   conf_loss: 10.89   prob_loss: 0.06   total_loss:  nan",
+               {"step": 750, "loss": NAN}, REAL + "tf2_yolov3_custom_loop_nan.log"),
+    ),
+}  # fmt: skip
