@@ -23,8 +23,14 @@ SAMPLES: dict[str, tuple[Sample, ...]] = {
     "model summary": (
         Sample("Trainable params: 5                                                             ", {},
                CAPTURED + "lightning2_tqdm_bar.log"),
+    ),
+    "model summary modes": (
         Sample("Modules in eval mode: 0                                                         ", {},
                CAPTURED + "lightning2_rich_bar.log"),
+    ),
+    "model summary flops": (
+        Sample("Total FLOPs: 0                                                                  ", {},
+               CAPTURED + "lightning2_tqdm_bar.log"),
     ),
     "python dict": (
         Sample("{'loss': '3.367', 'grad_norm': '3.612', 'learning_rate': '5e-05', 'epoch': '0.25'}",

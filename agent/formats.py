@@ -37,19 +37,20 @@ MODEL_SUMMARY_RE = re.compile(
     r"^\s*(?:(?:Trainable|Non-trainable|Total|All) params\b|Total estimated model params size|Modules in \w+ mode:"
     r"|Total FLOPs\b|trainable params:.*\ball params\b)"
 )
-_BOX = frozenset("┏┃┡│└┌├╭╰━┗┣")  # Rich's table borders: a model summary's rows and header
 
 
-def _model_summary(line: str) -> bool:
-    return line[:1] in _BOX or (("params" in line or "mode:" in line or "FLOPs" in line) and
-                                MODEL_SUMMARY_RE.match(line) is not None)  # fmt: skip
+def _model_summary(line: str, stripped: str) -> bool:
+    return MODEL_SUMMARY_RE.match(stripped) is not None
 
 
 @dataclass(frozen=True, slots=True)
 class Format:
-    """One line format: `accepts(line, stripped)` is a cheap test (a few substring checks), `parse(line)` reads it."""
+    """One line format: `hint` is a substring every line of it holds ("" when none), `accepts(line, stripped)` a
+    cheap test (a few substring checks), `parse(line)` reads it. The agent reads every line: a line without the
+    hint costs one substring test per format."""
 
     name: str
+    hint: str
     accepts: Callable[[str, str], bool]
     parse: Callable[[str], Metrics]
     final: bool = False  # when accepted, its answer stands, even {}
@@ -64,31 +65,38 @@ def _rate(line: str) -> bool:
     return "it/s" in line or "s/it" in line
 
 
+_ANY = lambda line, s: True  # noqa: E731 - the hint says it all
+
 FORMATS: tuple[Format, ...] = (
-    Format("model summary", lambda line, s: _model_summary(s), lambda line: {}, final=True),
-    Format("python dict", lambda line, s: "{'" in line, lp.python_dict, final=True),  # also after a bar redraw
-    Format("json", lambda line, s: s[:2] == '{"', lambda line: json_line(line.lstrip()), final=True),
-    Format("fp16 overflow", lambda line, s: "loss scale" in line or "overflow on iteration" in line, tl.overflow),
-    Format("torchtune bar", lambda line, s: "|Loss: " in line and _rate(line),
-           lambda line: tl.torchtune_bar(line.lstrip()), final=True, redrawn=True),
-    Format("ultralytics", lambda line, s: s[:1].isdigit() and "G " in line and _rate(line), tl.ultralytics,
-           redrawn=True),
-    Format("rich bar", lambda line, s: "•" in line and _rate(line), bars.rich_bar, redrawn=True),
-    Format("tqdm bar", lambda line, s: _rate(line), bars.progress_bar, final=True, redrawn=True),
-    Format("iter phrases", lambda line, s: s[:4].lower() in ("iter", "step") and ":" in line,
+    Format("python dict", "{'", _ANY, lp.python_dict, final=True),  # also after a bar redraw on the same line
+    Format("json", '{"', lambda line, s: s[:2] == '{"', lambda line: json_line(line.lstrip()), final=True),
+    Format("fp16 overflow", "", lambda line, s: "loss scale" in line or "overflow on iteration" in line, tl.overflow),
+    Format("torchtune bar", "|Loss: ", lambda line, s: _rate(line), lambda line: tl.torchtune_bar(line.lstrip()),
+           final=True, redrawn=True),
+    Format("ultralytics", "G ", lambda line, s: s[:1].isdigit() and _rate(line), tl.ultralytics, redrawn=True),
+    Format("rich bar", "•", lambda line, s: _rate(line), bars.rich_bar, redrawn=True),
+    Format("tqdm bar", "/", lambda line, s: _rate(line), bars.progress_bar, final=True, redrawn=True),
+    Format("iter phrases", ":", lambda line, s: s[:4].lower() in ("iter", "step"),
            lambda line: lp.iter_phrases(line.lstrip())),
-    Format("boosting", lambda line, s: s[:1] == "[" and "]\t" in line, lp.boosting),
-    Format("pipe separated", lambda line, s: " | " in line or s[:1] == "|", lp.pipe_separated),
-    Format("caffe", lambda line, s: " net output #" in line, tl.caffe_output, final=True),
-    Format("step: loss", lambda line, s: s[:1].isdigit() and ":" in line, tl.step_loss),
-    Format("ultralytics validation", lambda line, s: s[:4] == "all ", tl.ultralytics_validation, final=True),
+    Format("boosting", "]\t", lambda line, s: s[:1] == "[", lp.boosting),
+    Format("pipe separated", "|", lambda line, s: " | " in line or s[:1] == "|", lp.pipe_separated),
+    Format("caffe", " net output #", _ANY, tl.caffe_output, final=True),
+    Format("step: loss", ":", lambda line, s: s[:1].isdigit(), tl.step_loss),
+    Format("ultralytics validation", "all ", lambda line, s: s[:4] == "all ", tl.ultralytics_validation, final=True),
+    Format("model summary", "params", _model_summary, lambda line: {}, final=True),  # sizes, not training
+    Format("model summary modes", " mode:", _model_summary, lambda line: {}, final=True),
+    Format("model summary flops", "FLOPs", _model_summary, lambda line: {}, final=True),
 )  # fmt: skip
-GENERAL = Format("general", lambda line, s: True, lp.general)
+GENERAL = Format("general", "", _ANY, lp.general)
+_TABLE = tuple((fmt.hint, fmt.accepts, fmt.parse, fmt.final, fmt) for fmt in FORMATS)  # unpacked: the loop is hot
 
 
 def parse_metrics(line: str) -> Metrics:
     """The metrics in one log line, whatever the format; {} when it has none (or cannot be read)."""
-    return read_line(line)[0]
+    try:
+        return _read(strip_prefix(line))[0]
+    except (ValueError, OverflowError):  # a numeral too long to convert (`iter 999...9:`): not a metrics line
+        return {}
 
 
 def read_line(line: str) -> tuple[Metrics, Format | None]:
@@ -103,10 +111,10 @@ def _read(line: str) -> tuple[Metrics, Format | None]:
     stripped = line.lstrip()
     if not stripped:
         return {}, None
-    for fmt in FORMATS:
-        if fmt.accepts(line, stripped):
-            found = fmt.parse(line)
-            if found or fmt.final:
+    for hint, accepts, parse, final, fmt in _TABLE:
+        if hint in line and accepts(line, stripped):
+            found = parse(line)
+            if found or final:
                 return found, fmt
     found = lp.general(line)
     return found, GENERAL if found else None

@@ -24,7 +24,8 @@ from trainwarden.agent.pairs import (
 from trainwarden.events.jsonload import float_literal, loads
 
 # a Python dict's repr; transformers 5.x quotes its numbers (`'loss': '0.05'`, `'grad_norm': 'nan'`)
-PYDICT_RE = re.compile(rf"'([^']+)':\s*('?)({NUM})'?(?![\w.])", re.IGNORECASE)
+PYDICT_RE = re.compile(rf"'([^']+)':\s*({NUM})(?![\w.])", re.IGNORECASE)
+PYDICT_QUOTED_RE = re.compile(rf"'([^']+)':\s*('?)({NUM})'?(?![\w.])", re.IGNORECASE)
 # nanoGPT `iter 100: loss 4.2, time 12.3ms`, mlx-lm `Iter 5: Train loss 3.361, Learning Rate 1.000e-05, ...`
 ITER_RE = re.compile(r"^\s*(iter|step)\s+(\d+):\s*(.*)$", re.IGNORECASE)
 FAIRSEQ_SUBSET_RE = re.compile(r"^\s*(valid|test)\b.*?\bsubset\b")
@@ -44,8 +45,10 @@ HELD_OUT = ("valid", "val", "eval", "test")
 def python_dict(line: str) -> Metrics:
     """A Hugging Face Trainer line: the repr of a dict, so NaN prints as a bare `nan` (4.x) or `'nan'` (5.x).
     A quoted number is a float 5.x formatted (`f"{v:.4g}"`): `'epoch': '1'` is epoch 1.0, not a whole count."""
+    if "': '" not in line:
+        return numbers(PYDICT_RE.findall(line))  # 4.x: no value quoted
     out: Metrics = {}
-    for name, quoted, value in PYDICT_RE.findall(line):
+    for name, quoted, value in PYDICT_QUOTED_RE.findall(line):
         try:
             number = parse_number(value)
         except ValueError:

@@ -31,6 +31,15 @@ _WORD = r"(?!(?:at|to|of|in|on|for|from|by|with|and|or|is|are|was|the|a|an|after
 SPACED_RE = re.compile(
     rf"(?<![\w./'-])((?:{_WORD}[ \t]+){{0,2}}?{_WORD})[ \t]+'?({NUM})'?(%|ms|s)?(?![\w.:/-]|,\d)", re.IGNORECASE
 )
+
+
+# a word every name `is_known` accepts holds (a loss, an accuracy, a perplexity, a norm, a held-out metric, tokens),
+# looked for in the lower-cased line (substring tests cost less than any regex alternation)
+def _measured_word(low: str) -> bool:
+    return ("loss" in low or "acc" in low or "ppl" in low or "perplex" in low or "norm" in low or "val" in low
+            or "test" in low or "tok" in low or "throughput" in low or "overflow" in low or "error" in low)  # fmt: skip
+
+
 UNIT_SUFFIX = {"ms": "_ms", "s": "_s", "gb": "_gb", "gib": "_gb", "mb": "_mb", "mib": "_mb"}
 
 
@@ -42,12 +51,19 @@ def parse_number(text: str) -> float | int:
 
 
 def numbers(pairs: Iterable[tuple[str, str]]) -> Metrics:
+    """`parse_number` of each value (inlined: the agent parses every value of every line)."""
     out: Metrics = {}
     for key, value in pairs:
         try:
-            out[key] = parse_number(value)
+            if value.lstrip("+-").isdigit():
+                out[key] = int(value)
+                continue
+            number = float(value)
         except ValueError:
-            continue  # an overflowing numeral: this value only is left out
+            continue  # an integer too long to convert: this value only is left out
+        if number - number != 0.0 and "n" not in value and "N" not in value:
+            continue  # Inf from an overflowing numeral (`1e400`), not a printed `inf`: left out
+        out[key] = number
     return out
 
 
@@ -71,6 +87,8 @@ def colon(text: str) -> Metrics:
 def spaced(text: str) -> Metrics:
     """`name value` pairs separated by blanks only, when one of them is a measurement the vocabulary knows
     (`events.metrics.is_known`): blanks alone are weak evidence, and prose has numbers too (`shard 5`)."""
+    if not _measured_word(text.lower()):
+        return {}  # no name in it can be a known measurement: the usual prose line costs one search
     out: Metrics = {}
     for name, value, unit in SPACED_RE.findall(text):
         try:
