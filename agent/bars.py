@@ -15,6 +15,7 @@ import math
 import re
 
 from trainwarden.agent.pairs import Metrics, colon, key_value
+from trainwarden.events.metrics import role
 
 # tqdm / Lightning: `450/1000 [00:30<00:36, 15.00it/s, key=value, ...]`, optionally `Epoch 3:` before.
 BAR_RE = re.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(?:([\d.]+)(it/s|s/it))?(?:,\s*([^\]]*))?\]")
@@ -87,7 +88,7 @@ def fresh(metrics: Metrics, carried: dict[str, float | int], *, eval_ran: bool, 
     for name, value in metrics.items():
         before = carried.get(name)
         carried[name] = value
-        new = before is None or not same_value(before, value) or (eval_ran and name.startswith("val_"))
+        new = before is None or not same_value(before, value) or (eval_ran and role(name) != "train")
         if new or name in positions:
             out[name] = value
     return out

@@ -287,7 +287,8 @@ def without_problems(data: dict[str, float | int]) -> tuple[dict[str, float | in
 # `'loss_scale': 0`, which in DeepSpeed's config means dynamic); an `overflow` is only ever reported
 _SETTINGS = frozenset({"lr", "step", "loss_scale", "skipped_iters", "nan_iters"})
 _MEASURED = frozenset(m.name for m in METRICS if m.phase is not SYSTEM) - _SETTINGS
-_LOSS_WORDS = frozenset({"loss"})  # a loss by its last word (`total_loss`, `giou_loss`; not `loss_scale`)
+# a loss by its last word (`total_loss`, `giou_loss`, xgboost's `logloss`; not `loss_scale`)
+_LOSS_WORDS = frozenset({"loss", "logloss", "mlogloss"})
 _ACCURACY_WORDS = frozenset({"acc", "accuracy"})  # an accuracy by any word (`top1_acc`, `accuracy_top-1`)
 # what ends the name of a setting rather than a measurement: `eval_steps`, `val_check_interval`, `eval_batch_size`
 _SETTING_WORDS = frozenset({"steps", "step", "size", "interval", "strategy", "delay", "epochs", "every", "freq",
@@ -305,6 +306,45 @@ def is_known(name: str) -> bool:
     if name.startswith("val_") and len(name) > 4:
         return words[-1] not in _SETTING_WORDS
     return words[-1] in _LOSS_WORDS or not _ACCURACY_WORDS.isdisjoint(words)
+
+
+# -- what a name measures: its role (the data it was measured on) and its quantity ---------------------------
+
+ROLES = ("train", "eval", "test")
+# the quantity a name's last word says (after `canonical`): `val_loss` -> loss, `top1_acc` -> accuracy
+QUANTITY_WORDS: dict[str, str] = {
+    "loss": "loss", "logloss": "loss", "mlogloss": "loss", "nll": "loss",
+    "acc": "accuracy", "accuracy": "accuracy", "acc1": "accuracy", "top1": "accuracy",
+    "ppl": "perplexity", "perplexity": "perplexity",
+    "error": "error", "err": "error", "wer": "error", "cer": "error", "rmse": "error", "mae": "error",
+    "lr": "lr", "grad_norm": "grad norm", "gnorm": "grad norm",
+    "tokens_per_s": "throughput", "throughput": "throughput", "samples_per_second": "throughput",
+    "steps_per_second": "throughput",
+}  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
+def role(name: str) -> str:
+    """The data a metric (printed or canonical name) was measured on: `train`, `eval` (held-out data during
+    training: `val_loss`, `eval/acc`, `valid-logloss`) or `test` (`test_loss`, `test acc`)."""
+    low = fold(name)
+    if low.startswith("test"):
+        return "test"
+    return "eval" if canonical(name).startswith("val_") else "train"
+
+
+@lru_cache(maxsize=4096)
+def quantity(name: str) -> str | None:
+    """What a metric measures, one of `QUANTITY_WORDS`' values (`loss`, `accuracy`, `perplexity`, `error`, `lr`,
+    `grad norm`, `throughput`), or None: read from the canonical name, whole, then by its last word."""
+    key = canonical(name)
+    for prefix in ("val_", "test_", "test/"):
+        if key.startswith(prefix):
+            key = key[len(prefix) :]
+    if key in QUANTITY_WORDS:
+        return QUANTITY_WORDS[key]
+    last = key.replace("/", "_").replace("-", "_").rsplit("_", 1)[-1]
+    return QUANTITY_WORDS.get(last)
 
 
 def at_step(step: object) -> str:

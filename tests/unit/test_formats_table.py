@@ -10,7 +10,7 @@ import pytest
 from trainwarden.agent.format_samples import SAMPLES
 from trainwarden.agent.formats import FORMATS, GENERAL, parse_metrics, read_line
 from trainwarden.agent.prefixes import strip_prefix
-from trainwarden.events.metrics import normalise
+from trainwarden.events.metrics import normalise, quantity, role
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 ENTRIES = {fmt.name: fmt for fmt in (*FORMATS, GENERAL)}
@@ -77,3 +77,16 @@ def test_common_print_styles(line, expected):
 )  # fmt: skip
 def test_model_summaries_and_prose_hold_no_metrics(line):
     assert parse_metrics(line) == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("loss", ("train", "loss")), ("train loss", ("train", "loss")), ("val/loss", ("eval", "loss")),
+     ("valid_loss", ("eval", "loss")), ("eval-logloss", ("eval", "loss")), ("val_binary_logloss", ("eval", "loss")),
+     ("test acc", ("test", "accuracy")), ("test_loss", ("test", "loss")), ("top1_acc", ("train", "accuracy")),
+     ("eval/perplexity", ("eval", "perplexity")), ("train-error", ("train", "error")),
+     ("learning_rate", ("train", "lr")),
+     ("gnorm", ("train", "grad norm")), ("tokens_per_sec", ("train", "throughput")), ("vocab_size", ("train", None))],
+)  # fmt: skip
+def test_a_name_maps_to_a_role_and_a_quantity(name, expected):
+    assert (role(name), quantity(name)) == expected
