@@ -17,10 +17,17 @@ are a training step's metrics depends on the lines around it, so a `MetricReader
   epoch of a Keras `Epoch N/M` header above the fit line (also set as `epoch`); else, once the run has
   printed steps, the last of them; else the line's whole `epoch` (one line per epoch); else a count of
   training lines (Hugging Face dict lines), an evaluation line or a summary taking the position of the
-  training line before it (0 before any). A line repeating the previous one (a redrawn bar, a doubled
-  line) keeps its position. A count never goes backwards; a trainer's own step or epoch may (a resumed run).
+  training line before it (0 before any). A step printed with an epoch that starts again from low when the
+  epoch goes up counts batches within the epoch (`Epoch [2/5], Step [100/600]`): the steps of the epochs
+  before are added, so no sample is placed before an earlier one. A line repeating the previous one (a
+  redrawn bar, a doubled line) keeps its position. A line with two counters (`iter 40 | step 10`: iterations
+  and optimizer steps under gradient accumulation) is at the finer one, the coarser kept as `optimizer_step`.
+  A count never goes backwards; a trainer's own step or epoch may (a resumed run).
+* **A redraw is no sample.** A progress bar's values (formats marked `redrawn`) count only when they change
+  since the bar's last redraw, or, for an eval's values, when an eval bar ran since (`agent.bars.fresh`): the
+  `val_loss` a Lightning bar carries through the next epoch is one eval, not one per redraw.
 
-Pure (no I/O) and bounded: a few numbers and at most `MAX_SHAPES` remembered name sets.
+Pure (no I/O) and bounded: a few numbers, the last values of a bar and at most `MAX_SHAPES` remembered name sets.
 """
 
 from __future__ import annotations
@@ -43,6 +50,23 @@ PROSE = frozenset({"to", "of", "at", "by", "for", "from", "in", "on", "with", "a
                    "using", "than", "as", "per", "into", "after", "before", "when"})  # fmt: skip
 CONFIG_REPR_RE = re.compile(r"\b[A-Z]\w*\(\s*\w+=")  # `Namespace(lr=...`, `TrainConfig(steps=...`
 POSITION = frozenset({"step", "epoch"})
+# a second counter printed beside the step (kept under its printed name by `normalise`): iterations and optimizer
+# steps differ under gradient accumulation (`iter 40 | step 10`)
+COUNTERS = frozenset({"iter", "iteration", "global_step", "num_updates", "micro_step", "microstep", "updates"})
+
+
+def _finest(metrics: Metrics) -> object:
+    """The finest counter of a line with two: it is the step (samples are ordered by it); the other count, when
+    coarser, is kept as `optimizer_step`."""
+    step = metrics["step"]
+    for name in COUNTERS & metrics.keys():
+        value = metrics[name]
+        if type(value) is int and type(step) is int and value > step:
+            del metrics[name]
+            metrics["optimizer_step"], step = step, value
+    return step
+
+
 _RECURS = object()
 
 
@@ -73,6 +97,9 @@ class MetricReader:
         self._shapes: dict[frozenset[str], object] = {}  # name set -> first values, or _RECURS
         self._carried: dict[str, float | int] = {}  # a progress bar's values at its last redraw (agent.bars.fresh)
         self._eval_ran = False  # an eval bar ran since: the next redraw's validation values are a new eval
+        self._printed: int | None = None  # the last step printed, and the epoch printed with it
+        self._printed_epoch: object = None
+        self._step_base = 0  # the steps of the epochs before, for a step counted within each epoch
 
     def read(self, text: str, *, again: bool = False) -> tuple[Metrics, list[str]]:
         """The metrics of one line (empty when none) and the problems of values left out of them; `again`: the
@@ -132,8 +159,10 @@ class MetricReader:
             self._last_out = metrics
             return metrics
         step = metrics.get("step")
+        if step is not None and not COUNTERS.isdisjoint(metrics):
+            step = _finest(metrics)
         if step is not None:
-            step = int(step)  # whole by `without_problems` (`32000.0`)
+            step = self._counted_on(int(step), metrics.get("epoch"))  # whole by `without_problems` (`32000.0`)
             self.printed_steps = True
         elif self.keras_epoch is not None and "epoch" not in metrics:
             metrics["epoch"] = step = self.keras_epoch
@@ -147,3 +176,18 @@ class MetricReader:
         self.last_step = metrics["step"] = step
         self._last_out = metrics
         return metrics
+
+    def _counted_on(self, step: int, epoch: object) -> int:
+        """A printed step as a position in the run: a step that starts again from low when the epoch goes up
+        counts batches within an epoch (`Epoch [2/5], Step [100/600]`), so the steps of the epochs before are
+        added (never a sample placed before an earlier one); a step going back in the same epoch is the
+        trainer's own (a resumed run) and stays as printed."""
+        if not isinstance(epoch, int | float):
+            return step  # no epoch beside it: the trainer's own count
+        last, before = self._printed, self._printed_epoch
+        if isinstance(before, int | float) and epoch < before:
+            self._step_base = 0  # an earlier epoch again: a resumed run, counted from its own steps
+        elif last is not None and step < last and isinstance(before, int | float) and epoch > before:
+            self._step_base += last
+        self._printed, self._printed_epoch = step, epoch
+        return self._step_base + step
