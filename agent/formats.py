@@ -91,8 +91,15 @@ GENERAL = Format("general", "", _ANY, lp.general)
 _TABLE = tuple((fmt.hint, fmt.accepts, fmt.parse, fmt.final, fmt) for fmt in FORMATS)  # unpacked: the loop is hot
 
 
+# a terminal's control sequences (colours, `ESC[2K` erase line, `ESC[1A` cursor up): Rich and Keras bars as a
+# TTY (tmux, `script`) records them
+ANSI_RE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[@-Z\\-_])")
+
+
 def parse_metrics(line: str) -> Metrics:
     """The metrics in one log line, whatever the format; {} when it has none (or cannot be read)."""
+    if "\x1b" in line:
+        line = ANSI_RE.sub("", line)
     try:
         return _read(strip_prefix(line))[0]
     except (ValueError, OverflowError):  # a numeral too long to convert (`iter 999...9:`): not a metrics line
@@ -101,6 +108,8 @@ def parse_metrics(line: str) -> Metrics:
 
 def read_line(line: str) -> tuple[Metrics, Format | None]:
     """The metrics in one log line and the format that read them (None when none did)."""
+    if "\x1b" in line:
+        line = ANSI_RE.sub("", line)
     try:
         return _read(strip_prefix(line))
     except (ValueError, OverflowError):  # a numeral too long to convert (`iter 999...9:`): not a metrics line

@@ -87,3 +87,11 @@ def test_boosting_and_keras_logs_are_read_with_their_rounds_and_epochs():
     assert [m["step"] for m in lgb] == [1, 2, 3, 4, 5] and lgb[0]["val_binary_logloss"] == 0.614894
     keras = metrics_of("keras3_verbose2.log")
     assert [(m["epoch"], m["val_loss"]) for m in keras] == [(1, 1.0468), (2, 1.0333), (3, 1.0205)]
+
+
+def test_lightning_rich_bar_on_a_terminal_is_read_through_its_colours():
+    got = metrics_of("lightning2_rich_bar_tty.log")
+    assert [m["val_loss"] for m in got if "val_loss" in m] == [5.892, 4.144, 3.092, 2.312]  # sanity check, 3 evals
+    assert [m["loss"] for m in got if "loss" in m][-1] == 2.334
+    steps = [m["step"] for m in got]
+    assert steps == sorted(steps)
