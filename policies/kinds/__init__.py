@@ -51,6 +51,7 @@ def _nonfinite(r: PolicyReader) -> Kind:
         events=_events(r),
         skipped_by=r.metric("skipped_by", required=False),
         skips=r.integer("skips", default=3, minimum=1),
+        beside=r.choice("beside", ("any", "broken", "skipped"), default="any"),
     )
 
 
@@ -93,6 +94,9 @@ def _scale_collapse(r: PolicyReader) -> Kind:
         halvings=r.integer("halvings", default=2, minimum=1),
         below=r.number("below", default=16.0, minimum=0.0) or 0.0,
         events=_events(r),
+        search_from=r.number("search_from", default=64.0, minimum=0.0) or 0.0,
+        search_floor=r.number("search_floor", default=1.0, minimum=0.0) or 0.0,
+        search_gap=r.integer("search_gap", default=100, minimum=1),
     )
 
 

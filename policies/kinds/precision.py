@@ -21,7 +21,14 @@ class ScaleCollapse(OneMetric):
     """The loss scale fell on `halvings` samples in a row and is now under `below`, or is zero.
 
     A sample at the same scale (a step went through) or a higher one (the scaler grew it back) ends
-    the run of halvings; so does nothing else. The start-up search stays far above `below`.
+    the run of halvings; so does nothing else.
+
+    The start-up search is not a collapse: the halvings in a row from the first scale the run shows,
+    when that is an initial scale (at least `search_from`: fairseq's 128 halved once; DeepSpeed, apex and
+    torch start at 2^16, Megatron at 2^32), may go down to any scale (fairseq runs train at 2) and fire
+    only under `search_floor` (1: DeepSpeed's minimum, which its own `reducing to 1` line reports) or at
+    zero. The search is over once a sample holds or grows the scale, or the step moved on by more than
+    `search_gap` since the last sample (steps went through at that scale): later halvings count as above.
     """
 
     kind: ClassVar[str] = "scale_collapse"
@@ -30,10 +37,14 @@ class ScaleCollapse(OneMetric):
     halvings: int = 2
     below: float = 16.0
     events: frozenset[str] = METRIC_EVENTS
+    search_from: float = 64.0
+    search_floor: float = 1.0
+    search_gap: int = 100
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        # the last scale and the samples in a row it fell (+ "metric", "path": its name, the scales seen falling)
-        return {"last": None, "falls": 0, "path": []}
+        # the last scale and the samples in a row it fell, whether those are the start-up search, the step of the
+        # last sample (+ "metric", "path": its name, the scales seen falling)
+        return {"last": None, "falls": 0, "path": [], "search": None, "at": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -42,6 +53,15 @@ class ScaleCollapse(OneMetric):
             return None
         last = st["last"]
         path: list[float] = st["path"]
+        step, at = event.data.get("step"), st.get("at")
+        if type(step) is int:
+            st["at"] = step
+        if st.get("search") is None:  # the run's first scale: an initial one starts the search
+            st["search"] = v >= self.search_from
+        elif st["search"] and (
+            (last is not None and v >= last) or (type(step) is int and type(at) is int and step - at > self.search_gap)
+        ):
+            st["search"] = False  # the scaler held a level: the search is over
         if last is not None and v < last:
             st["falls"] += 1
             path.append(v)
@@ -52,6 +72,8 @@ class ScaleCollapse(OneMetric):
             path.clear()
             path.append(v)
         st["last"], st["metric"] = v, name
+        if st["search"]:
+            return v <= 0 or v < self.search_floor
         return v <= 0 or (st["falls"] >= self.halvings and v < self.below)
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -59,8 +81,11 @@ class ScaleCollapse(OneMetric):
         if v <= 0:
             return f"{m}={fmt(v)}: the loss scale reached zero", {m: v}
         path = " -> ".join(fmt(x) for x in st["path"])
+        if st.get("search"):
+            return f"{m} fell to {fmt(v)} in the start-up search ({path}): under {fmt(self.search_floor)}", {m: v}
         return f"{m} halved {st['falls']} times in a row to {fmt(v)} ({path}): every step overflows", {m: v}
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "halvings": self.halvings, "below": self.below,
-                "event": sorted(self.events)}  # fmt: skip
+                "event": sorted(self.events), "search_from": self.search_from, "search_floor": self.search_floor,
+                "search_gap": self.search_gap}  # fmt: skip

@@ -11,7 +11,8 @@ from math import isfinite
 from typing import Any, ClassVar
 
 from trainwarden.events.envelope import Event
-from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric
+from trainwarden.events.metrics import is_validation
+from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric, repeated
 from trainwarden.policies.names import finite, fmt
 
 
@@ -144,7 +145,7 @@ class NoProgress(OneMetric):
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
         v = finite(event.data[name])
-        if v is None:
+        if v is None or repeated(st, event.data, name, v):
             return None
         st["seen"] += 1
         key = "base" if st["seen"] <= self.first else "best"
@@ -173,10 +174,12 @@ class NoProgress(OneMetric):
 
 @dataclass(frozen=True, slots=True)
 class Frozen(OneMetric):
-    """The very same value `count` times in a row: an output that no longer depends on the weights
-    (a dead or saturated network). Meant for eval metrics: a held-out loss never repeats to the printed
-    digit while the model learns. A value with fewer than `digits` significant digits (fairseq's
-    `valid loss 1.94`) may repeat by rounding alone, and never counts."""
+    """The very same value at `count` positions in a row: an output that no longer depends on the weights
+    (a dead or saturated network, an eval loss that stopped moving, a training loss that is not learning).
+    A held-out loss never repeats to the printed digit while the model learns, nor does a training loss
+    over many steps. A value repeated at its own position (a bar redraw, a doubled line, a resumed run's
+    eval printed again: see `repeated`) is no new position. A value with fewer than `digits` significant
+    digits (fairseq's `valid loss 1.94`, a loss of 0.0) may repeat by rounding alone, and never counts."""
 
     kind: ClassVar[str] = "frozen"
     time_driven: ClassVar[bool] = False
@@ -186,24 +189,30 @@ class Frozen(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        # the last value, how many times in a row it came and the step it came at (+ "metric": its name)
-        return {"last": None, "same": 0, "at": None}
+        # the last value, at how many positions in a row it came and the step of the first (+ "metric": its
+        # name, "to": the step of the latest, "rep": what `repeated` compares with)
+        return {"last": None, "same": 0, "from": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
         v = finite(event.data[name])
-        if v is None:
+        if v is None or repeated(st, event.data, name, v):
             return None
         step = event.data.get("step")
-        if step is not None and step == st.get("at"):
-            return None  # the same eval printed again at its position (a resumed run, a doubled line): no news
-        same = v == st["last"] and _significant(v) >= self.digits
-        st["same"] = st["same"] + 1 if same else 1
-        st["last"], st["metric"], st["at"] = v, name, step
+        if v == st["last"] and _significant(v) >= self.digits:
+            st["same"] += 1
+        else:
+            st["same"], st["from"] = 1, step
+        st["last"], st["metric"], st["to"] = v, name, step
         return st["same"] >= self.count
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        return f"{st['metric']}={fmt(st['last'])} {st['same']} times in a row", {st["metric"]: st["last"]}
+        m, v, n = st["metric"], st["last"], st["same"]
+        evals = is_validation(m)
+        where = f" (steps {st['from']}-{st['to']})" if st.get("from") is not None and st.get("to") is not None else ""
+        what = "evals" if evals else "logged steps"
+        why = "the outputs no longer depend on the weights" if evals else "the model is not learning"
+        return f"{m} has been {fmt(v)} at {n} {what} in a row{where}: {why}", {m: v, "repeats": n}
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "count": self.count, "digits": self.digits, "event": sorted(self.events)}

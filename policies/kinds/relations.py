@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from trainwarden.events.envelope import Event
-from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric
+from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric, repeated
 from trainwarden.policies.names import finite, fmt, number, pick
 
 
@@ -54,7 +54,7 @@ class Divergence:
         if train is not None:
             self._train(st, train[0], train[1])
         v = finite(data[name])
-        if v is None:
+        if v is None or repeated(st, data, name, v):
             return None
         cur_train = st["train_sum"] / st["train_count"] if st["train_count"] else st["train_last"]
         if cur_train is None:

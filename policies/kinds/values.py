@@ -13,9 +13,25 @@ from typing import Any, ClassVar
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
+from trainwarden.events.metrics import is_validation
 from trainwarden.policies.names import finite, fmt, number, pick
 
 METRIC_EVENTS = frozenset({t.METRIC})
+
+
+def repeated(st: dict[str, Any], data: Any, name: str, v: float) -> bool:
+    """Whether value `v` of `name` repeats the last one at the same position: a bar redrawn with the last
+    eval in its postfix, a doubled line, a resumed run printing an eval again. Not a new sample.
+
+    The position is the step, and for an eval metric also the epoch (a Lightning bar's postfix carries
+    `val_loss` on every redraw of the epoch, at a new batch each time). A new value is always news."""
+    step = data.get("step")
+    epoch = data.get("epoch") if is_validation(name) else None
+    last = st.get("rep")
+    st["rep"] = [v, step, epoch]
+    if last is None or last[0] != v:
+        return False
+    return (step is not None and step == last[1]) or (epoch is not None and epoch == last[2])
 
 
 class OneMetric:
@@ -39,7 +55,10 @@ class NonFinite(OneMetric):
     With `skipped_by` (the loss), a non-finite value beside a finite, non-zero loss in the same event
     is a step that dynamic loss scaling skipped (fp16 overflow): normal when isolated, so it fires only
     after `skips` such events in a row. Beside a loss of exactly 0, a non-finite one, or none, it fires
-    at once: the forward pass itself is broken.
+    at once: the forward pass itself is broken. `beside` keeps one of the two: `broken` fires only beside
+    such a loss (a STOP rule: a run of skipped steps beside a finite loss is dynamic loss scaling at work,
+    averaged log lines carry a NaN whenever one step of the interval was skipped), `skipped` only on
+    `skips` skipped steps in a row (a warning rule), `any` on both.
     """
 
     kind: ClassVar[str] = "nonfinite"
@@ -48,6 +67,7 @@ class NonFinite(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
     skipped_by: tuple[str, ...] = ()
     skips: int = 3
+    beside: str = "any"  # any | broken | skipped
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -66,9 +86,9 @@ class NonFinite(OneMetric):
         st["beside"] = None if found is None else [found[0], found[1]]
         if not loss:  # no loss, a non-finite one, or exactly 0: not a skipped step
             st["skipped"] = 0
-            return True
+            return self.beside != "skipped"
         st["skipped"] = st.get("skipped", 0) + 1
-        return st["skipped"] >= self.skips
+        return self.beside != "broken" and st["skipped"] >= self.skips
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         reason, values = f"{st['metric']}={fmt(st['value'])}", {st["metric"]: st["value"]}
@@ -79,14 +99,16 @@ class NonFinite(OneMetric):
             return f"{reason} with no {self.skipped_by[0]} in the same step", values
         values[beside[0]] = beside[1]
         if st.get("skipped"):
-            in_a_row = f"on {st['skipped']} steps in a row ({beside[0]}={fmt(beside[1])})"
-            return f"{reason} {in_a_row}: more than a skipped fp16 step", values
+            in_a_row = f"on {st['skipped']} logged steps in a row beside a finite {beside[0]} ({fmt(beside[1])})"
+            return f"{reason} {in_a_row}: the fp16 loss scaler keeps skipping steps", values
         return f"{reason} with {beside[0]}={fmt(beside[1])}: the forward pass is broken", values
 
     def params(self) -> dict[str, Any]:
         out: dict[str, Any] = {"metric": list(self.names), "event": sorted(self.events)}
         if self.skipped_by:
             out |= {"skipped_by": list(self.skipped_by), "skips": self.skips}
+            if self.beside != "any":
+                out["beside"] = self.beside
         return out
 
 
@@ -221,7 +243,7 @@ class Trend(OneMetric):
         assert name is not None  # a kind with keys: the index passes the first one present
         found = (name, event.data[name])
         v = finite(found[1])
-        if v is None:
+        if v is None or repeated(st, event.data, name, v):
             return None
         history: list[float] = st["history"]
         if history:
@@ -264,7 +286,7 @@ class Plateau(OneMetric):
         assert name is not None  # a kind with keys: the index passes the first one present
         found = (name, event.data[name])
         v = finite(found[1])
-        if v is None:
+        if v is None or repeated(st, event.data, name, v):
             return None
         window: list[float] = st["window"]
         window.append(v)

@@ -168,8 +168,16 @@ def test_a_skipped_step_with_a_finite_loss_is_no_page():
             {"loss": 2.6687, "grad_norm": 2.7647}, {"loss": 2.7682, "grad_norm": 2.5099},
             {"loss": 2.5128, "grad_norm": NAN}, {"loss": 2.4566, "grad_norm": NAN}]  # fmt: skip
     assert judge(rows) == (None, None, [])
-    at, rule, _ = judge([*rows, {"loss": 2.44, "grad_norm": NAN}])  # a third skipped step in a row is not normal
-    assert rule == "grad-norm-nonfinite" and at == 6
+    # NaN on every averaged line beside a steady loss (one skipped step per logging interval): a warning, never
+    # a STOP or a page; a loss that turns 0 beside it still stops the run at once
+    steady = [*rows, *({"loss": 2.44 + 0.01 * (i % 3), "grad_norm": NAN} for i in range(30))]
+    assert judge(steady) == (None, None, [])
+    c = Clock()
+    out = run(POLICY, [c.metric(i, **row) for i, row in enumerate(steady)])
+    opened = [(d["rule"], d["severity"]) for typ, d in out if typ == t.ANOMALY_OPENED]
+    assert opened == [("grad-norm-skipped", "warning")]
+    at, rule, critical = judge([*steady, {"loss": 0.0, "grad_norm": NAN}])
+    assert (at, rule, critical) == (len(steady), "grad-norm-nonfinite", ["grad-norm-nonfinite"])
 
 
 def test_a_grad_norm_excursion_is_a_warning_at_most():
