@@ -29,8 +29,8 @@ PYDICT_QUOTED_RE = re.compile(rf"'([^']+)':\s*('?)({NUM})'?(?![\w.])", re.IGNORE
 # nanoGPT `iter 100: loss 4.2, time 12.3ms`, mlx-lm `Iter 5: Train loss 3.361, Learning Rate 1.000e-05, ...`
 ITER_RE = re.compile(r"^\s*(iter|step)\s+(\d+):\s*(.*)$", re.IGNORECASE)
 FAIRSEQ_SUBSET_RE = re.compile(r"^\s*(valid|test)\b.*?\bsubset\b")
-# a segment that is only a position: `epoch 001`, Megatron's `iteration     5426/  250000`
-POSITION_RE = re.compile(r"^\s*(epoch|iteration|iter|step)\s+(\d+)\s*(?:/\s*\d+)?\s*$", re.IGNORECASE)
+# a segment that is only a position: `epoch 001`, Megatron's `iteration     5426/  250000`, `✅ Epoch 1/3`
+POSITION_RE = re.compile(r"^[^\w|]*(epoch|iteration|iter|step)\s+(\d+)\s*(?:/\s*\d+)?\s*$", re.IGNORECASE)
 # fairseq's train_inner lines: `epoch 001:    100 / 1563 loss=9.1, ...` (`| epoch 010  2000 / 8223 ...` before 0.6)
 FAIRSEQ_INNER_RE = re.compile(r"^\s*\|?\s*epoch (\d+)(?::\s*|\s+)\d+\s*/\s*\d+\s")
 # Megatron: `validation loss at iteration 14194 | lm loss value: 2.72 | lm loss PPL: 15.2 |`

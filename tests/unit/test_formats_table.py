@@ -60,6 +60,29 @@ def test_a_sample_is_read_by_its_format(name, sample):
         ("step 5 loss NaN time 12ms", {"step": 5, "loss": math.nan, "time_ms": 12}),
         ("{'loss': '0.05', 'grad_norm': 'nan', 'learning_rate': '5e-05', 'epoch': '0.0625'}",
          {"loss": 0.05, "grad_norm": math.nan, "lr": 5e-05, "epoch": 0.0625}),
+        # the styles most found in public training scripts (code search; each a print or a log pasted in a README):
+        # yaneurao/Pytra `f"step {step+1:4d} / {num_steps:4d} | loss {loss:.4f}"`
+        ("step    1 /  100 | loss 2.3456", {"step": 1, "loss": 2.3456}),
+        # the PyTorch quickstart's `print(f"loss: {loss:>7f}  [{current:>5d}/{size:>5d}]")`
+        ("loss: 2.301234  [   64/60000]", {"loss": 2.301234}),
+        # `f"epoch {epoch:5d}/{epochs:5d} | time/epoch {time_step:8.2f} ms | loss {loss:3.6f} | val_loss {v:.6f}"`
+        ("epoch     3/   10 | time/epoch    12.34 ms | loss 0.123456 | val_loss 0.234567",
+         {"epoch": 3, "loss": 0.123456, "val_loss": 0.234567}),
+        ("epoch=3, loss=0.1234", {"epoch": 3, "loss": 0.1234}),  # `print(f'{epoch=}, loss={loss.item():.4f}')`
+        ("[Epoch 2] Loss: 0.1234 | Accuracy: 91.20%", {"epoch": 2, "loss": 0.1234, "accuracy": 91.2}),
+        ("Log > train_acc: 0.9000 - val_acc: 0.8000 - train_loss: 0.1000 - val_loss: 0.2000",
+         {"acc": 0.9, "val_acc": 0.8, "loss": 0.1, "val_loss": 0.2}),
+        ("- 12s - loss:0.1234 - acc:0.9000 - val_loss:0.2000 - val_acc:0.8000",
+         {"loss": 0.1234, "acc": 0.9, "val_loss": 0.2, "val_acc": 0.8}),
+        # aakashvardhan/s21-gpt2 log.md (a GPT-2 reproduction's log): `step 0, loss: 10.899394989013672`
+        ("step 0, loss: 10.899394989013672", {"step": 0, "loss": 10.899394989013672}),
+        # atyronesmith/ft docs/ENHANCED_TRAINING_LOGS.md (loguru)
+        ("2025-09-20 22:31:25.227 | INFO     | finetune.training.trainer:train:481 - ✅ Epoch 1/3 | Step 1/150 | "
+         "loss=10.2313 | avg_loss=10.2313 | lr=1.00e-05 | grad_norm=2.3456 | steps/s=0.85",
+         {"epoch": 1, "step": 1, "loss": 10.2313, "lr": 1e-05, "grad_norm": 2.3456}),
+        ("about train:-------> epoch:3 training:[100/500] loss:0.123456 accuracy:91.234567% lr:0.001",
+         {"epoch": 3, "loss": 0.123456, "accuracy": 91.234567, "lr": 0.001}),
+        ("⏳ Training progress | 10.0% | Loss = 0.123", {"loss": 0.123}),
     ],
 )  # fmt: skip
 def test_common_print_styles(line, expected):
