@@ -23,6 +23,9 @@ are a training step's metrics depends on the lines around it, so a `MetricReader
   redrawn bar, a doubled line) keeps its position. A line with two counters (`iter 40 | step 10`: iterations
   and optimizer steps under gradient accumulation) is at the finer one, the coarser kept as `optimizer_step`.
   A count never goes backwards; a trainer's own step or epoch may (a resumed run).
+* **A setting is no sample.** A name outside the vocabulary (`events.metrics`: not `loss`, `lr`, `val_acc`,
+  ...) that keeps its first value on more than `CONSTANT_AFTER` lines (`local_rank: 0`, `vocab_size: 32000`,
+  `bsz=64` beside the loss) is left out of the events from then on, until it changes: no rule judges it.
 * **A redraw is no sample.** A progress bar's values (formats marked `redrawn`) count only when they change
   since the bar's last redraw, or, for an eval's values, when an eval bar ran since (`agent.bars.fresh`): the
   `val_loss` a Lightning bar carries through the next epoch is one eval, not one per redraw.
@@ -37,9 +40,12 @@ from functools import lru_cache
 
 from trainwarden.agent import bars
 from trainwarden.agent.formats import Metrics, read_line
-from trainwarden.events.metrics import is_known, normalise, without_problems
+from trainwarden.events.metrics import BY_NAME, is_known, normalise, quality, role, without_problems
 
 MAX_SHAPES = 256  # name sets remembered for recurrence; the oldest is forgotten first
+CONSTANT_AFTER = 5  # lines a name outside the vocabulary keeps its first value before it is read as a setting
+MAX_CONSTANTS = 1024  # names watched for that; past this, new names are not watched
+_CHANGED = object()
 SUMMARY = "summary/"
 # Hugging Face Trainer's end-of-run `speed_metrics("train", ...)` and `total_flos`: names no step line has
 SUMMARY_NAMES = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos"})
@@ -68,6 +74,13 @@ def _finest(metrics: Metrics) -> object:
 
 
 _RECURS = object()
+
+
+@lru_cache(maxsize=4096)
+def _may_be_setting(name: str) -> bool:
+    """A canonical name outside the vocabulary: not a metric of the table, a known measurement, an eval or test
+    metric, nor a primary-metric family (`metrics/mAP50(B)`)."""
+    return name not in BY_NAME and not is_known(name) and role(name) == "train" and quality(name) is None
 
 
 @lru_cache(maxsize=1024)
@@ -100,6 +113,7 @@ class MetricReader:
         self._printed: int | None = None  # the last step printed, and the epoch printed with it
         self._printed_epoch: object = None
         self._step_base = 0  # the steps of the epochs before, for a step counted within each epoch
+        self._constant: dict[str, object] = {}  # name -> [first value, lines seen with it], or _CHANGED
 
     def read(self, text: str, *, again: bool = False) -> tuple[Metrics, list[str]]:
         """The metrics of one line (empty when none) and the problems of values left out of them; `again`: the
@@ -127,6 +141,8 @@ class MetricReader:
         known, follows = _canonical_shape(tuple(metrics))
         if not (summary or known or self._recurs(metrics)):
             return {}, refused
+        if not self._settings_dropped(metrics):
+            return {}, refused  # nothing but settings printed again (`local_rank: 0`, `vocab_size: 32000`)
         if fmt is not None and fmt.redrawn:
             metrics = bars.fresh(metrics, self._carried, eval_ran=self._eval_ran, positions=POSITION)
             if self._eval_ran and any(k.startswith("val_") for k in metrics):
@@ -134,6 +150,30 @@ class MetricReader:
             if not set(metrics) - POSITION:
                 return {}, refused  # a redraw that repeats the last values: no new sample
         return self._positioned(metrics, summary or follows, again), refused
+
+    def _settings_dropped(self, metrics: Metrics) -> bool:
+        """Leave out of `metrics` the names outside the vocabulary whose value has not changed since their first
+        line, once seen on more than `CONSTANT_AFTER` lines: a setting printed beside the metrics (`local_rank`,
+        `vocab_size`, `num_layers`, `bsz`), never a training signal. A name in the vocabulary (`loss`, `lr`,
+        `val_acc`, `loss_scale`, an eval metric, `metrics/mAP50(B)`) always stays: a loss that does not move is
+        what a rule looks for. Whether
+        anything but a position is left."""
+        watched = self._constant
+        for name in [n for n in metrics if n not in POSITION and _may_be_setting(n)]:
+            seen = watched.get(name)
+            if seen is _CHANGED:
+                continue
+            value = metrics[name]
+            if seen is None:
+                if len(watched) < MAX_CONSTANTS:
+                    watched[name] = [value, 1]
+            elif not isinstance(seen, list) or not bars.same_value(seen[0], value):
+                watched[name] = _CHANGED
+            else:
+                seen[1] += 1
+                if seen[1] > CONSTANT_AFTER:
+                    del metrics[name]
+        return any(n not in POSITION for n in metrics)
 
     def _recurs(self, metrics: Metrics) -> bool:
         shape = frozenset(metrics)
