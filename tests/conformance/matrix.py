@@ -1,0 +1,114 @@
+"""The conformance matrix as data: each scenario's expected verdict (written before it was first run),
+each framework's command, and the cases (framework x scenario) with the gaps the product has today.
+
+A case whose verdict the product gets wrong stays here with its expectation and a GAPS entry naming the
+line that was not read or the rule that misfired; the test marks it xfail(strict=True), so the fix that
+closes the gap fails the case loudly until the entry is removed (tests/conformance/GAPS.md lists them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+NAN_LINE = r"(?i)\b(nan|inf)\b"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """stop: True must STOP (by one of stop_rules), False must not, None either. anomaly: a regex that
+    one opened anomaly's `rule: reason` must match, with a severity in severities. clean: no anomaly
+    above info at all (a false alarm reaches a person). trigger: the bad line, where latency starts."""
+
+    stop: bool | None
+    stop_rules: frozenset[str] = frozenset()
+    anomaly: str | None = None
+    severities: tuple[str, ...] = ("warning", "critical")
+    clean: bool = False
+    no_critical: bool = False
+    trigger: str | None = None
+
+
+SCENARIOS: dict[str, Expect] = {
+    "healthy": Expect(stop=False, clean=True),
+    "nan": Expect(stop=True, stop_rules=frozenset({"loss-nonfinite", "grad-norm-nonfinite"}), trigger=NAN_LINE),
+    "diverge": Expect(
+        stop=True,
+        stop_rules=frozenset({"loss-runaway", "loss-nonfinite", "grad-norm-nonfinite"}),
+        trigger=r"(?i)\b(nan|inf)\b|\d{3,}\.\d",
+    ),
+    "spike": Expect(stop=False, no_critical=True),
+    "frozen": Expect(stop=None, anomaly=r"."),
+    "eval_stall": Expect(stop=None, anomaly=r"^(val-no-progress|val-plateau|val-rising|val-frozen|overfitting)"),
+    "oom_host": Expect(
+        stop=None, anomaly=r"^log-oom", severities=("critical",), trigger=r"can't allocate memory|out of memory"
+    ),
+    "collective_timeout": Expect(
+        stop=None, anomaly=r"^log-nccl", severities=("critical",), trigger=r"Timed out waiting"
+    ),
+    "worker_killed": Expect(
+        stop=None, anomaly=r"^log-killed", severities=("critical",), trigger=r"exitcode\s*:\s*-9|SIGKILL"
+    ),
+    "disk_full": Expect(
+        stop=None,
+        anomaly=r"(?i)^[^:]*(disk|space|enospc)",
+        severities=("critical",),
+        trigger=r"iostream error|No space left",
+    ),
+    "hang": Expect(stop=None, anomaly=r".", trigger=r"step=10 "),
+}
+
+TRAINING = ("healthy", "nan", "diverge", "spike", "frozen", "eval_stall")
+
+
+@dataclass(frozen=True)
+class Framework:
+    """How a framework's script runs: its venv, its argv after the interpreter ({s}: the scenario), and
+    what the agent watches (`log`: the console; else a metric file or directory the script writes)."""
+
+    venv: str
+    argv: tuple[str, ...]
+    watch: str = "log"
+    env: dict[str, str] = field(default_factory=dict)
+    launcher: str = "python"  # or torchrun (2 processes)
+
+
+FW = ".venv-frameworks"
+FRAMEWORKS: dict[str, Framework] = {
+    "transformers-5": Framework(FW, ("hf.py", "{s}")),
+    "transformers-4": Framework(".venv-hf4", ("hf.py", "{s}")),
+    "torchrun-gloo": Framework(FW, ("ddp.py", "{s}"), launcher="torchrun"),
+    "torch-faults": Framework(FW, ("faults.py", "{s}")),
+    **{f"plain-{style}": Framework(FW, ("plain.py", "{s}", style)) for style in (
+        "tutorial", "quickstart", "cifar", "mnist", "epoch_slash", "pipes", "step_loss", "kv", "logging", "json")},
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Case:
+    framework: str
+    scenario: str
+    gap: str | None = None  # why the product gets it wrong today: the test is xfail(strict=True)
+
+    @property
+    def id(self) -> str:
+        return f"{self.framework}-{self.scenario}"
+
+
+GAPS: dict[str, str] = {}
+
+CASES: list[Case] = [
+    *(Case(fw, s) for fw in ("transformers-5", "transformers-4") for s in TRAINING),
+    Case("torchrun-gloo", "healthy"),
+    Case("torchrun-gloo", "nan"),
+    Case("torchrun-gloo", "collective_timeout"),
+    Case("torchrun-gloo", "worker_killed"),
+    *(Case("torch-faults", s) for s in ("oom_host", "disk_full", "hang")),
+    *(Case(fw, s) for fw in FRAMEWORKS if fw.startswith("plain-") for s in ("healthy", "nan", "diverge")),
+    *(Case("plain-kv", s) for s in ("spike", "frozen", "eval_stall")),
+]
+CASES = [Case(c.framework, c.scenario, GAPS.get(c.id)) for c in CASES]
+
+
+def matches(pattern: str | None, text: str) -> bool:
+    return pattern is None or re.search(pattern, text) is not None
