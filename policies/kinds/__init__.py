@@ -7,7 +7,9 @@
 | spike | the metric is `ratio` x its trailing mean/median (or 1/`ratio`, direction down), or over `above` |
 | runaway | the metric's recent median is `ratio` x its running minimum (after `warmup` values) |
 | no_progress | after `evals` evals, no better than its first value(s) by `min_delta` |
-| frozen | the very same value `count` times in a row |
+| frozen | the very same value at `count` positions in a row |
+| chance | a loss at ln k, an accuracy at 1/k (a k-way task at chance), `count` values in a row |
+| past_best | an eval no better than its best for `patience` evals, and worse than it by `min_delta` |
 | scale_collapse | the loss scale fell `halvings` samples in a row to under `below`, or is zero |
 | trend | the metric rose (or fell) `count` evaluations in a row |
 | divergence | `rising` rose while `falling` fell, `count` evaluations in a row |
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from trainwarden.events import logtags
 from trainwarden.events import types as t
 from trainwarden.events.envelope import TYPE_RE
+from trainwarden.policies.kinds.levels import Chance, PastBest
 from trainwarden.policies.kinds.precision import ScaleCollapse
 from trainwarden.policies.kinds.progress import Frozen, NoProgress, Runaway
 from trainwarden.policies.kinds.relations import Baseline, Divergence, LrSchedule
@@ -84,6 +87,30 @@ def _frozen(r: PolicyReader) -> Kind:
         names=r.metric(),
         count=r.integer("count", default=3, minimum=2),
         digits=r.integer("digits", default=4, minimum=1),
+        events=_events(r),
+    )
+
+
+def _chance(r: PolicyReader) -> Kind:
+    quantity = r.choice("quantity", ("loss", "accuracy"), default="loss")
+    loss = quantity == "loss"
+    return Chance(
+        names=r.metric(),
+        quantity=quantity,
+        count=r.integer("count", default=10, minimum=2),
+        tolerance=r.number("tolerance", default=0.002 if loss else 0.05, minimum=0.0) or 0.0,
+        spread=r.number("spread", default=0.01 if loss else 0.3, minimum=0.0) or 0.0,
+        k_max=r.integer("k_max", default=1000 if loss else 10, minimum=2),
+        events=_events(r),
+    )
+
+
+def _past_best(r: PolicyReader) -> Kind:
+    return PastBest(
+        names=r.metric(),
+        patience=r.integer("patience", default=10, minimum=1),
+        min_delta=r.number("min_delta", default=0.02, minimum=0.0) or 0.0,
+        mode=r.choice("mode", ("min", "max"), default="min"),
         events=_events(r),
     )
 
@@ -209,6 +236,8 @@ READERS: dict[str, Callable[[PolicyReader], Kind]] = {
     "runaway": _runaway,
     "no_progress": _no_progress,
     "frozen": _frozen,
+    "chance": _chance,
+    "past_best": _past_best,
     "scale_collapse": _scale_collapse,
     "trend": _trend,
     "divergence": _divergence,

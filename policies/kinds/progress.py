@@ -212,7 +212,7 @@ class Frozen(OneMetric):
         where = f" (steps {st['from']}-{st['to']})" if st.get("from") is not None and st.get("to") is not None else ""
         what = "evals" if evals else "logged steps"
         why = "the outputs no longer depend on the weights" if evals else "the model is not learning"
-        return f"{m} has been {fmt(v)} at {n} {what} in a row{where}: {why}", {m: v, "repeats": n}
+        return f"{m} has been {v:.6g} at {n} {what} in a row{where}: {why}", {m: v, "repeats": n}
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "count": self.count, "digits": self.digits, "event": sorted(self.events)}

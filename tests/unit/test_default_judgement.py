@@ -1,0 +1,161 @@
+"""The default policy's judgement that generalises (frozen and chance-level values, eval NaN, an eval past its
+best, dynamic loss scaling): each rule on a true positive and on the near miss beside it. The sequences are
+shapes trainers print (cited where a real run has it); the rules must not depend on one framework's names."""
+
+import math
+import random
+
+import pytest
+from trainwarden.events import types as t
+from trainwarden.policies.default import default_policy
+
+from tests.policy_helpers import Clock, run
+
+POLICY = default_policy()
+NAN = math.nan
+
+
+# the rules under test; the others (no loss at start-up in an eval-only sequence, an eval stuck where it
+# started) have tests of their own
+UNDER_TEST = frozenset({"loss-frozen", "val-at-chance", "val-accuracy-at-chance", "loss-at-chance", "val-nonfinite",
+                        "val-past-best", "val-frozen", "grad-norm-nonfinite", "grad-norm-skipped", "loss-nonfinite",
+                        "loss-scale-collapse", "loss-scale-at-minimum"})  # fmt: skip
+
+
+def verdict(rows: list[dict]) -> tuple[list[tuple[str, str]], str | None, list[str]]:
+    """(the anomalies of the rules under test opened as (rule, severity), the rule that asked for STOP, their
+    reasons), one metric event per row."""
+    c = Clock()
+    out = run(POLICY, [c.metric(i * 60.0, **row) for i, row in enumerate(rows)])
+    mine = [d for typ, d in out if typ == t.ANOMALY_OPENED and d["rule"] in UNDER_TEST]
+    stop = next((d["rule"] for typ, d in out if typ == t.DECISION and d["decision"] == t.STOP and d["rule"] in
+                 UNDER_TEST | {"val-rising"}), None)  # fmt: skip
+    return [(d["rule"], d["severity"]) for d in mine], stop, [d["reason"] for d in mine]
+
+
+def noisy(level: float, n: int, jitter: float, *, seed: int = 3, key: str = "loss", every: int = 10) -> list[dict]:
+    rnd = random.Random(seed)
+    return [{"step": (i + 1) * every, key: level + rnd.uniform(-jitter, jitter)} for i in range(n)]
+
+
+def falling(start: float, end: float, n: int, *, key: str = "loss", every: int = 10) -> list[dict]:
+    return [{"step": (i + 1) * every, key: start + (end - start) * i / (n - 1)} for i in range(n)]
+
+
+CASES = {
+    # --- a frozen training loss: the same value at 20 logged steps ---------------------------------------
+    "loss frozen at 2.3026": ([{"step": 10 * (i + 1), "loss": 2.3026} for i in range(25)], ["loss-frozen"], None),
+    "one step's bar redrawn 25 times": ([{"step": 10, "loss": 2.3026}] * 25, [], None),
+    "a loss alternating in its 4th digit": (
+        [{"step": 10 * (i + 1), "loss": 2.3026 if i % 2 else 2.3025} for i in range(25)], [], None),
+    "a loss of 0.0 (too few digits to be frozen)": ([{"step": 10 * (i + 1), "loss": 0.0} for i in range(25)], [],
+                                                    None),
+    # --- chance level -----------------------------------------------------------------------------------
+    # hf_state_quality_stuck_chance: eval_loss 1.38629 +- 0.0007 (ln 4) for 60 evals
+    "eval loss at ln 4": (noisy(math.log(4), 10, 0.0005, key="val_loss", every=50), ["val-at-chance"], None),
+    "eval loss falling through ln 4": (falling(2.5, 0.6, 12, key="val_loss", every=50), [], None),
+    "eval loss flat between ln 4 and ln 5": (noisy(1.5, 10, 0.0005, key="val_loss", every=50), [], None),
+    "eval accuracy at 1/4": (noisy(0.25, 10, 0.04, key="val_accuracy", every=50), ["val-accuracy-at-chance"], None),
+    "eval accuracy rising through 1/4": (falling(0.2, 0.9, 12, key="val_accuracy", every=50), [], None),
+    "training loss at ln 2 (noisy batches)": (noisy(math.log(2), 55, 0.02), ["loss-at-chance"], None),
+    "training loss falling through ln 2": (falling(1.2, 0.3, 80), [], None),
+    # --- an eval loss that turns NaN is a STOP by itself, in any naming -------------------------------------
+    "eval_loss nan": ([*falling(2.0, 1.5, 3, key="eval_loss"), {"step": 40, "eval_loss": NAN}], ["val-nonfinite"],
+                      "val-nonfinite"),
+    "val/loss inf": ([*falling(2.0, 1.5, 3, key="val/loss"), {"step": 40, "val/loss": math.inf}], ["val-nonfinite"],
+                     "val-nonfinite"),
+    "valid_loss finite": (falling(2.0, 1.5, 4, key="valid_loss"), [], None),
+    # --- an eval past its best: the gradient-boosting shape (eval-logloss up round after round, noisy) ------
+    "eval loss 12 rounds past its best": (
+        [*falling(0.69, 0.52, 30, key="val_loss", every=1),
+         *({"step": 31 + i, "val_loss": 0.52 + 0.01 * (i + 1) * (1 if i % 2 else 0.8)} for i in range(12))],
+        ["val-past-best"], "val-rising"),  # up 3 rounds in a row already: val-rising's early stop
+    "a bump of 8 evals, then a new best": (
+        [*falling(0.69, 0.52, 30, key="val_loss", every=1),
+         *({"step": 31 + i, "val_loss": 0.53 + 0.001 * (i % 2)} for i in range(8)), {"step": 40, "val_loss": 0.51},
+         {"step": 41, "val_loss": 0.515}, {"step": 42, "val_loss": 0.509}], [], None),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_default_rule(name):
+    rows, rules, stop = CASES[name]
+    opened, stopped, _ = verdict(rows)
+    assert [rule for rule, _ in opened] == rules, name
+    assert stopped == stop, name
+
+
+def test_the_reasons_say_it_in_words():
+    _, _, reasons = verdict(CASES["loss frozen at 2.3026"][0])
+    assert reasons == ["loss has been 2.3026 at 20 logged steps in a row (steps 10-200): the model is not learning "
+                       "at step 200"]  # fmt: skip
+    _, _, reasons = verdict(CASES["eval loss at ln 4"][0])
+    assert reasons[0].startswith("val_loss 1.386")
+    assert "= ln 4 for 10 evals: predictions at chance for a 4-way task" in reasons[0]
+    _, _, reasons = verdict(CASES["eval loss 12 rounds past its best"][0])
+    assert "has not beaten its best 0.52 (step 30) for 10 evals" in reasons[0]
+    assert "early stopping, the best was at step 30" in reasons[0]
+
+
+# --- the same eval printed again at its position is no new eval (a Lightning bar's postfix) ---------------------
+
+
+def test_an_eval_value_carried_on_every_bar_redraw_is_one_eval():
+    # epoch 0's bar redrawn at each batch with the last val_loss in its postfix; then epoch 1's eval
+    rows = [{"step": i, "epoch": 0, "val_loss": 0.6931} for i in range(1, 40)]
+    rows += [{"step": 40 + i, "epoch": 1, "val_loss": 0.5123} for i in range(40)]
+    opened, stop, _ = verdict(rows)
+    assert (opened, stop) == ([], None)
+    # the very same value at the next epoch is a repeat (keras_stuck_at_half: val_loss 7.9712 every epoch)
+    again = [{"step": 1, "epoch": 1, "val_loss": 7.9712}, {"step": 2, "epoch": 2, "val_loss": 7.9712}]
+    opened, stop, _ = verdict(again)
+    assert stop == "val-frozen"
+
+
+# --- mixed precision: dynamic loss scaling at start-up is normal ------------------------------------------------
+
+
+def scales(*values: float, start: int = 1) -> list[dict]:
+    return [{"step": start + i, "loss_scale": v, "overflow": 1} for i, v in enumerate(values)]
+
+
+@pytest.mark.parametrize(("rows", "stop"), [
+    # DeepSpeed / apex start-up search from 2^16, halving on each of the first steps
+    (scales(*(2.0**p for p in range(15, 9, -1))), None),
+    # fairseq: 128 halved down to 2 at start-up, then 2.0 on every progress line (fairseq_v0_transformer_wmt_healthy)
+    ([*scales(64.0, 32.0, 16.0, 8.0, 4.0, 2.0), *({"step": 10 + i, "loss": 9.0 - i / 10, "loss_scale": 2.0}
+                                                  for i in range(5))], None),
+    # a search that goes under 1: even unscaled, every step overflows
+    (scales(*(2.0**p for p in range(15, -3, -1))), "loss-scale-collapse"),
+    # a storm later on (deepspeed_hf_overflow_storm_to_min_scale: 64 -> 32 -> 16 -> 8 at step 378)
+    (scales(32.0, 16.0, 8.0, 4.0, start=378), "loss-scale-collapse"),
+    # the start-up search, steps going through at 64, then the storm: no longer the search
+    ([*scales(*(2.0**p for p in range(15, 5, -1))), *scales(32.0, 16.0, 8.0, start=378)], "loss-scale-collapse"),
+])  # fmt: skip
+def test_loss_scale_search_and_collapse(rows, stop):
+    opened, stopped, _ = verdict(rows)
+    assert stopped == stop
+    assert all(rule == "loss-scale-collapse" for rule, _ in opened)
+
+
+# HF Trainer fp16, logging_steps=1: the steps of the scaler's start-up search are skipped (grad_norm nan, the lr
+# not stepped yet) beside a finite loss; then training goes on
+HF_SEARCH = [{"step": i + 1, "loss": 2.3051 - 0.001 * i, "grad_norm": NAN, "lr": 0.0} for i in range(6)] + [
+    {"step": 7 + i, "loss": 2.2987 - 0.01 * i, "grad_norm": 1.8, "lr": 1e-5 * (i + 1)} for i in range(10)]  # fmt: skip
+# mmengine averages grad_norm over its logging interval: one skipped step in each makes every line NaN
+AVERAGED = [{"step": 10 * (i + 1), "loss": 2.45 + 0.01 * (i % 3), "grad_norm": NAN} for i in range(30)]
+
+
+@pytest.mark.parametrize(("rows", "opened", "stop"), [
+    (HF_SEARCH, [], None),
+    (AVERAGED, [("grad-norm-skipped", "warning")], None),
+    # ModernBERT (hf_dict_modernbert_gradnorm_nan_loss_zero): loss 0.0 beside grad_norm nan: broken, stop at once
+    ([*AVERAGED[:3], {"step": 40, "loss": 0.0, "grad_norm": NAN}], [("grad-norm-nonfinite", "critical")],
+     "grad-norm-nonfinite"),
+    # the demo: loss nan beside grad_norm nan
+    ([*AVERAGED[:3], {"step": 40, "loss": NAN, "grad_norm": NAN}],
+     [("loss-nonfinite", "critical"), ("grad-norm-nonfinite", "critical")], "loss-nonfinite"),
+])  # fmt: skip
+def test_nonfinite_grad_norms_beside_the_loss(rows, opened, stop):
+    got, stopped, _ = verdict(rows)
+    assert (got, stopped) == (opened, stop)
