@@ -52,8 +52,9 @@ TRAINING, VALIDATION, SYSTEM = Phase.TRAINING, Phase.VALIDATION, Phase.SYSTEM
 # A rule looks every spelling up in every event: list the ones trainers print, not every combination of
 # prefix and name (the agent's rule below maps `validation/perplexity` and the like to `val_ppl` anyway).
 METRICS: tuple[Metric, ...] = (
-    Metric("loss", TRAINING, ("train/loss", "train_loss", "train.loss", "training_loss", "lm loss", "total_loss"),
-           "training loss"),
+    Metric("loss", TRAINING, ("train/loss", "train_loss", "train.loss", "training_loss", "lm loss", "total_loss",
+                              "logloss", "binary_logloss", "multi_logloss", "mlogloss"),
+           "training loss (a gradient-boosting log's logloss too: `eval-logloss` is then `val_loss`)"),
     Metric("ppl", TRAINING, ("perplexity", "train/ppl", "train_ppl", "train/perplexity", "train_perplexity"),
            "training perplexity (never the validation one)"),
     Metric("grad_norm", TRAINING, ("train/grad_norm", "gradient_norm", "grad-norm", "gnorm", "grad_norm_total"),

@@ -122,7 +122,7 @@ class PastBest(OneMetric):
         m, v, best = st["metric"], st["value"], st["best"]
         change = (v - best) / abs(best) if best else math.inf
         return (
-            f"{m} has not beaten its best {fmt(best)} ({at_step(st['at'])}) for {st['since']} evals and is "
+            f"{m} has not beaten its best {fmt(best)} for {st['since']} evals and is "
             f"{fmt(v)} now ({change:+.0%}): early stopping, the best was at {at_step(st['at'])}",
             {m: v, "best": best, "best_step": st["at"]},
         )

@@ -93,7 +93,7 @@ def test_the_reasons_say_it_in_words():
     assert reasons[0].startswith("val_loss 1.386")
     assert "= ln 4 for 10 evals: predictions at chance for a 4-way task" in reasons[0]
     _, _, reasons = verdict(CASES["eval loss 12 rounds past its best"][0])
-    assert "has not beaten its best 0.52 (step 30) for 10 evals" in reasons[0]
+    assert "has not beaten its best 0.52 for 10 evals" in reasons[0]
     assert "early stopping, the best was at step 30" in reasons[0]
 
 
@@ -159,3 +159,29 @@ AVERAGED = [{"step": 10 * (i + 1), "loss": 2.45 + 0.01 * (i % 3), "grad_norm": N
 def test_nonfinite_grad_norms_beside_the_loss(rows, opened, stop):
     got, stopped, _ = verdict(rows)
     assert (got, stopped) == (opened, stop)
+
+
+# --- a gradient-boosting log, in its own names ---------------------------------------------------------------
+
+# xgboost 3.2.0 (xgb.train, binary:logistic, eta 0.3, max_depth 8, evals=[(train, "train"), (valid, "eval")]
+# on sklearn's make_classification(n_samples=600, n_features=20, n_informative=3, flip_y=0.3, random_state=0),
+# half held out): `[N]\ttrain-logloss:X\teval-logloss:Y`, rounds 0-14 as printed
+XGB_EVAL = [0.66884, 0.65946, 0.64228, 0.66076, 0.66586, 0.67862, 0.69569, 0.70797, 0.73429, 0.74309, 0.74063,
+            0.75592, 0.76848, 0.77242, 0.77851]  # fmt: skip
+XGB_TRAIN = [0.55207, 0.45843, 0.38532, 0.33053, 0.29741, 0.26082, 0.22829, 0.20265, 0.17911, 0.15933, 0.14225,
+             0.12789, 0.12020, 0.11113, 0.10281]  # fmt: skip
+
+
+def test_a_boosting_eval_loss_past_its_best_names_the_best_round():
+    from trainwarden.events.metrics import normalise
+
+    rows = [normalise({"step": i, "train-logloss": tr, "eval-logloss": ev})
+            for i, (tr, ev) in enumerate(zip(XGB_TRAIN, XGB_EVAL, strict=True))]  # fmt: skip
+    assert rows[0] == {"step": 0, "loss": 0.55207, "val_loss": 0.66884}
+    opened, _, reasons = verdict(rows)
+    assert ("val-past-best", "warning") in opened
+    reason = reasons[[rule for rule, _ in opened].index("val-past-best")]
+    assert reason.startswith("val_loss has not beaten its best 0.6423 for 10 evals and is 0.7685 now (+20%)")
+    assert "the best was at step 2" in reason
+    opened, _, _ = verdict(rows[:12])  # 9 rounds past its best: not yet
+    assert "val-past-best" not in [rule for rule, _ in opened]
