@@ -36,7 +36,8 @@ from typing import Any
 
 from trainwarden.agent import procfs
 from trainwarden.agent.arbiter import STALE_S, STARTUP_GRACE_S, Arbiter
-from trainwarden.agent.config import WANDB_API_INTERVAL_S
+from trainwarden.agent.blind import Blindness, SeenTail, trains
+from trainwarden.agent.config import UNREADABLE_AFTER_LINES, UNREADABLE_AFTER_S, WANDB_API_INTERVAL_S
 from trainwarden.agent.health import Ended, GuardFinding, ProcessHealth, log_tail
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.logsource import BLOCK_IDLE_S, Item, RunLog
@@ -44,14 +45,15 @@ from trainwarden.agent.metric_files import LOG, TENSORBOARD, MetricFileLog, kind
 from trainwarden.agent.runsecrets import RunSecrets
 from trainwarden.agent.sidecar import RunSidecar
 from trainwarden.agent.state import LogPosition, WandbPosition
-from trainwarden.agent.tail import LogTail
 from trainwarden.agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, Reading, RunWandb
 from trainwarden.agent.wandb_use import WandbUse, wandb_use
 from trainwarden.agent.watch import RunWatch
+from trainwarden.events import reading as rd
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.metrics import normalise, without_problems
 from trainwarden.events.payloads import HealthData, RunEndedData, SourceStatusData
+from trainwarden.events.redact import redact_text
 
 METRICS_SOURCE = "metrics"  # `source` of source.status events about where metrics come from
 
@@ -63,6 +65,8 @@ class WatchOptions:
     wandb_base_url: str = DEFAULT_BASE_URL
     block_idle_s: float = BLOCK_IDLE_S
     startup_grace_s: float = STARTUP_GRACE_S
+    unreadable_after_s: float = UNREADABLE_AFTER_S  # a log growing this long without a training metric ...
+    unreadable_after_lines: int = UNREADABLE_AFTER_LINES  # ... or this many lines: said unreadable (agent.blind)
 
 
 class RunWatcher:
@@ -79,8 +83,11 @@ class RunWatcher:
         self.secrets()  # learn what its processes already hold, before any of its text goes out
         self.kind = kind_of(watch.log)  # a training log, or a structured metric file (agent.metric_files)
         self.log: RunLog | MetricFileLog
+        self.seen: SeenTail | None = None  # a log's lines, for its blindness (none for a metric file: it is read)
+        self.blindness = Blindness(after_s=options.unreadable_after_s, after_lines=options.unreadable_after_lines)
+        self.unreadable: str | None = None  # what the agent said when it found the run unreadable (the heartbeat)
         if self.kind == LOG:
-            tail = LogTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
+            tail = self.seen = SeenTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
             self.log = RunLog(run=watch.run, host=host, tail=tail, block_idle_s=options.block_idle_s,
                               secrets=self.secrets, errors=self.errors)  # fmt: skip
         else:
@@ -147,6 +154,9 @@ class RunWatcher:
             out.append(self._event(t.SOURCE_STATUS, f"{self.host}/status/{self.run}", time_seq(), now, status))
         out.extend(exact)
         out.extend(item.event for item in decision.items)
+        said = self._reading(now, items, metric=bool(exact) or any(row.metrics for row in reading.rows))
+        if said is not None:
+            out.append(said)
         for row in decision.rows:
             data = normalise(row.metrics)
             if "step" not in data and row.step is not None:
@@ -158,6 +168,25 @@ class RunWatcher:
                 ts = row.ts if row.ts and math.isfinite(row.ts) else now  # W&B's `_timestamp`, when usable
                 out.append(self._event(t.METRIC, row.producer, row.seq, ts, data))
         return out
+
+    def _reading(self, now: float, items: list[Item], *, metric: bool) -> Event | None:
+        """Whether the run's metrics are read (agent.blind): said once when they are not, once when they come."""
+        if self.seen is None or self.blindness.read:
+            return None
+        metric = metric or any(item.is_metric and trains(item.event.data) for item in items)
+        change = self.blindness.step(now, self.seen.take(), metric=metric)
+        if self.blindness.read:
+            self.seen.keep = False  # read: the lines need no looking at any more
+        if change is None:
+            return None
+        quoted = rd.sample(redact_text(change.sample, self.secrets())) if change.sample else None
+        blind = change.status == rd.UNREADABLE
+        self.unreadable = rd.unreadable_facts(change.lines, change.span_s, quoted) if blind else None
+        data: SourceStatusData = {"source": rd.SOURCE, "status": change.status, "lines": change.lines,
+                                  "reason": self.unreadable or "a training metric is read now"}  # fmt: skip
+        if blind and quoted:
+            data["sample"] = quoted
+        return self._event(t.SOURCE_STATUS, f"{self.host}/status/{self.run}", time_seq(), now, data)
 
     def wandb_use(self) -> WandbUse:
         """Whether this run uses W&B, from its watch, its W&B directory and its processes' environment."""
@@ -219,6 +248,7 @@ class RunWatcher:
             "sidecar": str(self.sidecar.path) if self.sidecar.active else None,
             "process": process,
             "lines_read": self.log.lines_read,
+            "reading": self.blindness.said or (rd.READABLE if self.blindness.read else None),
         }
 
     def _event(self, event_type: str, producer: str, seq: int, ts: float, data: Mapping[str, Any]) -> Event:

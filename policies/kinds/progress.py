@@ -196,7 +196,7 @@ class Frozen(OneMetric):
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
         v = finite(event.data[name])
-        if v is None or repeated(st, event.data, name, v):
+        if v is None or repeated(st, event.data, name, v, trend=False):
             return None
         step = event.data.get("step")
         if v == st["last"] and _significant(v) >= self.digits:

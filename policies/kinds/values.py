@@ -19,19 +19,23 @@ from trainwarden.policies.names import finite, fmt, number, pick
 METRIC_EVENTS = frozenset({t.METRIC})
 
 
-def repeated(st: dict[str, Any], data: Any, name: str, v: float) -> bool:
+def repeated(st: dict[str, Any], data: Any, name: str, v: float, *, trend: bool = True) -> bool:
     """Whether value `v` of `name` repeats the last one at the same position: a bar redrawn with the last
     eval in its postfix, a doubled line, a resumed run printing an eval again. Not a new sample.
 
-    The position is the step, and for an eval metric also the epoch (a Lightning bar's postfix carries
-    `val_loss` on every redraw of the epoch, at a new batch each time). A new value is always news."""
+    The position is the step, and for an eval metric also the epoch. A new value is always news. For the
+    kinds that judge an eval's `trend` (rising, stalled, past its best, at chance), an eval value equal to
+    the last one is no new eval at any position: a Lightning bar's postfix carries `val_loss` on every redraw,
+    at a new batch each time and often without an epoch, and an eval that truly repeats to every printed
+    digit is the `frozen` kind's business, which counts positions instead (`trend=False`)."""
     step = data.get("step")
-    epoch = data.get("epoch") if is_validation(name) else None
+    evals = is_validation(name)
+    epoch = data.get("epoch") if evals else None
     last = st.get("rep")
     st["rep"] = [v, step, epoch]
     if last is None or last[0] != v:
         return False
-    return (step is not None and step == last[1]) or (epoch is not None and epoch == last[2])
+    return (trend and evals) or (step is not None and step == last[1]) or (epoch is not None and epoch == last[2])
 
 
 class OneMetric:

@@ -9,7 +9,7 @@ import pytest
 from trainwarden.events import types as t
 from trainwarden.policies.default import default_policy
 
-from tests.policy_helpers import Clock, run
+from tests.policy_helpers import Clock, run, summary
 
 POLICY = default_policy()
 NAN = math.nan
@@ -106,6 +106,13 @@ def test_an_eval_value_carried_on_every_bar_redraw_is_one_eval():
     rows += [{"step": 40 + i, "epoch": 1, "val_loss": 0.5123} for i in range(40)]
     opened, stop, _ = verdict(rows)
     assert (opened, stop) == ([], None)
+    # lightning 2.6.6's RichProgressBar (a 2-way classifier, val_check_interval=0.5): `val_loss: 0.254` under every
+    # redraw, read at a new step each time and without an epoch, beside the training loss
+    rows = [{"step": 96, "val_loss": 0.507}, {"step": 103, "epoch": 1, "loss": 0.39}]
+    for i in range(40):
+        rows += [{"step": 148 + i, "val_loss": 0.254}, {"step": 148 + i, "epoch": 1, "loss": 0.3 + 0.01 * (i % 5)}]
+    all_opened = summary(run(POLICY, [Clock().metric(i * 60.0, **row) for i, row in enumerate(rows)]))
+    assert not [s for s in all_opened if s.startswith("opened:val-")], all_opened
     # the very same value at the next epoch is a repeat (keras_stuck_at_half: val_loss 7.9712 every epoch)
     again = [{"step": 1, "epoch": 1, "val_loss": 7.9712}, {"step": 2, "epoch": 2, "val_loss": 7.9712}]
     opened, stop, _ = verdict(again)
