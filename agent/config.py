@@ -12,3 +12,5 @@ WANDB_STALE_S = 60.0  # seconds W&B may lag the log's metrics before the log tak
 WANDB_API_INTERVAL_S = 30.0  # seconds between W&B API reads (only without local run files)
 WANDB_BASE_URL = "https://wandb.ai"  # for run URLs in source.status events
 SPOOL_MAX_MB = 256.0  # megabytes the local spool may hold while Redis is unreachable
+UNREADABLE_AFTER_S = 60.0  # seconds a log may grow without a training metric before the run is said unreadable
+UNREADABLE_AFTER_LINES = 50  # ... or this many lines (progress-bar redraws not counted), whichever comes first

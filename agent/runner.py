@@ -33,6 +33,7 @@ from trainwarden.agent.stopper import Stopper
 from trainwarden.agent.wandb_source import HistoryApi
 from trainwarden.agent.watch import RunWatch
 from trainwarden.agent.watcher import RunWatcher, WatchOptions
+from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import StoreUnavailable
@@ -303,6 +304,8 @@ class Agent:
         spool = self.publisher.spool
         self.pulse.heartbeat.lag_of = "spool backlog"
         self.pulse.heartbeat.backlog = len(spool) if spool is not None else 0
+        blind = [f"{run}: {w.unreadable}" for run, w in self.watchers.items() if w.unreadable and w.ended is None]
+        self.pulse.heartbeat.notice = f"{reading.NOTICE}{'; '.join(blind)}" if blind else None
         self.pulse.tick(lag_s=time.monotonic() - since if since is not None else 0.0)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from trainwarden.events import payloads as p
+from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.redact import redact_text
@@ -88,6 +89,20 @@ def anomaly_opened(event: Event) -> str:
     d = cast(p.AnomalyOpenedData, event.data)
     remedy = f" Try: {d['remedy']}." if d.get("remedy") else ""
     return f"ANOMALY {where(event)}: {said(d.get('reason'), 'no reason recorded')}{rule_and(d)}.{remedy}"
+
+
+def metrics_unreadable(event: Event) -> str:
+    """The agent reads the run's log and finds no training metric in it: said with a line of it and the fixes."""
+    d = cast(p.AnomalyOpenedData, event.data)
+    why = said(d.get("reason"), "no training metric read")
+    why = why.removeprefix(f"status={reading.UNREADABLE} (").removesuffix(")")  # the status rule's `status=X (why)`
+    return f"UNREADABLE {where(event)}: {reading.unreadable_text(why)}{rule_and(d)}."
+
+
+def is_unreadable(event: Event) -> bool:
+    """An anomaly opened by the agent's `unreadable` (a status rule on source.status of source `reading`)."""
+    values = event.data.get("values")
+    return isinstance(values, dict) and values.get("status") == reading.UNREADABLE
 
 
 def anomaly_resolved(event: Event) -> str:
@@ -273,7 +288,7 @@ def notification_text(
     if event.type == t.DECISION_SHADOW:
         text = would_have(event)
     elif event.type == t.ANOMALY_OPENED:
-        text = anomaly_opened(event)
+        text = metrics_unreadable(event) if is_unreadable(event) else anomaly_opened(event)
     elif event.type == t.ANOMALY_RESOLVED:
         text = anomaly_resolved(event)
     elif event.type == t.DECISION and decided.get("decision") == t.STOP and decided.get("confirm_s"):

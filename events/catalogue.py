@@ -99,7 +99,7 @@ CATALOGUE: tuple[EventType, ...] = (
     EventType(
         t.SOURCE_STATUS,
         p.SourceStatusData,
-        "a data source changed status (W&B ok, log fallback, unreachable; NVML unavailable)",
+        "a data source changed status (W&B ok, log fallback, unreachable; NVML unavailable; the log read blind)",
         "agent (agent/watcher.py, agent/runner.py)",
     ),
     # -- what the workers decide and do

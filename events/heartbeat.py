@@ -34,6 +34,7 @@ INTERVAL_S = 10.0  # default: seconds between two writes of a daemon's heartbeat
 SILENT_INTERVALS = 3  # no beat for this many of its intervals: silent
 RETENTION_S = 7 * 24 * 3600.0  # a component not seen for this long is forgotten (the hash expires)
 ERROR_CHARS = 300
+NOTICE_CHARS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class Beat:
     backlog: int | None = None  # feed entries / queued jobs / spooled bytes
     last_error: str | None = None
     last_error_at: float | None = None
+    notice: str | None = None  # what the daemon wants an operator to know now (the agent: runs it reads blind)
     redis_age: float | None = None  # age by Redis' clock when read (from the hash's TTL): immune to clock skew
 
     @property
@@ -71,7 +73,7 @@ def component_name(role: str, host: str) -> str:
     return f"{role}@{host}"
 
 
-_TEXT = ("role", "host", "version", "lag_of", "last_error")
+_TEXT = ("role", "host", "version", "lag_of", "last_error", "notice")
 _FLOATS = ("interval_s", "ts", "started", "lag_s", "last_error_at")
 
 
@@ -159,6 +161,7 @@ class Heartbeat:
     backlog: int | None = None
     last_error: str | None = None
     last_error_at: float | None = None
+    notice: str | None = None
     started: float = field(default_factory=time.time)
     _next: float = 0.0
     last_written: float | None = None
@@ -175,7 +178,8 @@ class Heartbeat:
     def snapshot(self) -> Beat:
         return Beat(role=self.role, host=self.host, pid=os.getpid(), version=self.version, interval_s=self.interval_s,
                     ts=self.clock(), started=self.started, lag_s=self.lag_s, lag_of=self.lag_of, backlog=self.backlog,
-                    last_error=self.last_error, last_error_at=self.last_error_at)  # fmt: skip
+                    last_error=self.last_error, last_error_at=self.last_error_at,
+                    notice=redact_text(self.notice)[:NOTICE_CHARS] if self.notice else None)  # fmt: skip
 
     def error(self, text: str) -> None:
         self.last_error = redact_text(text)[:ERROR_CHARS]

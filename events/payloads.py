@@ -158,11 +158,13 @@ class AgentHeartbeatData(TypedDict):
 
 
 class SourceStatusData(TypedDict):
-    source: str  # metrics: the run's data source; nvml: GPU sampling
-    status: str  # sidecar | wandb_ok | log_fallback | log | unreachable (metrics); unavailable (nvml)
+    source: str  # metrics: the run's data source; nvml: GPU sampling; reading: whether its metrics are read
+    status: str  # sidecar | wandb_ok | log_fallback | log | unreachable; unavailable (nvml); unreadable | readable
     reason: str
     previous: NotRequired[str | None]
     url: NotRequired[str | None]
+    lines: NotRequired[int]  # reading: the log's lines seen without a training metric (progress bars not counted)
+    sample: NotRequired[str]  # reading, unreadable: one of those lines, secrets masked, cut to 120 characters
 
 
 # -- what the workers decide and do ---------------------------------------------------------------

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from trainwarden.events import payloads as p
+from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.redact import redact
@@ -43,6 +44,7 @@ class RunState:
     recent_metrics: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_METRICS))
     recent_log_lines: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_LOG_LINES))
     source: str | None = None
+    reading: dict[str, Any] | None = None  # the latest `reading` status.source: unreadable (reason, sample), readable
     decision: str | None = None
     decisions: list[dict[str, Any]] = field(default_factory=list)
     open_anomalies: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -177,6 +179,8 @@ def _source(state: RunState, event: Event) -> None:
     data = cast(p.SourceStatusData, event.data)
     if data.get("source", "metrics") == "metrics":
         state.source = data.get("status")
+    elif data.get("source") == reading.SOURCE:  # whether the agent reads its metrics at all
+        state.reading = {"ts": event.ts, **redact(event.data)}
 
 
 @on(t.DECISION)

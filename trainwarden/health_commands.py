@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from trainwarden import wiring
+from trainwarden.events import reading
 from trainwarden.events.heartbeat import SILENT_INTERVALS, Beat, forget, read_beats
 from trainwarden.events.redis_errors import redis_errors
 from trainwarden.policies.durations import fmt_duration
@@ -46,6 +47,7 @@ def row(beat: Beat, now: float) -> dict[str, Any]:
         "backlog": beat.backlog,
         "last_error": beat.last_error,
         "last_error_at": beat.last_error_at,
+        "notice": beat.notice,
         "status": SILENT if beat.silent(now) else OK,
     }
 
@@ -73,6 +75,13 @@ def table(rows: list[dict[str, Any]], now: float) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells)
 
 
+def notice_text(notice: str) -> str:
+    """A daemon's notice as said to an operator: for runs whose metrics the agent cannot read, the fixes too."""
+    if notice.startswith(reading.NOTICE):
+        return f"{notice}\n  (trainwarden cannot read their metrics: a NaN goes unseen. Fix: {reading.fixes()})"
+    return notice
+
+
 def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
     if args.forget:
@@ -93,6 +102,9 @@ def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
         silent = [r["component"] for r in rows if r["status"] == SILENT]
         if silent:
             print(f"\nsilent (no heartbeat for {SILENT_INTERVALS} of their intervals): {', '.join(silent)}")
+        for r in rows:
+            if r["notice"]:
+                print(f"\n{r['component']}: {notice_text(r['notice'])}")
     if not args.json:
         print(
             f"\ndata directory here: {settings.data_dir} (evidence {settings.evidence_dir}, findings "

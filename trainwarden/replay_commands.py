@@ -184,7 +184,7 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
     next_check = (f"{render.fmt_ts(float(due))} (scheduled tick), or as soon as new events arrive" if due
                   else "as soon as new events arrive (no tick scheduled: the run ended or went silent)")  # fmt: skip
     facts = check_facts(state, now=time.time(), next_check=next_check, files_inspected=[f"event log of {args.run}"])
-    log_path = state.launch.get("log_path")
+    log_path = state.launch.get("log_path") or (state.watched.get("log_path") if state.watched else None)
     if not facts["log_tail"] and (tail := read_log_tail(log_path, lines=CHECK_TAIL_LINES)):
         facts["log_tail"] = tail  # no notable line recorded: the log's own last lines, when readable from here
         facts["files_inspected"].append(log_path)

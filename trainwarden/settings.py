@@ -40,7 +40,7 @@ PATHS = (("servers_file", "servers_file"), ("experiments_dir", "experiments_dir"
          ("archive_dir", "archive_dir"), ("policy", "policy_path"), ("findings_file", "findings_file"),
          ("data_dir", "data_dir"))  # fmt: skip
 AGENT_NUMBERS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
-                 "wandb_api_interval_s", "spool_max_mb")  # fmt: skip
+                 "wandb_api_interval_s", "spool_max_mb", "unreadable_after_s")  # fmt: skip
 WATCH_PATHS = ("log", "exit_file", "metrics", "workdir", "wandb_dir", "wandb_run_dir")
 WATCH_STRINGS = ("run", "session", "tmux_socket", "wandb_path", "match")
 WORKER_NUMBERS = (
@@ -103,6 +103,8 @@ class Settings:
     agent_spool_dir: Path | None = None  # default: `spool/` beside the state file
     agent_spool_max_mb: float = agent_config.SPOOL_MAX_MB
     agent_nvml: bool = True
+    agent_unreadable_after_s: float = agent_config.UNREADABLE_AFTER_S  # a log growing without metrics: unreadable
+    agent_unreadable_after_lines: int = agent_config.UNREADABLE_AFTER_LINES
     watches: tuple[RunWatch, ...] = ()
     reclaim_idle_s: float = RECLAIM_IDLE_S
     lock_timeout_s: float = workers_config.LOCK_TIMEOUT_S
@@ -164,6 +166,7 @@ def _agent(a: Reader, base: Path) -> dict[str, Any]:
         out[f"agent_{key}"] = a.number(key, positive=True)
     out["agent_wandb_base_url"] = a.string("wandb_base_url")
     out["agent_nvml"] = a.boolean("nvml")
+    out["agent_unreadable_after_lines"] = a.integer("unreadable_after_lines", minimum=1)
     watches = [_watch(item, base) for item in a.items("watch", "an agent.watch entry")]
     if a.has("watch"):
         out["watches"] = tuple(w for w in watches if w is not None)

@@ -187,6 +187,8 @@ def agent(
             wandb_stale_s=settings.agent_wandb_stale_s,
             wandb_api_interval_s=settings.agent_wandb_api_interval_s,
             wandb_base_url=settings.agent_wandb_base_url,
+            unreadable_after_s=settings.agent_unreadable_after_s,
+            unreadable_after_lines=settings.agent_unreadable_after_lines,
         ),
     )
     return Agent(

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.metrics import at_step
 from trainwarden.events.projection import ENDED, RunState
@@ -63,6 +64,7 @@ def check_facts(state: RunState, *, now: float, next_check: str, files_inspected
         "log_tail": [str(line.get("line", "")) for line in state.recent_log_lines],
         "wandb_url": state.launch.get("wandb_url"),
         "data_source": state.source,
+        "reading": state.reading,  # the agent's latest `reading` status: whether it reads the run's metrics at all
         "files_inspected": files_inspected,
         "next_check": next_check,
     }
@@ -73,6 +75,20 @@ def values_text(values: Any) -> str:
     if not isinstance(values, dict) or not values:
         return "none"
     return ", ".join(f"{k}={fmt(v)}" for k, v in values.items())
+
+
+def metrics_line(ev: dict[str, Any]) -> str:
+    """The report's recent metrics; never "no metrics yet" for a run read blind, nor beside a `loss nan` line."""
+    said = metrics_summary(ev["recent_metrics"])
+    status = ev.get("reading") or {}
+    if status.get("status") == reading.UNREADABLE:
+        return f"UNREADABLE: {reading.unreadable_text(str(status.get('reason') or 'no training metric read'))}"
+    if ev["recent_metrics"]:
+        return said
+    line = reading.nonfinite_line(ev.get("log_tail") or [])
+    if line is not None:
+        return f"none read, yet the log says `{reading.sample(line)}`: {reading.unreadable_text('no metric read')}"
+    return said
 
 
 def anomaly_text(anomaly: dict[str, Any]) -> str:
@@ -97,7 +113,7 @@ def render_report(ev: dict[str, Any]) -> str:
         "",
         f"- **Data source**: {said(ev.get('data_source'), 'not announced by the agent yet')}",
         f"- **Run**: {said(ev['run'], 'unknown run')} on {said(ev['host'], 'an unknown host')} ({at_step(ev['step'])})",
-        f"- **Recent metrics**: {metrics_summary(ev['recent_metrics'])}",
+        f"- **Recent metrics**: {metrics_line(ev)}",
         f"- **Anomalies**: {', '.join(ev['open_anomalies']) or 'none open'}",
         f"- **Decision**: {said(ev['decision'], undecided)}",
         f"- **Rule**: {said(ev['rule'], 'manual' if acted else 'none fired')}{severity}",
