@@ -76,11 +76,12 @@ def _finest(metrics: Metrics) -> object:
 _RECURS = object()
 
 
-@lru_cache(maxsize=4096)
-def _may_be_setting(name: str) -> bool:
-    """A canonical name outside the vocabulary: not a metric of the table, a known measurement, an eval or test
-    metric, nor a primary-metric family (`metrics/mAP50(B)`)."""
-    return name not in BY_NAME and not is_known(name) and role(name) == "train" and quality(name) is None
+@lru_cache(maxsize=1024)
+def _settings_in(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of a line (canonical) that may be settings: outside the vocabulary, not a known measurement, an
+    eval or test metric, nor a primary-metric family (`metrics/mAP50(B)`). Worked out once per shape."""
+    return tuple(n for n in names if n not in POSITION and n not in BY_NAME and not is_known(n)
+                 and role(n) == "train" and quality(n) is None)  # fmt: skip
 
 
 @lru_cache(maxsize=1024)
@@ -156,10 +157,12 @@ class MetricReader:
         line, once seen on more than `CONSTANT_AFTER` lines: a setting printed beside the metrics (`local_rank`,
         `vocab_size`, `num_layers`, `bsz`), never a training signal. A name in the vocabulary (`loss`, `lr`,
         `val_acc`, `loss_scale`, an eval metric, `metrics/mAP50(B)`) always stays: a loss that does not move is
-        what a rule looks for. Whether
-        anything but a position is left."""
+        what a rule looks for. Whether anything but a position is left."""
+        names = _settings_in(tuple(metrics))
+        if not names:
+            return True  # the usual line: only the vocabulary's names (and a position)
         watched = self._constant
-        for name in [n for n in metrics if n not in POSITION and _may_be_setting(n)]:
+        for name in names:
             seen = watched.get(name)
             if seen is _CHANGED:
                 continue
