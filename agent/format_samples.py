@@ -82,10 +82,10 @@ SAMPLES: dict[str, tuple[Sample, ...]] = {
     ),
     "boosting": (
         Sample("[0]\ttrain-logloss:0.48063\ttrain-error:0.04000\teval-logloss:0.50276\teval-error:0.12000",
-               {"step": 0, "logloss": 0.48063, "val_logloss": 0.50276, "val_error": 0.12},
+               {"step": 0, "loss": 0.48063, "val_loss": 0.50276, "val_error": 0.12},
                CAPTURED + "xgboost_train.log"),
         Sample("[1]\tvalid_0's binary_logloss: 0.614894\tvalid_0's auc: 0.957307",
-               {"step": 1, "val_binary_logloss": 0.614894, "val_auc": 0.957307}, CAPTURED + "lightgbm_train.log"),
+               {"step": 1, "val_loss": 0.614894, "val_auc": 0.957307}, CAPTURED + "lightgbm_train.log"),
     ),
     "pipe separated": (
         Sample("| epoch 010 | valid on 'valid' subset | valid loss 1.94 | valid ppl 3.83",

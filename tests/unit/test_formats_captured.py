@@ -82,9 +82,9 @@ def test_an_eval_that_scores_the_same_is_still_an_eval():
 
 def test_boosting_and_keras_logs_are_read_with_their_rounds_and_epochs():
     xgb = metrics_of("xgboost_train.log")
-    assert [m["step"] for m in xgb] == [0, 1, 2, 3, 4] and xgb[0]["val_logloss"] == 0.50276
+    assert [m["step"] for m in xgb] == [0, 1, 2, 3, 4] and xgb[0]["val_loss"] == 0.50276
     lgb = metrics_of("lightgbm_train.log")
-    assert [m["step"] for m in lgb] == [1, 2, 3, 4, 5] and lgb[0]["val_binary_logloss"] == 0.614894
+    assert [m["step"] for m in lgb] == [1, 2, 3, 4, 5] and lgb[0]["val_loss"] == 0.614894
     keras = metrics_of("keras3_verbose2.log")
     assert [(m["epoch"], m["val_loss"]) for m in keras] == [(1, 1.0468), (2, 1.0333), (3, 1.0205)]
 
