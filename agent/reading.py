@@ -61,7 +61,7 @@ POSITION = frozenset({"step", "epoch"})
 COUNTERS = frozenset({"iter", "iteration", "global_step", "num_updates", "micro_step", "microstep", "updates"})
 
 
-def _finest(metrics: Metrics) -> object:
+def _finest(metrics: Metrics) -> float | int:
     """The finest counter of a line with two: it is the step (samples are ordered by it); the other count, when
     coarser, is kept as `optimizer_step`."""
     step = metrics["step"]
