@@ -3,7 +3,9 @@
 #   ./dev.sh demo    install what is missing, then run the NaN -> STOP demo
 #   ./dev.sh test    install what is missing, then lint, type-check and run the whole test suite
 #   ./dev.sh bench   install what is missing, then run the benchmarks under bench/
-# Installs (only where missing): python3-venv, redis-server, tmux, openssh-server (apt-get), and a .venv.
+#   ./dev.sh frameworks   install only the conformance suite's framework venvs (tests/conformance)
+# Installs (only where missing): python3-venv, redis-server, tmux, openssh-server (apt-get), a .venv, and
+# for tests/conformance .venv-frameworks and .venv-hf4 (the real frameworks, torch==2.13.0 CPU).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -71,6 +73,45 @@ ensure_services() {
   [ -x /usr/sbin/sshd ] || command -v sshd >/dev/null 2>&1 || apt_install openssh-server  # remote-run tests
 }
 
+# The conformance suite's frameworks, each venv built only when missing or when its pinned requirements
+# change (the stamp). torch goes first and exactly (torch==2.13.0: the CPU wheel in /opt/wheels; a CUDA
+# build or another version downloads gigabytes), then the rest with torch held to it. A failed install
+# leaves no stamp and does not stop the other tests: tests/conformance then fails (CI) or skips (locally),
+# naming the install log.
+ensure_framework_venv() {  # ensure_framework_venv DIR REQUIREMENTS
+  local dir=$1 req=$2 py stamp start
+  stamp=$(sha256sum "$req" | cut -d' ' -f1)
+  if [ -f "$dir/.fw-stamp" ] && [ "$(cat "$dir/.fw-stamp")" = "$stamp" ]; then return 0; fi
+  start=$(date +%s)
+  py=$(pick_python)
+  rm -rf "$dir"
+  "$py" -m venv "$dir" &&
+    "$dir/bin/python" -m pip install -q torch==2.13.0 &&
+    "$dir/bin/python" -c 'import sys, torch; sys.exit(torch.version.cuda is not None)' &&
+    "$dir/bin/python" -m pip install -q -r "$req" -c <(echo torch==2.13.0) || return 1
+  echo $(( $(date +%s) - start )) > "$dir/.fw-install-seconds"
+  echo "$stamp" > "$dir/.fw-stamp"
+}
+
+ensure_frameworks() {
+  local pids=() dir failed=""
+  for dir in .venv-frameworks .venv-hf4; do
+    local req=tests/conformance/requirements.txt
+    [ "$dir" = .venv-hf4 ] && req=tests/conformance/requirements-hf4.txt
+    if [ -f "$dir/.fw-stamp" ] && [ "$(cat "$dir/.fw-stamp")" = "$(sha256sum "$req" | cut -d' ' -f1)" ]; then
+      continue
+    fi
+    say "installing the conformance frameworks ($req) into $dir (log: $dir.install.log)"
+    ensure_framework_venv "$dir" "$req" >"$dir.install.log" 2>&1 &
+    pids+=("$!:$dir")
+  done
+  local entry
+  for entry in "${pids[@]}"; do
+    wait "${entry%%:*}" || { failed=1; say "WARNING: ${entry#*:} did not install (${entry#*:}.install.log); tests/conformance will fail in CI"; }
+  done
+  [ -z "$failed" ]
+}
+
 cmd=${1:-help}
 shift || true
 case "$cmd" in
@@ -81,6 +122,7 @@ case "$cmd" in
     exit "$status" ;;
   test)
     ensure_services; ensure_venv
+    ensure_frameworks || true  # tests/conformance says what is missing
     say "ruff"
     .venv/bin/ruff check .
     .venv/bin/ruff format --check .
@@ -94,7 +136,9 @@ case "$cmd" in
       say "$script"
       .venv/bin/python "$script" "$@"
     done ;;
+  frameworks)
+    ensure_frameworks ;;
   *)
-    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
     [ "$cmd" = help ] || exit 2 ;;
 esac
