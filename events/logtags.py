@@ -1,68 +1,41 @@
 """The vocabulary of `log.line` tags: which lines of a training log are notable, and which report a fault.
 
 The agent tags lines with it (agent/parse.py), and the policies' `log_pattern` rules name a tag
-(`tag: oom`) instead of repeating a regex, so the patterns live here only. Every fault shape is one
-that real trainers print (PyTorch, TensorFlow, the NCCL watchdog, torchrun, fairseq, DeepSpeed,
-Megatron, DeiT/timm); the tests cite where each was seen.
+(`tag: oom`) instead of repeating a regex, so the patterns live here only. The fault tags and their
+patterns come from the catalogue of fault signatures (events/signatures/), where each shape is declared
+once with the framework source that prints it and real sample lines.
 
 The order of `NOTABLE` is the priority: a traceback block takes the tag of its most specific line
-(an OOM beats the NCCL errors it causes on other ranks, both beat a plain traceback).
+(an ECC error or an OOM beats the NCCL errors it causes on other ranks, both beat a plain traceback).
 """
 
 from __future__ import annotations
 
 import re
 
+from trainwarden.events import signatures
+
 OOM, NCCL, ILLEGAL_MEMORY, NAN, KILLED = "oom", "nccl", "illegal_memory", "nan", "killed"
-LOSS_SCALE = "loss_scale"
+LOSS_SCALE, ECC, XID, CUDA_ERROR, DISK_FULL = "loss_scale", "ecc", "xid", "cuda_error", "disk_full"
+GLOO, NCCL_WARN, CHILD_FAILED = "gloo", "nccl_warn", "child_failed"
 FILE_NOT_FOUND, TRACEBACK, ERROR = "file_not_found", "traceback", "error"
 
-_OOM = (
-    r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|CUDA error: out of memory"
-    r"|OOM when allocating tensor|ResourceExhaustedError|RESOURCE_EXHAUSTED: Out of memory"
-)
-# the watchdog's lines (any torch version) and NCCL's own errors; not `[W ProcessGroupNCCL.cpp...]`
-# warnings (a healthy run's exit prints one) nor NCCL_DEBUG=INFO lines that name NCCL_*_TIMEOUT
-_NCCL = (
-    r"Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=|\[E[\d :.]*ProcessGroupNCCL\.cpp"
-    r"|NCCL (?:error|timeout|communicator was aborted)|setting up NCCL communicator"
-    r"|nccl(?:Internal|System|UnhandledCuda|Remote|InvalidUsage)Error"
-)
-_ILLEGAL_MEMORY = r"an illegal memory access was encountered|cudaErrorIllegalAddress|CUDA error: misaligned address"
-# a framework's own NaN/Inf check that ends training (not DeepSpeed's start-up `OVERFLOW! ... Skipping step`)
-_NAN = (
-    r"FloatingPointError|Minimum loss scale reached|loss scale already at minimum|found NaN in"
-    r"|Loss is nan, stopping training|NaN or Inf found in input tensor|returned nan values in its \d+th output"
-)
-# the fp16 loss scaler overflowing at its minimum, so every step is skipped (DeepSpeed prints it each step)
-_LOSS_SCALE = r"Attempted loss scale:\s*(\S+), reducing to \1\b"
-# the kernel's OOM killer or a crash: a bare `Killed` from the shell, a segfault, a child torchrun saw die
-_KILLED = (
-    r"^\s*Killed\s*$|\bKilled process\b|Segmentation fault|exitcode\s*:\s*-\d+|Signal \d+ \(SIG[A-Z]+\) received"
-    r"|died with <Signals\.SIG"
-)
+# A line that reports one of these is a fault, whatever else it holds (`key=value` pairs included).
+FAULTS = signatures.TAGS
+assert {OOM, NCCL, ILLEGAL_MEMORY, NAN, KILLED, LOSS_SCALE, ECC, XID, CUDA_ERROR, DISK_FULL, GLOO, NCCL_WARN,
+        CHILD_FAILED} == set(FAULTS)  # fmt: skip
 NOTABLE: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (OOM, re.compile(_OOM, re.IGNORECASE)),
-    (NCCL, re.compile(_NCCL)),
-    (ILLEGAL_MEMORY, re.compile(_ILLEGAL_MEMORY)),
-    (NAN, re.compile(_NAN)),
-    (KILLED, re.compile(_KILLED)),
-    (LOSS_SCALE, re.compile(_LOSS_SCALE)),
+    *((tag, re.compile(signatures.tag_pattern(tag))) for tag in FAULTS),
     (FILE_NOT_FOUND, re.compile(r"FileNotFoundError|No such file or directory")),
     (TRACEBACK, re.compile(r"^Traceback \(most recent call last\)")),
     (ERROR, re.compile(r"^\w*(Error|Exception)\b[:\s]")),
 )
 PATTERNS = dict(NOTABLE)
 TAG_RANK = {tag: rank for rank, (tag, _) in enumerate(NOTABLE)}
-# A line that reports one of these is a fault, whatever else it holds (`key=value` pairs included).
-FAULTS = (OOM, NCCL, ILLEGAL_MEMORY, NAN, KILLED, LOSS_SCALE)
-# One cheap search says whether a line can report a fault at all: a superset of the fault patterns in the
-# casings trainers print, case-sensitive (a case-blind search of many alternatives costs ten times more).
-_FAULT_HINTS = (
-    r"out of memory|Out of memory|OutOfMemory|OOM when|RESOURCE_EXHAUSTED|ResourceExhausted|CUBLAS_STATUS_ALLOC"
-    r"|NCCL|nccl|illegal memory|IllegalAddress|misaligned address|FloatingPointError|found NaN"
-    r"|Minimum loss scale|loss scale already|Attempted loss scale"
-    r"|Loss is nan|NaN or Inf|returned nan|Killed|Segmentation fault|exitcode|Signal \d|died with"
+# One cheap search says whether a line can report a fault at all: the literal hints every signature declares
+# (case-sensitive: a case-blind search of many alternatives costs ten times more).
+_FAULT_HINTS = "|".join(
+    sorted({re.escape(hint) for s in signatures.REGISTRY for hint in s.hints}, key=len, reverse=True)
 )
 ANY_FAULT_RE = re.compile(_FAULT_HINTS)
 # ... and whether it can be notable at all.

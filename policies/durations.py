@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}  # largest first: the order parts go in
+from trainwarden.events.durations import UNITS, fmt_duration
+
 _ORDER = {unit: i for i, unit in enumerate(UNITS)}
 _PART_RE = re.compile(r"(\d+(?:\.\d+)?)([^\d.]*)")
 _COUNT_RE = re.compile(r"^(\d+)\s*(samples?|steps?|evals?)$")
@@ -70,27 +71,6 @@ def duration_problem(text: str, *, expected: str = DURATION_HINT) -> str:
         fixed, why = _scan(squeezed)
         why = f"write it without spaces: {fmt_duration(fixed)}" if fixed is not None else why
     return f"{text!r} is not a duration: {why}; expected {expected}"
-
-
-def _units_shown(s: int) -> tuple[str, str]:
-    for big, small in (("d", "h"), ("h", "m"), ("m", "s")):
-        if s >= UNITS[big]:
-            return big, small
-    return "s", "s"
-
-
-def fmt_duration(seconds: float) -> str:
-    """The one way a duration is shown: 42 -> '42s', 427 -> '7m07s', 5400 -> '1h30m', 90060 -> '1d01h'."""
-    if 0 < seconds < 0.9995:
-        return f"{round(seconds * 1000)}ms"
-    s = int(max(0.0, seconds) + 0.5)
-    step = int(UNITS[_units_shown(s)[1]])
-    s = (s + step // 2) // step * step  # rounded to the smaller unit shown; 59m59.6s becomes 1h
-    big, small = _units_shown(s)
-    if big == "s":
-        return f"{s}s"
-    whole, rest = divmod(s, int(UNITS[big]))
-    return f"{whole}{big}" + (f"{rest // int(UNITS[small]):02d}{small}" if rest else "")
 
 
 def _plural(n: int, unit: str) -> str:

@@ -39,6 +39,7 @@ from trainwarden.events.payloads import (
 from trainwarden.policies.durations import Persistence, fmt_duration
 from trainwarden.policies.model import Outcome, Policy, Rule
 from trainwarden.policies.primary import improving, track
+from trainwarden.policies.rootcause import folded_into
 from trainwarden.policies.state import PolicyState, RuleState
 
 ENDING = frozenset({t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE})
@@ -240,12 +241,20 @@ def _advance(
             return False
         if rule.defer and improving(state, rule):
             return False  # the metric that matters still improves: not an early stop
+        if folded_into(policy, state, rule, rs) is not None:
+            rs.holding, rs.since, rs.samples = False, None, 0  # a follow-on of the fault open now: its message says it
+            rs.kind_state = rule.kind.initial(state.config, state.now)
+            return False
         shadow = rule.id in policy.shadow
         rs.reason, rs.values = _explain(rule, rs, state)
         rs.opened_by = event.id
+        if (noted := getattr(rule.kind, "opened", None)) is not None:
+            noted(rs.kind_state, state.step)  # a log fault clears only once training passes this step
+        kind_remedy = getattr(rule.kind, "remedy", None)
+        remedy = rule.remedy or (kind_remedy(rs.kind_state) if kind_remedy is not None else None) or ""
         opened: AnomalyOpenedData = {
             "rule": rule.id, "severity": rule.severity, "reason": rs.reason, "values": rs.values,
-            "remedy": rule.remedy, "decision": rule.decision, "trigger": event.id, "policy": policy.hash,
+            "remedy": remedy, "decision": rule.decision, "trigger": event.id, "policy": policy.hash,
         }  # fmt: skip
         if shadow:
             opened["shadow"] = True

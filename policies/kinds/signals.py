@@ -11,6 +11,7 @@ from trainwarden.events.envelope import Event
 from trainwarden.events.logtags import matching_line, tagged_line
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.faults import MAX_QUOTE, describe, quote
+from trainwarden.policies.faults import remedy as fault_remedy
 from trainwarden.policies.names import finite, pick
 
 # Every event the engine evaluates; absence rules look at all of them, because time moves with each.
@@ -59,11 +60,16 @@ class Absence:
 @dataclass(frozen=True, slots=True)
 class LogPattern:
     """A log line with one of the agent's `tags` (events/logtags.py: oom, nccl, ...) and/or matching
-    `pattern`. It clears when a later metric arrives: training went on.
+    `pattern`.
 
-    The reason quotes the line that matched (a traceback's exception line, not its first lines), or
-    for a fault what it says in a few words (policies/faults.py): `CUDA out of memory. Tried to
-    allocate 2.00 GiB`, `NCCL ALLREDUCE timed out after 10m on rank 3 (SeqNum 808)`."""
+    A fault does not clear itself: a later number in the log (`local_rank: 0`) says nothing. It clears when
+    training goes on for real: a `loss` at a step past the one the fault came at, or `CLEAR_LOSSES` new loss
+    samples; a run that ended keeps it (nothing is judged after the end, and a relaunch starts clean).
+
+    The reason is what the fault line says in a few words (the catalogue of signatures, events/signatures/,
+    through policies/faults.py): `out of memory (host): tried to allocate 4.00 EiB`, `NCCL ALLREDUCE timed out
+    after 10m on rank 3 (SeqNum 808)`; a line no signature explains is quoted (a traceback by its exception
+    line). The signature's remedy is the anomaly's when the rule has none of its own."""
 
     kind: ClassVar[str] = "log_pattern"
     time_driven: ClassVar[bool] = False
@@ -79,6 +85,11 @@ class LogPattern:
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         if event.type == t.METRIC:
+            if "line" not in st:
+                return False
+            if not _went_on(st, event.data):
+                return None  # a number that is no training step: the fault stands
+            st.clear()
             return False
         text, tag = event.data.get("line"), event.data.get("tag")
         if not isinstance(text, str) or (self.tags and tag not in self.tags):
@@ -91,19 +102,43 @@ class LogPattern:
             return None  # a pattern that did not compile (the policy was refused)
         if line is None:
             return None
-        st["line"], st["tag"] = line[:MAX_QUOTE], tag
+        if "line" not in st:  # the first line of a fault names it; its repeats (other ranks) do not
+            st["line"], st["tag"] = line[:MAX_QUOTE], tag
+            if isinstance(tag, str) and (said := describe(tag, line, text)) is not None:
+                st["said"] = said
         return True
+
+    def opened(self, st: dict[str, Any], step: Any) -> None:
+        """The engine's note when the anomaly opens: the run's step then, which training must pass to clear it."""
+        st["at"] = step
+
+    def remedy(self, st: dict[str, Any]) -> str | None:
+        tag, line = st.get("tag"), st.get("line")
+        return fault_remedy(tag, line) if isinstance(tag, str) and isinstance(line, str) else None
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         line, tag = st.get("line", ""), st.get("tag")
-        said = describe(tag, line) if isinstance(tag, str) else None
-        return (said or f"log: {quote(line)}"), {"line": line, "tag": tag}
+        return (st.get("said") or f"log: {quote(line)}"), {"line": line, "tag": tag}
 
     def params(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pattern": self.pattern} if self.pattern else {}
         if self.tags:
             out["tag"] = list(self.tags)
         return out
+
+
+CLEAR_LOSSES = 3  # new loss samples after a fault that say training went on, where no step says it
+
+
+def _went_on(st: dict[str, Any], data: dict[str, Any]) -> bool:
+    """Whether a metric event after a fault shows training going on: a loss at a later step, or the
+    `CLEAR_LOSSES`-th loss since the fault."""
+    if "loss" not in data:
+        return False
+    st["n"] = st.get("n", 0) + 1
+    step, at = data.get("step"), st.get("at")
+    later = isinstance(step, int | float) and (not isinstance(at, int | float) or step > at)
+    return later or st["n"] >= CLEAR_LOSSES
 
 
 @dataclass(frozen=True, slots=True)

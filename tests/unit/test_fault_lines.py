@@ -131,7 +131,8 @@ def test_a_fault_line_with_key_value_pairs_is_a_log_line_not_a_metric(line):
      "a training process died of signal 9 (SIGKILL)"),
     # https://github.com/pytorch/pytorch/pull/175254 (torchrun's report of a child killed by a signal)
     ("killed", "  exitcode  : -11 (pid: 5277)", "a training process died of signal 11 (SIGSEGV)"),
-    ("illegal_memory", "RuntimeError: CUDA error: an illegal memory access was encountered", None),
+    ("illegal_memory", "RuntimeError: CUDA error: an illegal memory access was encountered",
+     "CUDA illegal memory access (a kernel read or wrote outside its memory)"),
 ])  # fmt: skip
 def test_a_fault_is_said_in_the_few_words_that_matter(tag, line, said):
     assert describe(tag, line) == said
@@ -241,6 +242,17 @@ def test_a_traceback_reason_quotes_its_exception_line_not_its_first_line():
 
 
 def test_a_plain_traceback_is_quoted_by_its_exception_line():
+    block = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "train.py", line 8, in <module>',
+        "    main()",
+        "ValueError: bad shape (3, 4)",
+    ])  # fmt: skip
+    opened = [d for typ, d in run(default_policy(), [Clock().log(0, block)]) if typ == t.ANOMALY_OPENED]
+    assert [(d["rule"], d["reason"]) for d in opened] == [("log-traceback", "log: ValueError: bad shape (3, 4)")]
+
+
+def test_torchruns_own_traceback_is_a_child_failed():
     # https://github.com/lmzpai/roboMamba/issues/10: torchrun's own traceback after a child died
     block = "\n".join([
         "Traceback (most recent call last):",
@@ -250,5 +262,5 @@ def test_a_plain_traceback_is_quoted_by_its_exception_line():
     ])  # fmt: skip
     opened = [d for typ, d in run(default_policy(), [Clock().log(0, block)]) if typ == t.ANOMALY_OPENED]
     assert [(d["rule"], d["reason"]) for d in opened] == [
-        ("log-traceback", "log: torch.distributed.elastic.multiprocessing.errors.ChildFailedError:")
+        ("log-child-failed", "torchrun: a training process failed (ChildFailedError)")
     ]

@@ -1,0 +1,235 @@
+"""Out of memory: the accelerator's (PyTorch's CUDA caching allocator, cuBLAS, TensorFlow, XLA, TPU HBM)
+and the host's (PyTorch's CPU allocator). Tag `oom`."""
+
+from __future__ import annotations
+
+import re
+
+from trainwarden.events.signatures.model import FORMAT, Sample, Signature, Source, size_words
+
+OOM = "oom"
+GPU_REMEDY = (
+    "reduce the batch size (use gradient accumulation to keep the effective batch) or enable activation checkpointing"
+)
+
+_TORCH_OOM = re.compile(r"CUDA out of memory\. Tried to allocate ([\d.]+ ?[KMGT]?i?B)")
+# torch >= 2.1 says `GPU 5 has a total capacity of 23.65 GiB of which 208.06 MiB is free`; older ones
+# `(GPU 0; 10.76 GiB total capacity; 9.12 GiB already allocated; 18.56 MiB free; ...)`
+_TORCH_GPU = re.compile(
+    r"GPU (\d+) has a total capacity of ([\d.]+ ?[KMGT]?i?B) of which ([\d.]+ ?[KMGT]?i?B) is free"
+    r"|\(GPU (\d+); ([\d.]+ ?[KMGT]?i?B) total capacity;.*?([\d.]+ ?[KMGT]?i?B) free"
+)
+
+
+def _cuda_oom(line: str) -> str | None:
+    """`CUDA out of memory. Tried to allocate 2.00 GiB on GPU 5 (23.65 GiB total, 208.06 MiB free)`."""
+    found = _TORCH_OOM.search(line)
+    if found is None:
+        return None
+    gpu = _TORCH_GPU.search(line, found.end())
+    where = ""
+    if gpu is not None:
+        index, total, free = (gpu.group(1), gpu.group(2), gpu.group(3)) if gpu.group(1) else gpu.group(4, 5, 6)
+        where = f" on GPU {index} ({total} total, {free} free)"
+    return f"CUDA out of memory. Tried to allocate {found.group(1)}{where}"
+
+
+_TF_OOM = re.compile(r"OOM when allocating tensor with shape ?\[([^\]]*)\]")
+_TF_DEVICE = re.compile(r"device:(GPU:\d+)")
+
+
+def _tf_oom(line: str) -> str | None:
+    """`OOM when allocating tensor with shape[295,64,256,256] on GPU:0`."""
+    found = _TF_OOM.search(line)
+    if found is None:
+        return None
+    device = _TF_DEVICE.search(line, found.end())
+    return f"OOM when allocating tensor with shape[{found.group(1)}]" + (f" on {device.group(1)}" if device else "")
+
+
+_CPU_BYTES = re.compile(r"you tried to allocate (\d+) bytes")
+
+
+def _cpu_oom(line: str) -> str | None:
+    found = _CPU_BYTES.search(line)
+    return None if found is None else f"out of memory (host): tried to allocate {size_words(int(found.group(1)))}"
+
+
+_XLA_BYTES = re.compile(r"Out of (host )?memory while trying to allocate (\d+) bytes|allocate ([\d.]+ ?[KMGT]i?B)")
+
+
+def _xla_oom(line: str) -> str | None:
+    found = _XLA_BYTES.search(line)
+    if found is None:
+        return None
+    size = size_words(int(found.group(2))) if found.group(2) else found.group(3)
+    return f"out of {'host ' if found.group(1) else 'accelerator '}memory (XLA): tried to allocate {size}"
+
+
+_HBM = re.compile(r"Used ([\d.]+[KMGT]?) of ([\d.]+[KMGT]?) hbm")
+
+
+def _hbm(line: str) -> str | None:
+    found = _HBM.search(line)
+    return (
+        None
+        if found is None
+        else f"TPU HBM out of memory at compile time: {found.group(1)}B needed of {found.group(2)}B"
+    )
+
+
+SIGNATURES = (
+    Signature(
+        id="cuda_oom",
+        tag=OOM,
+        pattern=r"CUDA out of memory",
+        hints=("CUDA out of memory",),
+        severity="critical",
+        what="CUDA out of memory",
+        remedy=GPU_REMEDY,
+        source=Source("pytorch/pytorch", "c10/cuda/CUDACachingAllocator.cpp", "CUDA out of memory. Tried to allocate "),
+        describe=_cuda_oom,
+        samples=(
+            Sample(
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 270.00 MiB. GPU 5 has a total capacity "
+                "of 23.65 GiB of which 208.06 MiB is free. Including non-PyTorch memory, this process has 23.44 GiB "
+                "memory in use.",
+                "CUDA out of memory. Tried to allocate 270.00 MiB on GPU 5 (23.65 GiB total, 208.06 MiB free)",
+                "tests/data/real/llamafactory_rank_prefixed_oom_eval.log line 5",
+            ),
+            Sample(
+                "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 10.76 GiB total capacity; 9.12 "
+                "GiB already allocated; 18.56 MiB free; 9.66 GiB reserved in total by PyTorch)",
+                "CUDA out of memory. Tried to allocate 20.00 MiB on GPU 0 (10.76 GiB total, 18.56 MiB free)",
+                "built from the torch < 2.1 format of the same file",
+            ),
+        ),
+    ),
+    Signature(
+        id="torch_oom_error",
+        tag=OOM,
+        pattern=r"OutOfMemoryError",
+        hints=("OutOfMemory",),
+        severity="critical",
+        what="out of memory (torch.OutOfMemoryError)",
+        remedy=GPU_REMEDY,
+        source=Source("pytorch/pytorch", "torch/csrc/Exceptions.cpp", "torch.OutOfMemoryError"),
+        samples=(Sample("torch.OutOfMemoryError", None, "the exception class alone, as a traceback's last line"),),
+    ),
+    Signature(
+        id="cuda_error_oom",
+        tag=OOM,
+        pattern=r"CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED",
+        hints=("CUDA error: out of memory", "CUBLAS_STATUS_ALLOC"),
+        severity="critical",
+        what="CUDA out of memory (outside the caching allocator: a CUDA context, cuBLAS or a kernel's workspace)",
+        remedy=GPU_REMEDY + "; check that no other process holds memory on the GPU (nvidia-smi)",
+        source=Source("pytorch/pytorch", "c10/cuda/CUDAException.cpp", "CUDA error: "),
+        samples=(
+            Sample("RuntimeError: CUDA error: out of memory", None, FORMAT),
+            Sample(
+                "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+                None,
+                FORMAT,
+            ),
+        ),
+    ),
+    Signature(
+        id="cpu_oom",
+        tag=OOM,
+        pattern=r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)",
+        hints=("DefaultCPUAllocator",),
+        severity="critical",
+        what="out of memory (host)",
+        remedy="the host ran out of RAM: lower the batch size or the DataLoader's num_workers/prefetch_factor, load "
+        "the model or dataset lazily (mmap, streaming), or move to a machine with more memory",
+        source=Source(
+            "pytorch/pytorch",
+            "c10/core/impl/alloc_cpu.cpp",
+            "DefaultCPUAllocator: can't allocate memory: you tried to allocate ",
+        ),
+        describe=_cpu_oom,
+        samples=(
+            Sample(
+                "RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
+                "DefaultCPUAllocator: can't allocate memory: "
+                "you tried to allocate 4611686018427387904 bytes. Error code 12 (Cannot allocate memory)",
+                "out of memory (host): tried to allocate 4.00 EiB",
+                "torch 2.13.0 here: torch.empty(2**62, dtype=torch.uint8) (tests/faults/test_fault_processes.py)",
+            ),
+        ),
+    ),
+    Signature(
+        id="tf_oom",
+        tag=OOM,
+        pattern=r"OOM when allocating tensor|ResourceExhaustedError",
+        hints=("OOM when", "ResourceExhausted"),
+        severity="critical",
+        what="out of memory (TensorFlow)",
+        remedy=GPU_REMEDY,
+        source=Source(
+            "tensorflow/tensorflow", "tensorflow/core/framework/op_kernel.cc", "OOM when allocating tensor with shape"
+        ),
+        describe=_tf_oom,
+        samples=(
+            Sample(
+                "2019-06-25 10:14:10.590005: W tensorflow/core/framework/op_kernel.cc:1401] OP_REQUIRES failed at "
+                "conv_ops.cc:446 : Resource exhausted: OOM when allocating tensor with shape[295,64,256,256] and type "
+                "float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+                "OOM when allocating tensor with shape[295,64,256,256] on GPU:0",
+                "tests/data/real/keras_tf_fit_generator_oom.log line 4",
+            ),
+            Sample(
+                "tensorflow.python.framework.errors_impl.ResourceExhaustedError: failed to allocate memory",
+                None,
+                FORMAT,
+            ),
+        ),
+    ),
+    Signature(
+        id="xla_oom",
+        tag=OOM,
+        pattern=r"RESOURCE_EXHAUSTED: Out of (?:host )?memory",
+        hints=("RESOURCE_EXHAUSTED",),
+        severity="critical",
+        what="out of memory (XLA)",
+        remedy=GPU_REMEDY + "; for JAX on GPU, check XLA_PYTHON_CLIENT_MEM_FRACTION and that no other process holds "
+        "the device",
+        source=Source(
+            "openxla/xla",
+            "xla/stream_executor/integrations/tf_allocator_adapter.cc",
+            "memory while trying to allocate ",
+        ),
+        describe=_xla_oom,
+        ignore_case=True,
+        samples=(
+            Sample(
+                "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+                "33762398024 bytes.",
+                "out of accelerator memory (XLA): tried to allocate 31.44 GiB",
+                FORMAT,
+            ),
+        ),
+    ),
+    Signature(
+        id="tpu_hbm_oom",
+        tag=OOM,
+        pattern=r"Ran out of memory in memory space hbm|Hbm usage: .*exceeding available bytes",
+        hints=("memory space hbm", "Hbm usage"),
+        severity="critical",
+        what="TPU HBM out of memory at compile time",
+        remedy="the compiled program does not fit in the TPU's HBM: reduce the batch size, shard the largest tensors "
+        "(check the mesh and sharding annotations), use jax.checkpoint (remat) or bfloat16",
+        source=Source("openxla/xla", "docs/errors/error_1000.md", "Ran out of memory in memory space hbm"),
+        describe=_hbm,
+        samples=(
+            Sample(
+                "XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. "
+                "Ran out of memory in memory space "
+                "hbm. Used 20.93G of 15.48G hbm. Exceeded hbm capacity by 5.45G.",
+                "TPU HBM out of memory at compile time: 20.93GB needed of 15.48GB",
+                "openxla/xla docs/errors/error_1000.md (XLA error E1000)",
+            ),
+        ),
+    ),
+)
