@@ -8,6 +8,7 @@
       gpus: 8                     # optional, for GPU-hours saved (default: --gpus)
       hours: 31.5                 # optional: the run's length; else metric lines --interval apart
       metric_lines: false         # optional: the file holds no metric line (a fault excerpt): none may be read
+      part: test                  # optional: dev (default; rules may be tuned on it) | test (held out: never tuned on)
 
 Every problem is reported as `file:line:column: message`, all of them at once.
 """
@@ -22,6 +23,8 @@ from trainwarden.events.yamlfile import Context, Reader, Schema, compose, docume
 
 STOP, NOSTOP, ANOMALY = "STOP", "NOSTOP", "ANOMALY"
 LABEL = re.compile(r"^(STOP|NOSTOP|ANOMALY:[a-z0-9_-]+)$")
+DEV, TEST = "dev", "test"  # a development part rules may be tuned on, and a held-out test part scored beside it
+PART = re.compile(r"^(dev|test)$")
 # Free text kept for people (provenance, how a label was decided); read, never judged.
 NOTES = ("useful_stop", "why", "framework", "source", "license_note", "trimmed", "edited", "doubt")
 
@@ -48,6 +51,7 @@ class CorpusRun:
     interval: float | None = None
     where: str = ""  # manifest:line of the entry
     metric_lines: bool = True  # False: the file holds none (a bare fault excerpt), so zero read is right
+    part: str = DEV  # dev | test: the held-out part, labelled before any policy saw it, never tuned on
 
     @property
     def kind(self) -> str:
@@ -82,6 +86,8 @@ def _read(top: Reader, root: Path) -> list[CorpusRun]:
         hours = entry.number("hours", positive=True)
         interval = entry.number("interval", positive=True)
         metric_lines = entry.boolean("metric_lines", default=True)
+        part = entry.string("part", default=DEV, pattern=PART, label="part",
+                            hint="must be dev (rules may be tuned on it) or test (held out)") or DEV  # fmt: skip
         for note in NOTES:
             entry.string(note)
         sub.finish()
@@ -98,7 +104,7 @@ def _read(top: Reader, root: Path) -> list[CorpusRun]:
             sub.fail("line", "a W&B run directory has no lines: give stop_by as {step: N} or {epoch: N}")
         seen.setdefault(file, entry.ctx.where(entry.node))
         runs.append(CorpusRun(file, path, label, stop_by, gpus, hours, interval, entry.ctx.where(entry.node),
-                              metric_lines))  # fmt: skip
+                              metric_lines, part))  # fmt: skip
     top.finish()
     return runs
 
