@@ -1,5 +1,8 @@
-"""The conformance suite's fixtures: the framework venvs (built by ./dev.sh), one set of real daemons,
-and every case run once per session, in parallel; the matrix is printed at the end of the session."""
+"""The conformance suite's fixtures: the framework venvs (built by ./dev.sh), one set of real daemons on a
+Redis of their own, and every case run once, in parallel; the matrix is printed at the end of the session.
+
+The daemons end with this module: left running on the session's shared Redis, they took the jobs of every
+later test (a CI run failed 41 tests that way)."""
 
 from __future__ import annotations
 
@@ -39,8 +42,8 @@ def missing_venvs() -> list[str]:
     return out
 
 
-@pytest.fixture(scope="session")
-def conformance(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Result]]:
+@pytest.fixture(scope="module")
+def conformance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Result]]:
     missing = missing_venvs()
     if missing:
         why = "the conformance frameworks are not installed: " + "; ".join(missing)
@@ -48,8 +51,8 @@ def conformance(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFact
             pytest.fail(why, pytrace=False)
         pytest.skip(why)
     root = tmp_path_factory.mktemp("conformance")
+    redis_server = RedisServer(root / "redis").start()
     client = redis_server.client()
-    client.flushall()
     store = EventStore(client, keys=Keys())
     settings = root / "trainwarden.yaml"
     settings.write_text(yaml.safe_dump({
@@ -72,6 +75,7 @@ def conformance(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFact
         for p in daemons:
             stop_process(p)
         client.close()
+        redis_server.stop()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
