@@ -20,9 +20,10 @@ from trainwarden.events.metrics import role
 # tqdm / Lightning: `450/1000 [00:30<00:36, 15.00it/s, key=value, ...]`, optionally `Epoch 3:` before.
 BAR_RE = re.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(?:([\d.]+)(it/s|s/it))?(?:,\s*([^\]]*))?\]")
 EPOCH_RE = re.compile(r"\bEpoch\s+(\d+)\b")
-# Rich (Lightning's RichProgressBar): `Epoch 2/2  ━━━━ 8/8 0:00:00 • 0:00:00 432.22it/s train_loss: 2.334`
+# Rich (Lightning's RichProgressBar): `Epoch 2/2  ━━━━ 8/8 0:00:00 • 0:00:00 432.22it/s train_loss: 2.334`;
+# `Epoch 0/-2` when the run is bounded by max_steps, not epochs
 RICH_RE = re.compile(
-    r"^\s*(?:Epoch (\d+)/\d+|[\w ]*?)\s+[━╸╺╾╼\s]*\s(\d+)/(\d+|\?)\s+[\d:-]+\s+•\s+[\d:-]+\s+"
+    r"^\s*(?:Epoch (\d+)/-?\d+|[\w ]*?)\s+[━╸╺╾╼\s]*\s(\d+)/(\d+|\?)\s+[\d:-]+\s+•\s+[\d:-]+\s+"
     r"(?:[\d.]+(?:it/s|s/it))?(.*)$"
 )
 # a bar over held-out data: its end means an eval ran, even when the metric it yields equals the last one

@@ -11,7 +11,8 @@ from trainwarden.events.metrics import canonical, is_known
 
 Metrics = dict[str, float | int]
 
-NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
+# `nan.0`, `inf.0`, `-inf.`: Lightning's TQDM bar pads every float of its postfix to five characters, words too
+NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|(?:nan|inf(?:inity)?)(?:\.0*)?)"
 KEY = r"[A-Za-z_][\w./-]*"
 # `key=value`, and `key: value` (a timestamp's `12:30:45` is not a key: keys start with a letter).
 # A value ends at a space, a comma, ']' or the end: `4,000` (a count with a thousands separator)
@@ -47,7 +48,12 @@ def parse_number(text: str) -> float | int:
     """`12` -> 12, `3e-4` -> 0.0003; also `nan`, `-nan`, `inf`, `Infinity` in any case.
 
     Raises ValueError for a numeral that overflows a float (`1e400`) or an integer too long to convert."""
-    return int(text) if text.lstrip("+-").isdigit() else float_literal(text)
+    return int(text) if text.lstrip("+-").isdigit() else float_literal(_unpadded(text))
+
+
+def _unpadded(text: str) -> str:
+    """`nan.0` -> `nan`, `-inf.` -> `-inf` (a padded word); any other numeral as it is."""
+    return text.rstrip("0").rstrip(".") if text[-1:] in ".0" and ("n" in text or "N" in text) else text
 
 
 def numbers(pairs: Iterable[tuple[str, str]]) -> Metrics:
@@ -58,7 +64,7 @@ def numbers(pairs: Iterable[tuple[str, str]]) -> Metrics:
             if value.lstrip("+-").isdigit():
                 out[key] = int(value)
                 continue
-            number = float(value)
+            number = float(_unpadded(value))
         except ValueError:
             continue  # an integer too long to convert: this value only is left out
         if number - number != 0.0 and "n" not in value and "N" not in value:

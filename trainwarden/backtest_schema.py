@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainwarden.corpus import DEV, TEST
 from trainwarden.scorecard import CRITERIA
 
 Schema = dict[str, Any]
@@ -42,6 +43,7 @@ RUN_SCORE = _object(
     {
         "file": _TEXT,
         "label": {"type": "string", "pattern": "^(STOP|NOSTOP|ANOMALY:[a-z0-9_-]+)$"},
+        "part": {"enum": [DEV, TEST], "description": "the manifest's part: dev (tuned on) or test (held out)"},
         "metrics": _COUNT,
         "stop": {"anyOf": [MOMENT, {"type": "null"}], "description": "the first STOP decision"},
         "stop_by": {"type": ["string", "null"], "description": "the manifest's useful stop point (STOP runs)"},
@@ -78,7 +80,9 @@ SINGLE = {
     "stop": {"anyOf": [MOMENT, {"type": "null"}]},
     "saved": {"anyOf": [SAVED, {"type": "null"}], "description": "from the STOP to the run's end"},
 }
-CORPUS = {"policy": POLICY, "corpus": _TEXT, "runs": {"type": "array", "items": RUN_SCORE}, "totals": TOTALS}
+PARTS = {**_object({DEV: TOTALS, TEST: TOTALS}), "description": "the same totals for each part of the corpus"}
+CORPUS = {"policy": POLICY, "corpus": _TEXT, "runs": {"type": "array", "items": RUN_SCORE}, "totals": TOTALS,
+          "parts": PARTS}  # fmt: skip
 
 
 def backtest_schema() -> Schema:

@@ -26,7 +26,7 @@ LABEL = re.compile(r"^(STOP|NOSTOP|ANOMALY:[a-z0-9_-]+)$")
 DEV, TEST = "dev", "test"  # a development part rules may be tuned on, and a held-out test part scored beside it
 PART = re.compile(r"^(dev|test)$")
 # Free text kept for people (provenance, how a label was decided); read, never judged.
-NOTES = ("useful_stop", "why", "framework", "source", "license_note", "trimmed", "edited", "doubt")
+NOTES = ("useful_stop", "why", "source", "license_note", "trimmed", "edited", "doubt")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +52,7 @@ class CorpusRun:
     where: str = ""  # manifest:line of the entry
     metric_lines: bool = True  # False: the file holds none (a bare fault excerpt), so zero read is right
     part: str = DEV  # dev | test: the held-out part, labelled before any policy saw it, never tuned on
+    framework: str = ""  # the trainer that wrote it (free text: how the corpus's coverage is counted)
 
     @property
     def kind(self) -> str:
@@ -88,6 +89,7 @@ def _read(top: Reader, root: Path) -> list[CorpusRun]:
         metric_lines = entry.boolean("metric_lines", default=True)
         part = entry.string("part", default=DEV, pattern=PART, label="part",
                             hint="must be dev (rules may be tuned on it) or test (held out)") or DEV  # fmt: skip
+        framework = entry.string("framework", description="the trainer that wrote the file") or ""
         for note in NOTES:
             entry.string(note)
         sub.finish()
@@ -104,7 +106,7 @@ def _read(top: Reader, root: Path) -> list[CorpusRun]:
             sub.fail("line", "a W&B run directory has no lines: give stop_by as {step: N} or {epoch: N}")
         seen.setdefault(file, entry.ctx.where(entry.node))
         runs.append(CorpusRun(file, path, label, stop_by, gpus, hours, interval, entry.ctx.where(entry.node),
-                              metric_lines, part))  # fmt: skip
+                              metric_lines, part, framework))  # fmt: skip
     top.finish()
     return runs
 

@@ -27,7 +27,7 @@ from trainwarden.policies.default import default_policy
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.model import Policy
-from trainwarden.scorecard import Lines, moment_json, run_json, score_run, table, totals, totals_json
+from trainwarden.scorecard import Lines, moment_json, parts, run_json, score_run, table, totals, totals_json
 from trainwarden.settings import Settings
 from trainwarden.workers.policy_source import read_policy_file
 
@@ -202,6 +202,7 @@ def corpus_scorecard(policy: Policy, corpus: Path, *, interval: float, gpus: flo
             "corpus": str(corpus),
             "runs": [run_json(s, r) for s, r in zip(scores, results, strict=True)],
             "totals": totals_json(tot),
+            "parts": {part: totals_json(part_tot) for part, part_tot in parts(scores).items()},
         }
         print(json.dumps(document, indent=2))
     else:

@@ -17,7 +17,7 @@ from typing import Any
 
 from trainwarden.bot.config import FLAP_THRESHOLD, FLAP_WINDOW_S
 from trainwarden.bot.stages import GUARD, NotifyState, Pipeline
-from trainwarden.corpus import NOSTOP, STOP, CorpusRun
+from trainwarden.corpus import DEV, NOSTOP, STOP, TEST, CorpusRun
 from trainwarden.events import types as t
 from trainwarden.policies.backtest import Backtest, Moment
 from trainwarden.policies.model import CRITICAL
@@ -27,6 +27,8 @@ FAULT_NAMES = {
     "oom": r"\boom\b|out of memory|outofmemory|resource ?exhausted",
     "nccl": r"\bnccl",
     "nan": r"\bnan\b|non-?finite|\binf\b",
+    "disk": r"disk.?full|no space left",
+    "dataloader": r"data ?loader",
 }
 # The bar, one criterion per failure a run can have (RunScore.failed holds their keys).
 CRITERIA = {
@@ -57,6 +59,7 @@ class RunScore:
     file: str
     label: str
     metrics: int
+    part: str = DEV  # the manifest's part: dev (tuned on) or test (held out)
     stop: Moment | None = None
     stop_line: int | None = None
     stop_by: str | None = None  # the manifest's useful stop point, as text
@@ -83,7 +86,7 @@ class RunScore:
 def score_run(run: CorpusRun, result: Backtest, *, lines: Lines | None, gpus: float, interval: float) -> RunScore:
     """`lines` maps the STOP's event to its line (a log file); `gpus`/`interval` are used where the
     manifest gives none (`interval`: the seconds between metric lines the backtest assumed)."""
-    score = RunScore(file=run.file, label=run.label, metrics=result.metrics, stop=result.stop)
+    score = RunScore(file=run.file, label=run.label, metrics=result.metrics, part=run.part, stop=result.stop)
     score.anomalies = len(result.firings)
     score.critical = sum(1 for m in result.firings if m.what == CRITICAL)
     if score.stop is not None and lines is not None:
@@ -232,7 +235,7 @@ def moment_json(m: Moment, *, first_ts: float | None, line: int | None = None) -
 
 def run_json(s: RunScore, result: Backtest) -> dict[str, Any]:
     stop = None if s.stop is None else moment_json(s.stop, first_ts=result.first_ts, line=s.stop_line)
-    return {"file": s.file, "label": s.label, "metrics": s.metrics, "stop": stop, "stop_by": s.stop_by,
+    return {"file": s.file, "label": s.label, "part": s.part, "metrics": s.metrics, "stop": stop, "stop_by": s.stop_by,
             "in_time": s.in_time, "anomalies": s.anomalies, "critical": s.critical, "fault_named": s.fault_named,
             "episodes": s.episodes, "messages": s.messages, "worst_episode": s.worst_episode,
             "gpu_hours_saved": s.gpu_hours_saved, "problems": s.problems, "failed": s.failed}  # fmt: skip
@@ -246,15 +249,33 @@ def totals_json(tot: Totals) -> dict[str, Any]:
     return out
 
 
+def parts(scores: list[RunScore]) -> dict[str, Totals]:
+    """The totals of the development part and of the held-out test part, reported side by side."""
+    return {part: totals([s for s in scores if s.part == part]) for part in (DEV, TEST)}
+
+
+def part_lines(scores: list[RunScore]) -> list[str]:
+    """One line per part: a policy is judged by the test part it was never tuned on, beside the dev part."""
+    names = {DEV: "Development part (tuned on):", TEST: "Test part (held out):      "}
+    out = []
+    for part, tot in parts(scores).items():
+        if tot.runs:
+            out.append(f"{names[part]} {tot.runs - tot.failing}/{tot.runs} right; doomed stopped in time "
+                       f"{tot.stopped_in_time}/{tot.doomed}, healthy stopped {tot.healthy_stopped}/{tot.healthy}, "
+                       f"faults named {tot.faults_named}/{tot.faults}, no metric read {tot.no_metrics}")  # fmt: skip
+    return out
+
+
 def table(scores: list[RunScore], tot: Totals) -> list[str]:
-    """The printed scorecard: one line per run, then the totals."""
-    width = max([len(s.file) for s in scores] + [4])
+    """The printed scorecard: one line per run (a held-out run marked `*`), then the totals and each part's."""
+    width = max([len(s.file) + 1 for s in scores] + [4])
     lines = [f"{'file':<{width}}  {'label':<13} {'metrics':>7}  {'stop':<22} {'alarms':>6} {'msgs/ep':>7}  verdict"]
     for s in scores:
         stop = "-" if s.stop is None else _stop_text(s)
         alarms = f"{s.anomalies}" + (f"({s.critical}!)" if s.critical else "")
         verdict = "ok" if s.ok else "; ".join(s.problems)
-        lines.append(f"{s.file:<{width}}  {s.label:<13} {s.metrics:>7}  {stop:<22} {alarms:>6} "
+        name = s.file + ("*" if s.part == TEST else "")
+        lines.append(f"{name:<{width}}  {s.label:<13} {s.metrics:>7}  {stop:<22} {alarms:>6} "
                      f"{s.worst_episode:>7}  {verdict}")  # fmt: skip
     lines += [
         "",
@@ -268,6 +289,7 @@ def table(scores: list[RunScore], tot: Totals) -> list[str]:
         f"({tot.episodes_over_one} run(s) with an episode posted more than once)",
         f"GPU-hours a STOP would have saved: {tot.gpu_hours_saved:.2f}",
         "",
+        *part_lines(scores),
         f"{tot.runs - tot.failing}/{tot.runs} runs judged right: "
         + ("the policy meets the bar." if tot.meets_bar else "the policy does NOT meet the bar."),
     ]

@@ -289,8 +289,10 @@ SIGNATURES = (
     Signature(
         id="torch_save_failed",
         tag=DISK_FULL,
-        pattern=r"PytorchStreamWriter failed writing file|inline_container\.cc:\d+\] \. unexpected pos",
-        hints=("PytorchStreamWriter", "unexpected pos"),
+        # a small state dict is buffered whole: the failed write surfaces at the zip's end, from the C++ stream
+        pattern=r"PytorchStreamWriter failed writing file|inline_container\.cc:\d+\] \. unexpected pos"
+        r"|RuntimeError: basic_ios::clear: iostream error",
+        hints=("PytorchStreamWriter", "unexpected pos", "basic_ios::clear"),
         severity="critical",
         what="torch.save could not write the checkpoint (the disk is most likely full or over its quota)",
         remedy="check the free space and quota of the checkpoint directory (df -h, quota -s); free space or save "
@@ -303,6 +305,12 @@ SIGNATURES = (
                 "RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598",
                 None,
                 "torch 2.13.0 here: torch.save(obj, '/dev/full')",
+            ),
+            Sample(
+                "RuntimeError: basic_ios::clear: iostream error",
+                None,
+                "torch 2.13.0 here: torch.save(model.state_dict(), '/dev/full') of a small model "
+                "(tests/conformance/frameworks/faults.py disk_full)",
             ),
             Sample(
                 "RuntimeError: [enforce fail at inline_container.cc:603] . PytorchStreamWriter failed writing file "

@@ -87,6 +87,7 @@ def _frozen(r: PolicyReader) -> Kind:
         names=r.metric(),
         count=r.integer("count", default=3, minimum=2),
         digits=r.integer("digits", default=4, minimum=1),
+        unless_falling=r.string("unless_falling", description="a metric whose fall on the same line resets"),
         events=_events(r),
     )
 
@@ -155,6 +156,7 @@ def _trend(r: PolicyReader) -> Kind:
         direction=r.choice("direction", ("rising", "falling"), default="rising"),
         count=r.integer("count", default=3),
         min_delta=r.number("min_delta", default=0.0, minimum=0.0) or 0.0,
+        min_giveback=r.number("min_giveback", default=0.0, minimum=0.0) or 0.0,
         events=_events(r),
     )
 
@@ -170,7 +172,8 @@ def _plateau(r: PolicyReader) -> Kind:
 
 
 def _divergence(r: PolicyReader) -> Kind:
-    return Divergence(rising=r.metric("rising"), falling=r.metric("falling"), count=r.integer("count", default=2))
+    return Divergence(rising=r.metric("rising"), falling=r.metric("falling"), count=r.integer("count", default=2),
+                      min_giveback=r.number("min_giveback", default=0.0, minimum=0.0) or 0.0)  # fmt: skip
 
 
 def _baseline(r: PolicyReader) -> Kind:

@@ -179,13 +179,16 @@ class Frozen(OneMetric):
     A held-out loss never repeats to the printed digit while the model learns, nor does a training loss
     over many steps. A value repeated at its own position (a bar redraw, a doubled line, a resumed run's
     eval printed again: see `repeated`) is no new position. A value with fewer than `digits` significant
-    digits (fairseq's `valid loss 1.94`, a loss of 0.0) may repeat by rounding alone, and never counts."""
+    digits (fairseq's `valid loss 1.94`, a loss of 0.0) may repeat by rounding alone, and never counts. A repeat
+    on a line where `unless_falling` (the training loss) fell is chance: the model still learns (a boosting
+    round's eval loss, printed to 5 decimals, moves by 1e-4)."""
 
     kind: ClassVar[str] = "frozen"
     time_driven: ClassVar[bool] = False
     names: tuple[str, ...]
     count: int = 3
     digits: int = 4
+    unless_falling: str | None = None
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
@@ -199,12 +202,23 @@ class Frozen(OneMetric):
         if v is None or repeated(st, event.data, name, v, trend=False):
             return None
         step = event.data.get("step")
-        if v == st["last"] and _significant(v) >= self.digits:
+        learning = self._fell(st, event)
+        if v == st["last"] and _significant(v) >= self.digits and not learning:
             st["same"] += 1
         else:
             st["same"], st["from"] = 1, step
         st["last"], st["metric"], st["to"] = v, name, step
         return st["same"] >= self.count
+
+    def _fell(self, st: dict[str, Any], event: Event) -> bool:
+        """Whether `unless_falling`, on this event, is below its value on the last one that had it."""
+        if self.unless_falling is None:
+            return False
+        now = finite(event.data.get(self.unless_falling))
+        if now is None:
+            return False
+        before, st["beside"] = st.get("beside"), now
+        return before is not None and now < before
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         m, v, n = st["metric"], st["last"], st["same"]
@@ -215,7 +229,8 @@ class Frozen(OneMetric):
         return f"{m} has been {v:.6g} at {n} {what} in a row{where}: {why}", {m: v, "repeats": n}
 
     def params(self) -> dict[str, Any]:
-        return {"metric": list(self.names), "count": self.count, "digits": self.digits, "event": sorted(self.events)}
+        return {"metric": list(self.names), "count": self.count, "digits": self.digits,
+                "unless_falling": self.unless_falling, "event": sorted(self.events)}  # fmt: skip
 
 
 def _significant(v: float) -> int:

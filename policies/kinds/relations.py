@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from trainwarden.events.envelope import Event
-from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric, repeated
+from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric, gave_back, repeated
 from trainwarden.policies.names import finite, fmt, number, pick
 
 
@@ -25,6 +25,7 @@ class Divergence:
     rising: tuple[str, ...]
     falling: tuple[str, ...]
     count: int = 2
+    min_giveback: float = 0.0
     events: frozenset[str] = METRIC_EVENTS
 
     @property
@@ -70,7 +71,8 @@ class Divergence:
             cur_train,
         )
         st["train_sum"], st["train_count"] = 0.0, 0
-        return st["in_a_row"] >= self.count
+        given = gave_back(st, v)  # on every eval: it keeps the first and the best
+        return st["in_a_row"] >= self.count and given >= self.min_giveback
 
     @staticmethod
     def _train(st: dict[str, Any], name: str, value: Any) -> None:
@@ -91,7 +93,8 @@ class Divergence:
         )
 
     def params(self) -> dict[str, Any]:
-        return {"rising": list(self.rising), "falling": list(self.falling), "count": self.count}
+        return {"rising": list(self.rising), "falling": list(self.falling), "count": self.count,
+                "min_giveback": self.min_giveback}  # fmt: skip
 
 
 def lookup(config: dict[str, Any], path: str) -> Any:

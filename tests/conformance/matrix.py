@@ -112,17 +112,10 @@ GAPS: dict[str, str] = {  # tests/conformance/GAPS.md has the captured lines of 
     "'loss' at 4-30 (from 0.78) and no loss rule (loss-runaway) fired on the quoted-string dicts",
     "transformers-4-diverge": "STOP by val-runaway, not a training-loss rule: loss 0.78 -> 4-30 under clipping, "
     "loss-runaway did not fire",
-    "torch-faults-disk_full": "torch.save to /dev/full ends in 'RuntimeError: basic_ios::clear: iostream error': "
-    "no tag names a full disk; only run-failed (critical) opens",
     "torch-faults-hang": "no hang detector: an alive, silent process gets no anomaly within 30 s (run-silent is 15m)",
-    "lightning-tqdm-nan": "the TQDM bar postfix 'train_loss=nan.0, val_loss=nan.0' is not read as NaN: no STOP",
     "lightning-tqdm-frozen": "the TQDM bar's constant train_loss gets no anomaly (no frozen-training-loss rule; "
     "val_loss in the postfix not judged)",
     "lightning-tqdm-eval_stall": "val_loss in the TQDM bar postfix is not judged as an eval: no val-no-progress",
-    "lightning-rich-nan": "the Rich bar's 'train_loss: nan' is not read: the STOP comes from val-nonfinite only",
-    "xgboost-healthy": "false alarm: STOP val-frozen on a healthy '[i]\\ttrain-logloss:..\\teval-logloss:..' run",
-    "lightgbm-healthy": "false alarm: STOP val-rising on a healthy lightgbm run whose valid logloss falls 0.49 -> 0.04 "
-    "(val-rising has no minimum rise)",
 }
 
 CASES: list[Case] = [

@@ -14,7 +14,7 @@ from trainwarden.policies.default import default_policy
 from tests.conftest import REPO
 from tests.unit.test_schemas import validate
 from trainwarden.cli import main
-from trainwarden.corpus import read_manifest
+from trainwarden.corpus import DEV, TEST, read_manifest
 from trainwarden.policy_commands import MANIFEST, run_events
 from trainwarden.scorecard import CRITERIA, Lines, RunScore, score_run
 
@@ -32,8 +32,15 @@ KNOWN_MISSES = {
 }
 
 
+# The held-out test part's misses, recorded as they were when its runs were first scored (labelled before
+# any tool saw them) and never fixed by tuning on them: a fix comes from a general cause found in the dev
+# part or the conformance suite, and then the entry goes. Same form as KNOWN_MISSES.
+HELD_OUT_MISSES: dict[str, str] = {}
+MISSES = {**KNOWN_MISSES, **HELD_OUT_MISSES}
+
+
 def listed(file: str) -> set[str]:
-    return set(KNOWN_MISSES[file].partition(":")[0].split(", "))
+    return set(MISSES[file].partition(":")[0].split(", "))
 
 
 @pytest.fixture(scope="module")
@@ -47,20 +54,29 @@ def scores() -> list[RunScore]:
 
 
 def test_the_known_misses_are_corpus_runs_named_by_criteria(scores):
-    assert set(KNOWN_MISSES) <= {s.file for s in scores}
-    for file in KNOWN_MISSES:
+    part = {s.file: s.part for s in scores}
+    assert {part[f] for f in KNOWN_MISSES} <= {DEV} and {part[f] for f in HELD_OUT_MISSES} <= {TEST}
+    for file in MISSES:
         assert listed(file) <= set(CRITERIA), file
+
+
+def test_the_corpus_has_a_held_out_part_from_trainers_the_dev_part_lacks(scores):
+    runs = read_manifest(CORPUS / MANIFEST)
+    held_out = [r for r in runs if r.part == TEST]
+    dev_frameworks = {r.framework for r in runs if r.part == DEV}
+    assert len(held_out) >= 30 and len({r.framework for r in held_out} - dev_frameworks) >= 10
+    assert {r.label.partition(":")[0] for r in held_out} == {"STOP", "NOSTOP", "ANOMALY"}
 
 
 @pytest.mark.parametrize("criterion", sorted(CRITERIA))
 def test_every_corpus_run_meets_the_bar_but_the_known_misses(scores, criterion):
     """One test per criterion of the bar (CRITERIA says each in words)."""
     failing = {s.file: s.problems for s in scores if criterion in s.failed}
-    new = {file: problems for file, problems in failing.items() if file not in KNOWN_MISSES or
+    new = {file: problems for file, problems in failing.items() if file not in MISSES or
            criterion not in listed(file)}  # fmt: skip
-    fixed = sorted(f for f in KNOWN_MISSES if criterion in listed(f) and f not in failing)
-    assert not new, f"{CRITERIA[criterion]}: runs judged wrong that KNOWN_MISSES does not list: {new}"
-    assert not fixed, f"{CRITERIA[criterion]}: now right, take '{criterion}' out of KNOWN_MISSES for: {fixed}"
+    fixed = sorted(f for f in MISSES if criterion in listed(f) and f not in failing)
+    assert not new, f"{CRITERIA[criterion]}: runs judged wrong that the miss lists do not list: {new}"
+    assert not fixed, f"{CRITERIA[criterion]}: now right, take '{criterion}' out of the miss list for: {fixed}"
 
 
 def test_the_corpus_labels_cover_the_bar(scores):
@@ -94,17 +110,22 @@ HEALTHY = "fairseq_v0_transformer_wmt_healthy.log"
 
 def test_the_corpus_command_exits_0_when_the_policy_meets_the_bar(tmp_path, capsys, cli_env):
     corpus = small_corpus(tmp_path, f"- {{file: {NAN}, label: STOP, stop_by: {{line: 1}}, gpus: 8, hours: 2}}\n"
-                                    f"- {{file: {HEALTHY}, label: NOSTOP}}\n", (NAN, HEALTHY))  # fmt: skip
+                                    f"- {{file: {HEALTHY}, label: NOSTOP, part: test}}\n", (NAN, HEALTHY))  # fmt: skip
     code, out, err = backtest_cli(capsys, "--corpus", str(corpus))
     assert code == 0, out + err
     assert f"[1/2] {NAN}\n[2/2] {HEALTHY}\n" == err  # progress on stderr, the scorecard alone on stdout
     assert "Doomed runs stopped in time:  1/1 (0 late)" in out
     assert "2/2 runs judged right: the policy meets the bar." in out
+    assert f"{HEALTHY}* " in out  # a held-out run is marked
+    assert "Development part (tuned on): 1/1 right; doomed stopped in time 1/1" in out
+    assert "Test part (held out):       1/1 right; doomed stopped in time 0/0, healthy stopped 0/1" in out
     code, out, _ = backtest_cli(capsys, "--corpus", str(corpus), "--json")
     document = json.loads(out)
     assert code == 0 and validate(document, "backtest") == []
     assert document["runs"][0]["stop"]["line"] == 1 and document["runs"][0]["in_time"] is True
     assert document["totals"]["meets_bar"] is True and document["totals"]["doomed"] == 1
+    assert [r["part"] for r in document["runs"]] == ["dev", "test"]
+    assert document["parts"]["test"]["healthy"] == 1 and document["parts"]["dev"]["doomed"] == 1
 
 
 def test_the_corpus_command_exits_1_when_it_does_not_unless_asked_only_to_report(tmp_path, capsys, cli_env):

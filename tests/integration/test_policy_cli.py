@@ -111,7 +111,7 @@ def test_backtest_a_recorded_run_and_a_log_file(store, settings_file, worker_ctx
     out = cli(settings_file, "policy", "backtest", "default", "--run", "exp01")
     assert out.returncode == 0, out.stderr
     assert "Rules that would have fired:" in out.stdout
-    assert "log-oom (critical): log: CUDA out of memory" in out.stdout
+    assert "log-oom (critical): CUDA out of memory" in out.stdout
     assert "STOP      loss-nonfinite: loss=nan at step 200" in out.stdout
     log = tmp_path / "train.log"
     log.write_text("".join(f"step={i * 10} loss={3.0 / i + 1:.4f}\n" for i in range(1, 50))

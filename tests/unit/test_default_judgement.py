@@ -119,6 +119,27 @@ def test_an_eval_value_carried_on_every_bar_redraw_is_one_eval():
     assert stop == "val-frozen"
 
 
+def test_a_late_wobble_of_a_boosting_runs_eval_loss_is_no_early_stop():
+    # lightgbm 4.7 (tests/conformance, healthy): `[30]\tvalid_0's binary_logloss: 0.0444918` ... rising 3 rounds
+    # to 0.0467 after falling from 0.4875: under 1% of the improvement given back
+    wobble = [0.4875, 0.3643, 0.2773, 0.15, 0.08, 0.05, 0.04449, 0.0451, 0.04644, 0.04672]
+    rows = [{"step": i, "val_loss": v, "loss": 0.5 - 0.01 * i} for i, v in enumerate(wobble, 1)]
+    assert verdict(rows) == ([], None, [])
+    # the same rise on a run that has not improved much is an early stop
+    rising = [0.60, 0.55, 0.52, 0.50, 0.53, 0.56, 0.60]
+    rows = [{"step": i, "val_loss": v, "loss": 0.5 - 0.01 * i} for i, v in enumerate(rising, 1)]
+    assert verdict(rows)[1] == "val-rising"
+
+
+def test_an_eval_repeated_while_the_training_loss_on_its_line_falls_is_chance():
+    # xgboost 3.2 (tests/conformance, healthy): `[45]\ttrain-logloss:0.01833\teval-logloss:0.04653`, then
+    # `[46]\ttrain-logloss:0.01810\teval-logloss:0.04653`: a boosting round is an eval, and the model still learns
+    rounds = [{"step": 45, "loss": 0.01833, "val_loss": 0.04653}, {"step": 46, "loss": 0.01810, "val_loss": 0.04653}]
+    assert verdict(rounds)[1] is None
+    dead = [{"step": 45, "loss": 0.7, "val_loss": 0.04653}, {"step": 46, "loss": 0.7, "val_loss": 0.04653}]
+    assert verdict(dead)[1] == "val-frozen"
+
+
 # --- mixed precision: dynamic loss scaling at start-up is normal ------------------------------------------------
 
 

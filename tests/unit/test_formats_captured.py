@@ -52,6 +52,17 @@ def test_lightning_rich_bar_is_read():
     assert any(m.get("val_loss") == 2.312 for m in got)
 
 
+def test_a_lightning_nan_is_read_from_either_bar():
+    tqdm = metrics_of("lightning2_tqdm_nan.log")
+    first = next(m for m in tqdm if math.isnan(m.get("loss", 0.0)))
+    assert first["step"] == 20 and "val_loss" not in first  # `train_loss=nan.0, val_loss=0.503`: carried
+    rich = metrics_of("lightning2_rich_nan_max_steps.log")  # `Epoch 0/-2 ... 60/60 ... train_loss: nan`
+    assert rich[0]["step"] == 60 and math.isnan(rich[0]["loss"]) and math.isnan(rich[1]["val_loss"])
+    for name in ("lightning2_tqdm_nan.log", "lightning2_rich_nan_max_steps.log"):
+        result = backtest(default_policy(), log_events(CAPTURED / name, interval=10))
+        assert result.stop is not None and result.stop.rule == "loss-nonfinite", name
+
+
 def test_a_lightning_tqdm_bar_yields_each_eval_once():
     got = metrics_of("lightning2_tqdm_bar.log")
     assert [m["val_loss"] for m in got if "val_loss" in m] == [4.14, 3.09, 2.31]  # three epochs, three evals
