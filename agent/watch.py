@@ -80,6 +80,9 @@ class RunWatch:
 
     def __post_init__(self) -> None:
         check_run_name(self.run)
+        if self.pid is not None and (type(self.pid) is not int or self.pid < 2):
+            # a STOP signals it: 1 is init, 0 our own process group, a negative pid a group or every process
+            raise ControlMessageError(f"pid must be a process id of 2 or more (a training process), got {self.pid!r}")
         if self.match is not None:
             try:
                 re.compile(self.match)

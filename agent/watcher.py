@@ -227,11 +227,16 @@ class RunWatcher:
         data: RunEndedData = {"exit_code": ended.exit_code, "by": f"agent@{self.host}"}
         if self.watch.launch_seq is not None:
             data["launch"] = self.watch.launch_seq  # which launch ended: a relaunch may already be recorded
-        if ended.exit_code != 0:
+        # a run added with `watch --pid/--match` is not our child: it leaves no exit code to read, and its end
+        # is an end, not a failure (its log says the rest); a launched one that left none was killed
+        unknowable = ended.exit_code is None and self.watch.launch_seq is None and not self.watch.exit_path.exists()
+        if ended.exit_code != 0 and not unknowable:
             data["log_tail"] = [] if self.kind == TENSORBOARD else log_tail(self.watch.log, secrets=self.secrets.values)
             if ended.exit_code is None:
                 data["reason"] = "the process is gone and left no exit code"
-        event_type = t.RUN_FINISHED if ended.exit_code == 0 else t.RUN_FAILED
+        if unknowable:
+            data["reason"] = "its process ended; it was not started by trainwarden, so its exit code cannot be known"
+        event_type = t.RUN_FINISHED if ended.exit_code == 0 or unknowable else t.RUN_FAILED
         return self._event(event_type, f"exit/{self.run}", seq, now, data)
 
     def sources(self) -> dict[str, Any]:

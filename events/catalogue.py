@@ -8,6 +8,7 @@ catalogue documents and types the payloads, it does not filter the log.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import sys
@@ -54,7 +55,7 @@ CATALOGUE: tuple[EventType, ...] = (
     EventType(
         t.RUN_FINISHED,
         p.RunEndedData,
-        "the run's process exited with code 0",
+        "the run's process exited with code 0 (or, added with `watch --pid/--match`, ended: its code unknowable)",
         "agent (agent/watcher.py), planner's liveness check (remote/liveness.py)",
     ),
     EventType(
@@ -325,15 +326,23 @@ def fields(payload: Any) -> list[tuple[str, str, bool]]:
     return [(key, type_name(hint), key in required) for key, hint in hints.items()]
 
 
-def problems(event_type: str, data: dict[str, Any]) -> list[str]:
-    """How `data` departs from its type's payload: missing required fields, fields of the wrong
-    type (checked one level deep). [] for a conforming payload and for an unknown type. For tests
-    of producers: the engine and the readers never reject an event."""
+@functools.cache
+def _hints(event_type: str) -> tuple[dict[str, Any], frozenset[str]] | None:
     spec = BY_NAME.get(event_type)
-    if spec is None:
+    return None if spec is None else (get_type_hints(spec.payload), spec.payload.__required_keys__)
+
+
+def problems(event_type: str, data: dict[str, Any], *, missing: bool = True) -> list[str]:
+    """How `data` departs from its type's payload: fields of the wrong type (checked one level deep), and
+    with `missing`, required fields left out. [] for a conforming payload and for an unknown type. The
+    codec refuses an entry with a field of the wrong type (events/codec.py): nothing malformed reaches a
+    projection, a stop target or a message. A field left out is no refusal there (an older version's log
+    replays; readers `.get` every field); the tests of producers check both."""
+    found = _hints(event_type)
+    if found is None:
         return []
-    hints = get_type_hints(spec.payload)
-    out = [f"{event_type}: missing {key!r}" for key in sorted(spec.payload.__required_keys__ - data.keys())]
+    hints, required = found
+    out = [f"{event_type}: missing {key!r}" for key in sorted(required - data.keys())] if missing else []
     for key, value in data.items():
         if key in hints and not _conforms(value, hints[key]):
             out.append(f"{event_type}: {key}={value!r} is not {type_name(hints[key])}")
@@ -381,10 +390,12 @@ def render() -> str:
         "     and events/payloads.py; a unit test checks this file is current. Do not edit by hand. -->",
         "",
         "Every event is an envelope (`id`, `type`, `run`, `host`, `ts`, `seq`, `data`, `v`; see",
-        "events/envelope.py); the table of each type below is its `data`. Producers of this version write",
-        "the required fields; readers still treat every field of a stored event as possibly missing, since",
-        "a log may come from another version. A type not listed here is kept, stored and shown (as",
-        "unknown) by replay, never dropped.",
+        "events/envelope.py); the table of each type below is its `data`. Every read checks an entry of a",
+        "listed type against it: a field of another type (a session that is a number, a reason that is a",
+        "list) and the entry is dead-lettered with that reason, as is a full-form entry naming another run",
+        "than its stream's; nothing malformed reaches a projection, a stop target or a message. Producers",
+        "of this version write the required fields; a field left out is read as absent (a log of another",
+        "version replays). A type not listed here is kept, stored and shown (as unknown) by replay.",
         "",
         "| type | meaning |",
         "|---|---|",

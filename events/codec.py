@@ -118,8 +118,14 @@ def decode(raw: bytes | str, run: str | None = None) -> Event:
         if type(obj) is not dict:
             raise DecodeError(f"expected a JSON object, got {type(obj).__name__}")
         event = _decode_compact(obj, run) if "i" in obj else _decode_full(obj)
-        if event.type == DEFAULT_TYPE and not plainly_valid(event.data):
-            _check_metric(event, text)
+        if run is not None and event.run != run:  # a full-form entry may name any run: it is not this run's
+            raise DecodeError(f"the entry names run {event.run!r:.80} but is in the stream of run {run!r}",
+                              event_id=event.id)  # fmt: skip
+        if event.type == DEFAULT_TYPE:
+            if not plainly_valid(event.data):
+                _check_metric(event, text)
+        else:
+            _check_payload(event)
         return event
     except DecodeError:
         raise
@@ -136,6 +142,16 @@ def _check_metric(event: Event, text: str) -> None:
         problem = "a number is out of range (a numeral too large for a float, not a written Infinity)"
     if problem is not None:
         raise DecodeError(f"invalid metric data: {problem}", event_id=event.id)
+
+
+def _check_payload(event: Event) -> None:
+    """An event of any other type: its data is what its type declares (events/catalogue.py: a session that
+    is a string, a reason that is text), or it drives nothing: not a projection, a stop target or a message."""
+    from trainwarden.events import catalogue  # here: `python -m trainwarden.events.catalogue` writes the docs
+
+    found = catalogue.problems(event.type, event.data, missing=False)
+    if found:
+        raise DecodeError(f"invalid {event.type} data: " + "; ".join(found)[:500], event_id=event.id)
 
 
 def _decode_compact(obj: dict[str, Any], run: str | None) -> Event:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import redis
 from redis.client import Pipeline
+from trainwarden.events.envelope import RUN_NAME_RE
 from trainwarden.events.errors import DecodeError
 from trainwarden.events.redis_types import Client, pending_reads, stream_reads
 from trainwarden.events.sids import sid_key
@@ -37,7 +38,7 @@ class FeedEntry:
 
 def parse_feed_entry(fid: str, fields: dict[bytes, bytes]) -> FeedEntry:
     try:
-        return FeedEntry(
+        entry = FeedEntry(
             fid=fid,
             run=fields[b"r"].decode(),
             first=fields[b"f"].decode(),
@@ -46,6 +47,9 @@ def parse_feed_entry(fid: str, fields: dict[bytes, bytes]) -> FeedEntry:
         )
     except (KeyError, UnicodeDecodeError) as exc:
         raise DecodeError(f"feed entry lacks or garbles field {exc}", event_id=fid) from None
+    if not RUN_NAME_RE.match(entry.run):  # it names keys and jobs: one that cannot be a run is retried for ever
+        raise DecodeError(f"feed entry names an invalid run {entry.run[:100]!r}", event_id=fid)
+    return entry
 
 
 class GroupReader:

@@ -78,7 +78,8 @@ class RunStartedData(TypedDict):
 
 
 class RunEndedData(TypedDict):
-    """`run.finished` (exit code 0) and `run.failed`."""
+    """`run.finished` (exit code 0, or none for a run added with `watch --pid/--match`: it ended, its exit
+    code unknowable) and `run.failed`."""
 
     exit_code: int | None  # None: the process vanished without an exit file
     by: NotRequired[str]  # agent@HOST when the agent saw it

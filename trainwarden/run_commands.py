@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import shlex
 import sys
 import time
@@ -19,7 +20,6 @@ from typing import Any, cast
 from trainwarden import wiring
 from trainwarden.agent.errors import ControlMessageError
 from trainwarden.agent.watch import DEFAULT_STOP_GRACE_S, RunWatch
-from trainwarden.archive.lease import process_alive
 from trainwarden.errors import NotStoppable, UnknownRun, UsageError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
@@ -37,8 +37,8 @@ POLL_S = 0.1
 
 def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     host = args.host or settings.host
-    if args.pid is not None and host == settings.host and not process_alive(args.pid):
-        raise UsageError(f"--pid {args.pid}: no such process on this host ({host})")
+    if args.pid is not None and args.pid >= 2 and host == settings.host:
+        _check_signallable(args.pid, host)
     log = str(Path(args.log).expanduser().resolve())
     fields: dict[str, Any] = {
         "run": args.run, "log": log, "pid": args.pid, "match": args.match, "session": args.tmux_session,
@@ -65,6 +65,16 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
         return 1
     print(f"watching {args.run} on {host}: log {watch.log}; a STOP {_how(watched)}")
     return 0
+
+
+def _check_signallable(pid: int, host: str) -> None:
+    """A STOP signals the process: it must exist and be one the caller may signal (not root's, not another user's)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise UsageError(f"--pid {pid}: no such process on this host ({host})") from None
+    except PermissionError:
+        raise UsageError(f"--pid {pid}: the process is not yours to signal (a STOP could not stop it)") from None
 
 
 def _wait_watched(store: EventStore, run: str, control: str, timeout: float) -> RunWatchedData | None:

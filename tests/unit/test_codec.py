@@ -1,9 +1,10 @@
 import json
 import math
+import re
 
 import pytest
 from trainwarden.events import codec
-from trainwarden.events.codec import decode, decode_fields, encode
+from trainwarden.events.codec import decode, decode_fields, encode, encode_full
 from trainwarden.events.envelope import make_event
 from trainwarden.events.errors import DecodeError
 
@@ -29,8 +30,32 @@ def test_round_trip_nan():
 
 
 def test_unknown_type_survives():
+    event = make_event("lab.custom", run="exp01", host="ic2", producer="p", seq=1, data={"xid": 79})
+    assert decode(encode(event), "exp01").type == "lab.custom"
+
+
+@pytest.mark.parametrize(("event_type", "data", "message"), [
+    ("run.launched", {"host": "gpu1", "session": 5}, "session=5 is not str"),
+    ("stop.requested", {"by": "cli", "reason": ["x"]}, "reason=['x'] is not str"),
+    ("gpu.xid", {"xid": "79"}, "xid='79' is not int"),
+])  # fmt: skip
+def test_a_known_type_with_data_it_does_not_declare_is_refused(event_type, data, message):
+    """A wrong-typed session would become the stop target; a list would be posted as the reason."""
+    event = make_event(event_type, run="exp01", host="ic2", producer="p", seq=1, data=data)
+    with pytest.raises(DecodeError, match=re.escape(message)):
+        decode(encode(event), "exp01")
+
+
+def test_a_field_left_out_is_read_as_absent():  # an older version's log replays
     event = make_event("gpu.xid", run="exp01", host="ic2", producer="p", seq=1, data={"xid": 79})
-    assert decode(encode(event), "exp01").type == "gpu.xid"
+    assert decode(encode(event), "exp01").data == {"xid": 79}
+
+
+def test_an_entry_naming_another_run_is_refused_in_this_runs_stream():
+    event = make_event("stop.requested", run="exp02", host="ic2", producer="p", seq=1, data={"reason": "x"})
+    with pytest.raises(DecodeError, match="names run 'exp02' but is in the stream of run 'exp01'"):
+        decode(encode_full(event), "exp01")
+    assert decode(encode_full(event), "exp02").run == "exp02"
 
 
 @pytest.mark.parametrize(

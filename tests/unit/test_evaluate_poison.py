@@ -3,7 +3,7 @@
 import math
 
 from trainwarden.events import types as t
-from trainwarden.events.codec import FIELD_BYTES, decode
+from trainwarden.events.codec import FIELD_BYTES, encode
 from trainwarden.events.envelope import make_event
 from trainwarden.events.projection import RunState, apply
 from trainwarden.policies.default import default_policy
@@ -21,7 +21,7 @@ def test_a_payload_the_engine_cannot_read_is_dead_lettered_and_the_nan_after_it_
     out = evaluate_entries(default_policy(), Checkpoint(), items, run="r", host="w1", now=9.0)
     (dead,) = out.dead
     assert dead.sid == "2-0" and dead.reason.startswith("cannot be evaluated: TypeError")
-    assert decode(dead.fields[FIELD_BYTES], "r") == bad  # what is kept is the entry itself
+    assert dead.fields[FIELD_BYTES] == encode(bad)  # what is kept is the entry itself
     assert t.STOP_REQUESTED in [e.type for e in out.outputs]
 
 
