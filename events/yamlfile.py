@@ -52,8 +52,15 @@ def read_text(path: Path) -> str:
         raise YamlFileError(f"{path}: cannot read: {exc.strerror}") from None
 
 
+MAX_YAML_CHARS = 1_000_000  # a settings, policy, servers or manifest file is a few KB; parsing 50 MB takes minutes
+
+
 def compose(text: str, source: str) -> yaml.Node | None:
-    """The node tree with positions; a syntax error stops here (nothing after it can be trusted)."""
+    """The node tree with positions; a syntax error stops here (nothing after it can be trusted), and so
+    does a file too large to be one of ours (PyYAML would parse it for minutes, saying nothing)."""
+    if len(text) > MAX_YAML_CHARS:
+        raise YamlFileError(f"{source}: {len(text):,} characters, over the {MAX_YAML_CHARS:,} a trainwarden YAML "
+                            "file may have: is it the right file?")  # fmt: skip
     try:
         return yaml.compose(text)
     except yaml.YAMLError as exc:
@@ -227,11 +234,17 @@ class Reader:
         return float(value)
 
     @overload
-    def integer(self, key: str, *, required: bool = ..., default: int, minimum: int = ...) -> int: ...
+    def integer(
+        self, key: str, *, required: bool = ..., default: int, minimum: int = ..., maximum: int | None = ...
+    ) -> int: ...
     @overload
-    def integer(self, key: str, *, required: bool = ..., default: None = ..., minimum: int = ...) -> int | None: ...
-    def integer(self, key: str, *, required: bool = False, default: int | None = None, minimum: int = 1) -> int | None:
-        got = self.raw(key, {"type": "integer", "minimum": minimum}, required=required)
+    def integer(
+        self, key: str, *, required: bool = ..., default: None = ..., minimum: int = ..., maximum: int | None = ...
+    ) -> int | None: ...
+    def integer(self, key: str, *, required: bool = False, default: int | None = None, minimum: int = 1,
+                maximum: int | None = None) -> int | None:  # fmt: skip
+        schema: Schema = {"type": "integer", "minimum": minimum, **({"maximum": maximum} if maximum else {})}
+        got = self.raw(key, schema, required=required)
         if got is None:
             return default
         node, value = got
@@ -240,6 +253,9 @@ class Reader:
             return default
         if value < minimum:
             self.ctx.problem(node, f"'{key}' must be at least {minimum}, got {value}")
+            return default
+        if maximum is not None and value > maximum:
+            self.ctx.problem(node, f"'{key}' must be at most {maximum}, got {value}")
             return default
         return value
 

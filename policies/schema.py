@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from trainwarden.events.yamlfile import Context, Reader
+from trainwarden.policies.backtracking import catastrophic
 from trainwarden.policies.durations import (
     DURATION_HINT,
     PERSISTENCE_HINT,
@@ -84,7 +85,13 @@ class PolicyReader(Reader):
         if pattern is None:
             return None
         try:
-            return re.compile(pattern)
+            compiled = re.compile(pattern)
         except re.error as exc:
             self.fail(key, f"'{key}' is not a valid regular expression: {exc}")
             return None
+        why = catastrophic(pattern)
+        if why is not None:  # it runs on every log line: one bad line would hold the worker for minutes
+            self.fail(key, f"'{key}' can backtrack catastrophically ({why}); rewrite it without the nested "
+                      "repeat (e.g. (\\w+\\s?)* -> [\\w\\s]*)")  # fmt: skip
+            return None
+        return compiled

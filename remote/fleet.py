@@ -153,7 +153,7 @@ def read_servers(top: Reader, base: Path) -> tuple[dict[str, Server], dict[str, 
         key_file, known_hosts = r.string("key_file"), r.string("known_hosts")
         scratch = tuple(v for _, v in r.string_list("scratch"))
         options: dict[str, Any] = dict(  # absent: the Server's defaults
-            port=r.integer("port", minimum=1),
+            port=r.integer("port", minimum=1, maximum=65535),
             key_file=(base / key_file).expanduser() if key_file else None,
             known_hosts=(base / known_hosts).expanduser() if known_hosts else None,
             gpus=r.integers("gpus"),

@@ -26,7 +26,7 @@ from trainwarden.policies.model import SEVERITIES  # what a route's `severity` m
 from trainwarden.remote.fleet import SLACK_USER_RE
 
 NUMBERS = ("rate_per_s", "flap_window_s", "keep_running_snooze_s", "deadman_s")
-INTEGERS = ("burst", "flap_threshold", "http_port")
+INTEGERS = ("burst", "flap_threshold")
 MATCHERS = ("run", "project", "host")  # shell-style globs
 
 
@@ -39,6 +39,7 @@ def read_slack(s: Reader) -> BotConfig | None:
         values[key] = s.number(key, positive=True)
     for key in INTEGERS:
         values[key] = s.integer(key, minimum=1)
+    values["http_port"] = s.integer("http_port", minimum=1, maximum=65535)
     allow = s.section("allow", "slack.allow")
     allows: dict[str, Allow] = {}
     for command in COMMANDS:
