@@ -33,15 +33,18 @@ def test_a_pid_a_stop_must_never_signal_is_refused(settings_file, r, tmp_path, p
 
 def test_a_watched_pid_that_ends_normally_is_finished_not_failed(settings_file, store, tmp_path):
     log = tmp_path / "own.log"
-    script = "import time\nfor s in range(1, 40):\n    print(f'step={s} loss={2.0 - s / 100:.4f}', flush=True)\n" \
-             "    time.sleep(0.05)\n"  # fmt: skip
+    go = tmp_path / "go"  # it trains once the agent watches it (a busy machine may take seconds to)
+    script = ("import os, sys, time\nwhile not os.path.exists(sys.argv[1]):\n    time.sleep(0.05)\n"
+              "for s in range(1, 40):\n    print(f'step={s} loss={2.0 - s / 100:.4f}', flush=True)\n"
+              "    time.sleep(0.05)\n")  # fmt: skip
     with open(log, "wb") as sink:
-        proc = subprocess.Popen([sys.executable, "-c", script, "10"], stdout=sink, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([sys.executable, "-c", script, str(go)], stdout=sink, stderr=subprocess.STDOUT)
     daemons = [spawn(settings_file, tmp_path / f"{n}.log", n) for n in ("agent", "dispatcher", "worker")]
     try:
         wait_for(lambda: store.redis.exists(Keys().beat("agent@testhost")), timeout=30, what="the agent's heartbeat")
         added = watch(settings_file, "own", "--log", str(log), "--pid", str(proc.pid))
         assert added.returncode == 0, added.stderr
+        go.touch()
         assert proc.wait(timeout=30) == 0
         (finished,) = wait_for(lambda: events_of(store, "own", t.RUN_FINISHED), timeout=30, what="run.finished")
         wait_for(lambda: events_of(store, "own", t.DECISION), timeout=30, what="the worker's evaluation")
