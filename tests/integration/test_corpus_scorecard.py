@@ -35,7 +35,24 @@ KNOWN_MISSES = {
 # The held-out test part's misses, recorded as they were when its runs were first scored (labelled before
 # any tool saw them) and never fixed by tuning on them: a fix comes from a general cause found in the dev
 # part or the conformance suite, and then the entry goes. Same form as KNOWN_MISSES.
-HELD_OUT_MISSES: dict[str, str] = {}
+HELD_OUT_MISSES: dict[str, str] = {  # 19 of 33 right when first scored (2026-12-05)
+    "detectron2_regionclip_floatingpointerror_nan.log": "stopped_in_time: doomed run not stopped",
+    "paddleocr_v1_rec_loss_nan_from_start.log": "stopped_in_time: doomed run not stopped",
+    "paddleocr_sar_arabic_loss_nanxxx_acc_zero.log": "stopped_in_time: doomed run not stopped",
+    "opennmt_v0_rnn_ppl_near_uniform.log": "stopped_in_time: doomed run not stopped",
+    "opennmt_transformer_ppl_nan_step5650.log": "stopped_in_time: doomed run not stopped",
+    "opennmt_quickstart_train_ppl_low_valid_ppl_huge.log": "stopped_in_time: doomed run not stopped",
+    "sb2_ppo2_cartpole_ep_rewmean_nan_table.log": "metrics: no metric read",
+    "openai_baselines_acktr_kl_turns_nan.log": "metrics, stopped_in_time: no metric read; doomed run not stopped",
+    "lion_loguru_trainer_loss_nan_every_epoch.log": "metrics, stopped_in_time: no metric read; doomed run not stopped",
+    "torch_xla_tpu_resnet50_resource_exhausted.log": "fault_named: fault 'oom' not named",
+    "speechbrain_crdnn_valid_wer_blows_up_epoch2.log": "stopped_in_time: doomed run not stopped",
+    "icefall_zipformer_grad_scale_collapse.log": "metrics, stopped_in_time: no metric read; doomed run not stopped",
+    "chainerrl_ppo_pendulum_early_tsv.log": "metrics: no metric read",
+    "custom_resnet50_console_test_bumps_healthy.log": "healthy_not_stopped, one_message_per_episode: "
+    "healthy run stopped (val-rising); 2 messages in one "
+    "anomaly episode",
+}
 MISSES = {**KNOWN_MISSES, **HELD_OUT_MISSES}
 
 
