@@ -13,12 +13,15 @@ import contextlib
 import os
 import posixpath
 import threading
+import warnings
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-import asyncssh
+with warnings.catch_warnings():  # cryptography 47+ deprecates DSA, which asyncssh imports: noise, not ours
+    warnings.filterwarnings("ignore", message="DSA is deprecated")
+    import asyncssh
 from trainwarden.remote.errors import HostKeyRejected, SshAuthFailed, SshError, SshTimeout, SshUnreachable
 from trainwarden.remote.fleet import Server
 
