@@ -19,11 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-with warnings.catch_warnings():  # cryptography 47+ deprecates DSA, which asyncssh imports: noise, not ours
-    warnings.filterwarnings("ignore", message="DSA is deprecated")
-    import asyncssh
 from trainwarden.remote.errors import HostKeyRejected, SshAuthFailed, SshError, SshTimeout, SshUnreachable
 from trainwarden.remote.fleet import Server
+
+from trainwarden.extras import IMPORT_NOISE
+
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=IMPORT_NOISE)  # see trainwarden.extras
+    import asyncssh
 
 T = TypeVar("T")
 DEFAULT_COMMAND_TIMEOUT_S = 60.0

@@ -4,6 +4,7 @@ command that needs a package its install lacks stops with one line naming the ex
 from __future__ import annotations
 
 import importlib
+import warnings
 
 from trainwarden.errors import ConfigError
 
@@ -20,6 +21,11 @@ EXTRA_OF = {
     "prometheus_client": "metrics",
 }
 
+# cryptography 47+ deprecates DSA, which asyncssh touches when it is imported: a warning on every daemon's
+# stderr (and an error under pytest's filters) that no user can act on. Matched by message: importing
+# cryptography's warning class to name it would cost every command that import.
+IMPORT_NOISE = "DSA is deprecated"
+
 
 class MissingExtra(ConfigError):
     """A command needs an optional package that is not installed: the message says which extra has it."""
@@ -35,7 +41,9 @@ def require(command: str, *modules: str) -> None:
     install, not a missing extra: that error is left as it is."""
     for module in modules:
         try:
-            importlib.import_module(module)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=IMPORT_NOISE)
+                importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if exc.name is not None and exc.name.partition(".")[0] != module:
                 raise
