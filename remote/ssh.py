@@ -22,10 +22,8 @@ from typing import Any, Protocol, TypeVar
 from trainwarden.remote.errors import HostKeyRejected, SshAuthFailed, SshError, SshTimeout, SshUnreachable
 from trainwarden.remote.fleet import Server
 
-from trainwarden.extras import IMPORT_NOISE
-
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message=IMPORT_NOISE)  # see trainwarden.extras
+with warnings.catch_warnings():  # cryptography 47+ deprecates DSA, which asyncssh touches: noise, not ours
+    warnings.filterwarnings("ignore", message="DSA is deprecated")
     import asyncssh
 
 T = TypeVar("T")

@@ -4,7 +4,6 @@ command that needs a package its install lacks stops with one line naming the ex
 from __future__ import annotations
 
 import importlib
-import warnings
 
 from trainwarden.errors import ConfigError
 
@@ -20,11 +19,9 @@ EXTRA_OF = {
     "tensorboard": "tensorboard",
     "prometheus_client": "metrics",
 }
-
-# cryptography 47+ deprecates DSA, which asyncssh touches when it is imported: a warning on every daemon's
-# stderr (and an error under pytest's filters) that no user can act on. Matched by message: importing
-# cryptography's warning class to name it would cost every command that import.
-IMPORT_NOISE = "DSA is deprecated"
+# Imported through the module that wraps it: asyncssh through remote/ssh.py, which drops the warning
+# cryptography 47+ gives when asyncssh is imported (noise on every daemon's stderr, an error under pytest).
+IMPORTED_THROUGH = {"asyncssh": "trainwarden.remote.ssh"}
 
 
 class MissingExtra(ConfigError):
@@ -41,9 +38,7 @@ def require(command: str, *modules: str) -> None:
     install, not a missing extra: that error is left as it is."""
     for module in modules:
         try:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=IMPORT_NOISE)
-                importlib.import_module(module)
+            importlib.import_module(IMPORTED_THROUGH.get(module, module))
         except ModuleNotFoundError as exc:
             if exc.name is not None and exc.name.partition(".")[0] != module:
                 raise
