@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from trainwarden.events import types as t
@@ -101,3 +102,18 @@ def evaluated_to_end(store: EventStore, run: str) -> bool:
     last = store.redis.xrevrange(store.keys.log(run), count=1)
     cp = decode_checkpoint(hash_fields(store.redis.hgetall(store.keys.cursor(run))))
     return bool(last) and cp.after == last[0][0].decode()
+
+
+REAL_CORPUS = Path(__file__).resolve().parent / "data" / "real"
+
+
+def dev_corpus() -> list[dict[str, Any]]:
+    """The corpus's development part (tests/data/real/MANIFEST.yaml): the runs tests may hold the reader and
+    the rules to, file by file. The held-out test part is only scored (tests/integration/test_corpus_scorecard.py),
+    never asserted run by run: a per-file test on it would be tuning on it."""
+    import yaml
+
+    from trainwarden.corpus import DEV
+
+    runs = yaml.safe_load((REAL_CORPUS / "MANIFEST.yaml").read_text())["runs"]
+    return [r for r in runs if r.get("part", DEV) == DEV]

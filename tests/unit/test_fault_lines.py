@@ -8,7 +8,6 @@ MANIFEST.yaml) or from the public issue named beside it.
 from pathlib import Path
 
 import pytest
-import yaml
 from trainwarden.agent.logsource import line_item
 from trainwarden.agent.parse import fault_of, tag_of
 from trainwarden.agent.tail import Line
@@ -21,11 +20,12 @@ from trainwarden.policies.engine import PolicyState, apply_policy, evaluate
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.faults import describe
 
+from tests.helpers import dev_corpus
 from tests.policy_helpers import Clock, policy, run
 from trainwarden.policy_commands import log_events
 
 REAL = Path(__file__).resolve().parent.parent / "data" / "real"
-MANIFEST = yaml.safe_load((REAL / "MANIFEST.yaml").read_text())["runs"]
+MANIFEST = dev_corpus()
 
 
 def corpus_line(name: str, number: int) -> str:

@@ -12,6 +12,8 @@ from trainwarden.agent.formats import parse_metrics
 from trainwarden.agent.prefixes import strip_prefix
 from trainwarden.events.metrics import normalise
 
+from tests.helpers import dev_corpus
+
 REAL = Path(__file__).resolve().parent.parent / "data" / "real"
 NAN = math.nan
 
@@ -301,7 +303,8 @@ def _metric_lines(path: Path) -> list[dict]:
     return [m for line in path.read_text(errors="replace").splitlines() if (m := normalise(parse_metrics(line)))]
 
 
-@pytest.mark.parametrize("path", sorted(REAL.glob("*.log")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(REAL / r["file"] for r in dev_corpus() if r["file"].endswith(".log")),
+                         ids=lambda p: p.name)  # fmt: skip
 def test_every_corpus_log_yields_metric_lines_with_a_position(path):
     lines = _metric_lines(path)
     if path.name in NO_METRICS or path.name.startswith("nccl_"):
