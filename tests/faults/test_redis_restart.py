@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
 
 from tests.conftest import spawn, stop_process
-from tests.helpers import evaluated_to_end, events_of, wait_for
+from tests.helpers import evaluated_to_end, events_of, metric, wait_for
 from tests.slack_api import SlackAPI
 from trainwarden.redis_server import RedisServer, free_port
 
@@ -120,3 +121,54 @@ def test_daemons_ride_out_a_redis_restart_and_stop_the_nan_after_it(
         # work horse that Redis fails may still log RQ's own traceback of the job)
         if not (fork and name == "worker"):
             assert "Traceback" not in (tmp_path / f"{name}.log").read_text(errors="replace"), name
+
+
+LONG_RUNS = 6
+EVENTS_PER_RUN = 6000
+
+
+def test_a_job_redis_broke_is_redone_for_runs_that_get_no_new_events(own_redis: RedisServer, tmp_path: Path) -> None:
+    """CI item: a job Redis failed mid-way is redone although nothing new arrives for its runs afterwards.
+
+    Every event is in the logs before the daemons start, and nothing is published after the restart, so only
+    the feed entries the broken job left unacknowledged can bring its runs up to date: the dispatcher claims
+    them again once they are `reclaim_idle_s` old and gives them a new job. Long logs keep the worker busy for
+    seconds, so Redis goes down in the middle of a job, not between two."""
+    settings = tmp_path / "trainwarden.yaml"
+    settings.write_text(yaml.safe_dump({
+        "redis_url": own_redis.url, "host": "testhost", "evidence_dir": str(tmp_path / "evidence"),
+        "findings_file": str(tmp_path / "findings.md"),
+        "workers": {"reclaim_idle_s": 1, "lock_timeout_s": 2, "runs_per_job": LONG_RUNS},
+    }))  # fmt: skip
+    store = EventStore(own_redis.client(socket_timeout=5), keys=Keys())
+    runs = [f"long-{i}" for i in range(LONG_RUNS)]
+    for run in runs:
+        for start in range(0, EVENTS_PER_RUN, 1000):
+            store.append([metric(run, seq, loss=2.0 - seq / EVENTS_PER_RUN) for seq in range(start, start + 1000)])
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        procs["worker"] = spawn(settings, tmp_path / "worker.log", "worker")
+        procs["dispatcher"] = spawn(settings, tmp_path / "dispatcher.log", "dispatcher")
+        wait_for(lambda: worker_busy(store.redis), timeout=60, interval=0.005, what="the worker busy with a job")
+        assert not all(evaluated_to_end(store, run) for run in runs)
+        shutdown(own_redis)
+        time.sleep(2)
+        own_redis.start()
+        wait_for(lambda: all(_safe(lambda run=run: evaluated_to_end(store, run)) for run in runs), timeout=90,
+                 what="every run evaluated to its end after the restart, with no new event")  # fmt: skip
+        assert all(procs[name].poll() is None for name in procs)
+        # the outage broke a job in the middle (else this test would not test its redoing)
+        assert "Redis went away while processing run" in (tmp_path / "worker.log").read_text(errors="replace")
+    finally:
+        for proc in procs.values():
+            stop_process(proc)
+        for name in procs:  # shown by pytest only when the test fails
+            print(f"--- {name}.log (tail)\n" + (tmp_path / f"{name}.log").read_text(errors="replace")[-3000:])
+
+
+def _safe(check: Callable[[], bool]) -> bool:
+    """`check()`, False while Redis is away."""
+    try:
+        return check()
+    except (redis.RedisError, StoreError):
+        return False
