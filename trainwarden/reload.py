@@ -34,11 +34,9 @@ COUNT_RE = re.compile(r"^\d+ problems?:$")
 def one_line(message: str) -> str:
     """An error of one or several `file:line:column: ...` lines as one line: the first problem, and how many more."""
     lines = [" ".join(line.split()) for line in message.splitlines() if line.strip()]
-    if len(lines) > 1 and COUNT_RE.match(lines[0]):
-        lines = lines[1:]
-    if not lines:
-        return "(no detail)"
-    return lines[0] + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else "")
+    if len(lines) > 1 and COUNT_RE.match(lines[0]):  # "2 problems:" and one line each
+        return lines[1] + (f" (and {len(lines) - 2} more)" if len(lines) > 2 else "")
+    return " ".join(lines) or "(no detail)"  # one problem, its text wrapped
 
 
 def changed(old: Settings, new: Settings, *, live: Sequence[str] = ()) -> list[str]:
