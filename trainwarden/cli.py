@@ -211,6 +211,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+DAEMONS = frozenset({"agent", "dispatcher", "worker", "bot"})  # they answer SIGHUP (trainwarden/reload.py)
 
 
 def global_options(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
@@ -327,6 +328,8 @@ def _main(argv: list[str]) -> int:
     logging.getLogger("rq").setLevel(library_level(args.log_level))
     for handler in logging.getLogger().handlers:
         handler.addFilter(MaskingFilter())  # daemon logs never hold a secret, tracebacks included
+    if args.command in DAEMONS:  # until the daemon installs its reload: SIGHUP's default would end it
+        reload_on_sighup(args.command, lambda: "is still starting: nothing reloaded (send it again once it runs)")
     settings: Settings | None = None
     try:
         settings = _settings(args)
