@@ -32,7 +32,13 @@ from typing import Any
 from trainwarden.events.envelope import ENVELOPE_VERSION, Event
 from trainwarden.events.errors import DecodeError
 from trainwarden.events.jsonload import overflows, too_deep
-from trainwarden.events.limits import MAX_ENTRY_CHARS, MAX_POLICY_ENTRY_CHARS, size_problem
+from trainwarden.events.limits import (
+    MAX_ENTRY_CHARS,
+    MAX_ID_CHARS,
+    MAX_POLICY_ENTRY_CHARS,
+    envelope_problem,
+    size_problem,
+)
 from trainwarden.events.metrics import data_problem, plainly_valid
 from trainwarden.events.types import POLICY_LOADED
 
@@ -126,6 +132,8 @@ def decode(raw: bytes | str, run: str | None = None) -> Event:
         if run is not None and event.run != run:  # a full-form entry may name any run: it is not this run's
             raise DecodeError(f"the entry names run {event.run!r:.80} but is in the stream of run {run!r}",
                               event_id=event.id)  # fmt: skip
+        if (problem := envelope_problem(event.id, event.type, event.host)) is not None:
+            raise DecodeError(f"too large: {problem}", event_id=event.id[:MAX_ID_CHARS])
         if len(text) > MAX_ENTRY_CHARS and event.type != POLICY_LOADED:
             raise DecodeError(f"too large: {size_problem(len(text))} (only policy.loaded may be larger)",
                               event_id=event.id)  # fmt: skip

@@ -7,13 +7,15 @@ Real redis-server; the real agent, dispatcher and worker as processes.
 """
 
 import json
+import os
+import subprocess
 
 import pytest
 from trainwarden.events import types as t
 from trainwarden.events.limits import MAX_ENTRY_CHARS, MAX_NAME_CHARS
 
-from tests.conftest import spawn, stop_process
-from tests.helpers import events_of, wait_for
+from tests.conftest import REPO, cli_argv, spawn, stop_process
+from tests.helpers import events_of, metric, wait_for
 
 pytestmark = [pytest.mark.redis]
 
@@ -56,3 +58,31 @@ def test_a_100000_character_metric_name_is_left_out_and_the_nan_still_stops_with
     reports = list((tmp_path / "evidence").rglob("report.md"))
     assert reports and all(p.stat().st_size < 100_000 for p in reports), [p.stat().st_size for p in reports]
     assert all(p.stat().st_size < 200_000 for p in (tmp_path / "evidence").rglob("evidence.json"))
+
+
+def test_a_100000_character_host_or_rule_is_refused_at_start_and_dead_lettered_on_read(
+    store, r, tmp_path, settings_file
+):
+    key = store.keys.log("exp01")
+    anomaly = {"rule": LONG, "severity": "critical", "reason": "x", "decision": "STOP"}
+    forged = [
+        r.xadd(key, {"e": json.dumps({"i": "forger/x:1", "h": LONG, "s": 1003.0, "d": {"step": 1, "loss": 2.0}})}),
+        r.xadd(key, {"e": json.dumps({"i": "forger/x:2", "s": 1003.0, "t": "anomaly.opened", "d": anomaly})}),
+    ]
+    store.append([metric("exp01", 3, step=3, loss=2.0)])
+    procs = [spawn(settings_file, tmp_path / f"{name}.log", name) for name in ("dispatcher", "worker")]
+    try:
+        wait_for(lambda: len(store.dead_letters()) >= 2, timeout=30, what="the dead letters")
+    finally:
+        for p in procs:
+            stop_process(p)
+    letters = {d.sid: d.reason for d in store.dead_letters()}
+    assert "host of 100000 characters (at most 255)" in letters[forged[0].decode()], letters
+    assert f"rule of 100000 characters (at most {MAX_NAME_CHARS})" in letters[forged[1].decode()], letters
+    assert not events_of(store, "exp01", t.STOP_REQUESTED)
+    # at the producer: a daemon named after such a host refuses to start, in one line
+    agent = subprocess.run(cli_argv(settings_file, "agent", "--burst"), env={**os.environ, "TRAINWARDEN_HOST": LONG},
+                           capture_output=True, text=True, timeout=60, cwd=REPO, check=False)  # fmt: skip
+    assert agent.returncode == 1, agent.stderr[-2000:]
+    assert "TRAINWARDEN_HOST is 100000 characters long; a host name has at most 255" in agent.stderr
+    assert len(agent.stderr.strip().splitlines()[-1]) < 200
