@@ -31,7 +31,7 @@ def reload_on_sighup(daemon: str, reload: Callable[[], str] | None) -> None:
     def run() -> None:
         with lock:
             try:
-                said = reload() if reload is not None else "nothing to reload; going on"
+                said = reload() if reload is not None else "has nothing to reload; going on"
             except Exception as exc:  # a bug in a reload must not end the daemon it was meant to refresh
                 log.exception("SIGHUP: the %s's reload failed; going on with what is in force", daemon)
                 said = f"reload failed ({type(exc).__name__}: {exc}); going on with what is in force"

@@ -66,7 +66,7 @@ def test_up_passes_sighup_on_and_every_daemon_reloads_and_goes_on(redis_server, 
         stop_process(up)
         print(log.read_text(errors="replace")[-4000:])
     text = "\n".join(lines)
-    assert "SIGHUP: dispatcher nothing to reload; going on" in text
+    assert "SIGHUP: dispatcher has nothing to reload; going on" in text
     assert re.search(r"SIGHUP: worker policy file \S+ unchanged|SIGHUP: worker no policy file configured", text)
     assert "SIGHUP: agent reloaded its settings: watches unchanged" in text
     assert "SIGHUP: bot reloaded its settings: nothing changed" in text
