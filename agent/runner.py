@@ -80,6 +80,7 @@ class Agent:
         self.stopper = Stopper(host, clock)
         self._due: dict[str, float] = {}
         self._saved_at = 0.0
+        self._reconfigured: dict[str, RunWatch] | None = None  # configured runs a SIGHUP read, for the next step
         now = clock()
         for w in [*self.configured.values(), *self.state.registered.values()]:
             self._watch(w, now)
@@ -124,6 +125,26 @@ class Agent:
         self.state.sidecars.pop(run, None)
         log.info("no longer watching %s", run)
 
+    def reconfigure(self, watches: Iterable[RunWatch]) -> tuple[list[str], list[str]]:
+        """Make `watches` the configured runs at the next step (SIGHUP, from another thread); the runs added
+        or changed, and those removed (a run also registered by a launch or `watch` stays watched)."""
+        new = {w.run: w for w in watches}
+        current = self._reconfigured if self._reconfigured is not None else self.configured
+        self._reconfigured = new
+        return sorted(r for r, w in new.items() if current.get(r) != w), sorted(set(current) - set(new))
+
+    def _apply_reconfigured(self, now: float) -> None:
+        new, self._reconfigured = self._reconfigured, None
+        if new is None:
+            return
+        for run in set(self.configured) - set(new):
+            del self.configured[run]
+            if run not in self.state.registered:
+                self._unwatch(run)
+        self.configured.update(new)
+        for watch in new.values():
+            self._watch(watch, now)
+
     def _read_control(self, now: float) -> None:
         if self.control is None:
             return
@@ -156,6 +177,7 @@ class Agent:
         """One pass over every source; returns the number of events made."""
         now = self.clock()
         cfg = self.config
+        self._apply_reconfigured(now)
         if self._due_now("control", cfg.control_interval_s, now):
             try:
                 self._read_control(now)

@@ -20,8 +20,8 @@ from slack_bolt import Ack, App, BoltRequest, BoltResponse, Respond
 from slack_bolt.middleware import Middleware
 from slack_sdk import WebClient
 from trainwarden.bot import blocks, replies
-from trainwarden.bot.authz import Audit, Authorize
-from trainwarden.bot.config import COMMANDS, BotConfig
+from trainwarden.bot.authz import Authorize
+from trainwarden.bot.config import COMMANDS
 from trainwarden.bot.errors import CommandError
 from trainwarden.bot.handlers import Handlers, Reply
 from trainwarden.bot.limits import fit_message
@@ -69,10 +69,9 @@ def answer(respond: Respond, command: str, **message: Any) -> None:
         log.warning("Slack refused the reply to /%s: HTTP %s %s", command, sent.status_code, sent.body[:200])
 
 
-def build_app(
-    *, client: WebClient, signing_secret: str | None, config: BotConfig, handlers: Handlers, audit: Audit
-) -> App:
-    """Without a signing secret (Socket Mode), requests come over the bot's own websocket instead."""
+def build_app(*, client: WebClient, signing_secret: str | None, handlers: Handlers, authorize: Authorize) -> App:
+    """Without a signing secret (Socket Mode), requests come over the bot's own websocket instead.
+    `authorize` holds the allow-lists (its `config`, replaced on SIGHUP)."""
     app = App(
         client=client,
         signing_secret=signing_secret or "",
@@ -83,7 +82,7 @@ def build_app(
     )
     if signing_secret:
         app.use(ReplayGuard(handlers.store))
-    app.use(Authorize(config=config, audit=audit))
+    app.use(authorize)
 
     def on_command(ack: Ack, command: dict[str, Any], respond: Respond) -> None:
         ack()  # empty and at once: Slack's 3 seconds hold however long the reply takes to build

@@ -7,15 +7,24 @@ not a number (400) and a body over 1 MiB (413, not read); `SlackWSGI` answers a 
 that is not a number (401) and a `payload` that is not a JSON object (400). `GET /healthz` answers
 200 while the server runs.
 
+Slow clients: waitress's inactivity timeout is refreshed by every byte, so 100 clients sending their
+headers a byte a second once held all its connections for as long as they liked. `Guard` gives each
+request READ_DEADLINE_S from its first byte to its last (whatever the pace; an idle connection gets the
+same as its inactivity timeout), and refuses a connection from an address that already holds
+PER_ADDRESS, so one client cannot take the slots Slack's requests need.
+
 Waitress parses requests in its own loop and runs the app in a few threads; the app only waits for
 a listener's acknowledgement (at once), so a handful of threads carries any command rate Slack sends.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
+import socket
 import threading
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +32,8 @@ from slack_bolt import App, BoltRequest, BoltResponse
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.adapter.wsgi.http_request import WsgiHttpRequest
 from waitress import wasyncore
-from waitress.server import create_server
+from waitress.channel import HTTPChannel
+from waitress.server import BaseWSGIServer, create_server
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -35,6 +45,9 @@ HEALTH_PATH = "/healthz"
 MAX_BODY = 1 << 20
 THREADS = 4  # requests handled at once; each waits only for an acknowledgement
 TIMESTAMP_RE = re.compile(r"[0-9]{1,12}")  # Unix seconds, ASCII digits only
+READ_DEADLINE_S = 10  # seconds from a request's first byte to its last (and an idle connection's life)
+PER_ADDRESS = 20  # connections one client address may hold at once (waitress holds 100 in all)
+SAID_EVERY_S = 60.0  # a refused or dropped address is logged at most this often
 
 
 class SlackWSGI(SlackRequestHandler):
@@ -63,6 +76,64 @@ def _plain(start_response: StartResponse, status: str, body: bytes) -> list[byte
     return [body]
 
 
+class DeadlinedChannel(HTTPChannel):
+    """A connection that knows when the request it is reading began (its first byte)."""
+
+    started = 0.0
+
+    def received(self, data: bytes) -> bool:
+        if self.request is None and data:
+            self.started = time.time()  # waitress's clock (its maintenance is given time.time())
+        return bool(super().received(data))
+
+
+class Guard:
+    """The read deadline and the per-address cap, installed on each listening server waitress made."""
+
+    def __init__(self) -> None:
+        self._said: dict[tuple[str, str], float] = {}
+
+    def install(self, sockets: dict[int, Any]) -> None:
+        for dispatcher in list(sockets.values()):
+            if isinstance(dispatcher, BaseWSGIServer):
+                server = dispatcher  # instance attributes: waitress calls self.channel_class(self, ...)
+                server.channel_class = self.channel  # type: ignore[assignment]
+                server.maintenance = functools.partial(self.maintenance, server)  # type: ignore[method-assign]
+
+    def channel(self, server: Any, conn: socket.socket, addr: Any, adj: Any, map: Any = None) -> HTTPChannel | None:
+        host = str(addr[0]) if isinstance(addr, tuple) else str(addr)
+        held = sum(1 for c in server.active_channels.values() if getattr(c, "addr", None) and c.addr[0] == host)
+        if held >= PER_ADDRESS:
+            self._say(
+                host, "refused", f"refusing connections from {host}: it holds {held} already (at most {PER_ADDRESS})"
+            )
+            conn.close()
+            return None
+        return DeadlinedChannel(server, conn, addr, adj, map=map)
+
+    def maintenance(self, server: Any, now: float) -> None:
+        """waitress's own (idle connections) plus the deadline on a request being read."""
+        type(server).maintenance(server, now)  # the class's: the instance's is this
+        for channel in list(server.active_channels.values()):
+            late = now - getattr(channel, "started", now) > READ_DEADLINE_S
+            if channel.request is not None and not channel.requests and late and not channel.will_close:
+                channel.will_close = True
+                host = str(channel.addr[0]) if isinstance(channel.addr, tuple) else str(channel.addr)
+                self._say(
+                    host,
+                    "dropped",
+                    f"dropping connections from {host} that sent no whole request in {READ_DEADLINE_S}s",
+                )
+
+    def _say(self, host: str, kind: str, text: str) -> None:
+        now = time.monotonic()
+        if now - self._said.get((host, kind), -SAID_EVERY_S) >= SAID_EVERY_S:
+            self._said[host, kind] = now
+            if len(self._said) > 10_000:
+                self._said.clear()
+            log.warning("%s (said once a minute per address)", text)
+
+
 def _listening(sockets: dict[int, Any]) -> tuple[str, int]:
     """The (host, port) the server listens on (the port the system chose when asked for port 0)."""
     for dispatcher in sockets.values():
@@ -80,7 +151,9 @@ class SlackHTTPServer:
         # the listening socket and every connection (waitress's dispatchers, typed loosely by its stubs)
         self.sockets: dict[int, Any] = {}
         self.server = create_server(SlackWSGI(app, path), map=self.sockets, host=host, port=port, threads=THREADS,
-                                    max_request_body_size=MAX_BODY, ident="trainwarden")  # fmt: skip
+                                    max_request_body_size=MAX_BODY, ident="trainwarden",
+                                    channel_timeout=READ_DEADLINE_S, cleanup_interval=1)  # fmt: skip
+        Guard().install(self.sockets)
         self.address = _listening(self.sockets)
         self._thread: threading.Thread | None = None
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from trainwarden.bot.notifier import Notifier
+from trainwarden.bot.reconfigure import HasConfig
 
 if TYPE_CHECKING:  # slack_bolt (the bot extra) is imported where it is used
     from slack_bolt import App
@@ -78,9 +79,10 @@ def supervised(target: Callable[[], None], name: str, died: list[str], stop: thr
 
 
 class SlackBot:
-    def __init__(self, *, notifier: Notifier, endpoint: Endpoint) -> None:
+    def __init__(self, *, notifier: Notifier, endpoint: Endpoint, holders: Sequence[HasConfig] = ()) -> None:
         self.notifier = notifier
         self.endpoint = endpoint
+        self.holders = tuple(holders)  # what reads the `slack:` settings per request (a SIGHUP replaces them)
         self.died: list[str] = []  # the loops that died (a non-empty list makes the exit status non-zero)
 
     def run(self, *, stop: threading.Event) -> int:

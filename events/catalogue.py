@@ -19,6 +19,7 @@ from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
+from trainwarden.events.limits import field_problem
 
 RUN = "a run's log"
 SYSTEM = f"`{t.SYSTEM_RUN}`"
@@ -345,7 +346,9 @@ def problems(event_type: str, data: dict[str, Any], *, missing: bool = True) -> 
     out = [f"{event_type}: missing {key!r}" for key in sorted(required - data.keys())] if missing else []
     for key, value in data.items():
         if key in hints and not _conforms(value, hints[key]):
-            out.append(f"{event_type}: {key}={value!r} is not {type_name(hints[key])}")
+            out.append(f"{event_type}: {key}={value!r:.80} is not {type_name(hints[key])}")
+        elif (too_long := field_problem(key, value)) is not None:
+            out.append(f"{event_type}: {too_long}")
     return out
 
 

@@ -32,7 +32,15 @@ from typing import Any
 from trainwarden.events.envelope import ENVELOPE_VERSION, Event
 from trainwarden.events.errors import DecodeError
 from trainwarden.events.jsonload import overflows, too_deep
+from trainwarden.events.limits import (
+    MAX_ENTRY_CHARS,
+    MAX_ID_CHARS,
+    MAX_POLICY_ENTRY_CHARS,
+    envelope_problem,
+    size_problem,
+)
 from trainwarden.events.metrics import data_problem, plainly_valid
+from trainwarden.events.types import POLICY_LOADED
 
 FIELD = "e"
 FIELD_BYTES = b"e"
@@ -55,6 +63,7 @@ def _loads(text: str) -> Any:
 
 MAX_TS = 1e11  # seconds: year 5138, inside what datetime can show; NaN, Inf and 1e400 are not times
 MAX_DEPTH = 32  # nesting levels an entry may have (ours have a handful): deeper is refused before parsing
+PLAIN_METRIC_CHARS = 2048  # a metric entry longer than this gets the close look (names too: events/limits.py)
 DEFAULT_TYPE = "metric"  # by far the most frequent type: the stored form leaves it out
 
 # (type, version) -> function turning that version's data into the next version's data.
@@ -109,6 +118,8 @@ def decode(raw: bytes | str, run: str | None = None) -> Event:
     """
     try:
         text = raw.decode() if isinstance(raw, bytes) else raw  # we always write UTF-8
+        if len(text) > MAX_ENTRY_CHARS and (problem := size_problem(len(text), limit=MAX_POLICY_ENTRY_CHARS)):
+            raise DecodeError(f"too large: {problem}")  # refused before parsing
         if text.count("[") + text.count("{") > MAX_DEPTH and too_deep(text, MAX_DEPTH):  # counts: the fast path
             raise DecodeError(f"not valid JSON: nested deeper than {MAX_DEPTH} levels")
         try:
@@ -121,8 +132,13 @@ def decode(raw: bytes | str, run: str | None = None) -> Event:
         if run is not None and event.run != run:  # a full-form entry may name any run: it is not this run's
             raise DecodeError(f"the entry names run {event.run!r:.80} but is in the stream of run {run!r}",
                               event_id=event.id)  # fmt: skip
+        if (problem := envelope_problem(event.id, event.type, event.host)) is not None:
+            raise DecodeError(f"too large: {problem}", event_id=event.id[:MAX_ID_CHARS])
+        if len(text) > MAX_ENTRY_CHARS and event.type != POLICY_LOADED:
+            raise DecodeError(f"too large: {size_problem(len(text))} (only policy.loaded may be larger)",
+                              event_id=event.id)  # fmt: skip
         if event.type == DEFAULT_TYPE:
-            if not plainly_valid(event.data):
+            if len(text) > PLAIN_METRIC_CHARS or not plainly_valid(event.data):
                 _check_metric(event, text)
         else:
             _check_payload(event)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainwarden.events.errors import EnvelopeError
+from trainwarden.events.limits import MAX_HOST_CHARS
 
 ENVELOPE_VERSION = 1
 
@@ -100,8 +101,8 @@ def _check_names(event_type: str, run: str, producer: str, host: str) -> None:
     check_run_name(run)
     if not isinstance(producer, str) or not PRODUCER_RE.match(producer):
         raise EnvelopeError(f"invalid producer {producer!r}: expected 1-200 characters from [A-Za-z0-9_.@/+-]")
-    if not isinstance(host, str) or not host:
-        raise EnvelopeError("host must be a non-empty string", run=run)
+    if not isinstance(host, str) or not host or len(host) > MAX_HOST_CHARS:
+        raise EnvelopeError(f"host must be a string of 1-{MAX_HOST_CHARS} characters, got {host!r:.80}", run=run)
 
 
 class _TimeSeq:

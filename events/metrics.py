@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 
+from trainwarden.events.limits import MAX_NAME_CHARS, name_problem, names_fit
+
 
 class Phase(Enum):
     TRAINING = "training"  # measured on training batches (or counting training progress)
@@ -236,6 +238,8 @@ def value_problem(name: str, value: object) -> str | None:
     Whether an Inf came from an overflowing numeral (`1e400`) is for the parser to tell (see
     events/jsonload.py): here it is already Inf.
     """
+    if len(name) > MAX_NAME_CHARS:
+        return name_problem(name)
     if isinstance(value, bool):  # JSON true/false: policies read them as 1/0
         return f"step must be a whole number, got {value!r}" if name == "step" else None
     if isinstance(value, int):
@@ -274,7 +278,7 @@ def data_problem(data: Mapping[str, object]) -> str | None:
 
 def without_problems(data: dict[str, float | int]) -> tuple[dict[str, float | int], list[str]]:
     """`data` less the values `value_problem` refuses, and the problems: what a producer publishes."""
-    if plainly_valid(data):
+    if plainly_valid(data) and names_fit(data):
         return data, []
     problems = [p for name, value in data.items() if (p := value_problem(name, value)) is not None]
     if not problems:

@@ -23,6 +23,7 @@ from trainwarden import (
     launch_commands,
     metrics_server,
     policy_commands,
+    reload,
     render,
     replay_commands,
     run_commands,
@@ -40,7 +41,7 @@ from trainwarden.events.redact import MaskingFilter, redact_text
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
 from trainwarden.settings import Settings, load_settings
-from trainwarden.signals import stop_on_signals
+from trainwarden.signals import reload_on_sighup, stop_on_signals
 
 if TYPE_CHECKING:
     from trainwarden.bot.notifier import Notifier
@@ -56,15 +57,16 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
-    watches = list(settings.watches)
+    given: list[RunWatch] = []  # the command line's, kept across a SIGHUP
     for spec in args.watch or []:
         run, sep, path = spec.partition("=")
         if not sep or not path:
             raise ConfigError(f"--watch expects RUN=PATH, got {spec!r}")
         try:
-            watches.append(RunWatch(run=run, log=Path(path).resolve()))
+            given.append(RunWatch(run=run, log=Path(path).resolve()))
         except TrainwardenError as exc:
             raise ConfigError(f"--watch {spec!r}: {exc}") from None
+    watches = [*settings.watches, *given]
     if unwritable := writable.problems(settings, writable.AGENT, state_file=args.state_file):
         raise ConfigError("; ".join(unwritable))  # it could keep neither its offsets nor a spool for outages
     wiring.check_redis(settings)
@@ -76,7 +78,9 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     log.info("agent on %s watching %s; new runs from %s", settings.host, watching, control)
     if agent.gpu_problem:
         log.warning("%s; the agent goes on without GPU samples", agent.gpu_problem)
-    agent.run(burst=args.burst, stop=stop_on_signals())
+    stop = stop_on_signals()
+    reload_on_sighup("agent", reload.AgentReload(lambda: _settings(args), settings, agent, tuple(given)))
+    agent.run(burst=args.burst, stop=stop)
     return 0
 
 
@@ -88,7 +92,9 @@ def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
         _serve_metrics(args, "dispatcher", dispatcher.pulse.heartbeat, dispatcher.store,
                        queue_length=lambda: dispatcher.queue.count)  # fmt: skip
     log.info("dispatcher reading the feed into queue %r", settings.queue)
-    dispatcher.run(burst=args.burst, stop=stop_on_signals())
+    stop = stop_on_signals()
+    reload_on_sighup("dispatcher", None)  # its settings are read once; nothing it holds can be reloaded
+    dispatcher.run(burst=args.burst, stop=stop)
     return 0
 
 
@@ -105,6 +111,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         log.error("%s; stops go on without it", unwritable)
     ctx = wiring.worker_context(settings)
     install(ctx)
+    reload_on_sighup("worker", reload.WorkerReload(lambda: _settings(args), settings, ctx))  # RQ takes INT/TERM
     record_policy_events(ctx)  # announce the policy once here, not in every forked job
     preload()
     queue = wiring.queue(settings)
@@ -141,6 +148,8 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
     if os.environ.get("SLACK_BOT_TOKEN") and not args.burst:
         bot = wiring.slack_bot(settings, os.environ)
         _serve_notifier_metrics(args, bot.notifier)
+        reload_on_sighup("bot", reload.BotReload(lambda: _settings(args), settings, bot.notifier, bot.holders,
+                                                 slack=True))  # fmt: skip
         log.info("Slack bot posting to %s (%s mode)", settings.slack.channel,
                  "Socket" if os.environ.get("SLACK_APP_TOKEN") else "HTTP")  # fmt: skip
         return bot.run(stop=stop)  # non-zero when one of its loops died: the supervisor restarts it
@@ -151,6 +160,8 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
         log.info("no Slack token configured: notifications go to this console")
         notifier = wiring.notifier(settings, ConsoleSink())
     _serve_notifier_metrics(args, notifier)
+    reload_on_sighup("bot", reload.BotReload(lambda: _settings(args), settings, notifier,
+                                             slack=bool(os.environ.get("SLACK_BOT_TOKEN"))))  # fmt: skip
     notifier.run(burst=args.burst, stop=stop)
     return 0
 
@@ -200,6 +211,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+DAEMONS = frozenset({"agent", "dispatcher", "worker", "bot"})  # they answer SIGHUP (trainwarden/reload.py)
 
 
 def global_options(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
@@ -316,6 +328,8 @@ def _main(argv: list[str]) -> int:
     logging.getLogger("rq").setLevel(library_level(args.log_level))
     for handler in logging.getLogger().handlers:
         handler.addFilter(MaskingFilter())  # daemon logs never hold a secret, tracebacks included
+    if args.command in DAEMONS:  # until the daemon installs its reload: SIGHUP's default would end it
+        reload_on_sighup(args.command, lambda: "is still starting: nothing reloaded (send it again once it runs)")
     settings: Settings | None = None
     try:
         settings = _settings(args)

@@ -22,6 +22,7 @@ from trainwarden.events.errors import YamlFileError
 from trainwarden.events.feed import RECLAIM_IDLE_S
 from trainwarden.events.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from trainwarden.events.keys import NAMESPACE
+from trainwarden.events.limits import MAX_HOST_CHARS
 from trainwarden.events.yamlfile import Context, Reader, Schema, compose, document_schema, empty_mapping
 from trainwarden.slack_settings import read_slack
 from trainwarden.workers import config as workers_config
@@ -219,7 +220,11 @@ def _with_env(settings: Settings, env: Mapping[str, str]) -> Settings:
         overrides["rq_redis_url"] = env["RQ_REDIS_URL"]
     if env.get("TRAINWARDEN_HOST"):
         overrides["host"] = env["TRAINWARDEN_HOST"]
-    return dataclasses.replace(settings, **overrides) if overrides else settings
+    settings = dataclasses.replace(settings, **overrides) if overrides else settings
+    if len(settings.host) > MAX_HOST_CHARS:  # it names the host in every event
+        where = "TRAINWARDEN_HOST" if "host" in overrides else f"host in {settings.source}"
+        raise ConfigError(f"{where} is {len(settings.host)} characters long; a host name has at most {MAX_HOST_CHARS}")
+    return settings
 
 
 def load_settings(path: Path | None = None, env: Mapping[str, str] | None = None) -> Settings:

@@ -3,8 +3,10 @@
 Each daemon is the same `python -m trainwarden ROLE` a supervisor would start, with the same
 `--config`, `--redis-url` and `--log-level`. Their output goes to one file each under
 DATA_DIR/logs/ and, prefixed with the daemon's name, to this console (the bot's console notifier
-included: the alerts show up here). Ctrl-C (SIGINT), SIGTERM or SIGHUP stops them all with SIGTERM,
-as a supervisor would, and waits for them; a second Ctrl-C kills them at once. (A SIGKILL of `up`
+included: the alerts show up here). Ctrl-C (SIGINT) or SIGTERM stops them all with SIGTERM, as a
+supervisor would, and waits for them; a second Ctrl-C kills them at once. SIGHUP is passed on to each
+daemon, which reloads what it can (trainwarden/reload.py) and goes on; so a closed terminal stops
+nothing either (the daemons' logs go on in their files). (A SIGKILL of `up`
 itself leaves them running, as it would under any supervisor.)
 
 A daemon that exits on its own is reported and `up` stops the others and exits 1, rather than
@@ -112,12 +114,16 @@ class Supervisor:
         return next((c for c in self.children if c.proc is not None and c.proc.poll() is not None), None)
 
     def run(self, *, stop: threading.Event, hurry: threading.Event, news: Callable[[], str | None],
-            grace_s: float = STOP_GRACE_S) -> int:  # fmt: skip
-        """Until `stop` or a child's exit; then stop the others. 1 when a child exited on its own, else 0."""
+            grace_s: float = STOP_GRACE_S, hup: threading.Event | None = None) -> int:  # fmt: skip
+        """Until `stop` or a child's exit; then stop the others. 1 when a child exited on its own, else 0.
+        Each time `hup` is set, SIGHUP goes to every running child."""
         dead = None
         while not stop.is_set():
             if (dead := self.exited()) is not None:
                 break
+            if hup is not None and hup.is_set():
+                hup.clear()
+                self.say("up", f"SIGHUP: passed on to {self.signal_all(signal.SIGHUP)} to reload")
             if (said := news()) is not None:
                 self.say("up", said)
             stop.wait(POLL_S)
@@ -130,6 +136,15 @@ class Supervisor:
         statuses = ", ".join(f"{c.name} {c.proc.returncode}" for c in self.children if c.proc is not None)
         self.say("up", f"all stopped (exit statuses: {statuses})")
         return 1 if dead is not None else 0
+
+    def signal_all(self, sig: signal.Signals) -> str:
+        """Send `sig` to each running child; their names."""
+        sent = []
+        for child in self.children:
+            if child.proc is not None and child.proc.poll() is None:
+                child.proc.send_signal(sig)
+                sent.append(child.name)
+        return ", ".join(sent) or "no daemon"
 
     def stop(self, *, hurry: threading.Event, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM to each running child, then wait; SIGKILL (to its process group) after `grace_s` or on `hurry`."""
@@ -214,13 +229,14 @@ def already_running(store: EventStore, host: str) -> list[str]:
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    stop, hurry = threading.Event(), threading.Event()
+    stop, hurry, hup = threading.Event(), threading.Event(), threading.Event()
 
     def on_signal(*_: object) -> None:
         (hurry if stop.is_set() else stop).set()
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # SIGHUP: its terminal closed
+    for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    signal.signal(signal.SIGHUP, lambda *_: hup.set())  # passed on by the supervisor's loop: see the docstring
     logs = (args.logs or settings.data_dir / LOGS_DIR).resolve()
     children = [Child(name, daemon_argv(args, name), logs / f"{name}.log") for name in DAEMONS]
     supervisor = Supervisor(children, out=sys.stdout)
@@ -233,7 +249,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         if running:
             raise UpError(f"already running here: {', '.join(running)}; stop it first (another `trainwarden up`, "
                           "a daemon started by hand or by systemd): two would follow the same runs")  # fmt: skip
-        return _supervise(supervisor, settings, logs, stop=stop, hurry=hurry)
+        return _supervise(supervisor, settings, logs, stop=stop, hurry=hurry, hup=hup)
     finally:
         if server is not None:
             server.stop()
@@ -241,13 +257,13 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _supervise(supervisor: Supervisor, settings: Settings, logs: Path, *, stop: threading.Event,
-               hurry: threading.Event) -> int:  # fmt: skip
+               hurry: threading.Event, hup: threading.Event) -> int:  # fmt: skip
     supervisor.start()
     started = ", ".join(f"{c.name} (pid {c.proc.pid})" for c in supervisor.children if c.proc is not None)
     supervisor.say("up", f"started {started}; logs in {logs}/NAME.log")
     ready = Readiness(wiring.store(settings), settings.host, supervisor.children)
     try:
-        return supervisor.run(stop=stop, hurry=hurry, news=ready.check)
+        return supervisor.run(stop=stop, hurry=hurry, news=ready.check, hup=hup)
     finally:
         ready.store.redis.close()
 

@@ -352,7 +352,7 @@ def slack_bot(
 ) -> SlackBot:
     """The bot in Slack mode: SLACK_BOT_TOKEN set; Socket Mode with SLACK_APP_TOKEN, else HTTP."""
     from trainwarden.bot.app import build_app
-    from trainwarden.bot.authz import Audit
+    from trainwarden.bot.authz import Audit, Authorize
     from trainwarden.bot.handlers import Handlers
     from trainwarden.bot.launcher import FleetLauncher
     from trainwarden.bot.service import Endpoint, SlackBot, SocketModeEndpoint
@@ -371,7 +371,8 @@ def slack_bot(
         launcher = FleetLauncher(remote_launcher(settings, the_fleet, events))
     handlers = Handlers(store=events, config=cfg, host=settings.host, fleet=the_fleet, launcher=launcher)
     audit = Audit(store=events, host=settings.host, experiments=the_fleet.experiments if the_fleet else ())
-    app = build_app(client=client, signing_secret=secret, config=cfg, handlers=handlers, audit=audit)
+    authorize = Authorize(config=cfg, audit=audit)
+    app = build_app(client=client, signing_secret=secret, handlers=handlers, authorize=authorize)
     endpoint: Endpoint
     if app_token:
         endpoint = SocketModeEndpoint(app, app_token)
@@ -380,4 +381,5 @@ def slack_bot(
         from trainwarden.bot.http_server import SlackHTTPServer
 
         endpoint = SlackHTTPServer(app, host=cfg.http_host, port=cfg.http_port)
-    return SlackBot(notifier=notifier(settings, sink, channel=cfg.channel or ""), endpoint=endpoint)
+    return SlackBot(notifier=notifier(settings, sink, channel=cfg.channel or ""), endpoint=endpoint,
+                    holders=(handlers, authorize))  # fmt: skip

@@ -22,7 +22,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import cast
 
@@ -98,6 +99,7 @@ class PolicySource:
         self.path = path
         self._stat: tuple[int, int] | None = None
         self._pending: list[Event] = []
+        self._lock = threading.Lock()  # jobs refresh in the worker's thread, SIGHUP in its own (reload_now)
         if path is not None:
             self._stat = self._stat_of(path)
             try:
@@ -131,36 +133,60 @@ class PolicySource:
 
     def refresh(self) -> list[Event]:
         """Pick up a changed file; returns the `trainwarden.system` events still to record (call `recorded()` after)."""
-        if self.path is not None:
-            stat = self._stat_of(self.path)
-            if stat != self._stat:
-                self._stat = stat
-                self._reload(self.path)
-        return list(self._pending)
+        with self._lock:
+            if self.path is not None:
+                stat = self._stat_of(self.path)
+                if stat != self._stat:
+                    self._stat = stat
+                    self._reload(self.path)
+            return list(self._pending)
 
-    def recorded(self) -> None:
-        self._pending.clear()
+    def recorded(self, events: Sequence[Event] | None = None) -> None:
+        """`events` (those `refresh` returned; None: all) are in the log: a reload since then keeps its own."""
+        with self._lock:
+            self._pending = [e for e in self._pending if events is not None and e not in events]
 
-    def _reload(self, path: Path) -> None:
+    def reload_now(self) -> str:
+        """Read the file again now, whatever its stat says (SIGHUP): one line saying what changed."""
+        with self._lock:
+            if self.path is None:
+                return f"no policy file configured; the packaged policy {self.policy.hash} stays"
+            before = self.policy.hash
+            self._stat = self._stat_of(self.path)
+            self._sha = ""  # parse it even when its text is what was loaded
+            problems = self._reload(self.path)
+            if problems:
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                first = " ".join(problems[0].split())
+                return f"refused the policy file, policy {before} stays: {first}{more}"
+            if self.policy.hash != before:
+                return (f"reloaded policy {self.policy.name} from {self.path}: {before} -> {self.policy.hash}, "
+                        f"{len(self.policy.rules)} rules")  # fmt: skip
+            return f"policy file {self.path} unchanged (policy {before})"
+
+    def _reload(self, path: Path) -> list[str] | None:
+        """Load `path` when its text changed; the problems when it is refused (the old policy stays)."""
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            self._reject([f"{path}: cannot read the policy file: {exc}"])
-            return
+            problems = [f"{path}: cannot read the policy file: {exc}"]
+            self._reject(problems)
+            return problems
         digest = sha256(text)
         if digest == self._sha:
-            return
+            return None
         try:
             policy = load_policy(text, source=str(path))
         except PolicyError as exc:
             self._reject(exc.problems)
-            return
+            return exc.problems
         self._sha = digest
         if policy.hash != self.policy.hash:
             log.warning("policy %s reloaded from %s: %d rules, hash %s", policy.name, path, len(policy.rules),
                         policy.hash)  # fmt: skip
             self.policy = policy
             self._pending.append(self._loaded(policy))
+        return None
 
     def _reject(self, problems: list[str]) -> None:
         log.error("policy file %s rejected; keeping policy %s:\n  %s", self.path, self.policy.hash,

@@ -105,7 +105,7 @@ def record_policy_events(ctx: WorkerContext) -> None:
     events = ctx.policies.refresh()
     if events:
         ctx.store.append(events)
-        ctx.policies.recorded()
+        ctx.policies.recorded(events)
 
 
 class RunProcessor:
