@@ -156,6 +156,7 @@ class SlackHTTPServer:
         Guard().install(self.sockets)
         self.address = _listening(self.sockets)
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     @property
     def url(self) -> str:
@@ -170,7 +171,9 @@ class SlackHTTPServer:
     def _serve(self) -> None:
         try:
             self.server.run()
-        except BaseException:
+        except BaseException as exc:
+            if self._stopping.is_set() and isinstance(exc, OSError | ValueError):
+                return  # `stop` closed the sockets while the loop was in select() (EBADF): the planned end
             log.critical("the Slack HTTP server died", exc_info=True)
             raise
 
@@ -179,5 +182,6 @@ class SlackHTTPServer:
 
     def stop(self) -> None:
         """Close the listening socket and every connection (the serving loop ends with its last one)."""
+        self._stopping.set()
         self.server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
         wasyncore.close_all(self.sockets)
