@@ -77,6 +77,8 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     if agent.gpu_problem:
         log.warning("%s; the agent goes on without GPU samples", agent.gpu_problem)
     agent.run(burst=args.burst, stop=stop_on_signals())
+    if agent.pulse is not None:
+        agent.pulse.heartbeat.stopped()  # the operator stopped it: a planned restart raises no alarm
     return 0
 
 
@@ -89,6 +91,8 @@ def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
                        queue_length=lambda: dispatcher.queue.count)  # fmt: skip
     log.info("dispatcher reading the feed into queue %r", settings.queue)
     dispatcher.run(burst=args.burst, stop=stop_on_signals())
+    if dispatcher.pulse is not None:
+        dispatcher.pulse.heartbeat.stopped()
     return 0
 
 
@@ -126,6 +130,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     if not args.burst and not worker.stop_asked:  # RQ's loop gave up (it logged why): let the supervisor restart us
         log.error("the worker's job loop ended without a stop request; exiting with status 1")
         return 1
+    pulse.heartbeat.stopped()
     return 0
 
 
@@ -152,6 +157,7 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
         notifier = wiring.notifier(settings, ConsoleSink())
     _serve_notifier_metrics(args, notifier)
     notifier.run(burst=args.burst, stop=stop)
+    notifier.stopped()  # stopped on purpose (or a --burst done): nobody needs to be told it is silent
     return 0
 
 

@@ -32,9 +32,9 @@ from typing import IO, TextIO
 import redis
 
 from trainwarden import wiring
-from trainwarden.archive.lease import process_alive
 from trainwarden.errors import UpError
 from trainwarden.events.heartbeat import component_name, read_beats
+from trainwarden.events.lease import process_alive
 from trainwarden.events.redact import redact_text
 from trainwarden.events.store import EventStore
 from trainwarden.redis_server import RedisServer
