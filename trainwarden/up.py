@@ -208,7 +208,8 @@ def already_running(store: EventStore, host: str) -> list[str]:
     found = []
     for beat in read_beats(store.redis, store.keys):  # type: ignore[arg-type]
         mine = beat.role == "notifier" or beat.host == host
-        if beat.role in SINGLE and mine and beat.stopped_at is None and not beat.silent(now) and process_alive(beat.pid):
+        running = beat.stopped_at is None and not beat.silent(now) and process_alive(beat.pid)
+        if beat.role in SINGLE and mine and running:
             found.append(f"{beat.component} (pid {beat.pid})")
     return found
 
