@@ -126,7 +126,7 @@ class Notifier:
         stop = stop or threading.Event()
         ended = threading.Event()
         self.reader.ensure_group()
-        Keeper(lease=self.lease, pulse=self.pulse, liveness=self.liveness).start(ended)
+        keeper = Keeper(lease=self.lease, pulse=self.pulse, liveness=self.liveness).start(ended)
         try:
             while not stop.is_set():
                 if self.lease is not None and not stand_by(self.lease, stop, burst=burst):
@@ -142,6 +142,7 @@ class Notifier:
                     self._forget()
         finally:
             ended.set()
+            keeper.join(timeout=5)  # no beat of it lands after `stopped()`
             self._release()
 
     def _forget(self) -> None:

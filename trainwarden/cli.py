@@ -121,12 +121,13 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     _serve_metrics(args, "worker", pulse.heartbeat, ctx.store, queue_length=lambda: queue.count,
                    jobs=lambda: {"ok": worker.successful_job_count, "failed": worker.failed_job_count})  # fmt: skip
     beating = threading.Event()
-    pulse.run_in_thread(beating, measure=lambda: wiring.queue_wait(queue))
+    beater = pulse.run_in_thread(beating, measure=lambda: wiring.queue_wait(queue))
     log.info("worker taking jobs from queue %r (%s)", settings.queue, "forked" if args.fork else "in this process")
     try:
         worker.work(burst=args.burst, logging_level=library_level(args.log_level))  # RQ: per-job chatter
     finally:
         beating.set()
+        beater.join(timeout=5)  # no beat of it lands after `stopped()`
     if not args.burst and not worker.stop_asked:  # RQ's loop gave up (it logged why): let the supervisor restart us
         log.error("the worker's job loop ended without a stop request; exiting with status 1")
         return 1
