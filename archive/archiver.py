@@ -32,10 +32,11 @@ from trainwarden.archive.errors import ArchiveFormatError, ArchiveVerifyFailed, 
 from trainwarden.archive.file import PARTIAL_GLOB, ArchiveSummary, ArchiveWriter, scan_archive
 from trainwarden.archive.format import archive_name, parse_archive_name
 from trainwarden.archive.holds import Hold, read_checkpoint_holds, read_feed_holds, tightest
-from trainwarden.archive.lease import ArchiveLease, process_alive
+from trainwarden.archive.lease import ArchiveLease
 from trainwarden.archive.record import ArchiveRecord, commit_archive, read_records
 from trainwarden.events import run_view
 from trainwarden.events.faults import failpoint
+from trainwarden.events.lease import process_alive
 from trainwarden.events.redis_types import stream_entries
 from trainwarden.events.store import EventStore, next_id, redis_errors
 

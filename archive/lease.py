@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from trainwarden.archive.errors import ArchiveBusy
+from trainwarden.events.lease import holder_dead
 from trainwarden.events.redis_types import Client, bytes_value
 from trainwarden.events.store import redis_errors
 
@@ -26,23 +27,6 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
 return 1
 """
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process of this host has that pid (one that is someone else's counts: it exists)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def holder_dead(holder: str, *, host: str) -> bool:
-    """A holder on this host whose process no longer exists."""
-    parts = holder.split(":")
-    return len(parts) == 3 and parts[0] == host and parts[1].isdigit() and not process_alive(int(parts[1]))
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ FLAP_THRESHOLD = 3  # openings of one (run, rule) within FLAP_WINDOW_S before it
 FLAP_WINDOW_S = 3600.0  # seconds
 KEEP_RUNNING_SNOOZE_S = 3600.0  # seconds a rule stays snoozed after "Keep running"
 DEADMAN_S = 120.0  # seconds without dispatcher heartbeat or with a stuck feed entry before the bot alerts
+LEASE_S = 15.0  # seconds the notifier lease runs unrenewed: a standby takes over at most this after its holder hangs
 HTTP_HOST = "0.0.0.0"  # HTTP mode: address the endpoint listens on
 HTTP_PORT = 3000  # HTTP mode: port of the endpoint Slack posts commands and clicks to
 
@@ -59,6 +60,7 @@ class BotConfig:
     flap_window_s: float = FLAP_WINDOW_S
     keep_running_snooze_s: float = KEEP_RUNNING_SNOOZE_S
     deadman_s: float = DEADMAN_S
+    lease_s: float = LEASE_S
     http_host: str = HTTP_HOST
     http_port: int = HTTP_PORT
 

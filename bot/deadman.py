@@ -5,6 +5,10 @@ loop) is older than `stall_s`, or when the oldest feed entry still pending in th
 (waiting for a worker's job to finish it) is older than `stall_s`. The switch appends one
 `watchdog.stalled` event to the `trainwarden.system` log when that starts and one
 `watchdog.recovered` when it ends; the notifier posts them like any other event.
+
+Ages are counted from this switch's start at the earliest: what happened while the notifier itself
+was down (a planned restart of every daemon: the dispatcher's old heartbeat, feed entries waiting
+for workers that are starting too) is given `stall_s` to resume before it counts as a stall.
 """
 
 from __future__ import annotations
@@ -73,13 +77,12 @@ class Deadman:
                 pending = {"pending": 0}
         if beat is None:  # give a dispatcher started alongside the bot time to report
             return messages.no_dispatcher() if now - self.started > self.stall_s else None
-        silent = now - float(beat)
-        if silent > self.stall_s:
-            return messages.dispatcher_silent(silent)
+        if now - max(float(beat), self.started) > self.stall_s:
+            return messages.dispatcher_silent(now - float(beat))
         if pending["pending"]:
             oldest = pending["min"].decode() if isinstance(pending["min"], bytes) else pending["min"]
             waited = now - int(oldest.partition("-")[0]) / 1000
-            if waited > self.stall_s:
+            if now - max(now - waited, self.started) > self.stall_s:
                 return messages.workers_behind(int(pending["pending"]), waited)
         return None
 

@@ -17,9 +17,12 @@ the key is marked failed and the notifier goes on. So one message never holds up
 A refusal of the setup (`SlackRejected.setup`) propagates: nothing could be posted.
 
 Each event is appended in one MULTI/EXEC with its mark in the run's `notified` hash, so the mark
-and the audit record never disagree. Failpoints `notify-after-intent`, `notify-after-post` (here) and
-`notify-after-sent` (in the notifier, after the results and its checkpoint are committed) let the
-kill -9 tests freeze the notifier at each step.
+and the audit record never disagree. Only the notifier lease's holder writes them and posts: the
+MULTI/EXEC is fenced by its token and the token is checked again right before each post or upload
+(events/lease.py), so a holder paused past its lease, whose standby took over, posts nothing more.
+Failpoints `notify-after-intent`, `notify-after-post` (here) and `notify-after-sent` (in the
+notifier, after the results and its checkpoint are committed) let the kill -9 tests freeze the
+notifier at each step.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from trainwarden.events import types as t
 from trainwarden.events.counters import count, gauge
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.faults import failpoint
+from trainwarden.events.lease import Lease, Unfenced
 from trainwarden.events.payloads import NotificationData
 from trainwarden.events.store import EventStore, redis_errors
 
@@ -51,10 +55,11 @@ FULL, PLAIN = "full", "plain"  # the two attempts at a message Slack refuses
 
 
 class Delivery:
-    def __init__(self, *, store: EventStore, sink: Sink, host: str) -> None:
+    def __init__(self, *, store: EventStore, sink: Sink, host: str, fence: Lease | Unfenced | None = None) -> None:
         self.store = store
         self.sink = sink
         self.host = host
+        self.fence = fence if fence is not None else Unfenced(store.redis)
         self._results: list[tuple[Event, Message, dict[str, Any]]] = []  # posted, not yet recorded
 
     def status(self, run: str, key: str) -> dict[str, Any] | None:
@@ -106,6 +111,7 @@ class Delivery:
             return str(status.get("ts") or "") or None
         self._write([*self._results, self._record(message, INTENT, {"at": time.time()})])
         self._results.clear()
+        self.fence.check()
         try:
             file_id = self.sink.upload(message)
         except SlackRejected as exc:
@@ -145,7 +151,8 @@ class Delivery:
         return None
 
     def _send(self, message: Message) -> str:
-        """One post, counted for the metrics endpoint."""
+        """One post (only by the lease's holder), counted for the metrics endpoint."""
+        self.fence.check()
         try:
             ts = self.sink.post(message)
         except Exception as exc:
@@ -154,6 +161,10 @@ class Delivery:
         count("slack_posts")
         gauge("slack_last_post_timestamp_seconds", time.time())
         return ts
+
+    def forget(self) -> None:
+        """Drop the results not yet recorded (the lease was lost: the new holder reconciles them)."""
+        self._results.clear()
 
     def flush(self, pipeline: Pipeline | None = None) -> None:
         """Write the results not yet recorded (into `pipeline`, a MULTI the caller executes, if given)."""
@@ -172,12 +183,18 @@ class Delivery:
         return event, message, {"state": state, **data}
 
     def _write(self, records: list[tuple[Event, Message, dict[str, Any]]], pipeline: Pipeline | None = None) -> None:
-        """Events and marks in one MULTI/EXEC; records are of one run (the notifier flushes per feed entry)."""
-        pipe = pipeline if pipeline is not None else self.store.redis.pipeline(transaction=True)
-        self.store.append([event for event, _, _ in records], pipeline=pipe)
-        for _, message, mark in records:
-            pipe.hset(self.store.keys.notified(message.run), message.key, json.dumps(mark))
-        if pipeline is None:
-            with redis_errors("record notifications", run=records[0][1].run):
-                pipe.execute()
+        """Events and marks in one MULTI/EXEC (fenced by the lease); records are of one run (the notifier
+        flushes per feed entry). With `pipeline`, queued into the caller's fenced MULTI."""
+
+        def fill(pipe: Pipeline) -> None:
+            self.store.append([event for event, _, _ in records], pipeline=pipe)
+            for _, message, mark in records:
+                pipe.hset(self.store.keys.notified(message.run), message.key, json.dumps(mark))
+
+        if pipeline is not None:
+            fill(pipeline)
+            return
+        run = records[0][1].run
+        self.fence.transaction(fill, what=f"record notifications of {run}")
+        with redis_errors("record notifications", run=run):
             self.store.flush([message.run for _, message, _ in records])

@@ -6,6 +6,8 @@ TrainwardenError (trainwarden.errors)
     │   ├── SlackUnavailable       5xx, connection reset, timeouts after retries (retried later)
     │   └── SlackRejected          Slack answered ok=false: a setup problem (bad token, unknown channel;
     │                              retried later) or this one message (recorded, sent once as plain text)
+    ├── NotifierBusy               `bot --burst` while another notifier holds the notifier lease
+    ├── EndpointUnavailable        HTTP mode: the endpoint's address cannot be listened on (port taken)
     └── CommandError               a slash command or button that is not carried out
         ├── BadInput               refused input (unknown name, shell metacharacters, too long)
         └── NotAllowed             the user or channel is not on the command's allow-list
@@ -36,6 +38,14 @@ class SlackRejected(SlackError):
         super().__init__(message, **context)
         self.error = error
         self.setup = setup
+
+
+class NotifierBusy(BotError):
+    """Another notifier holds the notifier lease (bot/keeper.py); a --burst run does not wait for it."""
+
+
+class EndpointUnavailable(BotError):
+    """HTTP mode: the endpoint cannot listen where it is told to (the port is taken, the address not ours)."""
 
 
 class CommandError(BotError):

@@ -19,6 +19,7 @@ a listener's acknowledgement (at once), so a handful of threads carries any comm
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import re
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt import App, BoltRequest, BoltResponse
 from slack_bolt.adapter.wsgi import SlackRequestHandler
 from slack_bolt.adapter.wsgi.http_request import WsgiHttpRequest
+from trainwarden.bot.errors import EndpointUnavailable
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, create_server
@@ -157,6 +159,19 @@ class SlackHTTPServer:
         self.address = _listening(self.sockets)
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+
+    @classmethod
+    def listen(cls, app: App, *, host: str, port: int) -> SlackHTTPServer:
+        """The server listening on host:port, or one line saying why it cannot (the port taken, say)."""
+        try:
+            return cls(app, host=host, port=port)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            taken = "another process listens there (a second `trainwarden bot`?): stop it, or set slack.http_port"
+            hint = taken if exc.errno == errno.EADDRINUSE else "check slack.http_host and slack.http_port"
+            raise EndpointUnavailable(
+                f"the Slack HTTP endpoint cannot listen on {host}:{port}: {why}; {hint}"
+            ) from None
 
     @property
     def url(self) -> str:

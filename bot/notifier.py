@@ -6,6 +6,10 @@ run it keeps a checkpoint (`tw:{run}:notify`: how far it has folded the run's lo
 noise-control state of bot/stages.py) written after each feed entry; the messages themselves go
 through bot/delivery.py. A Slack outage leaves the entry pending and the run's state is reloaded
 from its checkpoint, so nothing is skipped and nothing is counted twice.
+
+Only the holder of the notifier lease notifies (bot/keeper.py): a second notifier stands by, and a
+holder whose lease was taken over (it was paused past it) has its checkpoint and notification
+writes refused by the fence (`LeaseLost`), forgets what it had in memory and stands by again.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from redis.client import Pipeline as RedisPipeline
 from trainwarden.bot import messages, routing
 from trainwarden.bot.attachments import anomaly_chart, pack_files
 from trainwarden.bot.blocks import notice_blocks, text_blocks
@@ -26,13 +31,16 @@ from trainwarden.bot.config import KEEP_RUNNING_SNOOZE_S, Route
 from trainwarden.bot.deadman import Deadman
 from trainwarden.bot.delivery import Delivery
 from trainwarden.bot.errors import SlackRejected, SlackUnavailable
+from trainwarden.bot.keeper import Keeper, stand_by
 from trainwarden.bot.sink import Message, Sink
 from trainwarden.bot.stages import GUARD, INPUT_TYPES, Notice, NotifyState, Pipeline, posted
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.errors import DecodeError
+from trainwarden.events.errors import DecodeError, LeaseLost
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import NOTIFY_GROUP, RECLAIM_IDLE_S, FeedEntry, GroupReader, parse_feed_entry
+from trainwarden.events.heartbeat import SILENT_INTERVALS, Liveness
+from trainwarden.events.lease import Lease, Unfenced
 from trainwarden.events.loop import run_loop
 from trainwarden.events.payloads import AnomalyChartedData, AnomalyOpenedData, DecisionData
 from trainwarden.events.projection import RunState
@@ -63,6 +71,8 @@ class Notifier:
         reclaim_idle_ms: int = int(RECLAIM_IDLE_S * 1000),
         deadman: Deadman | None = None,
         pulse: Pulse | None = None,
+        lease: Lease | None = None,
+        liveness: Liveness | None = None,
     ) -> None:
         self.store = store
         self.sink = sink
@@ -73,20 +83,26 @@ class Notifier:
         self.reclaim_idle_ms = reclaim_idle_ms
         self.deadman = deadman
         self.pulse = pulse  # heartbeat (feed lag) and the watch for silent components
-        self.delivery = Delivery(store=store, sink=sink, host=host)
+        self.lease = lease  # None: the only notifier (a test, a tool); no standby, no fence
+        self.fence: Lease | Unfenced = lease if lease is not None else Unfenced(store.redis)
+        stale_s = SILENT_INTERVALS * (pulse.heartbeat.interval_s if pulse is not None else 10.0)
+        self.liveness = liveness or Liveness(stale_s)
+        self.delivery = Delivery(store=store, sink=sink, host=host, fence=self.fence)
         self.reader = GroupReader(store.redis, stream=store.keys.feed(), group=NOTIFY_GROUP, consumer=consumer)
         self.states: dict[str, tuple[NotifyState, str | None]] = {}  # run -> (state, folded up to)
         self.suppressed: Counter[str] = Counter()  # why notices were dropped (for tests and logs)
         self._own_pending = True  # re-read what this consumer had read but not finished first
         self._next_reclaim = 0.0
+        self._held_at_exit = False
 
     # -- loop -------------------------------------------------------------------------------------
 
     def step(self, *, block_ms: int | None = None) -> int:
+        self.liveness.progress()
+        if self.lease is not None and not self.lease.held:
+            self.lease.check()  # raises LeaseLost: the keeper could not renew it
         if self.deadman is not None:
             self.deadman.check()
-        if self.pulse is not None:
-            self.pulse.tick()
         entries: list[tuple[str, dict[bytes, bytes]]] = []
         if self._own_pending:
             entries = self.reader.read_own_pending()
@@ -99,13 +115,55 @@ class Notifier:
             return self._consume(entries, fresh=False)
         # Entries delivered for the first time: no notifier has tried them, so no status to read.
         new = self.reader.read(block_ms=block_ms)
+        self.liveness.progress()
         if self.pulse is not None:
-            self.pulse.tick(lag_s=entry_lag(new))  # beats here too: a step above may have waited on Slack
+            self.pulse.note(entry_lag(new))
         return self._consume(new, fresh=True)
 
     def run(self, *, burst: bool = False, stop: threading.Event | None = None) -> None:
+        """Notify until `stop` (or, with `burst`, until nothing is pending), while holding the lease;
+        the lease is released on the way out, so a standby takes over at once."""
+        stop = stop or threading.Event()
+        ended = threading.Event()
         self.reader.ensure_group()
-        run_loop(lambda block_ms: self.step(block_ms=block_ms), name="notifier", burst=burst, stop=stop)
+        keeper = Keeper(lease=self.lease, pulse=self.pulse, liveness=self.liveness).start(ended)
+        try:
+            while not stop.is_set():
+                if self.lease is not None and not stand_by(self.lease, stop, burst=burst):
+                    return
+                self.liveness.progress()
+                try:
+                    run_loop(lambda block_ms: self.step(block_ms=block_ms), name="notifier", burst=burst, stop=stop)
+                    return
+                except LeaseLost as exc:
+                    if burst:
+                        raise
+                    log.warning("%s", exc)
+                    self._forget()
+        finally:
+            ended.set()
+            keeper.join(timeout=5)  # no beat of it lands after `stopped()`
+            self._release()
+
+    def _forget(self) -> None:
+        """After losing the lease: nothing in memory is trusted; the next holding starts from the checkpoints."""
+        self.states.clear()
+        self.delivery.forget()
+        self._own_pending = True
+
+    def _release(self) -> None:
+        self._held_at_exit = self.lease is None or self.lease.token is not None
+        if self.lease is not None and self.lease.token is not None:
+            try:
+                self.lease.release()
+            except Exception as exc:  # it lapses by itself
+                log.warning("could not release the notifier lease (%s); a standby takes over when it lapses", exc)
+
+    def stopped(self) -> None:
+        """Record that the operator stopped this notifier (SIGTERM, Ctrl-C), so nobody takes it for silent
+        (a standby writes no heartbeat: the holder's, maybe of this host, is not its to mark)."""
+        if self.pulse is not None and self._held_at_exit:
+            self.pulse.heartbeat.stopped()
 
     def _consume(self, entries: Sequence[tuple[str, dict[bytes, bytes]]], *, fresh: bool) -> int:
         """Handle entries in order; acknowledge those done in one call (a redelivery is a no-op:
@@ -128,7 +186,9 @@ class Notifier:
                         log.warning("Slack unavailable (%s); %s stays pending and is retried", exc, fid)
                         self.states.pop(entry.run, None)  # reload from the checkpoint: nothing counted twice
                         self._own_pending = True
-                        time.sleep(min(5.0, self.reclaim_idle_ms / 10000))
+                        pause = min(5.0, self.reclaim_idle_ms / 10000)
+                        with self.liveness.waiting(f"retrying in {pause:.0f} s: Slack unavailable ({exc})", pause):
+                            time.sleep(pause)
                         break
                 done.append(fid)
         finally:
@@ -174,13 +234,16 @@ class Notifier:
             elif item.type == t.ANOMALY_CHARTED:
                 self._share_chart(state, item, fresh=fresh)
         self.states[entry.run] = (state, entry.last)
-        with redis_errors("write the notifier's checkpoint", run=entry.run):
-            pipe = self.store.redis.pipeline(transaction=True)
+        after, folded = entry.last, json.dumps(state.to_dict())
+
+        def write(pipe: RedisPipeline) -> None:
             self.delivery.flush(pipe)  # the results of this entry's posts, with the checkpoint
-            pipe.hset(self.store.keys.notify(entry.run), mapping={"after": entry.last,
-                                                                   "state": json.dumps(state.to_dict())})  # fmt: skip
-            pipe.execute()
+            pipe.hset(self.store.keys.notify(entry.run), mapping={"after": after, "state": folded})
+
+        self.fence.transaction(write, what=f"write the notifier's checkpoint of {entry.run}")
+        with redis_errors("write the notifier's checkpoint", run=entry.run):
             self.store.flush([entry.run])
+        self.liveness.progress()
         failpoint("notify-after-sent", self.store.redis, self.store.keys)
 
     def _post(

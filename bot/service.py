@@ -104,4 +104,7 @@ class SlackBot:
             self.endpoint.stop()
         if worker is not None:
             worker.join(timeout=10)
-        return EXIT_LOOP_DIED if self.died else 0
+        if self.died:
+            return EXIT_LOOP_DIED
+        self.notifier.stopped()  # the operator stopped it: no SILENT alarm about it
+        return 0

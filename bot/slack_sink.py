@@ -4,7 +4,9 @@ retries with backoff on 5xx and dropped connections, and reconciliation before a
 A 5xx or a dropped connection leaves it unknown whether the message was posted, so before trying
 again the sink looks for it in the channel by the key in its metadata (conversations.history, or
 conversations.replies inside a thread). A 429 is unambiguous (nothing was posted): it waits
-Retry-After and tries again.
+Retry-After and tries again. Every wait (the rate limit, a Retry-After, a backoff, the call itself)
+is declared to the notifier's `Liveness` (events/heartbeat.py), so its heartbeat, written from a
+thread of its own, goes on and says what it waits for instead of going silent.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from slack_sdk.errors import SlackApiError, SlackRequestError
 from trainwarden.bot.errors import SlackRejected, SlackUnavailable
 from trainwarden.bot.limits import fit_message
 from trainwarden.bot.sink import METADATA_TYPE, Message
+from trainwarden.events.heartbeat import Liveness
 
 log = logging.getLogger(__name__)
 
 NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError)
 MAX_RATE_LIMITED = 20  # 429s in a row for one call before giving up for now
 TIMEOUT_S = 10  # seconds one Web API call may take
+CALL_WAIT_S = 4 * TIMEOUT_S  # a call declared as a wait (an upload is three HTTP requests)
 MAX_ATTEMPTS = 6  # tries of one Web API call on 5xx / connection errors before giving up for now
 BACKOFF_S = 0.2  # first pause between such tries, doubled each time (up to BACKOFF_MAX_S)
 BACKOFF_MAX_S = 10.0
@@ -85,8 +89,10 @@ class SlackSink:
         max_attempts: int = MAX_ATTEMPTS,
         backoff_s: float = BACKOFF_S,
         sleep: Callable[[float], None] = time.sleep,
+        liveness: Liveness | None = None,
     ) -> None:
         self.client = client
+        self.liveness = liveness or Liveness(stale_s=float("inf"))  # the notifier's (wiring), to declare waits
         self.limiter = limiter
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
@@ -181,12 +187,20 @@ class SlackSink:
         unclear = False
         while True:
             while (wait := self.limiter.delay(channel) if limited else self.limiter.held(channel)) > 0:
-                self.sleep(wait)
+                held = self.limiter.held(channel)
+                why = (
+                    f"waiting out Slack's Retry-After {held:.0f} s"
+                    if held
+                    else f"waiting {wait:.1f} s for the rate limit"
+                )
+                with self.liveness.waiting(f"{why} ({method} to {channel})", wait):
+                    self.sleep(wait)
             if unclear and recover is not None and (ts := recover()) is not None:
                 log.info("%s to %s had landed before the failure; not posting again", method, channel)
                 return {"ts": ts}
             try:
-                return call()
+                with self.liveness.waiting(f"waiting for Slack to answer {method}", CALL_WAIT_S):
+                    return call()
             except SlackApiError as exc:
                 status = exc.response.status_code
                 if status == 429 and limited_429 < MAX_RATE_LIMITED:
@@ -213,4 +227,5 @@ class SlackSink:
             self.retries += 1
             pause = min(BACKOFF_MAX_S, self.backoff_s * 2 ** (failures - 1))
             log.warning("%s failed (%s); retrying in %.1fs", method, cause, pause)
-            self.sleep(pause)
+            with self.liveness.waiting(f"retrying {method} in {pause:.1f} s after {cause}", pause):
+                self.sleep(pause)

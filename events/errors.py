@@ -7,7 +7,8 @@ TrainwardenError (trainwarden.errors)
     │   └── DecodeError              a stored entry that cannot be read back
     └── StoreError                   talking to the event log failed
         ├── StoreUnavailable         Redis unreachable or timed out (callers retry)
-        └── StoreAuthFailed          Redis refused our credentials (never retried: the daemon exits)
+        ├── StoreAuthFailed          Redis refused our credentials (never retried: the daemon exits)
+        └── LeaseLost                this process no longer holds its role's lease (events/lease.py): it stands by
 
 YamlFileError, raised by the YAML reader events/yamlfile.py, hangs under ConfigError (trainwarden.errors).
 """
@@ -44,6 +45,10 @@ class StoreUnavailable(StoreError):
 class StoreAuthFailed(StoreError):
     """Redis refused the credentials (no password, wrong password, ACL user without rights): retrying
     cannot help, so daemons stop and say so in one line (the URL shown with its password masked)."""
+
+
+class LeaseLost(StoreError):
+    """Another process took over this one's lease (events/lease.py); its writes were refused, and it stands by."""
 
 
 class YamlFileError(ConfigError):

@@ -8,17 +8,24 @@ which each beat renews: Redis' clock, so hosts whose clocks disagree are not tak
 No stream event per beat: the event log stays lean (the agent's per-run `agent.heartbeat` events are separate and kept).
 
 What is stored: role, host, pid, version, the interval, the loop's lag (`lag_s`, what it measures in
-`lag_of`), a backlog count, and the last error logged (text, masked, and time). `encode`/`decode`
-are pure; `Heartbeat.beat` is the one write.
+`lag_of`), a backlog count, the last error logged (text, masked, and time), a notice (what the
+daemon waits on now), and `stopped_at` when the daemon was stopped on purpose (SIGTERM, Ctrl-C): a
+stopped component is not silent, so a planned restart raises no alarm. `encode`/`decode` are pure;
+`Heartbeat.beat` is the one write.
+
+A heartbeat must mean alive, not "its loop is not waiting": `Liveness` lets a daemon beat from a
+thread of its own while its loop waits out a declared wait (Slack's Retry-After, a slow call), and
+withholds the beat when the loop made no progress and declared nothing (a hung loop goes silent).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +61,7 @@ class Beat:
     last_error: str | None = None
     last_error_at: float | None = None
     notice: str | None = None  # what the daemon wants an operator to know now (the agent: runs it reads blind)
+    stopped_at: float | None = None  # when the daemon was stopped on purpose (not silent: nobody needs waking)
     redis_age: float | None = None  # age by Redis' clock when read (from the hash's TTL): immune to clock skew
 
     @property
@@ -66,7 +74,7 @@ class Beat:
         return max(0.0, now - self.ts)
 
     def silent(self, now: float) -> bool:
-        return self.age(now) > SILENT_INTERVALS * self.interval_s
+        return self.stopped_at is None and self.age(now) > SILENT_INTERVALS * self.interval_s
 
 
 def component_name(role: str, host: str) -> str:
@@ -74,7 +82,7 @@ def component_name(role: str, host: str) -> str:
 
 
 _TEXT = ("role", "host", "version", "lag_of", "last_error", "notice")
-_FLOATS = ("interval_s", "ts", "started", "lag_s", "last_error_at")
+_FLOATS = ("interval_s", "ts", "started", "lag_s", "last_error_at", "stopped_at")
 
 
 def encode(beat: Beat) -> dict[str, str]:
@@ -163,6 +171,7 @@ class Heartbeat:
     last_error_at: float | None = None
     notice: str | None = None
     started: float = field(default_factory=time.time)
+    stopped_at: float | None = None  # set by `stopped()`: no beat is written after it
     _next: float = 0.0
     last_written: float | None = None
 
@@ -178,7 +187,7 @@ class Heartbeat:
     def snapshot(self) -> Beat:
         return Beat(role=self.role, host=self.host, pid=os.getpid(), version=self.version, interval_s=self.interval_s,
                     ts=self.clock(), started=self.started, lag_s=self.lag_s, lag_of=self.lag_of, backlog=self.backlog,
-                    last_error=self.last_error, last_error_at=self.last_error_at,
+                    last_error=self.last_error, last_error_at=self.last_error_at, stopped_at=self.stopped_at,
                     notice=redact_text(self.notice)[:NOTICE_CHARS] if self.notice else None)  # fmt: skip
 
     def error(self, text: str) -> None:
@@ -189,10 +198,19 @@ class Heartbeat:
         """Write the beat if one is due (or `force`); a Redis failure is left to the loop's own handling
         of outages (it is logged here at debug level and the beat is tried again next time)."""
         now = time.monotonic()
-        if not force and now < self._next:
+        if self.stopped_at is not None or (not force and now < self._next):
             return False
         self._next = now + self.interval_s
-        beat = self.snapshot()
+        return self._write(self.snapshot())
+
+    def stopped(self) -> None:
+        """Record that the daemon was stopped on purpose (its last beat), so nobody takes it for silent."""
+        if self.stopped_at is None:
+            self.notice = "stopped by the operator"
+            self.stopped_at = self.clock()
+            self._write(self.snapshot())
+
+    def _write(self, beat: Beat) -> bool:
         key = self.keys.beat(self.component)
         try:
             with redis_errors("write a heartbeat"):
@@ -208,6 +226,42 @@ class Heartbeat:
             return False
         self.last_written = beat.ts
         return True
+
+
+class Liveness:
+    """Whether a daemon's loop is alive, for a heartbeat written from another thread: the loop made
+    progress within `stale_s`, or it is in a wait it declared that has not overrun. The declared wait
+    is also the daemon's state, shown as its heartbeat's notice ("waiting out Slack's Retry-After 30 s")."""
+
+    def __init__(self, stale_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stale_s = stale_s
+        self.clock = clock
+        self._progress = clock()
+        self._wait: tuple[str, float] | None = None  # what, until (monotonic)
+
+    def progress(self) -> None:
+        self._progress = self.clock()
+
+    @contextlib.contextmanager
+    def waiting(self, what: str, seconds: float) -> Iterator[None]:
+        """Declare a wait of up to `seconds` (the loop is alive meanwhile), then count as progress."""
+        outer = self._wait
+        self._wait = (what, self.clock() + seconds)
+        try:
+            yield
+        finally:
+            self._wait = outer
+            self.progress()
+
+    def alive(self) -> bool:
+        now = self.clock()
+        wait = self._wait
+        return now - self._progress <= self.stale_s or (wait is not None and now <= wait[1] + self.stale_s)
+
+    @property
+    def notice(self) -> str | None:
+        wait = self._wait
+        return wait[0] if wait is not None else None
 
 
 class LastErrorHandler(logging.Handler):

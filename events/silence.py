@@ -94,6 +94,10 @@ class Pulse:
         self.silence = silence
         self.backlog = backlog  # measured only when a beat is due (it may cost a round trip)
 
+    def note(self, lag_s: float) -> None:
+        """The loop's lag, written with the next beat (by whichever thread beats)."""
+        self.heartbeat.lag_s = round(max(0.0, lag_s), 3)
+
     def tick(self, *, lag_s: float | None = None, force: bool = False) -> None:
         hb = self.heartbeat
         if lag_s is not None:

@@ -81,6 +81,8 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     stop = stop_on_signals()
     reload_on_sighup("agent", reload.AgentReload(lambda: _settings(args), settings, agent, tuple(given)))
     agent.run(burst=args.burst, stop=stop)
+    if agent.pulse is not None:
+        agent.pulse.heartbeat.stopped()  # the operator stopped it: a planned restart raises no alarm
     return 0
 
 
@@ -95,6 +97,8 @@ def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
     stop = stop_on_signals()
     reload_on_sighup("dispatcher", None)  # its settings are read once; nothing it holds can be reloaded
     dispatcher.run(burst=args.burst, stop=stop)
+    if dispatcher.pulse is not None:
+        dispatcher.pulse.heartbeat.stopped()
     return 0
 
 
@@ -124,15 +128,17 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     _serve_metrics(args, "worker", pulse.heartbeat, ctx.store, queue_length=lambda: queue.count,
                    jobs=lambda: {"ok": worker.successful_job_count, "failed": worker.failed_job_count})  # fmt: skip
     beating = threading.Event()
-    pulse.run_in_thread(beating, measure=lambda: wiring.queue_wait(queue))
+    beater = pulse.run_in_thread(beating, measure=lambda: wiring.queue_wait(queue))
     log.info("worker taking jobs from queue %r (%s)", settings.queue, "forked" if args.fork else "in this process")
     try:
         worker.work(burst=args.burst, logging_level=library_level(args.log_level))  # RQ: per-job chatter
     finally:
         beating.set()
+        beater.join(timeout=5)  # no beat of it lands after `stopped()`
     if not args.burst and not worker.stop_asked:  # RQ's loop gave up (it logged why): let the supervisor restart us
         log.error("the worker's job loop ended without a stop request; exiting with status 1")
         return 1
+    pulse.heartbeat.stopped()
     return 0
 
 
@@ -163,6 +169,7 @@ def cmd_bot(args: argparse.Namespace, settings: Settings) -> int:
     reload_on_sighup("bot", reload.BotReload(lambda: _settings(args), settings, notifier,
                                              slack=bool(os.environ.get("SLACK_BOT_TOKEN"))))  # fmt: skip
     notifier.run(burst=args.burst, stop=stop)
+    notifier.stopped()  # stopped on purpose (or a --burst done): nobody needs to be told it is silent
     return 0
 
 

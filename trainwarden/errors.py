@@ -24,7 +24,8 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   │   └── DecodeError          a stored entry that cannot be read back (it is dead-lettered)
     │   └── StoreError               Redis refused an operation on the event log
     │       ├── StoreUnavailable     Redis unreachable or timed out; callers retry (appends are idempotent)
-    │       └── StoreAuthFailed      Redis refused our credentials (NOAUTH, WRONGPASS): fatal, said in one line
+    │       ├── StoreAuthFailed      Redis refused our credentials (NOAUTH, WRONGPASS): fatal, said in one line
+    │       └── LeaseLost            another process took over this one's lease (the notifier's): it stands by
     ├── AgentError                   (agent.errors) the agent's sources and control stream
     │   ├── SourceUnavailable        a metric source cannot be read now (the agent says so and keeps running)
     │   │   ├── GpuUnavailable       NVML missing (no driver, no nvidia-ml-py) or failing
@@ -60,6 +61,8 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
         ├── SlackError               talking to Slack's Web API failed
         │   ├── SlackUnavailable     5xx, connection reset, timeouts after retries (the notification is retried)
         │   └── SlackRejected        ok=false: of the setup (retried later) or of one message (sent as plain text)
+        ├── NotifierBusy             `bot --burst` while another notifier holds the notifier lease
+        ├── EndpointUnavailable      HTTP mode: the endpoint's port is taken (said in one line, exit 1)
         └── CommandError             a slash command or button that is not carried out (the message is shown)
             ├── BadInput             refused input (unknown name, shell metacharacters, too long)
             └── NotAllowed           the user or channel is not on the command's allow-list

@@ -2,7 +2,8 @@
 
 Expected parts are those seen within the heartbeat retention (a week: the hash expires then, or
 `--forget COMPONENT` drops a retired one at once); a part is SILENT when its last beat is older than
-three of its own intervals (events/heartbeat.py).
+three of its own intervals (events/heartbeat.py), STOPPED when it was stopped on purpose (no alarm
+is raised for it; health still exits 1, since it watches nothing).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from trainwarden.settings import Settings
 
 OK = "OK"
 SILENT = "SILENT"
+STOPPED = "STOPPED"  # stopped on purpose (SIGTERM, Ctrl-C): not silent, no alarm, but not watching either
 COLUMNS = ("COMPONENT", "PID", "AGE", "VERSION", "LAG", "LAST ERROR", "STATUS")
 ERROR_WIDTH = 60
 
@@ -48,7 +50,7 @@ def row(beat: Beat, now: float) -> dict[str, Any]:
         "last_error": beat.last_error,
         "last_error_at": beat.last_error_at,
         "notice": beat.notice,
-        "status": SILENT if beat.silent(now) else OK,
+        "status": STOPPED if beat.stopped_at is not None else SILENT if beat.silent(now) else OK,
     }
 
 

@@ -25,7 +25,7 @@ from trainwarden.events.yamlfile import Reader, Schema
 from trainwarden.policies.model import SEVERITIES  # what a route's `severity` may match
 from trainwarden.remote.fleet import SLACK_USER_RE
 
-NUMBERS = ("rate_per_s", "flap_window_s", "keep_running_snooze_s", "deadman_s")
+NUMBERS = ("rate_per_s", "flap_window_s", "keep_running_snooze_s", "deadman_s", "lease_s")
 INTEGERS = ("burst", "flap_threshold")
 MATCHERS = ("run", "project", "host")  # shell-style globs
 

@@ -34,9 +34,9 @@ from typing import IO, TextIO
 import redis
 
 from trainwarden import wiring
-from trainwarden.archive.lease import process_alive
 from trainwarden.errors import UpError
 from trainwarden.events.heartbeat import component_name, read_beats
+from trainwarden.events.lease import process_alive
 from trainwarden.events.redact import redact_text
 from trainwarden.events.store import EventStore
 from trainwarden.redis_server import RedisServer
@@ -223,7 +223,8 @@ def already_running(store: EventStore, host: str) -> list[str]:
     found = []
     for beat in read_beats(store.redis, store.keys):  # type: ignore[arg-type]
         mine = beat.role == "notifier" or beat.host == host
-        if beat.role in SINGLE and mine and not beat.silent(now) and process_alive(beat.pid):
+        running = beat.stopped_at is None and not beat.silent(now) and process_alive(beat.pid)
+        if beat.role in SINGLE and mine and running:
             found.append(f"{beat.component} (pid {beat.pid})")
     return found
 

@@ -18,8 +18,9 @@ from redis.cluster import RedisCluster
 from trainwarden import writable
 from trainwarden.errors import ConfigError
 from trainwarden.events.errors import StoreUnavailable
-from trainwarden.events.heartbeat import Heartbeat, LastErrorHandler
+from trainwarden.events.heartbeat import SILENT_INTERVALS, Heartbeat, LastErrorHandler, Liveness
 from trainwarden.events.keys import Keys
+from trainwarden.events.lease import Lease
 from trainwarden.events.redis_errors import redis_errors
 from trainwarden.events.silence import Pulse, SilenceWatch
 from trainwarden.events.store import EventStore
@@ -300,6 +301,11 @@ def tick_settings(settings: Settings) -> TickSettings:
                         max_silence_s=settings.tick_max_silence_s)  # fmt: skip
 
 
+def liveness(settings: Settings) -> Liveness:
+    """The notifier loop's liveness: its heartbeat is withheld after 3 intervals without progress or a declared wait."""
+    return Liveness(stale_s=SILENT_INTERVALS * settings.heartbeat_interval_s)
+
+
 def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Notifier:
     from trainwarden.bot.deadman import Deadman
     from trainwarden.bot.notifier import Notifier
@@ -307,6 +313,7 @@ def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Not
 
     events = store(settings)
     cfg = settings.slack
+    alive = getattr(sink, "liveness", None)  # the Slack sink declares its waits to it
     return Notifier(
         store=events,
         sink=sink,
@@ -320,6 +327,9 @@ def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Not
         reclaim_idle_ms=int(settings.reclaim_idle_s * 1000),
         deadman=Deadman(store=events, host=settings.host, stall_s=cfg.deadman_s),
         pulse=pulse(settings, "notifier", events),
+        # one notifier at a time: the others stand by (bot/keeper.py)
+        lease=Lease(events.redis, events.keys, "notifier", ttl_s=cfg.lease_s),
+        liveness=alive if isinstance(alive, Liveness) else liveness(settings),
     )
 
 
@@ -344,7 +354,7 @@ def slack_sink(settings: Settings, env: Mapping[str, str], client: WebClient | N
     if not cfg.channel:
         raise ConfigError("SLACK_BOT_TOKEN is set but slack.channel is not: name the channel id to post to")
     limiter = RateLimiter(rate_per_s=cfg.rate_per_s, burst=cfg.burst)
-    return SlackSink(client=client or slack_client(env), limiter=limiter)
+    return SlackSink(client=client or slack_client(env), limiter=limiter, liveness=liveness(settings))
 
 
 def slack_bot(
@@ -380,6 +390,6 @@ def slack_bot(
         require("bot", "waitress")  # HTTP mode only: the WSGI server in front of bolt
         from trainwarden.bot.http_server import SlackHTTPServer
 
-        endpoint = SlackHTTPServer(app, host=cfg.http_host, port=cfg.http_port)
+        endpoint = SlackHTTPServer.listen(app, host=cfg.http_host, port=cfg.http_port)
     return SlackBot(notifier=notifier(settings, sink, channel=cfg.channel or ""), endpoint=endpoint,
                     holders=(handlers, authorize))  # fmt: skip

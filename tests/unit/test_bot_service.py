@@ -30,6 +30,9 @@ class Notifier:
             raise self.error
         stop.wait()
 
+    def stopped(self) -> None:
+        return None
+
 
 def test_a_stop_ends_the_bot_with_0():
     stop = threading.Event()

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
+import subprocess
 
 import pytest
 import redis
 from trainwarden.events.errors import StoreAuthFailed, StoreUnavailable
-from trainwarden.events.heartbeat import Beat, Heartbeat, LastErrorHandler, decode, encode
+from trainwarden.events.heartbeat import Beat, Heartbeat, LastErrorHandler, Liveness, decode, encode
 from trainwarden.events.keys import Keys
+from trainwarden.events.lease import holder_dead
 from trainwarden.events.redis_errors import redis_errors
 from trainwarden.events.silence import entry_lag, transition_seq
 
@@ -73,3 +77,34 @@ def test_auth_failed_is_one_masked_line() -> None:
     line = auth_failed(StoreAuthFailed("WRONGPASS invalid username-password pair (hunter2pw)"), settings)
     assert "\n" not in line and "hunter2pw" not in line and "redis://tw:***@db:6379/0" in line
     assert "invalid username-password pair" in line
+
+
+def test_a_component_stopped_on_purpose_is_never_silent() -> None:
+    stopped = dataclasses.replace(BEAT, stopped_at=1000.0)
+    assert decode({k.encode(): v.encode() for k, v in encode(stopped).items()}) == stopped
+    assert not stopped.silent(1000.0 + 10 * 3600) and BEAT.silent(1000.0 + 31)
+    assert row(stopped, 5000.0)["status"] == "STOPPED"
+
+
+def test_liveness_holds_through_a_declared_wait_and_not_past_it() -> None:
+    now = [0.0]
+    alive = Liveness(stale_s=3.0, clock=lambda: now[0])
+    now[0] = 2.0
+    assert alive.alive() and alive.notice is None
+    with alive.waiting("waiting out Slack's Retry-After 30 s", 30.0):
+        now[0] = 31.0
+        assert alive.alive() and alive.notice == "waiting out Slack's Retry-After 30 s"
+        now[0] = 36.0  # the wait overran what it declared (and the margin): the loop is stuck
+        assert not alive.alive()
+    assert alive.alive() and alive.notice is None  # the wait ended: progress
+    now[0] = 40.0
+    assert not alive.alive()  # no progress, nothing declared
+
+
+def test_a_dead_lease_holder_is_one_of_this_host_whose_process_is_gone() -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    assert holder_dead(f"here:{gone.pid}:ab12cd34", host="here")
+    assert not holder_dead(f"here:{os.getpid()}:ab12cd34", host="here")  # alive
+    assert not holder_dead(f"there:{gone.pid}:ab12cd34", host="here")  # another host: only its lease's expiry says
+    assert not holder_dead("garbage", host="here")
