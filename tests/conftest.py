@@ -117,10 +117,12 @@ def spawn(settings: Path, log: Path, *args: str, env: dict[str, str] | None = No
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL to its group if it has not exited in 30 s (a forking worker first finishes its
+    job: a chart's first matplotlib import on a loaded 2-core machine took over 10 s)."""
     if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.wait()
