@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from trainwarden.agent.spool import Spool
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.heartbeat import NOT_AN_ERROR
 from trainwarden.events.store import EventStore
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class Publisher:
                 sent += len(events)
             self.spool.commit(position)
         if sent:
-            log.warning("delivered %d spooled events", sent)
+            log.warning("delivered %d spooled events", sent, extra=NOT_AN_ERROR)
         self.spool_full = False
         self.outage_since = None
         self._retry_at = 0.0

@@ -37,6 +37,7 @@ from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.heartbeat import NOT_AN_ERROR
 from trainwarden.events.payloads import RunWatchedData, SourceStatusData
 from trainwarden.events.silence import Pulse
 
@@ -282,10 +283,11 @@ class Agent:
                         raise
                     if outage_since is None:
                         outage_since = time.monotonic()
-                        log.warning("cannot reach Redis (%s); spooling events to disk and retrying", exc)
+                        log.warning("Redis cannot take events (%s); spooling them to disk and retrying", exc)
                 else:
                     if outage_since is not None and self.publisher.outage_since is None:
-                        log.warning("Redis reachable again after %.1fs", time.monotonic() - outage_since)
+                        log.warning("Redis takes events again after %.1fs", time.monotonic() - outage_since,
+                                    extra=NOT_AN_ERROR)  # fmt: skip
                         outage_since = None
                 self._beat()
                 if made == 0:

@@ -24,6 +24,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   │   └── DecodeError          a stored entry that cannot be read back (it is dead-lettered)
     │   └── StoreError               Redis refused an operation on the event log
     │       ├── StoreUnavailable     Redis unreachable or timed out; callers retry (appends are idempotent)
+    │       │   └── StoreRefused     Redis up but refusing writes for now (OOM, MISCONF, READONLY, BUSY): retried alike
     │       └── StoreAuthFailed      Redis refused our credentials (NOAUTH, WRONGPASS): fatal, said in one line
     ├── AgentError                   (agent.errors) the agent's sources and control stream
     │   ├── SourceUnavailable        a metric source cannot be read now (the agent says so and keeps running)

@@ -25,7 +25,7 @@ from rq.exceptions import InvalidJobOperation, StopRequested
 from rq.job import Job, JobStatus
 from rq.worker.base import BaseWorker, WorkerStatus
 from trainwarden.events.loop import Outage
-from trainwarden.events.redis_errors import transient
+from trainwarden.events.redis_errors import describe, transient
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class OutageTolerant(BaseWorker):
         except Exception as exc:
             if not transient(exc):
                 raise
-            log.warning("worker %s: job heartbeat skipped, Redis unreachable: %s", self.name, exc)
+            log.warning("worker %s: job heartbeat skipped: %s", self.name, describe(exc))
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         try:
@@ -115,7 +115,7 @@ class OutageTolerant(BaseWorker):
             self._through_outage(
                 "record a failed job",
                 lambda: self.handle_job_failure(
-                    job, queue, exc_string=f"Redis unreachable during the job: {exc}", execution=execution
+                    job, queue, exc_string=f"Redis failed the job: {describe(exc)}", execution=execution
                 ),
             )
         if execution is not None:
@@ -128,7 +128,7 @@ class OutageTolerant(BaseWorker):
         except Exception as exc:
             if not transient(exc):
                 raise
-            log.warning("worker %s: could not record its end, Redis unreachable: %s", self.name, exc)
+            log.warning("worker %s: could not record its end: %s", self.name, describe(exc))
 
 
 class InProcessWorker(OutageTolerant, SimpleWorker):

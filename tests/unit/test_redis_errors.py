@@ -6,9 +6,9 @@ import threading
 
 import pytest
 import redis
-from trainwarden.events.errors import StoreError, StoreUnavailable
+from trainwarden.events.errors import StoreError, StoreRefused, StoreUnavailable
 from trainwarden.events.loop import run_loop
-from trainwarden.events.redis_errors import redis_errors, transient
+from trainwarden.events.redis_errors import describe, redis_errors, refusal, transient
 
 TRANSIENT = [
     redis.ConnectionError("Connection refused"),
@@ -19,11 +19,14 @@ TRANSIENT = [
     redis.exceptions.TryAgainError("Multiple keys request during rehashing of slot"),
     redis.ResponseError("NOREPLICAS Not enough good replicas to write."),
     redis.ResponseError("UNBLOCKED the client was unblocked because the instance became a replica"),
+    redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'"),
+    redis.ResponseError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist"),
+    redis.ResponseError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."),
     StoreUnavailable("Redis unreachable"),
 ]
 REFUSED = [
     redis.ResponseError("NOGROUP No such key or consumer group"),
-    redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'"),
+    redis.ResponseError("BUSYGROUP Consumer Group name already exists"),
     redis.exceptions.NoPermissionError("this user has no permissions to run the 'xadd' command"),
 ]
 
@@ -34,6 +37,20 @@ def test_transient_errors_become_store_unavailable(exc: Exception) -> None:
     if isinstance(exc, redis.RedisError):
         with pytest.raises(StoreUnavailable, match="while trying to read the feed"), redis_errors("read the feed"):
             raise exc
+
+
+@pytest.mark.parametrize(("exc", "words"), [
+    (redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'"), "out of memory"),
+    (redis.exceptions.ReadOnlyError("You can't write against a read only replica."), "read-only replica"),
+    (redis.ResponseError("MISCONF Redis is configured to save RDB snapshots"), "cannot save to disk"),
+    (redis.ResponseError("BUSY Redis is busy running a script."), "busy running a script"),
+    (redis.ResponseError("NOREPLICAS Not enough good replicas to write."), "too few replicas"),
+], ids=["OOM", "READONLY", "MISCONF", "BUSY", "NOREPLICAS"])  # fmt: skip
+def test_refused_writes_are_waited_out_and_named(exc: Exception, words: str) -> None:
+    assert refusal(exc) is not None and words in refusal(exc)  # type: ignore[operator]
+    with pytest.raises(StoreRefused, match=f"Redis refuses writes: .*{words}"), redis_errors("append events"):
+        raise exc
+    assert words in describe(exc)
 
 
 @pytest.mark.parametrize("exc", REFUSED, ids=lambda e: type(e).__name__)
