@@ -32,6 +32,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   │   ├── WandbUnavailable     W&B run files or API cannot be read
     │   │   └── MetricFileError      a structured metric file (TensorBoard events, ...) is corrupt or needs a package
     │   ├── WandbFileError           a W&B transaction log that is not what it should be (bad header, checksum)
+    │   ├── SpoolUnwritable          the spool cannot be written (full or read-only disk): events wait in memory
     │   └── ControlMessageError      a control-stream message the agent cannot use (skipped, with the reason)
     ├── PolicyError                  (policies.errors) a policy that does not validate (every problem, file:line:col)
     ├── WorkerError                  (workers.errors) the RQ jobs

@@ -77,10 +77,13 @@ def table(rows: list[dict[str, Any]], now: float) -> str:
 
 
 def notice_text(notice: str) -> str:
-    """A daemon's notice as said to an operator: for runs whose metrics the agent cannot read, the fixes too."""
-    if notice.startswith(reading.NOTICE):
-        return f"{notice}\n  (trainwarden cannot read their metrics: a NaN goes unseen. Fix: {reading.fixes()})"
-    return notice
+    """A daemon's notice (one line per matter) as said to an operator: for runs whose metrics the agent cannot
+    read, the fixes too."""
+    return "\n".join(
+        f"{line}\n  (trainwarden cannot read their metrics: a NaN goes unseen. Fix: {reading.fixes()})"
+        if line.startswith(reading.NOTICE) else line
+        for line in notice.splitlines()
+    )  # fmt: skip
 
 
 def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
