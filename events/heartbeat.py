@@ -252,3 +252,16 @@ class LastErrorHandler(logging.Handler):
             self.heartbeat.error(record.getMessage())
         except Exception:  # a log handler must never raise
             self.handleError(record)
+
+
+def last_words(error: str | None = None) -> None:
+    """A daemon about to exit: write its heartbeat now, its last error being `error` (what ends it) when
+    given, so that `trainwarden health` and the SILENT post name that, not an older warning. Best effort."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, LastErrorHandler):
+            if error:
+                handler.heartbeat.error(error)
+            try:
+                handler.heartbeat.beat(force=True)
+            except Exception as exc:  # Redis refused even that: the log has the error
+                log.debug("last heartbeat of %s not written: %s", handler.heartbeat.component, exc)

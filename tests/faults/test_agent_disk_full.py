@@ -123,6 +123,7 @@ def test_a_full_disk_under_the_spool_and_offsets_loses_no_line(own_redis: RedisS
         wait_for(lambda: "cannot write the spool" in agent_log.read_text(errors="replace"), timeout=60,
                  what="the spool out of room")  # fmt: skip
         assert agent.poll() is None, agent_log.read_text()
+        assert (small_disk / "spool" / "spool.jsonl").stat().st_size > 0  # what fitted was kept
 
         # 3. Killed now, it holds lines it could neither publish nor spool; started again on the full disk.
         os.killpg(agent.pid, signal.SIGKILL)
