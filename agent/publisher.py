@@ -104,9 +104,6 @@ class Publisher:
         if sent:
             log.warning("delivered %d spooled events", sent, extra=NOT_AN_ERROR)
         self.spool_full = False
-        self.spool_error: str | None = None  # the last write the disk refused (kept for the heartbeat)
-        self.spool_write_failures = 0
-        self._spool_retry_at = 0.0
         self.outage_since = None
         self._retry_at = 0.0
         self._retry_s = RETRY_START_S

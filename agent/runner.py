@@ -330,7 +330,6 @@ class Agent:
         self.pulse.heartbeat.notice = "\n".join([*notices, *self._disk_notices()]) or None
         self.pulse.tick(lag_s=time.monotonic() - since if since is not None else 0.0)
 
-
     def _disk_notices(self) -> list[str]:
         """What a full (or read-only) disk under the spool or the offsets costs now, for `trainwarden health`."""
         out = []
