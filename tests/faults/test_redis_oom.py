@@ -126,8 +126,12 @@ def test_daemons_wait_out_redis_oom_and_every_line_is_published_after_it(own_red
         assert alive == dict.fromkeys(DAEMONS, True)
 
         client.config_set("maxmemory", 0)  # memory freed: Redis takes writes again
+        freed = time.monotonic()
         wait_for(lambda: "STOP" in decisions(store, "exp01"), timeout=90, what="the NaN stopped after the refusal")
+        stopped_s = time.monotonic() - freed
         wait_for(lambda: len(steps(store, "exp01")) == LINES, timeout=60, what="every line published")
+        print(f"MEASURED lines lost {LINES - len(steps(store, 'exp01'))} of {LINES}; memory freed -> STOP "
+              f"{stopped_s:.2f}s")  # fmt: skip
         assert steps(store, "exp01") == set(range(1, LINES + 1))
         alive = {name: procs[name].poll() is None for name in DAEMONS}
         assert alive == dict.fromkeys(DAEMONS, True)
