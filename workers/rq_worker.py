@@ -1,10 +1,11 @@
 """RQ workers that ride out a Redis outage (a restart, a failover) instead of quitting.
 
-RQ's own work loop retries only the blocking dequeue. Every other Redis call of the loop (the
-worker heartbeat, the state, the suspension check, the registries' maintenance, a job's bookkeeping
-before and after it runs, the forking worker's job heartbeat) lets a `ConnectionError` escape to
-`Worker.work`, which logs "found an unhandled exception, quitting..." and returns: the process
-stays up no longer, and the runs it served go unwatched. Here those calls wait for Redis with the
+RQ's own work loop retries only the blocking dequeue, and only on a lost connection. Every other
+Redis call of the loop (the worker heartbeat, the state, the suspension check, the registries'
+maintenance, a job's bookkeeping before and after it runs, the forking worker's job heartbeat) lets a
+`ConnectionError` escape to `Worker.work`, which logs "found an unhandled exception, quitting..." and
+returns: the process stays up no longer, and the runs it served go unwatched; a Redis that refuses
+writes (out of memory) fails the dequeue too. Here those calls wait for Redis with the
 backoff every daemon uses (events/loop.py) and then carry on.
 
 A job that Redis failed in the middle is not redone here: once Redis answers, it is recorded as
@@ -74,6 +75,12 @@ class OutageTolerant(BaseWorker):
         check = super().check_for_suspension
         self._through_outage("check for suspension", lambda: check(burst))
 
+    def dequeue_job_and_maintain_ttl(self, timeout: int | None, max_idle_time: int | None = None) -> Any:
+        """RQ retries its blocking dequeue on a lost connection only; Redis out of memory refuses the BLMOVE
+        too (it is a write), which ended RQ's loop: wait that out like the rest."""
+        dequeue = super().dequeue_job_and_maintain_ttl
+        return self._through_outage("take a job from the queue", lambda: dequeue(timeout, max_idle_time))
+
     def run_maintenance_tasks(self) -> None:
         self._through_outage("clean the job registries", super().run_maintenance_tasks)
 
@@ -121,6 +128,14 @@ class OutageTolerant(BaseWorker):
         if execution is not None:
             self.executions.pop(execution.id, None)
         self.set_state(WorkerStatus.IDLE)
+
+    def unsubscribe(self) -> None:
+        """Stop listening for RQ's commands without waiting on the listener: redis-py 8's stop() joins its
+        thread, which, once the UNSUBSCRIBE reply is read, waits up to RQ's 60 s for a new subscription; a
+        SIGTERM then took that long, and supervisors and tests kill -9 sooner. The thread is a daemon."""
+        if self.pubsub_thread:
+            self.pubsub.unsubscribe()
+            self.pubsub_thread.stop(timeout=1)
 
     def teardown(self) -> None:
         try:

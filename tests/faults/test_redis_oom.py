@@ -74,6 +74,10 @@ def steps(store: EventStore, run: str) -> set[int]:
         return set()
 
 
+def worker_busy(client: redis.Redis) -> bool:
+    return any(client.hget(name, "state") == b"busy" for name in client.smembers("rq:workers"))
+
+
 def decisions(store: EventStore, run: str) -> list[str]:
     try:
         return [e.data["decision"] for e in events_of(store, run, t.DECISION)]
@@ -138,6 +142,7 @@ def test_daemons_wait_out_redis_oom_and_every_line_is_published_after_it(own_red
         wait_for(lambda: "STOP exp01" in (tmp_path / "bot.log").read_text(errors="replace"), timeout=30,
                  what="the STOP posted")  # fmt: skip
         wait_for(lambda: evaluated_to_end(store, "exp01"), timeout=60, what="the whole log evaluated")
+        wait_for(lambda: not worker_busy(client), timeout=60, what="the worker idle again")
     finally:
         for proc in procs.values():
             stop_process(proc)
