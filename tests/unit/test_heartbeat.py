@@ -7,7 +7,7 @@ import logging
 import pytest
 import redis
 from trainwarden.events.errors import StoreAuthFailed, StoreUnavailable
-from trainwarden.events.heartbeat import Beat, Heartbeat, LastErrorHandler, decode, encode
+from trainwarden.events.heartbeat import NOT_AN_ERROR, Beat, Heartbeat, LastErrorHandler, decode, encode, megabytes
 from trainwarden.events.keys import Keys
 from trainwarden.events.redis_errors import redis_errors
 from trainwarden.events.silence import entry_lag, transition_seq
@@ -73,3 +73,20 @@ def test_auth_failed_is_one_masked_line() -> None:
     line = auth_failed(StoreAuthFailed("WRONGPASS invalid username-password pair (hunter2pw)"), settings)
     assert "\n" not in line and "hunter2pw" not in line and "redis://tw:***@db:6379/0" in line
     assert "invalid username-password pair" in line
+
+
+def test_news_of_a_recovery_leaves_the_last_error_and_an_error_is_due_at_once() -> None:
+    beat = Heartbeat(client=None, keys=Keys(), role="agent", host="h", version="1")
+    handler = LastErrorHandler(beat)
+    error = logging.LogRecord("x", logging.ERROR, "f", 1, "cannot write the spool: [Errno 28]", None, None)
+    handler.emit(error)
+    news = logging.LogRecord("x", logging.WARNING, "f", 1, "Redis reachable again after 4.0s", None, None)
+    news.__dict__.update(NOT_AN_ERROR)
+    handler.emit(news)
+    assert beat.last_error == "cannot write the spool: [Errno 28]"
+    assert beat.due == 0.0
+
+
+def test_megabytes() -> None:
+    assert megabytes(5 * 2**20) == "5 MB"
+    assert megabytes(2**19) == "0.5 MB"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
@@ -94,3 +95,26 @@ def test_run_loop_lets_a_refusal_and_a_bug_through() -> None:
 
     with pytest.raises(KeyError):
         run_loop(bug, name="test", burst=False, stop=threading.Event())
+
+
+def test_a_refusal_of_writes_ends_only_when_a_step_gets_work_through(caplog: pytest.LogCaptureFixture) -> None:
+    """A step that read nothing (and so wrote nothing) does not show that Redis takes writes again: one line
+    when the refusal starts, one when it ends, no flapping in between."""
+    stop = threading.Event()
+    results: list[int | Exception] = [redis.exceptions.OutOfMemoryError("command not allowed"), 0, 0,
+                                      redis.exceptions.OutOfMemoryError("command not allowed"), 0, 1]  # fmt: skip
+
+    def step(block_ms: int | None) -> int:
+        result = results.pop(0)
+        if not results:
+            stop.set()
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    with caplog.at_level(logging.WARNING):
+        run_loop(step, name="test", burst=False, stop=stop)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert "Redis refuses writes: out of memory" in lines[0]
+    assert "Redis takes writes again" in lines[1]
