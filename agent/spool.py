@@ -40,6 +40,7 @@ class Spool:
         self.data_path = self.directory / "spool.jsonl"
         self.pos_path = self.directory / "spool.pos"
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.position_unsaved = False  # the position file is behind `position` (a full disk refused it)
         self.position = self._load_position()
         self.size = self._repair()
         if self.position > self.size:  # a crash between emptying the file and saving position 0
@@ -65,6 +66,9 @@ class Spool:
             room -= len(blob)
         if not blobs:
             return 0
+        if self.position_unsaved and not self._save_position():
+            # a stale saved position ahead of events appended now would make a restart skip them
+            raise SpoolUnwritable(f"cannot write the spool position {self.pos_path} (the disk refused it)")
         kept = 0  # events whole on disk; a disk that fills mid-way keeps those (the oldest) and says so
         try:
             with open(self.data_path, "ab") as f:
@@ -120,11 +124,15 @@ class Spool:
         self.position = self.size = 0
         self._save_position()
 
-    def _save_position(self) -> None:
+    def _save_position(self) -> bool:
         try:
             _write_atomic(self.pos_path, str(self.position).encode())
         except OSError as exc:  # kept in memory; see the module docstring
             log.warning("spool: position %d not saved to %s: %s", self.position, self.pos_path, exc)
+            self.position_unsaved = True
+            return False
+        self.position_unsaved = False
+        return True
 
     def _load_position(self) -> int:
         try:
