@@ -156,4 +156,3 @@ def test_a_full_disk_under_the_spool_and_offsets_loses_no_line(own_redis: RedisS
         stop_process(agent)
         print("--- agent.log (tail)\n" + agent_log.read_text(errors="replace")[-4000:])
     assert agent.returncode == 0
-
