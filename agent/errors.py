@@ -7,6 +7,7 @@ TrainwardenError (trainwarden.errors)
     │   ├── WandbUnavailable    W&B run files or API cannot be read
     │   └── MetricFileError     a structured metric file is corrupt, or its reader package is missing
     ├── WandbFileError          a W&B transaction log that is not what it should be (bad header, checksum)
+    ├── SpoolUnwritable         the spool cannot be written (a full or read-only disk): events wait in memory
     └── ControlMessageError     a control-stream message the agent cannot use (it is skipped, with the reason)
 
 A source error never stops the agent: it becomes a `source.status` event or a heartbeat field.
@@ -40,6 +41,16 @@ class MetricFileError(SourceUnavailable):
 
 class WandbFileError(AgentError):
     """A W&B run file is corrupt or not a W&B transaction log."""
+
+
+class SpoolUnwritable(AgentError):
+    """The spool cannot be written now (a full or read-only disk): the events stay in memory, log reading
+    pauses (the logs keep the lines), and the write is tried again. `kept`: how many of the events given,
+    the oldest, did reach the disk before it refused."""
+
+    def __init__(self, message: str, *, kept: int = 0) -> None:
+        super().__init__(message)
+        self.kept = kept
 
 
 class ControlMessageError(AgentError):

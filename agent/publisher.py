@@ -3,6 +3,10 @@
 With a spool, nothing is lost while Redis is down: a failed flush moves the buffer to the spool
 on disk, and the next flush replays the spool, oldest first, before anything newer. Retrying and
 replaying are safe because appends are idempotent per (producer, seq).
+
+A spool the disk refuses (full, read-only) is a full spool: the events wait in memory, the agent
+pauses reading its logs (which keep the lines) and saves no offsets past them; the write is tried
+again every SPOOL_RETRY_S, and the failures are counted for the heartbeat.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ import logging
 import time
 from collections.abc import Iterable
 
+from trainwarden.agent.errors import SpoolUnwritable
 from trainwarden.agent.spool import Spool
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.heartbeat import NOT_AN_ERROR
 from trainwarden.events.store import EventStore
 
 log = logging.getLogger(__name__)
@@ -21,6 +27,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BATCH = 2000
 RETRY_START_S = 0.1
 RETRY_MAX_S = 2.0
+SPOOL_RETRY_S = 1.0  # a disk that refused the spool is tried again after this long
 
 
 class Publisher:
@@ -32,6 +39,9 @@ class Publisher:
         self.appended = 0
         self.duplicates = 0
         self.spool_full = False
+        self.spool_error: str | None = None  # the last write the disk refused (kept for the heartbeat)
+        self.spool_write_failures = 0
+        self._spool_retry_at = 0.0
         self.outage_since: float | None = None  # monotonic time Redis was first found unreachable
         self._retry_at = 0.0
         self._retry_s = RETRY_START_S
@@ -92,7 +102,7 @@ class Publisher:
                 sent += len(events)
             self.spool.commit(position)
         if sent:
-            log.warning("delivered %d spooled events", sent)
+            log.warning("delivered %d spooled events", sent, extra=NOT_AN_ERROR)
         self.spool_full = False
         self.outage_since = None
         self._retry_at = 0.0
@@ -102,12 +112,25 @@ class Publisher:
     def _spool_buffer(self) -> None:
         if self.spool is None or not self.buffer:
             return
-        written = self.spool.append(self.buffer)
+        now = time.monotonic()
+        if now < self._spool_retry_at:
+            return
+        try:
+            written = self.spool.append(self.buffer)
+        except SpoolUnwritable as exc:
+            written = exc.kept
+            self.spool_write_failures += 1
+            self._spool_retry_at = now + SPOOL_RETRY_S
+            if self.spool_error is None or not self.spool_full:
+                log.error("%s: %d events wait in memory and log reading pauses (the logs keep the lines) until "
+                          "Redis or the disk takes them", exc, len(self.buffer) - written)  # fmt: skip
+            self.spool_error = str(exc)
+        else:
+            if self.buffer[written:] and not self.spool_full:
+                log.error(
+                    "spool %s is full (%d bytes): %d events wait in memory and log reading pauses until Redis is "
+                    "back; raise agent.spool_max_mb to spool more",
+                    self.spool.data_path, self.spool.max_bytes, len(self.buffer) - written,
+                )  # fmt: skip
         del self.buffer[:written]
-        if self.buffer and not self.spool_full:
-            log.error(
-                "spool %s is full (%d bytes): %d events wait in memory and log reading pauses until Redis is "
-                "back; raise agent.spool_max_mb to spool more",
-                self.spool.data_path, self.spool.max_bytes, len(self.buffer),
-            )  # fmt: skip
         self.spool_full = bool(self.buffer)

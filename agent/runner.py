@@ -37,6 +37,7 @@ from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.heartbeat import NOT_AN_ERROR
 from trainwarden.events.payloads import RunWatchedData, SourceStatusData
 from trainwarden.events.silence import Pulse
 
@@ -81,6 +82,8 @@ class Agent:
         self._due: dict[str, float] = {}
         self._saved_at = 0.0
         self._reconfigured: dict[str, RunWatch] | None = None  # configured runs a SIGHUP read, for the next step
+        self.state_error: str | None = None  # why the offsets cannot be saved now (a full disk), else None
+        self.state_save_failures = 0
         now = clock()
         for w in [*self.configured.values(), *self.state.registered.values()]:
             self._watch(w, now)
@@ -185,8 +188,10 @@ class Agent:
                 self.errors.failed("control stream", exc)
         events: list[Event] = self.stopper.finished()
         if self.publisher.spool_full:
-            self.publisher.publish(events)  # a stop's outcome is never skipped
             self.skipped_rounds += 1  # a round of reading and sampling skipped; the next heartbeat says so
+            if self.watchers and self._due_now("heartbeat", cfg.heartbeat_interval_s, now):
+                events.extend(self._heartbeats(now))  # they say what waits: the first events Redis gets
+            self.publisher.publish(events)  # a stop's outcome is never skipped
             return len(events)
         claimed = {w.wandb.run_dir for w in self.watchers.values() if w.wandb.run_dir is not None}
         for watcher in self.watchers.values():
@@ -235,8 +240,11 @@ class Agent:
         gpu = ({"status": "ok", **self.gpu_info} if self.gpu is not None
                else {"status": "unavailable", "reason": self.gpu_problem or "GPU sampling is off"})  # fmt: skip
         spool = self.publisher.spool
-        spool_info = {"bytes": len(spool) if spool else 0, "full": self.publisher.spool_full,
-                      "skipped_rounds": self.skipped_rounds}  # fmt: skip
+        pub = self.publisher
+        spool_info = {"bytes": len(spool) if spool else 0, "full": pub.spool_full,
+                      "skipped_rounds": self.skipped_rounds, "held_in_memory": len(pub.buffer) if pub.spool_full else 0,
+                      "write_failures": pub.spool_write_failures, "error": pub.spool_error,
+                      "offsets_save_failures": self.state_save_failures, "offsets_error": self.state_error}  # fmt: skip
         out = []
         errors = self.errors.heartbeat()
         for w in self.watchers.values():
@@ -281,7 +289,19 @@ class Agent:
             position = w.wandb_position()
             if position is not None:
                 self.state.wandb[run] = position
-        agent_state.save(self.state_path, self.state)
+        try:
+            agent_state.save(self.state_path, self.state)
+        except OSError as exc:  # a full disk: the offsets stay in memory; a restart meanwhile reads the logs again
+            self.state_save_failures += 1
+            if self.state_error is None:
+                log.error("cannot save the agent's offsets to %s: %s; retrying every %.0fs (a restart meanwhile "
+                          "reads the logs again from the last saved offsets: no line lost, repeats dropped)",
+                          self.state_path, exc, self.config.save_interval_s)  # fmt: skip
+            self.state_error = f"offsets not saved to {self.state_path}: {exc}"
+            return
+        if self.state_error is not None:
+            log.warning("the agent's offsets are saved again to %s", self.state_path, extra=NOT_AN_ERROR)
+        self.state_error = None
 
     def run(self, *, burst: bool = False, stop: threading.Event | None = None) -> None:
         """Work until `stop` is set; with `burst=True`, return once everything written so far is sent.
@@ -304,10 +324,11 @@ class Agent:
                         raise
                     if outage_since is None:
                         outage_since = time.monotonic()
-                        log.warning("cannot reach Redis (%s); spooling events to disk and retrying", exc)
+                        log.warning("Redis cannot take events (%s); spooling them to disk and retrying", exc)
                 else:
                     if outage_since is not None and self.publisher.outage_since is None:
-                        log.warning("Redis reachable again after %.1fs", time.monotonic() - outage_since)
+                        log.warning("Redis takes events again after %.1fs", time.monotonic() - outage_since,
+                                    extra=NOT_AN_ERROR)  # fmt: skip
                         outage_since = None
                 self._beat()
                 if made == 0:
@@ -327,8 +348,21 @@ class Agent:
         self.pulse.heartbeat.lag_of = "spool backlog"
         self.pulse.heartbeat.backlog = len(spool) if spool is not None else 0
         blind = [f"{run}: {w.unreadable}" for run, w in self.watchers.items() if w.unreadable and w.ended is None]
-        self.pulse.heartbeat.notice = f"{reading.NOTICE}{'; '.join(blind)}" if blind else None
+        notices = [f"{reading.NOTICE}{'; '.join(blind)}"] if blind else []
+        self.pulse.heartbeat.notice = "\n".join([*notices, *self._disk_notices()]) or None
         self.pulse.tick(lag_s=time.monotonic() - since if since is not None else 0.0)
+
+    def _disk_notices(self) -> list[str]:
+        """What a full (or read-only) disk under the spool or the offsets costs now, for `trainwarden health`."""
+        out = []
+        pub = self.publisher
+        if pub.spool_full and pub.spool_error:
+            out.append(f"{pub.spool_error}: {len(pub.buffer)} events wait in memory and log reading is paused (the "
+                       f"logs keep the lines; {pub.spool_write_failures} writes refused so far)")  # fmt: skip
+        if self.state_error:
+            out.append(f"{self.state_error} ({self.state_save_failures} tries): a restart now reads the logs again "
+                       "from the last saved offsets")  # fmt: skip
+        return out
 
 
 def _gpus_of(watcher: RunWatcher, samples: list[GpuSample]) -> set[int]:

@@ -6,7 +6,10 @@ position; once everything is delivered both files are reset. A crash between del
 saving the position resends a few events, which the store drops by their ids.
 
 Bounded: an append writes only the events that fit under `max_bytes` (the oldest, in order) and
-says how many; the rest stay in the publisher's memory. The agent then stops reading
+says how many; the rest stay in the publisher's memory. A disk that refuses the write (full, read-only)
+raises SpoolUnwritable with the file cut back to its last whole line, so nothing half-written is ever
+replayed; a position that cannot be saved stays in memory (a crash then resends a few delivered
+events, which the store drops by their ids). The agent then stops reading
 logs (the logs themselves keep the lines, and offsets are not advanced), and counts the sampled
 events (GPU, process health) it had to drop; the next heartbeat reports them.
 """
@@ -15,11 +18,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 from trainwarden.agent.config import SPOOL_MAX_MB
+from trainwarden.agent.errors import SpoolUnwritable
 from trainwarden.events.codec import decode, encode_full
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import DecodeError
@@ -36,6 +40,7 @@ class Spool:
         self.data_path = self.directory / "spool.jsonl"
         self.pos_path = self.directory / "spool.pos"
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.position_unsaved = False  # the position file is behind `position` (a full disk refused it)
         self.position = self._load_position()
         self.size = self._repair()
         if self.position > self.size:  # a crash between emptying the file and saving position 0
@@ -59,14 +64,33 @@ class Spool:
                 break
             blobs.append(blob)
             room -= len(blob)
-        if blobs:
-            data = b"".join(blobs)
+        if not blobs:
+            return 0
+        if self.position_unsaved and not self._save_position():
+            # a stale saved position ahead of events appended now would make a restart skip them
+            raise SpoolUnwritable(f"cannot write the spool position {self.pos_path} (the disk refused it)")
+        kept = 0  # events whole on disk; a disk that fills mid-way keeps those (the oldest) and says so
+        try:
             with open(self.data_path, "ab") as f:
-                f.write(data)
-                f.flush()
+                for chunk in _chunks(blobs):
+                    f.write(b"".join(chunk))
+                    f.flush()
+                    kept += len(chunk)
+                    self.size += sum(map(len, chunk))
                 os.fsync(f.fileno())
-            self.size += len(data)
-        return len(blobs)
+        except OSError as exc:
+            self._cut_back()
+            raise SpoolUnwritable(f"cannot write the spool {self.data_path}: {exc}", kept=kept) from exc
+        return kept
+
+    def _cut_back(self) -> None:
+        """After a failed write: drop the torn chunk and make the whole ones durable (neither needs free space)."""
+        try:
+            os.truncate(self.data_path, self.size)
+            with open(self.data_path, "rb") as f:
+                os.fsync(f.fileno())
+        except OSError as exc:  # the next start drops a torn last line (_repair)
+            log.warning("spool: could not cut %s back to %d bytes: %s", self.data_path, self.size, exc)
 
     def peek(self, limit: int) -> tuple[list[Event], int]:
         """Up to `limit` oldest undelivered events and the position just past them."""
@@ -92,13 +116,23 @@ class Spool:
         if self.position >= self.size:
             self._reset()
         else:
-            _write_atomic(self.pos_path, str(self.position).encode())
+            self._save_position()
 
     def _reset(self) -> None:
         with open(self.data_path, "wb"):
             pass
-        _write_atomic(self.pos_path, b"0")
         self.position = self.size = 0
+        self._save_position()
+
+    def _save_position(self) -> bool:
+        try:
+            _write_atomic(self.pos_path, str(self.position).encode())
+        except OSError as exc:  # kept in memory; see the module docstring
+            log.warning("spool: position %d not saved to %s: %s", self.position, self.pos_path, exc)
+            self.position_unsaved = True
+            return False
+        self.position_unsaved = False
+        return True
 
     def _load_position(self) -> int:
         try:
@@ -124,6 +158,23 @@ class Spool:
             return data_end
 
 
+CHUNK_BYTES = 16384  # small: on a nearly full disk, the more whole chunks land
+
+
+def _chunks(blobs: list[bytes]) -> Iterator[list[bytes]]:
+    """Pure: consecutive runs of whole lines of about CHUNK_BYTES each (one write each)."""
+    chunk: list[bytes] = []
+    size = 0
+    for blob in blobs:
+        chunk.append(blob)
+        size += len(blob)
+        if size >= CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
 def _last_newline_end(f: BinaryIO, size: int) -> int:
     step = 65536
     end = size
@@ -140,5 +191,9 @@ def _last_newline_end(f: BinaryIO, size: int) -> int:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a partial temporary file would hold on to the little room there is
+        raise

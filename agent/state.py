@@ -83,9 +83,14 @@ def load(path: Path | None) -> AgentState:
 
 
 def save(path: Path | None, state: AgentState) -> None:
+    """Write the state atomically; raises OSError (a full disk) with the file as it was and no temporary left."""
     if path is None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(state.to_json())
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(state.to_json())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise

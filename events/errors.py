@@ -7,6 +7,7 @@ TrainwardenError (trainwarden.errors)
     │   └── DecodeError              a stored entry that cannot be read back
     └── StoreError                   talking to the event log failed
         ├── StoreUnavailable         Redis unreachable or timed out (callers retry)
+        │   └── StoreRefused         Redis up but refusing writes for now: OOM, MISCONF, READONLY, BUSY (retried alike)
         ├── StoreAuthFailed          Redis refused our credentials (never retried: the daemon exits)
         └── LeaseLost                this process no longer holds its role's lease (events/lease.py): it stands by
 
@@ -40,6 +41,11 @@ class StoreError(EventLogError):
 
 class StoreUnavailable(StoreError):
     """Redis cannot be reached or timed out; the operation may be retried safely (appends are idempotent)."""
+
+
+class StoreRefused(StoreUnavailable):
+    """Redis answers but refuses writes until memory, disk or a failover is sorted out (OOM at maxmemory,
+    MISCONF, READONLY, BUSY, NOREPLICAS): waited out like an outage, and said as such (`trainwarden health`)."""
 
 
 class StoreAuthFailed(StoreError):

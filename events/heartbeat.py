@@ -33,7 +33,7 @@ import redis
 from trainwarden.events.errors import StoreAuthFailed, StoreError
 from trainwarden.events.keys import Keys
 from trainwarden.events.redact import redact_text
-from trainwarden.events.redis_errors import redis_errors
+from trainwarden.events.redis_errors import redis_errors, refusal
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,28 @@ def _aged(beat: Beat, ttl_ms: object) -> Beat:
     return dataclasses.replace(beat, redis_age=None if age is None else max(0.0, age))
 
 
+def write_refusal(client: Any, keys: Keys) -> str | None:
+    """Whether Redis takes writes now, by writing one small expiring key: None, or why not in words for an
+    operator ("Redis refuses writes: out of memory (maxmemory 5 MB)"). Heartbeats are writes too: while Redis
+    refuses them every daemon looks silent, and this says why."""
+    try:
+        client.set(keys.probe(), repr(time.time()), px=60_000)
+    except redis.ResponseError as exc:
+        if (words := refusal(exc)) is None:
+            raise
+        detail = ""
+        if isinstance(exc, redis.exceptions.OutOfMemoryError):
+            limit = int(client.info("memory").get("maxmemory", 0))
+            detail = f" (maxmemory {megabytes(limit)})" if limit else ""
+        return f"Redis refuses writes: {words}{detail}"
+    return None
+
+
+def megabytes(n: int) -> str:
+    """Pure: a byte count as an operator reads it (`5 MB`, `0.5 MB`)."""
+    return f"{n / 2**20:.3g} MB"
+
+
 def forget(client: redis.Redis, keys: Keys, component: str) -> bool:
     """Drop a component that is gone for good (a retired host), so it is no longer expected."""
     client.srem(keys.beats(), component)
@@ -193,6 +215,7 @@ class Heartbeat:
     def error(self, text: str) -> None:
         self.last_error = redact_text(text)[:ERROR_CHARS]
         self.last_error_at = self.clock()
+        self._next = 0.0  # due now: `health` shows the newest error, not one an interval old
 
     def beat(self, *, force: bool = False) -> bool:
         """Write the beat if one is due (or `force`); a Redis failure is left to the loop's own handling
@@ -264,15 +287,35 @@ class Liveness:
         return wait[0] if wait is not None else None
 
 
+NOT_AN_ERROR = {"not_an_error": True}  # `extra=` of a warning that reports good news (Redis back): not a last error
+
+
 class LastErrorHandler(logging.Handler):
-    """Logging handler that keeps the last WARNING-or-worse message in the heartbeat (masked)."""
+    """Logging handler that keeps the last WARNING-or-worse message in the heartbeat (masked), and has it
+    written at the next pass of the loop rather than a heartbeat interval later; news of a recovery
+    (`extra=NOT_AN_ERROR`) leaves the error it recovered from in place."""
 
     def __init__(self, heartbeat: Heartbeat) -> None:
         super().__init__(level=logging.WARNING)
         self.heartbeat = heartbeat
 
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "not_an_error", False):
+            return
         try:
             self.heartbeat.error(record.getMessage())
         except Exception:  # a log handler must never raise
             self.handleError(record)
+
+
+def last_words(error: str | None = None) -> None:
+    """A daemon about to exit: write its heartbeat now, its last error being `error` (what ends it) when
+    given, so that `trainwarden health` and the SILENT post name that, not an older warning. Best effort."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, LastErrorHandler):
+            if error:
+                handler.heartbeat.error(error)
+            try:
+                handler.heartbeat.beat(force=True)
+            except Exception as exc:  # Redis refused even that: the log has the error
+                log.debug("last heartbeat of %s not written: %s", handler.heartbeat.component, exc)

@@ -101,6 +101,10 @@ class Keys:
         """Set of the components that have a heartbeat hash (read without SCAN)."""
         return f"{self.namespace}:beats"
 
+    def probe(self) -> str:
+        """String `trainwarden health` writes (expiring in a minute) to learn whether Redis takes writes."""
+        return f"{self.namespace}:probe"
+
     def silent(self) -> str:
         """Hash component -> ts of the last beat before it went silent (events/silence.py)."""
         return f"{self.namespace}:silent"

@@ -7,7 +7,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from trainwarden.events.redis_errors import transient
+from trainwarden.events.errors import StoreRefused
+from trainwarden.events.heartbeat import NOT_AN_ERROR
+from trainwarden.events.redis_errors import describe, refusal, transient
 
 log = logging.getLogger(__name__)
 
@@ -23,21 +25,29 @@ class Outage:
         self.name = name
         self.since: float | None = None
         self.backoff = BACKOFF_START_S
+        self.refused = False  # Redis answers but refuses writes (OOM, MISCONF, ...): only a write shows it ended
 
     def failed(self, exc: BaseException) -> float:
         """Note a failed try; returns how long to wait before the next."""
         if self.since is None:
             self.since = time.monotonic()
-            log.warning("%s: %s; retrying with backoff", self.name, exc)
+            log.warning("%s: %s; retrying with backoff", self.name, describe(exc))
+        self.refused = isinstance(exc, StoreRefused) or refusal(exc) is not None
         pause = self.backoff
         self.backoff = min(self.backoff * 2, BACKOFF_MAX_S)
         return pause
 
-    def succeeded(self) -> None:
+    def succeeded(self, *, wrote: bool = True) -> None:
+        """Note a try that went through; `wrote=False`: it wrote nothing, which does not end a refusal of writes."""
+        if self.since is not None and self.refused and not wrote:
+            return
         if self.since is not None:
-            log.warning("%s: Redis reachable again after %.1fs", self.name, time.monotonic() - self.since)
+            again = "takes writes" if self.refused else "reachable"
+            log.warning("%s: Redis %s again after %.1fs", self.name, again, time.monotonic() - self.since,
+                        extra=NOT_AN_ERROR)  # fmt: skip
         self.since = None
         self.backoff = BACKOFF_START_S
+        self.refused = False
 
 
 def run_loop(step: Callable[[int | None], int], *, name: str, burst: bool, stop: threading.Event | None) -> None:
@@ -57,6 +67,6 @@ def run_loop(step: Callable[[int | None], int], *, name: str, burst: bool, stop:
                 raise
             stop.wait(outage.failed(exc))
             continue
-        outage.succeeded()
+        outage.succeeded(wrote=handled > 0)
         if burst and handled == 0:
             return

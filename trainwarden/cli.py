@@ -36,7 +36,7 @@ from trainwarden import (
 from trainwarden.agent.watch import RunWatch
 from trainwarden.errors import ConfigError, TrainwardenError
 from trainwarden.events.errors import StoreAuthFailed, StoreError, StoreUnavailable
-from trainwarden.events.heartbeat import Heartbeat
+from trainwarden.events.heartbeat import Heartbeat, last_words
 from trainwarden.events.redact import MaskingFilter, redact_text
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
@@ -340,9 +340,10 @@ def _main(argv: list[str]) -> int:
     settings: Settings | None = None
     try:
         settings = _settings(args)
-        return int(args.func(args, settings))
+        code = int(args.func(args, settings))
     except (StoreAuthFailed, redis.AuthenticationError, redis.exceptions.NoPermissionError) as exc:
-        print(auth_failed(exc, settings), file=sys.stderr)  # one line: which Redis, what it said, what to do
+        print(line := auth_failed(exc, settings), file=sys.stderr)  # one line: which Redis, what it said, what to do
+        last_words(line)
         return 1
     except MissingExtra as exc:
         print(exc, file=sys.stderr)  # the whole story in one line: what to install
@@ -351,7 +352,14 @@ def _main(argv: list[str]) -> int:
         print(f"trainwarden: error: {exc}", file=sys.stderr)
         if remedy := remedy_for(exc):
             print(f"trainwarden: {remedy}", file=sys.stderr)
+        last_words(f"exited: {exc}")
         return 1
+    except Exception as exc:  # a daemon's own fault: its heartbeat names it before the traceback ends the process
+        last_words(f"exited: {type(exc).__name__}: {exc}")
+        raise
+    if code != 0:
+        last_words()  # what ended it was logged (the bot's dead loop, RQ's loop): the heartbeat has it
+    return code
 
 
 def auth_failed(exc: Exception, settings: Settings | None) -> str:

@@ -24,6 +24,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   │   └── DecodeError          a stored entry that cannot be read back (it is dead-lettered)
     │   └── StoreError               Redis refused an operation on the event log
     │       ├── StoreUnavailable     Redis unreachable or timed out; callers retry (appends are idempotent)
+    │       │   └── StoreRefused     Redis up but refusing writes for now (OOM, MISCONF, READONLY, BUSY): retried alike
     │       ├── StoreAuthFailed      Redis refused our credentials (NOAUTH, WRONGPASS): fatal, said in one line
     │       └── LeaseLost            another process took over this one's lease (the notifier's): it stands by
     ├── AgentError                   (agent.errors) the agent's sources and control stream
@@ -32,6 +33,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   │   ├── WandbUnavailable     W&B run files or API cannot be read
     │   │   └── MetricFileError      a structured metric file (TensorBoard events, ...) is corrupt or needs a package
     │   ├── WandbFileError           a W&B transaction log that is not what it should be (bad header, checksum)
+    │   ├── SpoolUnwritable          the spool cannot be written (full or read-only disk): events wait in memory
     │   └── ControlMessageError      a control-stream message the agent cannot use (skipped, with the reason)
     ├── PolicyError                  (policies.errors) a policy that does not validate (every problem, file:line:col)
     ├── WorkerError                  (workers.errors) the RQ jobs

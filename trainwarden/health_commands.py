@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from typing import Any
 
 from trainwarden import wiring
 from trainwarden.events import reading
-from trainwarden.events.heartbeat import SILENT_INTERVALS, Beat, forget, read_beats
+from trainwarden.events.heartbeat import SILENT_INTERVALS, Beat, forget, read_beats, write_refusal
 from trainwarden.events.redis_errors import redis_errors
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.settings import Settings
@@ -78,10 +79,13 @@ def table(rows: list[dict[str, Any]], now: float) -> str:
 
 
 def notice_text(notice: str) -> str:
-    """A daemon's notice as said to an operator: for runs whose metrics the agent cannot read, the fixes too."""
-    if notice.startswith(reading.NOTICE):
-        return f"{notice}\n  (trainwarden cannot read their metrics: a NaN goes unseen. Fix: {reading.fixes()})"
-    return notice
+    """A daemon's notice (one line per matter) as said to an operator: for runs whose metrics the agent cannot
+    read, the fixes too."""
+    return "\n".join(
+        f"{line}\n  (trainwarden cannot read their metrics: a NaN goes unseen. Fix: {reading.fixes()})"
+        if line.startswith(reading.NOTICE) else line
+        for line in notice.splitlines()
+    )  # fmt: skip
 
 
 def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
@@ -93,8 +97,12 @@ def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     now = time.time()
     with redis_errors("read the heartbeats"):
+        refused = write_refusal(store.redis, store.keys)
         rows = [row(b, now) for b in read_beats(store.redis, store.keys)]  # type: ignore[arg-type]
-    healthy = bool(rows) and all(r["status"] == OK for r in rows)
+    healthy = bool(rows) and all(r["status"] == OK for r in rows) and refused is None
+    if refused:  # first: it is why every daemon's heartbeat stalls (they are writes) and why events wait
+        print(f"{refused}; the daemons wait (the agents spool) and catch up once it takes writes again",
+              file=sys.stderr if args.json else sys.stdout)  # fmt: skip
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:

@@ -27,7 +27,7 @@ from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import ack_feed
 from trainwarden.events.payloads import DecisionData, StopRequestedData
-from trainwarden.events.redis_errors import transient
+from trainwarden.events.redis_errors import describe, transient
 from trainwarden.events.redis_types import field_map, hash_fields
 from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
@@ -78,8 +78,8 @@ def process_runs(work: Sequence[Sequence[Any]]) -> dict[str, int]:
                 if transient(
                     exc
                 ):  # Redis is away: the runs after it would fail alike, so one line, not a traceback each
-                    log.warning("Redis went away while processing run %s (%s); the job's %d remaining runs stay "
-                                "pending and are retried", run, exc, len(work) - index)  # fmt: skip
+                    log.warning("Redis failed the processing of run %s (%s); the job's %d remaining runs stay "
+                                "pending and are retried", run, describe(exc), len(work) - index)  # fmt: skip
                     failed.update({later: f"{type(exc).__name__}: {exc}" for later, _ in work[index:]})
                     break
                 log.exception("processing run %s failed; its feed entries stay pending and are retried", run)

@@ -1,10 +1,11 @@
 """RQ workers that ride out a Redis outage (a restart, a failover) instead of quitting.
 
-RQ's own work loop retries only the blocking dequeue. Every other Redis call of the loop (the
-worker heartbeat, the state, the suspension check, the registries' maintenance, a job's bookkeeping
-before and after it runs, the forking worker's job heartbeat) lets a `ConnectionError` escape to
-`Worker.work`, which logs "found an unhandled exception, quitting..." and returns: the process
-stays up no longer, and the runs it served go unwatched. Here those calls wait for Redis with the
+RQ's own work loop retries only the blocking dequeue, and only on a lost connection. Every other
+Redis call of the loop (the worker heartbeat, the state, the suspension check, the registries'
+maintenance, a job's bookkeeping before and after it runs, the forking worker's job heartbeat) lets a
+`ConnectionError` escape to `Worker.work`, which logs "found an unhandled exception, quitting..." and
+returns: the process stays up no longer, and the runs it served go unwatched; a Redis that refuses
+writes (out of memory) fails the dequeue too. Here those calls wait for Redis with the
 backoff every daemon uses (events/loop.py) and then carry on.
 
 A job that Redis failed in the middle is not redone here: once Redis answers, it is recorded as
@@ -25,7 +26,7 @@ from rq.exceptions import InvalidJobOperation, StopRequested
 from rq.job import Job, JobStatus
 from rq.worker.base import BaseWorker, WorkerStatus
 from trainwarden.events.loop import Outage
-from trainwarden.events.redis_errors import transient
+from trainwarden.events.redis_errors import describe, transient
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,12 @@ class OutageTolerant(BaseWorker):
         check = super().check_for_suspension
         self._through_outage("check for suspension", lambda: check(burst))
 
+    def dequeue_job_and_maintain_ttl(self, timeout: int | None, max_idle_time: int | None = None) -> Any:
+        """RQ retries its blocking dequeue on a lost connection only; Redis out of memory refuses the BLMOVE
+        too (it is a write), which ended RQ's loop: wait that out like the rest."""
+        dequeue = super().dequeue_job_and_maintain_ttl
+        return self._through_outage("take a job from the queue", lambda: dequeue(timeout, max_idle_time))
+
     def run_maintenance_tasks(self) -> None:
         self._through_outage("clean the job registries", super().run_maintenance_tasks)
 
@@ -91,7 +98,7 @@ class OutageTolerant(BaseWorker):
         except Exception as exc:
             if not transient(exc):
                 raise
-            log.warning("worker %s: job heartbeat skipped, Redis unreachable: %s", self.name, exc)
+            log.warning("worker %s: job heartbeat skipped: %s", self.name, describe(exc))
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         try:
@@ -115,12 +122,20 @@ class OutageTolerant(BaseWorker):
             self._through_outage(
                 "record a failed job",
                 lambda: self.handle_job_failure(
-                    job, queue, exc_string=f"Redis unreachable during the job: {exc}", execution=execution
+                    job, queue, exc_string=f"Redis failed the job: {describe(exc)}", execution=execution
                 ),
             )
         if execution is not None:
             self.executions.pop(execution.id, None)
         self.set_state(WorkerStatus.IDLE)
+
+    def unsubscribe(self) -> None:
+        """Stop listening for RQ's commands without waiting on the listener: redis-py 8's stop() joins its
+        thread, which, once the UNSUBSCRIBE reply is read, waits up to RQ's 60 s for a new subscription; a
+        SIGTERM then took that long, and supervisors and tests kill -9 sooner. The thread is a daemon."""
+        if self.pubsub_thread:
+            self.pubsub.unsubscribe()
+            self.pubsub_thread.stop(timeout=1)
 
     def teardown(self) -> None:
         try:
@@ -128,7 +143,7 @@ class OutageTolerant(BaseWorker):
         except Exception as exc:
             if not transient(exc):
                 raise
-            log.warning("worker %s: could not record its end, Redis unreachable: %s", self.name, exc)
+            log.warning("worker %s: could not record its end: %s", self.name, describe(exc))
 
 
 class InProcessWorker(OutageTolerant, SimpleWorker):

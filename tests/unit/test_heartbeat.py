@@ -10,7 +10,16 @@ import subprocess
 import pytest
 import redis
 from trainwarden.events.errors import StoreAuthFailed, StoreUnavailable
-from trainwarden.events.heartbeat import Beat, Heartbeat, LastErrorHandler, Liveness, decode, encode
+from trainwarden.events.heartbeat import (
+    NOT_AN_ERROR,
+    Beat,
+    Heartbeat,
+    LastErrorHandler,
+    Liveness,
+    decode,
+    encode,
+    megabytes,
+)
 from trainwarden.events.keys import Keys
 from trainwarden.events.lease import holder_dead
 from trainwarden.events.redis_errors import redis_errors
@@ -108,3 +117,20 @@ def test_a_dead_lease_holder_is_one_of_this_host_whose_process_is_gone() -> None
     assert not holder_dead(f"here:{os.getpid()}:ab12cd34", host="here")  # alive
     assert not holder_dead(f"there:{gone.pid}:ab12cd34", host="here")  # another host: only its lease's expiry says
     assert not holder_dead("garbage", host="here")
+
+
+def test_news_of_a_recovery_leaves_the_last_error_and_an_error_is_due_at_once() -> None:
+    beat = Heartbeat(client=None, keys=Keys(), role="agent", host="h", version="1")
+    handler = LastErrorHandler(beat)
+    error = logging.LogRecord("x", logging.ERROR, "f", 1, "cannot write the spool: [Errno 28]", None, None)
+    handler.emit(error)
+    news = logging.LogRecord("x", logging.WARNING, "f", 1, "Redis reachable again after 4.0s", None, None)
+    news.__dict__.update(NOT_AN_ERROR)
+    handler.emit(news)
+    assert beat.last_error == "cannot write the spool: [Errno 28]"
+    assert beat.due == 0.0
+
+
+def test_megabytes() -> None:
+    assert megabytes(5 * 2**20) == "5 MB"
+    assert megabytes(2**19) == "0.5 MB"

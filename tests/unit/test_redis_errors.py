@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
 import redis
-from trainwarden.events.errors import StoreError, StoreUnavailable
+from trainwarden.events.errors import StoreError, StoreRefused, StoreUnavailable
 from trainwarden.events.loop import run_loop
-from trainwarden.events.redis_errors import redis_errors, transient
+from trainwarden.events.redis_errors import describe, redis_errors, refusal, transient
 
 TRANSIENT = [
     redis.ConnectionError("Connection refused"),
@@ -19,11 +20,14 @@ TRANSIENT = [
     redis.exceptions.TryAgainError("Multiple keys request during rehashing of slot"),
     redis.ResponseError("NOREPLICAS Not enough good replicas to write."),
     redis.ResponseError("UNBLOCKED the client was unblocked because the instance became a replica"),
+    redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'"),
+    redis.ResponseError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist"),
+    redis.ResponseError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."),
     StoreUnavailable("Redis unreachable"),
 ]
 REFUSED = [
     redis.ResponseError("NOGROUP No such key or consumer group"),
-    redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'"),
+    redis.ResponseError("BUSYGROUP Consumer Group name already exists"),
     redis.exceptions.NoPermissionError("this user has no permissions to run the 'xadd' command"),
 ]
 
@@ -34,6 +38,20 @@ def test_transient_errors_become_store_unavailable(exc: Exception) -> None:
     if isinstance(exc, redis.RedisError):
         with pytest.raises(StoreUnavailable, match="while trying to read the feed"), redis_errors("read the feed"):
             raise exc
+
+
+@pytest.mark.parametrize(("exc", "words"), [
+    (redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'"), "out of memory"),
+    (redis.exceptions.ReadOnlyError("You can't write against a read only replica."), "read-only replica"),
+    (redis.ResponseError("MISCONF Redis is configured to save RDB snapshots"), "cannot save to disk"),
+    (redis.ResponseError("BUSY Redis is busy running a script."), "busy running a script"),
+    (redis.ResponseError("NOREPLICAS Not enough good replicas to write."), "too few replicas"),
+], ids=["OOM", "READONLY", "MISCONF", "BUSY", "NOREPLICAS"])  # fmt: skip
+def test_refused_writes_are_waited_out_and_named(exc: Exception, words: str) -> None:
+    assert refusal(exc) is not None and words in refusal(exc)  # type: ignore[operator]
+    with pytest.raises(StoreRefused, match=f"Redis refuses writes: .*{words}"), redis_errors("append events"):
+        raise exc
+    assert words in describe(exc)
 
 
 @pytest.mark.parametrize("exc", REFUSED, ids=lambda e: type(e).__name__)
@@ -77,3 +95,26 @@ def test_run_loop_lets_a_refusal_and_a_bug_through() -> None:
 
     with pytest.raises(KeyError):
         run_loop(bug, name="test", burst=False, stop=threading.Event())
+
+
+def test_a_refusal_of_writes_ends_only_when_a_step_gets_work_through(caplog: pytest.LogCaptureFixture) -> None:
+    """A step that read nothing (and so wrote nothing) does not show that Redis takes writes again: one line
+    when the refusal starts, one when it ends, no flapping in between."""
+    stop = threading.Event()
+    results: list[int | Exception] = [redis.exceptions.OutOfMemoryError("command not allowed"), 0, 0,
+                                      redis.exceptions.OutOfMemoryError("command not allowed"), 0, 1]  # fmt: skip
+
+    def step(block_ms: int | None) -> int:
+        result = results.pop(0)
+        if not results:
+            stop.set()
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    with caplog.at_level(logging.WARNING):
+        run_loop(step, name="test", burst=False, stop=stop)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert "Redis refuses writes: out of memory" in lines[0]
+    assert "Redis takes writes again" in lines[1]

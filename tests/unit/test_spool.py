@@ -1,5 +1,7 @@
 """The local spool: order kept, bounded (oldest kept), torn writes repaired, position survives."""
 
+import pytest
+from trainwarden.agent.errors import SpoolUnwritable
 from trainwarden.agent.spool import Spool
 
 from tests.helpers import metric
@@ -52,3 +54,18 @@ def test_a_position_past_the_end_is_reset(tmp_path):
     assert reopened.empty
     reopened.append(events(1))
     assert [e.seq for e in reopened.peek(10)[0]] == [1]
+
+
+def test_a_position_that_could_not_be_saved_never_makes_a_restart_skip_later_events(tmp_path):
+    """Emptied while its position file cannot be written (a full disk; here a directory where the temporary
+    file goes), the spool must not leave a stale position ahead of events it spools later."""
+    spool = Spool(tmp_path)
+    assert spool.append(events(20)) == 20
+    spool.commit(spool.peek(10)[1])  # half delivered: the position is saved
+    (tmp_path / "spool.pos.tmp").mkdir()  # the next position write fails
+    spool.commit(spool.peek(100)[1])  # all delivered: emptied, position 0 not saved
+    with pytest.raises(SpoolUnwritable):
+        spool.append(events(5, start=21))  # refused while the saved position is stale
+    (tmp_path / "spool.pos.tmp").rmdir()
+    assert spool.append(events(5, start=21)) == 5
+    assert [e.seq for e in Spool(tmp_path).peek(100)[0]] == [21, 22, 23, 24, 25]
