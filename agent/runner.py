@@ -137,7 +137,8 @@ class Agent:
                 continue
             if message.stop is not None:
                 watcher = self.watchers.get(message.run)
-                self.stopper.start(message.stop, watcher.watch if watcher is not None else None)
+                self.stopper.start(message.stop, watcher.watch if watcher is not None else None,
+                                   watcher.health.root if watcher is not None else None)  # fmt: skip
             elif message.watch is not None:
                 self.state.registered[message.run] = message.watch
                 self._watch(message.watch, now, control=sid)

@@ -31,7 +31,7 @@ from trainwarden.events.redis_errors import transient
 from trainwarden.events.redis_types import field_map, hash_fields
 from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
-from trainwarden.workers.actions import perform
+from trainwarden.workers.actions import Awaiting, perform
 from trainwarden.workers.checkpoint import ACTION_CHART, decode_checkpoint, encode_checkpoint
 from trainwarden.workers.context import WorkerContext, current
 from trainwarden.workers.errors import RunBusy, RunsFailed
@@ -201,35 +201,46 @@ class RunProcessor:
             self._hold(lock)
 
     def _perform_pending(self, lock: Lock) -> None:
+        """Each pending action but the charts, in order; one another process carries out (`Awaiting`) stays
+        pending, and is looked at once per turn: the turn never waits for it."""
         cursor = self.keys.cursor(self.run)
+        looked: set[str] = set()  # sids of the actions left awaiting in this turn
         while True:
             with self.ctx.redis.pipeline(transaction=True) as pipe:
                 pipe.watch(cursor)
                 cp = decode_checkpoint(hash_fields(pipe.hgetall(cursor)))
-                if not cp.pending:
-                    return
-                first = next((i for i, a in enumerate(cp.pending) if a["kind"] != ACTION_CHART), None)
+                first = next((i for i, a in enumerate(cp.pending)
+                              if a["kind"] != ACTION_CHART and a["sid"] not in looked), None)  # fmt: skip
                 if first is None:
-                    return  # only charts are left: drawn once the lock is released
+                    return  # only charts are left (drawn once the lock is released), or actions awaiting others
                 action: dict[str, Any] = cp.pending.pop(first)
-                event = perform(self.ctx, self.run, cp, action, now=self.ctx.clock(), hold=lambda: self._hold(lock))
+                result = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())
+                event = None if isinstance(result, Awaiting) else result
+                if isinstance(result, Awaiting):
+                    cp.pending.insert(first, result.action)
+                    looked.add(action["sid"])
                 failpoint("after-action", self.ctx.redis, self.keys)
                 try:
-                    self._commit_action(pipe, cursor, event, cp.pending)
+                    self._commit_action(pipe, cursor, event, cp.pending,
+                                        due=result.due if isinstance(result, Awaiting) else None)  # fmt: skip
                 except redis.WatchError:
                     continue
             self.ctx.store.flush([self.run])
             if event is not None and event.type in (t.STOP_DONE, t.STOP_FAILED):
                 count("stops", outcome=event.type.rpartition(".")[2])
-            self.summary["actions"] += 1
+            self.summary["actions"] += 0 if isinstance(result, Awaiting) else 1
             self._hold(lock)
 
-    def _commit_action(self, pipe: Any, cursor: str, event: Event | None, pending: list[dict[str, Any]]) -> None:
-        """One action done, in one transaction on the WATCHed checkpoint: its event, and what is left pending."""
+    def _commit_action(self, pipe: Any, cursor: str, event: Event | None, pending: list[dict[str, Any]], *,
+                       due: float | None = None) -> None:  # fmt: skip
+        """One action done, in one transaction on the WATCHed checkpoint: its event, and what is left pending;
+        `due`: when an action left awaiting another process is looked at again without news (a tick)."""
         pipe.multi()
         if event is not None:
             self.ctx.store.append([event], pipeline=pipe)
         pipe.hset(cursor, "pending", json.dumps(pending))
+        if due is not None:
+            self.ctx.store.shared(pipe, self.run, "ZADD", self.keys.schedule(), repr(due), self.run)
         pipe.execute()
 
     def _draw_charts(self, lock: Lock) -> None:
@@ -243,7 +254,8 @@ class RunProcessor:
             action = next((a for a in cp.pending if a["kind"] == ACTION_CHART), None)
             if action is None or self._unread_input(cp.after):
                 return
-            event = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())  # kept in Redis; idempotent
+            drawn = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())  # kept in Redis; idempotent
+            event = None if isinstance(drawn, Awaiting) else drawn  # a chart is never handed to another process
             if not lock.acquire(blocking=False):
                 return
             try:
