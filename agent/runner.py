@@ -49,7 +49,7 @@ class AgentConfig:
     gpu_interval_s: float = config.GPU_INTERVAL_S
     process_interval_s: float = config.PROCESS_INTERVAL_S
     heartbeat_interval_s: float = config.HEARTBEAT_INTERVAL_S
-    control_interval_s: float = 1.0
+    control_interval_s: float = 0.2  # how long a stop the agent carries out, or a new run, may wait to be read
     save_interval_s: float = 1.0
     retire_after_s: float = 300.0  # a launched run that ended is dropped after this long without new lines
     watch: WatchOptions = field(default_factory=WatchOptions)
