@@ -22,10 +22,10 @@ import yaml
 from trainwarden.events import types as t
 from trainwarden.events.keys import Keys
 from trainwarden.events.run_view import run_state
-from trainwarden.tmux import tmux_argv, tmux_env
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
+from trainwarden.tmux import tmux_argv, tmux_env
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux]
 
@@ -180,8 +180,8 @@ def test_a_stop_waiting_out_its_grace_does_not_hold_up_another_runs_nan(store, t
             f.write("step=1 loss=2.5\nstep=2 loss=nan\n")
             f.flush()
             nan_at = time.time()
-        (decision,) = wait_for(lambda: [e for e in events_of(store, "polite", t.DECISION) if e.data["decision"] == "STOP"],
-                               timeout=15, what="the NaN's STOP")  # fmt: skip
+        stops = lambda: [e for e in events_of(store, "polite", t.DECISION) if e.data["decision"] == "STOP"]  # noqa: E731
+        (decision,) = wait_for(stops, timeout=15, what="the NaN's STOP")
         (done,) = wait_for(lambda: events_of(store, "polite", t.STOP_DONE), timeout=15, what="the NaN's stop.done")
         assert stubborn.poll() is None  # the other stop is still waiting out its grace
         assert polite.wait(timeout=10) == 0 and done.data["method"] == "SIGINT", done.data
