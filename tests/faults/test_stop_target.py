@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ import yaml
 from trainwarden.events import types as t
 from trainwarden.events.keys import Keys
 from trainwarden.events.run_view import run_state
+from trainwarden.remote.local_launch import LaunchSpec, launch_local
+from trainwarden.remote.stop import LocalTmuxController, StopTarget
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
@@ -203,3 +206,24 @@ def test_a_stop_waiting_out_its_grace_does_not_hold_up_another_runs_nan(store, t
         assert len(events_of(store, run, t.STOP_DONE)) == 1 and not events_of(store, run, t.STOP_FAILED)
         verified = cli(settings_file, "replay", run, "--verify")
         assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_no_such_session_on_a_server_that_is_not_the_runs_is_a_failed_stop(store, tmp_path, two_servers):
+    """Asked on the wrong tmux server, the stopper says so and stops nothing; on the right one it is done once
+    the recorded pid is gone."""
+    wrong, user = two_servers
+    spec = LaunchSpec(run="exp01", command=(*TRAINER, "--nan-at", "100000"), workdir=tmp_path,
+                      log_path=tmp_path / "exp01.log", tmux_socket=user.path)  # fmt: skip
+    launched = launch_local(spec, store=store, host="testhost")
+    target = StopTarget.from_launch("exp01", launched.data, default_host="testhost")  # type: ignore[arg-type]
+    assert target.pid is not None and target.tmux_socket == user.path
+
+    astray = LocalTmuxController().stop(replace(target, tmux_socket=wrong.path))
+    assert not astray.ok and "its session is on another tmux server; nothing was stopped" in astray.detail, astray
+    assert user.has("train-exp01") and Path(f"/proc/{target.pid}").exists()
+
+    done = LocalTmuxController().stop(target)
+    assert done.ok and done.method == "ctrl-c", done
+    assert not user.has("train-exp01") and not Path(f"/proc/{target.pid}").exists()
+    again = LocalTmuxController().stop(replace(target, tmux_socket=wrong.path))  # session and pid gone: done
+    assert again.ok and "already ended" in again.detail
