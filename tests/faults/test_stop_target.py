@@ -9,6 +9,7 @@ recorded by the launch, and never take a session they cannot find for a dead run
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -160,8 +161,9 @@ def watched_process(tmp_path: Path, name: str, kind: str) -> tuple[subprocess.Po
     return proc, log
 
 
-def cli(settings: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cli_argv(settings, *args), cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+def cli(settings: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cli_argv(settings, *args), cwd=REPO, capture_output=True, text=True, timeout=60, check=False,
+                          env=env)  # fmt: skip
 
 
 def test_a_stop_waiting_out_its_grace_does_not_hold_up_another_runs_nan(store, tmp_path, settings_file):
@@ -227,3 +229,30 @@ def test_no_such_session_on_a_server_that_is_not_the_runs_is_a_failed_stop(store
     assert not user.has("train-exp01") and not Path(f"/proc/{target.pid}").exists()
     again = LocalTmuxController().stop(replace(target, tmux_socket=wrong.path))  # session and pid gone: done
     assert again.ok and "already ended" in again.detail
+
+
+def test_a_watched_session_on_another_tmux_server_is_stopped_there(store, tmp_path, settings_file, two_servers):
+    """`trainwarden watch --tmux-session S` typed in the user's tmux names that server; the agent, in another
+    tmux, stops the run there (Ctrl-C) and says `stop.done` only once it is gone."""
+    daemons_tmux, user = two_servers
+    log = tmp_path / "mine.log"
+    command = f"{shlex.quote(sys.executable)} -c {shlex.quote(WATCHED)} polite >> {shlex.quote(str(log))} 2>&1"
+    subprocess.run(tmux_argv(user.path, "new-session", "-d", "-s", "mine", "bash", "-c", command), check=True,
+                   env=tmux_env())  # fmt: skip
+    wait_for(lambda: log.exists() and "up" in log.read_text(), timeout=30, what="the run to start")
+    procs = start_daemons(settings_file, tmp_path, daemons_tmux.env)
+    try:
+        wait_for(lambda: store.redis.exists(Keys().beat("agent@testhost")), timeout=30, what="the agent's heartbeat")
+        added = cli(settings_file, "watch", "mine", "--log", str(log), "--tmux-session", "mine", env=user.env)
+        assert added.returncode == 0, added.stderr
+        nowhere = cli(settings_file, "watch", "x", "--log", str(log), "--tmux-session", "nosuch", env=user.env)
+        assert nowhere.returncode != 0 and "your tmux server has no such session" in nowhere.stderr, nowhere.stderr
+        stopped = cli(settings_file, "stop", "mine", "--wait", "--reason", "enough")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    finally:
+        stop_daemons(procs, tmp_path)
+    (watched,) = events_of(store, "mine", t.RUN_WATCHED)
+    assert watched.data["tmux_socket"] == user.path
+    (done,) = events_of(store, "mine", t.STOP_DONE)
+    assert done.data["method"] == "ctrl-c", done.data
+    assert not user.has("mine") and "got SIGINT" in log.read_text()
