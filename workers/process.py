@@ -32,7 +32,7 @@ from trainwarden.events.redis_types import field_map, hash_fields
 from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.workers.actions import Awaiting, perform
-from trainwarden.workers.checkpoint import ACTION_CHART, decode_checkpoint, encode_checkpoint
+from trainwarden.workers.checkpoint import ACTION_CHART, awaiting_due, decode_checkpoint, encode_checkpoint
 from trainwarden.workers.context import WorkerContext, current
 from trainwarden.workers.errors import RunBusy, RunsFailed
 from trainwarden.workers.evaluate import evaluate_entries
@@ -215,32 +215,36 @@ class RunProcessor:
                     return  # only charts are left (drawn once the lock is released), or actions awaiting others
                 action: dict[str, Any] = cp.pending.pop(first)
                 result = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())
+                awaiting = isinstance(result, Awaiting)
                 event = None if isinstance(result, Awaiting) else result
                 if isinstance(result, Awaiting):
                     cp.pending.insert(first, result.action)
                     looked.add(action["sid"])
                 failpoint("after-action", self.ctx.redis, self.keys)
-                try:
-                    self._commit_action(pipe, cursor, event, cp.pending,
-                                        due=result.due if isinstance(result, Awaiting) else None)  # fmt: skip
+                try:  # an action awaiting, or settled after awaiting, moves the run's tick: to its deadline, or off
+                    self._commit_action(pipe, cursor, event, cp.pending, reschedule=awaiting or "due" in action)
                 except redis.WatchError:
                     continue
             self.ctx.store.flush([self.run])
             if event is not None and event.type in (t.STOP_DONE, t.STOP_FAILED):
                 count("stops", outcome=event.type.rpartition(".")[2])
-            self.summary["actions"] += 0 if isinstance(result, Awaiting) else 1
+            self.summary["actions"] += 0 if awaiting else 1
             self._hold(lock)
 
     def _commit_action(self, pipe: Any, cursor: str, event: Event | None, pending: list[dict[str, Any]], *,
-                       due: float | None = None) -> None:  # fmt: skip
+                       reschedule: bool = False) -> None:  # fmt: skip
         """One action done, in one transaction on the WATCHed checkpoint: its event, and what is left pending;
-        `due`: when an action left awaiting another process is looked at again without news (a tick)."""
+        `reschedule`: the run's tick is when the first action awaiting another process is due, or none once
+        none awaits (a run whose stop is under way is ticked for nothing else: workers/schedule.py)."""
         pipe.multi()
         if event is not None:
             self.ctx.store.append([event], pipeline=pipe)
         pipe.hset(cursor, "pending", json.dumps(pending))
-        if due is not None:
+        due = awaiting_due(pending)
+        if reschedule and due is not None:
             self.ctx.store.shared(pipe, self.run, "ZADD", self.keys.schedule(), repr(due), self.run)
+        elif reschedule:
+            self.ctx.store.shared(pipe, self.run, "ZREM", self.keys.schedule(), self.run)
         pipe.execute()
 
     def _draw_charts(self, lock: Lock) -> None:
