@@ -5,8 +5,10 @@ run watched by `match`, the processes whose command line matches (looked up at e
 ended comes from the exit file the launch wrapper writes (`<log>.exit`): 0 -> `run.finished`,
 anything else -> `run.failed` with the code and the log's last lines. A run whose processes are
 gone without an exit file also failed (exit code unknown: killed, machine rebooted) -- judged only
-once the agent has seen it alive or it was registered by a launch, so a watch listed before its
-run starts is not taken for a dead run.
+on evidence: the process the agent followed is gone, or the pid a launch recorded is. A tmux
+session that cannot be found proves nothing (it may live on another tmux server than the one
+asked), so a run known only by its session is judged once the agent has seen it alive, and a
+watch listed before its run starts is not taken for a dead run.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from trainwarden.agent import procfs
 from trainwarden.agent.wandb_use import wandb_variables
 from trainwarden.agent.watch import RunWatch
 from trainwarden.events.redact import known_secrets, redact_text
+
+from trainwarden.tmux import tmux_argv, tmux_env
 
 LOG_TAIL_LINES = 20
 LOG_TAIL_BYTES = 16384
@@ -82,16 +86,11 @@ def wandb_guard(env: Mapping[str, str]) -> tuple[str, str] | None:
     return None
 
 
-def tmux_argv(socket: str | None, *args: str) -> list[str]:
-    """tmux on the run's socket (`tmux -L`); the agent's one spelling (remote/stop.py has the worker's)."""
-    return ["tmux", *(["-L", socket] if socket else []), *args]
-
-
 def tmux_pane_pid(session: str, socket: str | None) -> int | None:
     argv = tmux_argv(socket, "list-panes", "-t", f"={session}", "-F", "#{pane_pid}")
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=TMUX_TIMEOUT_S, check=False,
-                              stdin=subprocess.DEVNULL)  # fmt: skip
+                              stdin=subprocess.DEVNULL, env=tmux_env())  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None
     first = proc.stdout.split()[:1]
@@ -104,7 +103,7 @@ class ProcessHealth:
         self.root: procfs.ProcStat | None = None
         self.pids: list[int] = []
         self.seen_alive = False
-        self.gone = False  # its processes were known (seen, or launched) and are not there now
+        self.gone = False  # its processes were known (seen, or a launch's pid) and are not there now
         self.guard_reported = False
         self.env_read = not self.trackable  # a run without a pid or session has no environment to read
         self.wandb_env: list[str] = []  # names of the WANDB_* variables its processes have (agent.wandb_use)
@@ -139,7 +138,7 @@ class ProcessHealth:
         roots = self.roots(procs)
         if not roots:
             self.pids = []
-            self.gone = self.seen_alive or bool(self.watch.launch)
+            self.gone = self.seen_alive or (bool(self.watch.launch) and self.watch.pid is not None)
             return {"alive": False} if self.gone else None
         root = roots[0]
         if self.watch.pid is not None or self.watch.session:

@@ -50,7 +50,7 @@ class AgentConfig:
     gpu_interval_s: float = config.GPU_INTERVAL_S
     process_interval_s: float = config.PROCESS_INTERVAL_S
     heartbeat_interval_s: float = config.HEARTBEAT_INTERVAL_S
-    control_interval_s: float = 1.0
+    control_interval_s: float = 0.2  # how long a stop the agent carries out, or a new run, may wait to be read
     save_interval_s: float = 1.0
     retire_after_s: float = 300.0  # a launched run that ended is dropped after this long without new lines
     watch: WatchOptions = field(default_factory=WatchOptions)
@@ -161,7 +161,8 @@ class Agent:
                 continue
             if message.stop is not None:
                 watcher = self.watchers.get(message.run)
-                self.stopper.start(message.stop, watcher.watch if watcher is not None else None)
+                self.stopper.start(message.stop, watcher.watch if watcher is not None else None,
+                                   watcher.health.root if watcher is not None else None)  # fmt: skip
             elif message.watch is not None:
                 self.state.registered[message.run] = message.watch
                 self._watch(message.watch, now, control=sid)

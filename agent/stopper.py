@@ -8,7 +8,10 @@ one outcome, and a request already under way or done is not carried out twice.
 
 The procedure, by what the watch names (first that applies):
 - `stop_command`: run it (an argv, no shell); exit code 0 is success;
-- `session`: Ctrl-C to its tmux pane, wait up to the grace period, then kill the session;
+- `session`: Ctrl-C to its tmux pane, wait up to the grace period, then kill the session, on the
+  run's own tmux server (trainwarden.tmux); done once the process the agent followed in it is gone.
+  A session the server does not have is "already ended" only when that process is gone: while it
+  lives, or when the agent never saw it, the stop failed (the session is on another server);
 - `pid` / `match`: SIGINT to its top processes and every process below them (as Ctrl-C in a
   terminal), wait up to the grace period, then SIGTERM, wait again, then SIGKILL.
 A run whose processes are already gone is a no-op success.
@@ -29,11 +32,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainwarden.agent import procfs
-from trainwarden.agent.health import ProcessHealth, tmux_argv
+from trainwarden.agent.health import ProcessHealth
 from trainwarden.agent.watch import RunWatch, StopOrder
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import StopResultData
+
+from trainwarden.tmux import tmux_argv, tmux_env
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +63,15 @@ class Stopper:
         self._taken: set[str] = set()  # reply_as of every order started by this process
         self._done: queue.SimpleQueue[Event] = queue.SimpleQueue()
 
-    def start(self, order: StopOrder, watch: RunWatch | None) -> bool:
-        """Carry out `order` in a thread; False when the same request is under way or done already."""
+    def start(self, order: StopOrder, watch: RunWatch | None, seen: procfs.ProcStat | None = None) -> bool:
+        """Carry out `order` in a thread; False when the same request is under way or done already.
+        `seen`: the run's top process as the agent last followed it (the evidence a stop is done)."""
         if order.reply_as in self._taken:
             log.info("stop of %s (%s) is under way or done already; not repeated", order.run, order.request)
             return False
         self._taken.add(order.reply_as)
-        thread = threading.Thread(target=self._work, args=(order, watch), name=f"stop-{order.run}", daemon=True)
+        thread = threading.Thread(target=self._work, args=(order, watch, seen), name=f"stop-{order.run}",
+                                  daemon=True)  # fmt: skip
         thread.start()
         return True
 
@@ -75,9 +82,9 @@ class Stopper:
             out.append(self._done.get_nowait())
         return out
 
-    def _work(self, order: StopOrder, watch: RunWatch | None) -> None:
+    def _work(self, order: StopOrder, watch: RunWatch | None, seen: procfs.ProcStat | None) -> None:
         try:
-            outcome = carry_out(watch, host=self.host, run=order.run)
+            outcome = carry_out(watch, host=self.host, run=order.run, seen=seen)
         except Exception as exc:  # recorded as a failure: the worker waiting for it must hear back
             log.exception("stopping %s failed", order.run)
             outcome = Outcome(False, "none", f"the agent on {self.host} failed: {type(exc).__name__}: {exc}")
@@ -100,14 +107,14 @@ class Stopper:
                           producer=order.reply_as, seq=1, data=data, ts=self.clock())  # fmt: skip
 
 
-def carry_out(watch: RunWatch | None, *, host: str, run: str) -> Outcome:
+def carry_out(watch: RunWatch | None, *, host: str, run: str, seen: procfs.ProcStat | None = None) -> Outcome:
     if watch is None:
         return Outcome(False, "none", f"the agent on {host} does not watch {run} (it was never added there, or "
                        "it ended and was dropped)")  # fmt: skip
     if watch.stop_command:
         return run_stop_command(watch)
     if watch.session:
-        return stop_session(watch.session, watch.tmux_socket, watch.stop_grace_s)
+        return stop_session(watch.session, watch.tmux_socket, watch.stop_grace_s, seen=seen)
     if watch.pid is not None or watch.match:
         return signal_ladder(ProcessHealth(watch).roots(procfs.snapshot()), watch.stop_grace_s)
     return Outcome(False, "none", f"{run} was watched without a way to stop it: add it again with `trainwarden "
@@ -130,24 +137,43 @@ def run_stop_command(watch: RunWatch) -> Outcome:
 
 def _tmux(socket: str | None, *args: str) -> int:
     return subprocess.run(tmux_argv(socket, *args), capture_output=True, timeout=TMUX_TIMEOUT_S, check=False,
-                          stdin=subprocess.DEVNULL).returncode  # fmt: skip
+                          stdin=subprocess.DEVNULL, env=tmux_env()).returncode  # fmt: skip
 
 
-def stop_session(session: str, socket: str | None, grace_s: float) -> Outcome:
-    """Ctrl-C, wait for the session to end, then kill it (the launch's procedure, remote/stop.py)."""
+def stop_session(session: str, socket: str | None, grace_s: float, *, seen: procfs.ProcStat | None) -> Outcome:
+    """Ctrl-C, wait for the session to end, then kill it (the launch's procedure, remote/stop.py); done
+    once `seen`, the process the agent followed in it, is gone."""
     kill = shlex.join(tmux_argv(socket, "kill-session", "-t", session))
+    server = f"tmux server {socket}" if socket else "the default tmux server"
     if _tmux(socket, "has-session", "-t", f"={session}") != 0:
+        if seen is None:
+            return Outcome(False, "none", f"{server} has no session {session}, and the agent never saw the run's "
+                           "processes: it cannot tell whether the run ended or lives on another tmux server; nothing "
+                           "was stopped (add it again with --tmux-socket, or --pid)")  # fmt: skip
+        if _alive(seen):
+            return Outcome(False, "none", f"{server} has no session {session}, but the run's process (pid "
+                           f"{seen.pid}) is still running: its session is on another tmux server; nothing was "
+                           "stopped", hint=f"kill -INT {seen.pid}")  # fmt: skip
         return Outcome(True, "tmux kill-session", f"session {session} already ended")
     _tmux(socket, "send-keys", "-t", f"={session}:", "C-c")
     start = time.monotonic()
     while time.monotonic() - start < grace_s:
         if _tmux(socket, "has-session", "-t", f"={session}") != 0:
-            waited = time.monotonic() - start
-            return Outcome(True, "ctrl-c", f"sent Ctrl-C to {session}; it exited after {waited:.1f}s")
+            return _verified(seen, session, Outcome(True, "ctrl-c", f"sent Ctrl-C to {session}; it exited after "
+                                                    f"{time.monotonic() - start:.1f}s"))  # fmt: skip
         time.sleep(POLL_S)
     if _tmux(socket, "kill-session", "-t", f"={session}") == 0:
-        return Outcome(True, "tmux kill-session", f"Ctrl-C ignored for {grace_s:g}s; killed tmux session {session}")
+        return _verified(seen, session, Outcome(True, "tmux kill-session", f"Ctrl-C ignored for {grace_s:g}s; "
+                                                f"killed tmux session {session}"))  # fmt: skip
     return Outcome(False, "tmux kill-session", f"could not kill tmux session {session}", hint=kill)
+
+
+def _verified(seen: procfs.ProcStat | None, session: str, done: Outcome) -> Outcome:
+    """`done` once the process the agent followed in the session is gone too."""
+    if seen is None or _wait_gone([seen], KILL_WAIT_S):
+        return done
+    return Outcome(False, done.method, f"session {session} ended, but the run's process (pid {seen.pid}) is still "
+                   f"running {KILL_WAIT_S:g}s later", hint=f"kill -KILL {seen.pid}")  # fmt: skip
 
 
 def signal_ladder(roots: list[procfs.ProcStat], grace_s: float) -> Outcome:

@@ -2,15 +2,13 @@
 
 Only that agent can reach the run's processes (a pid, processes matched by command line, a tmux
 session there). The worker sends a `stop` message on the host's control stream (agent/watch.py)
-and waits for the outcome the agent records (agent/stopper.py) under the id the message names;
-the caller's own `stop.failed` uses that same id when the agent is not running or does not answer
-in time, so whichever is appended first is the one outcome kept.
+and looks for the outcome the agent records (agent/stopper.py) under the id the message names when
+the run's log brings it back (it does not wait: workers/actions.py); `trainwarden stop --wait`
+polls for it. The caller's own `stop.failed` uses that same id when the agent is not running or
+does not answer in time, so whichever is appended first is the one outcome kept.
 """
 
 from __future__ import annotations
-
-import time
-from collections.abc import Callable
 
 from trainwarden.events.envelope import Event
 from trainwarden.events.heartbeat import component_name, read_beat
@@ -21,7 +19,6 @@ from trainwarden.events.store import EventStore, Malformed, redis_errors
 LAUNCH = "launch"  # stopped by the workers from run.launched (remote/stop.py)
 AGENT = "agent"  # stopped by the agent on the run's host
 ANSWER_SLACK_S = 30.0  # beyond the two grace periods: the control read, SIGKILL, the round trips
-POLL_S = 0.1
 
 
 def stop_means(launch: RunLaunchedData, watched: RunWatchedData | None) -> str | None:
@@ -54,18 +51,14 @@ def send_stop(store: EventStore, *, host: str, request: Event, reply_as: str) ->
         store.redis.xadd(store.keys.agent_control(host), field_map(message))
 
 
-def wait_answer(store: EventStore, *, run: str, after: str, reply_as: str, timeout_s: float,
-                sleep: Callable[[float], None] = time.sleep) -> Event | None:  # fmt: skip
-    """The event `reply_as` recorded in the run's log after stream id `after`, or None after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if store.redis.hget(store.keys.hwm(run), reply_as) is not None:
-            for _sid, event in store.iter_run(run, after=after):
-                if not isinstance(event, Malformed) and event.producer == reply_as:
-                    return event
-        if time.monotonic() >= deadline:
-            return None
-        sleep(POLL_S)
+def answer(store: EventStore, *, run: str, after: str, reply_as: str) -> Event | None:
+    """The event `reply_as` recorded in the run's log after stream id `after`; None while there is none."""
+    if store.redis.hget(store.keys.hwm(run), reply_as) is None:
+        return None
+    for _sid, event in store.iter_run(run, after=after):
+        if not isinstance(event, Malformed) and event.producer == reply_as:
+            return event
+    return None
 
 
 def answer_timeout(grace_s: float) -> float:

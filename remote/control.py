@@ -47,9 +47,11 @@ class SshController:
                 return judge_stop_command(done.exit_status, done.stderr)
             if not target.session:
                 return StopResult(False, "none", NO_WAY_TO_STOP)
-            script = stop_script(socket=target.tmux_socket, session=target.session, grace_s=target.grace_s)
+            script = stop_script(socket=target.tmux_socket, session=target.session, grace_s=target.grace_s,
+                                 pid=target.pid)  # fmt: skip
             done = self.shell.run(server, script, timeout=target.grace_s + SLACK_S)
-            return parse_stop(done.stdout, done.stderr, session=target.session, grace_s=target.grace_s)
+            return parse_stop(done.stdout, done.stderr, session=target.session, grace_s=target.grace_s,
+                              socket=target.tmux_socket)  # fmt: skip
         except SshError as exc:
             return StopResult(False, "ssh", str(exc))
 

@@ -21,11 +21,13 @@ from trainwarden.events.redact import env_secrets, known_secrets, redact
 from trainwarden.events.redis_types import field_map
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.remote.errors import LaunchError
-from trainwarden.remote.stop import session_name, tmux_argv
+from trainwarden.remote.stop import session_name
 from trainwarden.remote.wrapper import EXIT_SUFFIX, recorded_run
 
 from trainwarden.sidecar import METRICS_ENV, metrics_path
+from trainwarden.tmux import tmux_argv, tmux_env
 
+STARTED_FORMAT = "#{socket_path} #{pane_pid}"
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
@@ -50,6 +52,15 @@ def shell_line(spec: LaunchSpec) -> str:
     lines = [f"cd {shlex.quote(str(spec.workdir))} || {cd_failed}",
              *recorded_run(command, log=str(spec.log_path), exit_file=exit_file)]  # fmt: skip
     return "\n".join(lines)
+
+
+def started(answer: str, asked: str | None) -> tuple[str | None, int | None]:
+    """Pure: (the tmux server's socket path, the pane's pid) from `new-session -P -F STARTED_FORMAT`; the
+    socket asked for and no pid when tmux (older than 2.2) gave no answer."""
+    path, _, pid = answer.strip().rpartition(" ")
+    if not path.startswith("/") or not pid.isdigit():
+        return asked, None
+    return path, int(pid)
 
 
 def validate(spec: LaunchSpec) -> None:
@@ -92,15 +103,19 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     env = {METRICS_ENV: str(metrics), **{k: v for k, v in spec.env.items() if k != METRICS_ENV}}
     env_args = [arg for name, value in env.items() for arg in ("-e", f"{name}={value}")]
     argv = tmux_argv(
-        spec.tmux_socket, "new-session", "-d", "-s", session, "-x", "200", "-y", "50", *env_args,
-        "bash", "-c", shell_line(spec),
+        spec.tmux_socket, "new-session", "-d", "-P", "-F", STARTED_FORMAT, "-s", session, "-x", "200", "-y", "50",
+        *env_args, "bash", "-c", shell_line(spec),
     )  # fmt: skip
+    # No -L/-S: the server the caller's own tmux picks ($TMUX inside tmux, else the default), which tmux names
+    # in its answer (with the pane's pid) atomically with the start; the record addresses that server alone.
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL, check=False)
     if proc.returncode != 0:
         raise LaunchError(f"tmux could not start session {session}: {proc.stderr.strip()}", run=spec.run)
+    socket, pid = started(proc.stdout, spec.tmux_socket)
     launched: RunLaunchedData = {
         "session": session,
-        "tmux_socket": spec.tmux_socket,
+        "tmux_socket": socket,
+        "pid": pid,
         "host": host,
         "log_path": str(spec.log_path),
         "workdir": str(spec.workdir),
@@ -114,7 +129,7 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     data = redact(launched, [*known_secrets(), *env_secrets(spec.env)])  # the run's own secrets too
     event = make_event(t.RUN_LAUNCHED, run=spec.run, host=host, producer=f"launch/{host}", seq=time_seq(), data=data)
     control = {"op": "watch", "run": spec.run, "log": str(spec.log_path), "session": session,
-               "tmux_socket": spec.tmux_socket or "", "workdir": str(spec.workdir), "launch": event.id,
+               "tmux_socket": socket or "", "pid": str(pid or ""), "workdir": str(spec.workdir), "launch": event.id,
                "launched_at": repr(launched_at), "metrics": str(metrics),
                "wandb": "" if spec.wandb is None else str(int(spec.wandb))}  # fmt: skip
     try:
@@ -122,8 +137,9 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
         with redis_errors("register the run with the agent", run=spec.run):
             store.redis.xadd(store.keys.agent_control(host), field_map(control))
     except StoreError as exc:
-        killed = subprocess.run(tmux_argv(spec.tmux_socket, "kill-session", "-t", f"={session}"), capture_output=True,
-                                timeout=15, stdin=subprocess.DEVNULL, check=False).returncode == 0  # fmt: skip
+        kill = tmux_argv(socket, "kill-session", "-t", f"={session}")
+        killed = subprocess.run(kill, capture_output=True, timeout=15, stdin=subprocess.DEVNULL, check=False,
+                                env=tmux_env()).returncode == 0  # fmt: skip
         then = (
             f"stopped it again (killed tmux session {session})"
             if killed

@@ -17,6 +17,7 @@ from trainwarden.remote.fleet import Experiment, Server
 from trainwarden.remote.wrapper import EXIT_SUFFIX, recorded_run
 
 from trainwarden.sidecar import METRICS_ENV, metrics_path
+from trainwarden.tmux import tmux_argv
 
 OFFLINE_RE = re.compile(r"(?i)^(?:WANDB_MODE=(?:offline|disabled|dryrun)|WANDB_DISABLED=(?:true|1|yes))$")
 OFFLINE_MODES = ("offline", "disabled", "dryrun")
@@ -48,8 +49,7 @@ def run_paths(server: Server, run: str) -> RunPaths:
 
 def tmux(server: Server, *args: str) -> str:
     """A tmux command line for the server's tmux (its own socket when configured)."""
-    socket = ["-L", server.tmux_socket] if server.tmux_socket else []
-    return shlex.join(["tmux", *socket, *args])
+    return shlex.join(tmux_argv(server.tmux_socket, *args))
 
 
 def activation(server: Server) -> str:

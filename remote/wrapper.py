@@ -13,7 +13,10 @@ wrapper itself is signalled:
   so the trainer's last words (a traceback, "checkpoint saved") still reach the log, and its own
   status never hides the trainer's.
 
-A command killed by signal N is recorded as 128+N (130 for Ctrl-C), the shell's convention.
+A command killed by signal N is recorded as 128+N (130 for Ctrl-C), the shell's convention. The
+status recorded is always the one the command ended with, never the number of the signal that
+interrupted the wrapper's `wait` (a trap's 128+N): a trainer that catches Ctrl-C, saves and exits 0
+is recorded as 0, one killed by the HUP of a killed session as 129.
 """
 
 from __future__ import annotations
@@ -29,12 +32,12 @@ def recorded_run(command: str, *, log: str, exit_file: str) -> list[str]:
     quoted here)."""
     return [
         "set -o pipefail",
-        "trap ':' INT",
-        """trap '[ -n "$tw_signalled" ] || { tw_signalled=1; kill -HUP 0; }' HUP""",
-        """trap '[ -n "$tw_signalled" ] || { tw_signalled=1; kill -TERM 0; }' TERM""",
+        "trap 'tw_woken=1' INT",
+        """trap 'tw_woken=1; [ -n "$tw_signalled" ] || { tw_signalled=1; kill -HUP 0; }' HUP""",
+        """trap 'tw_woken=1; [ -n "$tw_signalled" ] || { tw_signalled=1; kill -TERM 0; }' TERM""",
         f"( trap - INT QUIT; exec -- {command} ) 2>&1 | ( trap '' INT TERM HUP; tee -a {shlex.quote(log)}; exit 0 ) &",
-        # A trapped signal ends `wait` early (status 128+N) while the job still runs: wait again. Only the
-        # first `wait` that sees the job end returns the pipeline's status (pipefail: the command's).
-        'while :; do wait "$!"; tw_status=$?; kill -0 "$!" 2>/dev/null || break; done',
+        # A trapped signal ends `wait` early with 128+N, its own number and not the job's status: wait again
+        # until a `wait` no signal woke. Waiting for a job that ended meanwhile returns its status (bash keeps it).
+        'while :; do tw_woken=; wait "$!"; tw_status=$?; [ -n "$tw_woken" ] || break; done',
         f'echo "$tw_status" > {shlex.quote(exit_file)}',
     ]

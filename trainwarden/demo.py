@@ -30,8 +30,9 @@ from trainwarden.events.projection import RunState, fold
 from trainwarden.events.store import EventStore, Malformed
 from trainwarden.redis_server import RedisServer
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
-from trainwarden.remote.stop import LocalTmuxController, StopTarget, tmux_argv
+from trainwarden.remote.stop import LocalTmuxController, StopTarget
 from trainwarden.settings import load_settings
+from trainwarden.tmux import tmux_argv
 
 RUN = "demo-nan"
 PROCESSES = ("agent", "dispatcher", "worker")

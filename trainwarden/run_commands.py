@@ -12,6 +12,7 @@ import getpass
 import json
 import os
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from trainwarden.events.run_view import run_state
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.remote.agent_stop import AGENT, agent_absent, stop_means
 from trainwarden.settings import Settings
+from trainwarden.tmux import tmux_argv
 
 POLL_S = 0.1
 
@@ -39,6 +41,8 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     host = args.host or settings.host
     if args.pid is not None and args.pid >= 2 and host == settings.host:
         _check_signallable(args.pid, host)
+    if args.tmux_session and not args.tmux_socket and host == settings.host:
+        args.tmux_socket = _tmux_server(args.tmux_session)
     log = str(Path(args.log).expanduser().resolve())
     fields: dict[str, Any] = {
         "run": args.run, "log": log, "pid": args.pid, "match": args.match, "session": args.tmux_session,
@@ -75,6 +79,22 @@ def _check_signallable(pid: int, host: str) -> None:
         raise UsageError(f"--pid {pid}: no such process on this host ({host})") from None
     except PermissionError:
         raise UsageError(f"--pid {pid}: the process is not yours to signal (a STOP could not stop it)") from None
+
+
+def _tmux_server(session: str) -> str:
+    """The socket path of the tmux server that holds `session` as the caller's own tmux sees it (inside tmux:
+    the server the caller is in), so that the agent asks that server, whatever tmux it runs in."""
+    path = ""
+    try:  # list-panes fails on a session the server does not have (display-message would answer all the same)
+        argv = tmux_argv(None, "list-panes", "-t", f"={session}:", "-F", "#{socket_path}")
+        found = subprocess.run(argv, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL, check=False)
+        path = found.stdout.partition("\n")[0].strip() if found.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    if not path.startswith("/"):
+        raise UsageError(f"--tmux-session {session}: your tmux server has no such session (inside tmux, the one you "
+                         "are in); start it first, or name its server with --tmux-socket")  # fmt: skip
+    return path
 
 
 def _wait_watched(store: EventStore, run: str, control: str, timeout: float) -> RunWatchedData | None:
@@ -175,7 +195,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     how.add_argument("--match", metavar="PATTERN", help="a regular expression over command lines that finds its "
                      "processes (like pgrep -f), signalled as with --pid")  # fmt: skip
     s.add_argument("--tmux-session", metavar="S", help="its tmux session: a STOP sends Ctrl-C, then kills it")
-    s.add_argument("--tmux-socket", metavar="NAME", help="the tmux socket of --tmux-session (tmux -L)")
+    s.add_argument("--tmux-socket", metavar="NAME", help="the tmux socket of --tmux-session (a name: tmux -L; a "
+                   "path: tmux -S; default: the server your tmux finds it on)")  # fmt: skip
     s.add_argument("--stop-command", metavar="CMD", help="a command that stops it cleanly, run by the agent "
                    "(split like a shell would, never run by one)")  # fmt: skip
     s.add_argument("--grace", type=_positive, default=DEFAULT_STOP_GRACE_S, metavar="S",

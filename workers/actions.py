@@ -5,14 +5,19 @@ gone is a no-op success, and the resulting event has a deterministic id
 (`act/<run>/<stream id of the request>:1`), so a repeat appends nothing. A run trainwarden did not
 launch is stopped by the agent on its host (remote/agent_stop.py), which records the outcome
 under that same id: a repeated request is carried out and recorded once.
+
+The agent's stop takes its grace periods (a run that ignores Ctrl-C: up to twice the grace), and no
+other run may wait for it: the worker sends the request, keeps the action pending (`Awaiting`: sent
+when, answer due by when) and is done with the run; the agent's outcome, appended to the run's log,
+brings the run back to a worker, which finds it and settles the action. Only an agent that stays
+silent past the deadline gets a `stop.failed` of the worker's own, under the same id.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -36,12 +41,14 @@ from trainwarden.events.payloads import (
 from trainwarden.events.store import Malformed
 from trainwarden.remote import agent_stop
 from trainwarden.remote.errors import LaunchError
-from trainwarden.remote.stop import StopTarget, tmux_argv
+from trainwarden.remote.stop import StopTarget
 from trainwarden.workers.chart import render_chart
 from trainwarden.workers.checkpoint import ACTION_CHART, ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 from trainwarden.workers.context import WorkerContext
 from trainwarden.workers.evidence import Pack, build_pack, read_log_tail, triggering_metric, write_pack
 from trainwarden.workers.findings import append_note, findings_note
+
+from trainwarden.tmux import tmux_argv
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +57,19 @@ def action_producer(run: str, sid: str) -> str:
     return f"act/{run}/{sid}"
 
 
-def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any], *, now: float,
-            hold: Callable[[], None] = lambda: None) -> Event | None:  # fmt: skip
-    """Carry out one pending action; returns the event recording its result. `hold` keeps the run's
-    lock while a long wait goes on (the agent stopping a watched run)."""
+@dataclass(frozen=True, slots=True)
+class Awaiting:
+    """An action handed to another process: kept pending as `action` (what was done so far) until its
+    outcome is in the log or `due`, when it is looked at again without news."""
+
+    action: dict[str, Any]
+    due: float
+
+
+def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any], *,
+            now: float) -> Event | Awaiting | None:  # fmt: skip
+    """Carry out one pending action; returns the event recording its result, or `Awaiting` while another
+    process (the agent stopping a watched run) carries it out."""
     source = ctx.store.get(run, action["sid"])
     if source is None or isinstance(source, Malformed):
         log.error(
@@ -67,7 +83,7 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
     if action["kind"] == ACTION_STOP:
         watched = cp.run.watched
         if watched is not None and agent_stop.stop_means(cp.run.launch, watched) == agent_stop.AGENT:
-            return stop_by_agent(ctx, watched, source, action["sid"], producer=producer, now=now, hold=hold)
+            return stop_by_agent(ctx, watched, source, action, producer=producer, now=now)
         event_type, result = stop_run(ctx, run, cp, source)
         return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=result, ts=now)
     if action["kind"] == ACTION_RESUME:
@@ -230,26 +246,27 @@ def stop_run(ctx: WorkerContext, run: str, cp: Checkpoint, request: Event) -> tu
     return t.STOP_FAILED, failed
 
 
-def stop_by_agent(ctx: WorkerContext, watched: RunWatchedData, request: Event, sid: str, *, producer: str,
-                  now: float, hold: Callable[[], None] = lambda: None) -> Event:  # fmt: skip
-    """Ask the run host's agent to stop a watched run and return the outcome it recorded (appending it
-    again is a no-op); a `stop.failed` of our own, under the same id, when no agent is there to answer."""
+def stop_by_agent(ctx: WorkerContext, watched: RunWatchedData, request: Event, action: dict[str, Any], *,
+                  producer: str, now: float) -> Event | Awaiting:  # fmt: skip
+    """Ask the run host's agent to stop a watched run, without waiting for it (module docstring): `Awaiting`
+    until the outcome it recorded is in the log, then that outcome (appending it again is a no-op); a
+    `stop.failed` of our own, under the same id, when no agent is there to take it or it stays silent."""
     host = watched.get("host") or ctx.host
     asked = cast(StopRequestedData, request.data)
-    problem = agent_stop.agent_absent(ctx.store, host, now=now)
-    if problem is None:
-        agent_stop.send_stop(ctx.store, host=host, request=request, reply_as=producer)
-        timeout = agent_stop.answer_timeout(float(watched.get("stop_grace_s") or 10.0))
-
-        def pause(seconds: float) -> None:  # the wait is long: the run's lock is kept meanwhile
-            hold()
-            time.sleep(seconds)
-
-        answer = agent_stop.wait_answer(ctx.store, run=request.run, after=sid, reply_as=producer, timeout_s=timeout,
-                                        sleep=pause)  # fmt: skip
+    if "sent" not in action:
+        problem = agent_stop.agent_absent(ctx.store, host, now=now)
+        if problem is None:
+            agent_stop.send_stop(ctx.store, host=host, request=request, reply_as=producer)
+            due = now + agent_stop.answer_timeout(float(watched.get("stop_grace_s") or 10.0))
+            return Awaiting({**action, "sent": now, "due": due}, due)
+    else:
+        answer = agent_stop.answer(ctx.store, run=request.run, after=action["sid"], reply_as=producer)
         if answer is not None:
             return answer
-        problem = f"the agent on {host} did not report the stop within {timeout:.0f}s; is it still running?"
+        if now < float(action["due"]):
+            return Awaiting(action, float(action["due"]))
+        waited = float(action["due"]) - float(action["sent"])
+        problem = f"the agent on {host} did not report the stop within {waited:.0f}s; is it still running?"
     failed: StopResultData = {"request": request.id, "method": "none", "session": watched.get("session"),
                               "run_host": host, "reason": asked.get("reason"), "error": problem}  # fmt: skip
     if asked.get("by"):

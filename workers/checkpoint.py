@@ -51,3 +51,10 @@ def decode_checkpoint(fields: dict[bytes, bytes]) -> Checkpoint:
         pending=json.loads(fields[b"pending"]),
         guard=json.loads(fields.get(b"guard", b"null")),
     )
+
+
+def awaiting_due(pending: list[dict[str, Any]]) -> float | None:
+    """When the first action handed to another process (workers/actions.py `Awaiting`) is to be looked at
+    again without news; None: none is."""
+    dues = [float(a["due"]) for a in pending if "due" in a]
+    return min(dues) if dues else None

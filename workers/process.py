@@ -31,8 +31,8 @@ from trainwarden.events.redis_errors import describe, transient
 from trainwarden.events.redis_types import field_map, hash_fields
 from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
-from trainwarden.workers.actions import perform
-from trainwarden.workers.checkpoint import ACTION_CHART, decode_checkpoint, encode_checkpoint
+from trainwarden.workers.actions import Awaiting, perform
+from trainwarden.workers.checkpoint import ACTION_CHART, awaiting_due, decode_checkpoint, encode_checkpoint
 from trainwarden.workers.context import WorkerContext, current
 from trainwarden.workers.errors import RunBusy, RunsFailed
 from trainwarden.workers.evaluate import evaluate_entries
@@ -201,35 +201,50 @@ class RunProcessor:
             self._hold(lock)
 
     def _perform_pending(self, lock: Lock) -> None:
+        """Each pending action but the charts, in order; one another process carries out (`Awaiting`) stays
+        pending, and is looked at once per turn: the turn never waits for it."""
         cursor = self.keys.cursor(self.run)
+        looked: set[str] = set()  # sids of the actions left awaiting in this turn
         while True:
             with self.ctx.redis.pipeline(transaction=True) as pipe:
                 pipe.watch(cursor)
                 cp = decode_checkpoint(hash_fields(pipe.hgetall(cursor)))
-                if not cp.pending:
-                    return
-                first = next((i for i, a in enumerate(cp.pending) if a["kind"] != ACTION_CHART), None)
+                first = next((i for i, a in enumerate(cp.pending)
+                              if a["kind"] != ACTION_CHART and a["sid"] not in looked), None)  # fmt: skip
                 if first is None:
-                    return  # only charts are left: drawn once the lock is released
+                    return  # only charts are left (drawn once the lock is released), or actions awaiting others
                 action: dict[str, Any] = cp.pending.pop(first)
-                event = perform(self.ctx, self.run, cp, action, now=self.ctx.clock(), hold=lambda: self._hold(lock))
+                result = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())
+                awaiting = isinstance(result, Awaiting)
+                event = None if isinstance(result, Awaiting) else result
+                if isinstance(result, Awaiting):
+                    cp.pending.insert(first, result.action)
+                    looked.add(action["sid"])
                 failpoint("after-action", self.ctx.redis, self.keys)
-                try:
-                    self._commit_action(pipe, cursor, event, cp.pending)
+                try:  # an action awaiting, or settled after awaiting, moves the run's tick: to its deadline, or off
+                    self._commit_action(pipe, cursor, event, cp.pending, reschedule=awaiting or "due" in action)
                 except redis.WatchError:
                     continue
             self.ctx.store.flush([self.run])
             if event is not None and event.type in (t.STOP_DONE, t.STOP_FAILED):
                 count("stops", outcome=event.type.rpartition(".")[2])
-            self.summary["actions"] += 1
+            self.summary["actions"] += 0 if awaiting else 1
             self._hold(lock)
 
-    def _commit_action(self, pipe: Any, cursor: str, event: Event | None, pending: list[dict[str, Any]]) -> None:
-        """One action done, in one transaction on the WATCHed checkpoint: its event, and what is left pending."""
+    def _commit_action(self, pipe: Any, cursor: str, event: Event | None, pending: list[dict[str, Any]], *,
+                       reschedule: bool = False) -> None:  # fmt: skip
+        """One action done, in one transaction on the WATCHed checkpoint: its event, and what is left pending;
+        `reschedule`: the run's tick is when the first action awaiting another process is due, or none once
+        none awaits (a run whose stop is under way is ticked for nothing else: workers/schedule.py)."""
         pipe.multi()
         if event is not None:
             self.ctx.store.append([event], pipeline=pipe)
         pipe.hset(cursor, "pending", json.dumps(pending))
+        due = awaiting_due(pending)
+        if reschedule and due is not None:
+            self.ctx.store.shared(pipe, self.run, "ZADD", self.keys.schedule(), repr(due), self.run)
+        elif reschedule:
+            self.ctx.store.shared(pipe, self.run, "ZREM", self.keys.schedule(), self.run)
         pipe.execute()
 
     def _draw_charts(self, lock: Lock) -> None:
@@ -243,7 +258,8 @@ class RunProcessor:
             action = next((a for a in cp.pending if a["kind"] == ACTION_CHART), None)
             if action is None or self._unread_input(cp.after):
                 return
-            event = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())  # kept in Redis; idempotent
+            drawn = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())  # kept in Redis; idempotent
+            event = None if isinstance(drawn, Awaiting) else drawn  # a chart is never handed to another process
             if not lock.acquire(blocking=False):
                 return
             try:

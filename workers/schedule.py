@@ -27,7 +27,7 @@ from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.policies.engine import in_startup
 from trainwarden.policies.model import Policy
 from trainwarden.workers import config
-from trainwarden.workers.checkpoint import Checkpoint
+from trainwarden.workers.checkpoint import Checkpoint, awaiting_due
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,9 @@ class TickSettings:
 def next_tick(cp: Checkpoint, policy: Policy, ticks: TickSettings, *, wall_now: float) -> float | None:
     """When to look at the run again if nothing arrives; None: not at all (it ended, or went silent)."""
     ps = cp.policy
+    awaiting = awaiting_due(cp.pending)
+    if awaiting is not None:
+        return awaiting  # a stop the agent carries out: look again if it has not reported by then
     if cp.guard is not None and not cp.guard.get("requested"):
         return cp.guard["deadline"]  # a guarded stop: look again when nobody has answered in time
     if ps.ended or ps.decision == t.STOP or cp.run.status in ENDED_STATUSES or ps.start is None or ps.now is None:

@@ -11,11 +11,11 @@ import pytest
 from trainwarden.agent import procfs
 from trainwarden.agent.stopper import signal_ladder
 from trainwarden.events import types as t
-from trainwarden.events.envelope import make_event
+from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.heartbeat import Heartbeat, read_beat
 from trainwarden.events.keys import Keys
 from trainwarden.events.projection import fold
-from trainwarden.workers.actions import action_producer, stop_by_agent
+from trainwarden.workers.actions import Awaiting, action_producer, stop_by_agent
 
 from tests.conftest import cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
@@ -81,14 +81,17 @@ def test_watched_runs_are_stopped_by_their_agent(settings_file, store, worker_ct
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
         assert f"stopped polite: sent SIGINT to pid {polite.pid}" in stopped.stdout
         assert polite.wait(timeout=10) == 0 and "caught SIGINT" in polite_log.read_text()
-        # the same request again (a worker that died before its commit): answered with the outcome recorded,
-        # carried out and recorded once
+        # the same request again (a worker that died before its commit): sent again, the agent does not
+        # repeat it, and the worker finds the outcome recorded: carried out and recorded once
         (first,) = events_of(store, "polite", t.STOP_DONE)
         (request,) = events_of(store, "polite", t.STOP_REQUESTED)
         watched = fold(events_of(store, "polite")).watched
         sid = first.producer.rpartition("/")[2]
-        repeat = stop_by_agent(worker_ctx, watched, request, sid, producer=first.producer, now=time.time())
-        assert repeat.id == first.id and repeat.ts == first.ts
+        action = {"kind": "stop", "sid": sid, "id": request.id}
+        resent = stop_by_agent(worker_ctx, watched, request, action, producer=first.producer, now=time.time())
+        assert isinstance(resent, Awaiting) and resent.action["sent"] <= time.time() < resent.due
+        repeat = stop_by_agent(worker_ctx, watched, request, resent.action, producer=first.producer, now=time.time())
+        assert isinstance(repeat, Event) and repeat.id == first.id and repeat.ts == first.ts
 
         # the policy's STOP of a NaN loss: SIGINT and SIGTERM ignored, then SIGKILL
         (done,) = wait_for(lambda: events_of(store, "stubborn", t.STOP_DONE), timeout=40, what="the NaN's stop.done")
@@ -121,15 +124,21 @@ def test_no_agent_on_the_host_fails_the_stop_at_once(worker_ctx, store):
                          data={"by": "cli", "user": "me", "reason": "lr too high"})  # fmt: skip
     sid = store.append_one(request)
     start = time.monotonic()
-    failed = stop_by_agent(worker_ctx, watched, request, sid, producer=action_producer("x", sid), now=time.time())
-    assert failed.type == t.STOP_FAILED and "no trainwarden agent runs on gone-host" in failed.data["error"]
+    action = {"kind": "stop", "sid": sid, "id": request.id}
+    failed = stop_by_agent(worker_ctx, watched, request, action, producer=action_producer("x", sid), now=time.time())
+    assert isinstance(failed, Event) and failed.type == t.STOP_FAILED
+    assert "no trainwarden agent runs on gone-host" in failed.data["error"]
     assert time.monotonic() - start < 2
     silent = Heartbeat(client=store.redis, keys=store.keys, role="agent", host="gone-host", version="0",
                        interval_s=0.1)  # fmt: skip
     silent.beat()
     time.sleep(0.4)  # three intervals without a beat
-    failed = stop_by_agent(worker_ctx, watched, request, sid, producer=action_producer("x", sid), now=time.time())
-    assert "the trainwarden agent on gone-host is not running" in failed.data["error"]
+    failed = stop_by_agent(worker_ctx, watched, request, action, producer=action_producer("x", sid), now=time.time())
+    assert isinstance(failed, Event) and "the trainwarden agent on gone-host is not running" in failed.data["error"]
+    # an agent that took the request and stays silent past the deadline: a stop.failed of the worker's own
+    sent = {**action, "sent": time.time() - 50.0, "due": time.time() - 1.0}
+    silent_too = stop_by_agent(worker_ctx, watched, request, sent, producer=action_producer("x", sid), now=time.time())
+    assert isinstance(silent_too, Event) and "did not report the stop within 49s" in silent_too.data["error"]
 
 
 def test_match_finds_the_top_process_and_sigterm_ends_one_that_ignores_sigint(tmp_path):

@@ -14,8 +14,9 @@ import pytest
 
 from tests.layout import package_roots, top_level_packages, tracked_modules
 
-# package -> the other packages of ours it may import (trainwarden.errors and trainwarden.sidecar, stdlib-only
-# leaves, are open to all: the sidecar file's contract is shared by the training process, the launch and the agent)
+# package -> the other packages of ours it may import (trainwarden.errors, trainwarden.sidecar and trainwarden.tmux,
+# stdlib-only leaves, are open to all: the sidecar file's contract is shared by the training process, the launch and
+# the agent; the one spelling of a run's tmux server by the launch, the agent and the stoppers)
 ALLOWED: dict[str, set[str]] = {
     "events": set(),
     "policies": {"events"},
@@ -25,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "remote": {"events"},
     "archive": {"events"},
 }
-OPEN_TO_ALL = {"trainwarden.errors", "trainwarden.sidecar"}
+OPEN_TO_ALL = {"trainwarden.errors", "trainwarden.sidecar", "trainwarden.tmux"}
 COMPOSITION_ROOT = "trainwarden"  # cli, wiring, settings and the command modules: they may import anything
 
 

@@ -29,3 +29,11 @@ def checkpoint(*, start=0.0, now=100.0, last_input=100.0, decision=None, status=
 ])  # fmt: skip
 def test_next_tick(cp, due):
     assert next_tick(cp, default_policy(), TICKS, wall_now=5000.0) == due
+
+
+def test_a_stop_the_agent_carries_out_is_looked_at_by_its_deadline_even_once_stopping():
+    """The worker does not wait for an agent's stop: its tick at the deadline brings a silent agent's run back."""
+    cp = checkpoint(decision=t.STOP, status="stopping")
+    cp.pending = [{"kind": "evidence", "sid": "1-0"}, {"kind": "stop", "sid": "2-0", "sent": 10.0, "due": 100.0},
+                  {"kind": "stop", "sid": "3-0", "sent": 20.0, "due": 90.0}]  # fmt: skip
+    assert next_tick(cp, default_policy(), TICKS, wall_now=5000.0) == 90.0
