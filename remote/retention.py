@@ -1,7 +1,12 @@
 """Checkpoint retention (the seed's policy): keep the latest, the best and the milestones.
 
 `plan_retention` is pure. Rules, in order of strength:
-- never delete the best checkpoint, nor the only one;
+- never delete a file whose name says best, latest or last (`best.pt`, `latest.pt`, ultralytics'
+  `last.pt`, Lightning's `last.ckpt`, `model_best.pth`): the names labs and trainers keep by, which
+  carry no number for the rules below to rank;
+- never delete the best checkpoint, nor the only one, nor (unless the run failed) the newest file;
+- with the best unknown (no metric in the names, no file named best), keep every file that is not
+  provably a plain intermediate (a file named with no epoch or step);
 - a finished or running run keeps its latest, its best and its milestone epochs;
 - a failed run keeps its logs, metrics and config but loses its weights, except the best (or,
   when no metric says which is best, the latest), so nothing is ever left without a checkpoint.
@@ -19,6 +24,7 @@ from trainwarden.remote.ssh import RemoteShell
 
 EPOCH_RE = re.compile(r"(?i)(?<![a-z])(?:epoch|ep)[_=-]?(\d+)")
 STEP_RE = re.compile(r"(?i)(?<![a-z])(?:step|iter|it)[_=-]?(\d+)")
+KEPT_BY_NAME_RE = re.compile(r"(?i)best|(?:^|[_.=-])(?:latest|last)(?:[_.=-]|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,15 +65,29 @@ def plan_retention(files: Sequence[CheckpointFile], config: CheckpointConfig, *,
     latest = order[-1]
     scored = [(f.metric, f) for f in files if f.metric is not None]
     best = (min if config.mode == "min" else max)(scored, key=lambda pair: pair[0])[1] if scored else None
-    notes = [] if best or not config.best_metric else [f"no file name carries {config.best_metric}: best unknown"]
+    named_best = any("best" in f.name.lower() for f in files)
+    notes = []
+    if best is None and config.best_metric:
+        unknown = f"no file name carries {config.best_metric}: best unknown"
+        notes.append(unknown + ("" if named_best else "; only numbered intermediates may be deleted"))
     if best is not None:
         keep.setdefault(best.name, []).append(f"best {config.best_metric}={best.metric}")
+    for f in files:
+        if KEPT_BY_NAME_RE.search(f.name):
+            keep.setdefault(f.name, []).append("named best, latest or last: never deleted")
+    if best is None and not named_best:
+        for f in files:
+            if f.epoch is None and f.step is None:
+                keep.setdefault(f.name, []).append("best unknown: not a numbered intermediate")
     if failed:
         if best is None:
             keep.setdefault(latest.name, []).append("latest (failed run: weights dropped except one)")
         notes.append("failed run: keeps logs, metrics and config; weights dropped except the best")
     else:
         keep.setdefault(latest.name, []).append("latest")
+        newest = max(files, key=lambda f: f.mtime)
+        if newest is not latest:
+            keep.setdefault(newest.name, []).append("newest file")
         for f in files:
             if f.epoch is not None and f.epoch in config.milestones:
                 keep.setdefault(f.name, []).append(f"milestone epoch {f.epoch}")
