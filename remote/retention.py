@@ -57,6 +57,15 @@ def parse_name(name: str, best_metric: str | None) -> tuple[int | None, int | No
     return epoch, step, metric
 
 
+def doomed(status: str | None, stops: Sequence[Mapping[str, object]]) -> bool:
+    """Whether retention treats the run as failed (logs, metrics and config kept; weights dropped but the
+    best): it failed, or the watchdog stopped it by a rule (a NaN, a divergence), so its latest weights are
+    the doomed ones. A run a person stopped with no rule behind it keeps its weights as a finished one."""
+    if status == "failed":
+        return True
+    return status == "stopped" and any(s.get("type") == "stop.requested" and s.get("rule") for s in stops)
+
+
 def plan_retention(files: Sequence[CheckpointFile], config: CheckpointConfig, *, failed: bool) -> RetentionPlan:
     if not files:
         return RetentionPlan(keep={}, delete=(), notes=("no checkpoints found",))

@@ -114,7 +114,7 @@ def cmd_plan_status(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
     require("checkpoints", "asyncssh")
-    from trainwarden.remote.retention import delete_checkpoints, list_checkpoints, plan_retention
+    from trainwarden.remote.retention import delete_checkpoints, doomed, list_checkpoints, plan_retention
 
     fleet = wiring.fleet(settings, required=True)
     assert fleet is not None
@@ -131,7 +131,12 @@ def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
         if isinstance(metric, int | float) and path:
             saved[Path(path).name] = float(metric)
     files = list_checkpoints(wiring.ssh_pool(), server, experiment.checkpoints, saved)  # fmt: skip
-    plan = plan_retention(files, experiment.checkpoints, failed=state.status == "failed")
+    failed = doomed(state.status, state.stops)
+    if failed and state.status == "stopped":
+        print(
+            f"note: {experiment.name} was stopped by the watchdog (a rule): its weights are treated as a failed run's"
+        )
+    plan = plan_retention(files, experiment.checkpoints, failed=failed)
     for name, reasons in plan.keep.items():
         print(f"keep    {name}  ({'; '.join(reasons)})")
     for name in plan.delete:

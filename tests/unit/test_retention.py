@@ -1,5 +1,5 @@
 from trainwarden.remote.fleet import CheckpointConfig
-from trainwarden.remote.retention import CheckpointFile, parse_name, plan_retention
+from trainwarden.remote.retention import CheckpointFile, doomed, parse_name, plan_retention
 
 CONFIG = CheckpointConfig(dir="/ckpt", best_metric="val_loss", mode="min", milestones=(25, 50, 75))
 
@@ -106,3 +106,10 @@ def test_the_newest_file_is_kept_when_numbers_say_another_is_latest():
     # a run restarted from scratch writes epoch_1.pt again after epoch_9.pt: the newest file is its work
     plan = plan_retention(named("epoch_8.pt", "epoch_9.pt", "epoch_1_restarted.pt"), CONFIG, failed=False)
     assert plan.keep["epoch_1_restarted.pt"] == ("newest file",) and plan.delete == ("epoch_8.pt",)
+
+
+def test_a_run_the_watchdog_stopped_is_treated_as_failed():
+    by_rule = [{"type": "stop.requested", "by": "policy", "rule": "loss-nonfinite"}, {"type": "stop.done"}]
+    by_hand = [{"type": "stop.requested", "by": "cli", "rule": None, "reason": "good enough"}, {"type": "stop.done"}]
+    assert doomed("stopped", by_rule) and doomed("failed", [])
+    assert not doomed("stopped", by_hand) and not doomed("finished", []) and not doomed("running", by_rule)
