@@ -99,6 +99,21 @@ def test_checkpoint_retention_dry_run_then_apply(remote_settings, store, gpu_ser
                                                                           "epoch_3_val_loss=2.5.pt"]  # fmt: skip
 
 
+def test_retention_over_ssh_never_deletes_best_pt_nor_latest_pt(remote_settings, store, gpu_server):
+    # the procedure's layout: numbered epochs beside best.pt and latest.pt, no metric in any name (the dry run
+    # listed `delete best.pt` and `delete latest.pt`, and --apply deleted them)
+    ckpt = gpu_server.code / "ckpt"
+    ckpt.mkdir()
+    names = [*(f"epoch_{i}.pt" for i in range(1, 6)), "best.pt", "latest.pt"]
+    for i, name in enumerate(names, start=1):
+        (ckpt / name).write_text("w" * 10)
+        os.utime(ckpt / name, (i, i))
+    applied = cli(remote_settings, "checkpoints", "a", "--apply")
+    assert applied.returncode == 0, applied.stderr
+    assert "keep    best.pt  (named best, latest or last: never deleted)" in applied.stdout
+    assert sorted(p.name for p in ckpt.iterdir()) == ["best.pt", "epoch_2.pt", "epoch_5.pt", "latest.pt"]
+
+
 def test_plan_run_status_and_collect(remote_settings, store, tmp_path):
     plan = tmp_path / "plan.yaml"
     plan.write_text("name: p1\nexperiments: [a, b]\n")
