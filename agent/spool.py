@@ -24,6 +24,7 @@ from typing import BinaryIO
 
 from trainwarden.agent.config import SPOOL_MAX_MB
 from trainwarden.agent.errors import SpoolUnwritable
+from trainwarden.agent.state import write_atomic
 from trainwarden.events.codec import decode, encode_full
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import DecodeError
@@ -126,7 +127,7 @@ class Spool:
 
     def _save_position(self) -> bool:
         try:
-            _write_atomic(self.pos_path, str(self.position).encode())
+            write_atomic(self.pos_path, str(self.position).encode())
         except OSError as exc:  # kept in memory; see the module docstring
             log.warning("spool: position %d not saved to %s: %s", self.position, self.pos_path, exc)
             self.position_unsaved = True
@@ -187,13 +188,3 @@ def _last_newline_end(f: BinaryIO, size: int) -> int:
             return start + nl + 1
         end = start
     return 0
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # a partial temporary file would hold on to the little room there is
-        raise

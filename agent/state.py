@@ -87,9 +87,15 @@ def save(path: Path | None, state: AgentState) -> None:
     if path is None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, state.to_json().encode())
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """`data` as `path`'s whole content, or the file as it was: through a temporary file, removed again when the
+    disk refuses it (on a full disk a partial temporary file would hold on to the little room there is)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        tmp.write_text(state.to_json())
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     except OSError:
         tmp.unlink(missing_ok=True)

@@ -38,7 +38,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import StopResultData
 
-from trainwarden.tmux import tmux_argv, tmux_env
+from trainwarden.tmux import server_words, tmux_argv, tmux_env
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def stop_session(session: str, socket: str | None, grace_s: float, *, seen: proc
     """Ctrl-C, wait for the session to end, then kill it (the launch's procedure, remote/stop.py); done
     once `seen`, the process the agent followed in it, is gone."""
     kill = shlex.join(tmux_argv(socket, "kill-session", "-t", session))
-    server = f"tmux server {socket}" if socket else "the default tmux server"
+    server = server_words(socket)
     if _tmux(socket, "has-session", "-t", f"={session}") != 0:
         if seen is None:
             return Outcome(False, "none", f"{server} has no session {session}, and the agent never saw the run's "

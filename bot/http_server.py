@@ -89,6 +89,11 @@ class DeadlinedChannel(HTTPChannel):
         return bool(super().received(data))
 
 
+def _address(addr: Any) -> str:
+    """A client's address as waitress gives it: (host, port) for TCP, a path for a Unix socket."""
+    return str(addr[0]) if isinstance(addr, tuple) else str(addr)
+
+
 class Guard:
     """The read deadline and the per-address cap, installed on each listening server waitress made."""
 
@@ -103,7 +108,7 @@ class Guard:
                 server.maintenance = functools.partial(self.maintenance, server)  # type: ignore[method-assign]
 
     def channel(self, server: Any, conn: socket.socket, addr: Any, adj: Any, map: Any = None) -> HTTPChannel | None:
-        host = str(addr[0]) if isinstance(addr, tuple) else str(addr)
+        host = _address(addr)
         held = sum(1 for c in server.active_channels.values() if getattr(c, "addr", None) and c.addr[0] == host)
         if held >= PER_ADDRESS:
             self._say(
@@ -120,7 +125,7 @@ class Guard:
             late = now - getattr(channel, "started", now) > READ_DEADLINE_S
             if channel.request is not None and not channel.requests and late and not channel.will_close:
                 channel.will_close = True
-                host = str(channel.addr[0]) if isinstance(channel.addr, tuple) else str(channel.addr)
+                host = _address(channel.addr)
                 self._say(
                     host,
                     "dropped",

@@ -20,7 +20,7 @@ from typing import Protocol
 from trainwarden.events.payloads import RunLaunchedData
 from trainwarden.remote.errors import StopError
 
-from trainwarden.tmux import UNSET_TMUX, tmux_argv, tmux_env
+from trainwarden.tmux import UNSET_TMUX, server_words, tmux_argv, tmux_env
 
 STOP_COMMAND_TIMEOUT_S = 60.0
 TMUX_TIMEOUT_S = 10.0
@@ -79,10 +79,6 @@ def session_name(run: str) -> str:
     return "train-" + run.replace(".", "_").replace(":", "_")
 
 
-def where(socket: str | None) -> str:
-    return f"tmux server {socket}" if socket else "the default tmux server"
-
-
 def stop_script(*, socket: str | None, session: str, grace_s: float, pid: int | None = None) -> str:
     """One shell script for the whole procedure, so a remote stop costs one SSH round trip:
     Ctrl-C, poll until the session is gone or `grace_s` passed, then kill it; with the wrapper's
@@ -125,7 +121,7 @@ def parse_stop(output: str, stderr: str, *, session: str, grace_s: float, socket
         )
     pid = words[1] if len(words) > 1 else "?"
     if words[:1] == ["ELSEWHERE"]:
-        return StopResult(False, "none", f"{where(socket)} has no session {session}, but the run's process "
+        return StopResult(False, "none", f"{server_words(socket)} has no session {session}, but the run's process "
                           f"(pid {pid}) is still running: its session is on another tmux server; nothing was "
                           "stopped")  # fmt: skip
     if words[:1] == ["ALIVE"]:

@@ -26,6 +26,11 @@ def tmux_argv(socket: str | None, *args: str) -> list[str]:
     return ["tmux", "-S" if "/" in socket else "-L", socket, *args]
 
 
+def server_words(socket: str | None) -> str:
+    """The server as a message names it: `tmux server SOCKET`, or `the default tmux server`."""
+    return f"tmux server {socket}" if socket else "the default tmux server"
+
+
 def tmux_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a tmux command about a run: this one without `$TMUX`."""
     return {k: v for k, v in (os.environ if environ is None else environ).items() if k != "TMUX"}

@@ -216,10 +216,12 @@ class RunProcessor:
                 action: dict[str, Any] = cp.pending.pop(first)
                 result = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())
                 awaiting = isinstance(result, Awaiting)
-                event = None if isinstance(result, Awaiting) else result
                 if isinstance(result, Awaiting):
+                    event = None
                     cp.pending.insert(first, result.action)
                     looked.add(action["sid"])
+                else:
+                    event = result
                 failpoint("after-action", self.ctx.redis, self.keys)
                 try:  # an action awaiting, or settled after awaiting, moves the run's tick: to its deadline, or off
                     self._commit_action(pipe, cursor, event, cp.pending, reschedule=awaiting or "due" in action)
