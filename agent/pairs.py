@@ -41,6 +41,10 @@ def _measured_word(low: str) -> bool:
             or "test" in low or "tok" in low or "throughput" in low or "overflow" in low or "error" in low)  # fmt: skip
 
 
+# words of a sentence, not names of metrics: `setting loss scale to: 64.0`, `using: 0 TPU cores`
+PROSE = frozenset({"to", "of", "at", "by", "for", "from", "in", "on", "with", "and", "or", "is", "are", "was", "be",
+                   "using", "than", "as", "per", "into", "after", "before", "when"})  # fmt: skip
+
 UNIT_SUFFIX = {"ms": "_ms", "s": "_s", "gb": "_gb", "gib": "_gb", "mb": "_mb", "mib": "_mb"}
 
 

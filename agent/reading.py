@@ -26,6 +26,9 @@ are a training step's metrics depends on the lines around it, so a `MetricReader
 * **A setting is no sample.** A name outside the vocabulary (`events.metrics`: not `loss`, `lr`, `val_acc`,
   ...) that keeps its first value on more than `CONSTANT_AFTER` lines (`local_rank: 0`, `vocab_size: 32000`,
   `bsz=64` beside the loss) is left out of the events from then on, until it changes: no rule judges it.
+* **A table is read whole.** A box of `| name | value |` rows (stable-baselines3, OpenAI baselines) is one
+  sample at its closing rule; a row of numbers under a header of names (fastai) is one sample
+  (`agent.tables`). Only lines no one-line format read are offered to it.
 * **A redraw is no sample.** A progress bar's values (formats marked `redrawn`) count only when they change
   since the bar's last redraw, or, for an eval's values, when an eval bar ran since (`agent.bars.fresh`): the
   `val_loss` a Lightning bar carries through the next epoch is one eval, not one per redraw.
@@ -40,6 +43,8 @@ from functools import lru_cache
 
 from trainwarden.agent import bars
 from trainwarden.agent.formats import Metrics, read_line
+from trainwarden.agent.pairs import PROSE
+from trainwarden.agent.tables import Tables
 from trainwarden.events.metrics import BY_NAME, is_known, normalise, quality, role, without_problems
 
 MAX_SHAPES = 256  # name sets remembered for recurrence; the oldest is forgotten first
@@ -51,9 +56,6 @@ SUMMARY = "summary/"
 SUMMARY_NAMES = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos"})
 KERAS_EPOCH_RE = re.compile(r"(?:^|\s)Epoch\s+(\d+)/(\d+)\s*$")
 SOURCE_FILE_RE = re.compile(r"\.(?:py|pyx|c|cc|cpp|cxx|cu|cuh|h|hpp|rs|go|java)$", re.IGNORECASE)
-# words of a sentence, not names of metrics: `setting loss scale to: 64.0`, `using: 0 TPU cores`
-PROSE = frozenset({"to", "of", "at", "by", "for", "from", "in", "on", "with", "and", "or", "is", "are", "was", "be",
-                   "using", "than", "as", "per", "into", "after", "before", "when"})  # fmt: skip
 CONFIG_REPR_RE = re.compile(r"\b[A-Z]\w*\(\s*\w+=")  # `Namespace(lr=...`, `TrainConfig(steps=...`
 POSITION = frozenset({"step", "epoch"})
 # a second counter printed beside the step (kept under its printed name by `normalise`): iterations and optimizer
@@ -115,6 +117,7 @@ class MetricReader:
         self._printed_epoch: object = None
         self._step_base = 0  # the steps of the epochs before, for a step counted within each epoch
         self._constant: dict[str, object] = {}  # name -> [first value, lines seen with it], or _CHANGED
+        self._tables = Tables()  # metrics printed over several lines (agent.tables)
 
     def read(self, text: str, *, again: bool = False) -> tuple[Metrics, list[str]]:
         """The metrics of one line (empty when none) and the problems of values left out of them; `again`: the
@@ -128,7 +131,8 @@ class MetricReader:
         if not printed:
             if fmt is not None and fmt.redrawn and bars.is_eval_bar(text):
                 self._eval_ran = True
-            return {}, []
+            if fmt is not None or not (printed := self._tables.read(text)):
+                return {}, []
         summary, drop = _printed_shape(tuple(printed))
         if summary:
             metrics = {k if k == "epoch" else SUMMARY + k: v for k, v in printed.items()}

@@ -103,6 +103,25 @@ SIGNATURES = (
         ),
     ),
     Signature(
+        id="torch_distribution_invalid",
+        tag=NAN,
+        pattern=r"Expected parameter \w+ .*but found invalid values",
+        hints=("but found invalid values",),
+        severity="critical",
+        what="a distribution's parameters are NaN/Inf (torch.distributions' check): the model's outputs went NaN",
+        remedy=NAN_REMEDY + "; in RL, check the rewards and observations for NaN/Inf",
+        source=Source("pytorch/pytorch", "torch/distributions/distribution.py", "but found invalid values:\n{value}"),
+        samples=(
+            Sample(
+                "ValueError: Expected parameter logits (Tensor of shape (32, 2)) of distribution Categorical(logits: "
+                "torch.Size([32, 2])) to satisfy the constraint IndependentConstraint(Real(), 1), but found invalid "
+                "values:",
+                None,
+                "stable-baselines3 2.9.2 PPO under torch 2.13.0, a reward turned NaN (tests/conformance sb3 nan)",
+            ),
+        ),
+    ),
+    Signature(
         id="floating_point_error",
         tag=NAN,
         pattern=r"FloatingPointError",

@@ -66,6 +66,7 @@ def _runaway(r: PolicyReader) -> Kind:
         warmup=max(r.integer("warmup", default=3, minimum=1), smooth),
         smooth=smooth,
         floor=r.number("floor", default=0.25, minimum=0.0) or 0.0,
+        start_ratio=r.number("start_ratio", default=None, minimum=1.0),
         events=_events(r),
     )
 

@@ -42,6 +42,11 @@ class Runaway(OneMetric):
     1/`ratio` of its best's (-5.6 -> above -2.8 for 2x). Rises smaller than `floor` x the first
     median count as noise: a loss that fell 100-fold jitters far above 2x its best from batch to batch,
     and has run away only once it gave back a good part of what it learned.
+
+    `start_ratio`: also fire when the median (and the latest value) is that many times the very first
+    value. A run's first logged loss is its initial loss, the highest a healthy run shows; a loss that
+    leaps from it and thrashes (0.78 -> 30, 15, 80, 1.4, 38: a learning rate far too high under clipping)
+    never holds a low level for the best to be set.
     """
 
     kind: ClassVar[str] = "runaway"
@@ -51,13 +56,14 @@ class Runaway(OneMetric):
     warmup: int = 3
     smooth: int = 3
     floor: float = 0.25
+    start_ratio: float | None = None
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         # the last `smooth` values, values seen (up to `warmup`), the first and the previous median, the best
-        # level so far and the median limit it sets (+ "metric", "median": the name read and the median judged,
-        # when firing)
-        return {"recent": [], "seen": 0, "first": None, "prev": None, "best": None, "limit": None}
+        # level so far and the median limit it sets, the first value's limit under `start_ratio` (+ "metric",
+        # "median", "over": the name read, the median judged and what it rose over, when firing)
+        return {"recent": [], "seen": 0, "first": None, "prev": None, "best": None, "limit": None, "start": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
@@ -67,6 +73,8 @@ class Runaway(OneMetric):
             if v is None:
                 return None
         recent: list[float] = st["recent"]
+        if not recent and st["start"] is None and self.start_ratio is not None and v > 0:
+            st["start"] = v * self.start_ratio
         recent.append(v)
         n = len(recent)
         if n > self.smooth:
@@ -88,6 +96,10 @@ class Runaway(OneMetric):
         st["prev"] = med
         held = med if prev is None or prev < med else prev  # a level counts once two medians in a row reach it
         best = st["best"]
+        start = st["start"]
+        if start is not None and seen >= self.warmup and med > start and v > start:
+            st["metric"], st["median"], st["over"] = name, med, "start"
+            return True
         if best is None or held < best:  # a new best: the median is at it, nothing to judge
             if best is None:
                 st["first"] = med
@@ -98,7 +110,7 @@ class Runaway(OneMetric):
         if seen < self.warmup or limit is None:
             return False
         if med > limit and v > limit:  # the level, and the latest value too: not already coming back
-            st["metric"], st["median"] = name, med  # kept only when firing: that is what `explain` reports
+            st["metric"], st["median"], st["over"] = name, med, "best"  # kept only when firing (`explain`)
             return True
         return False
 
@@ -109,16 +121,17 @@ class Runaway(OneMetric):
         return best / self.ratio if best < 0 else None  # a negative best: nearer zero than best / ratio
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        med, best = st["median"], st["best"]
+        med, best, what = st["median"], st["best"], f"{st['metric']}={fmt(st['median'])}"
+        what += f" (median of the last {len(st['recent'])})"
+        if st.get("over") == "start":
+            first = st["start"] / (self.start_ratio or 1.0)
+            return f"{what} is {fmt(med / first)}x its first value {fmt(first)}", {st["metric"]: med, "first": first}
         over = f"{fmt(med / best)}x" if best > 0 else f"{fmt(med - best)} above (a negative loss)"
-        return (
-            f"{st['metric']}={fmt(med)} (median of the last {len(st['recent'])}) is {over} its best {fmt(best)}",
-            {st["metric"]: med, "best": best},
-        )
+        return f"{what} is {over} its best {fmt(best)}", {st["metric"]: med, "best": best}
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "ratio": self.ratio, "warmup": self.warmup, "smooth": self.smooth,
-                "floor": self.floor, "event": sorted(self.events)}  # fmt: skip
+                "floor": self.floor, "start_ratio": self.start_ratio, "event": sorted(self.events)}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,11 @@ from typing import Any, ClassVar
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.metrics import is_validation
+from trainwarden.events.metrics import is_validation, role
 from trainwarden.policies.names import finite, fmt, number, pick
 
 METRIC_EVENTS = frozenset({t.METRIC})
+POSITIONS = frozenset({"step", "epoch", "optimizer_step"})  # where a sample is, not what it measures
 
 
 def repeated(st: dict[str, Any], data: Any, name: str, v: float, *, trend: bool = True) -> bool:
@@ -25,9 +26,11 @@ def repeated(st: dict[str, Any], data: Any, name: str, v: float, *, trend: bool 
 
     The position is the step, and for an eval metric also the epoch. A new value is always news. For the
     kinds that judge an eval's `trend` (rising, stalled, past its best, at chance), an eval value equal to
-    the last one is no new eval at any position: a Lightning bar's postfix carries `val_loss` on every redraw,
-    at a new batch each time and often without an epoch, and an eval that truly repeats to every printed
-    digit is the `frozen` kind's business, which counts positions instead (`trend=False`)."""
+    the last one and carried beside a training value is no new eval at any position: a training loop that
+    prints the last `val_loss` on every step's line. An eval printed on its own (an eval line, the values
+    the agent read after an eval bar ran: `agent.bars.fresh`) is an eval even when it scored the same to
+    every printed digit (a Lightning bar's `val_loss=0.753` at 3 digits, eval after eval). The `frozen` kind
+    counts positions instead (`trend=False`): a carried eval repeats there only within its epoch."""
     step = data.get("step")
     evals = is_validation(name)
     epoch = data.get("epoch") if evals else None
@@ -35,7 +38,16 @@ def repeated(st: dict[str, Any], data: Any, name: str, v: float, *, trend: bool 
     st["rep"] = [v, step, epoch]
     if last is None or last[0] != v:
         return False
-    return (trend and evals) or (step is not None and step == last[1]) or (epoch is not None and epoch == last[2])
+    same_epoch = epoch is not None and epoch == last[2]
+    carried = evals and _beside_training(data)
+    same_step = step is not None and step == last[1]
+    return same_step or (carried and (trend or same_epoch)) or (same_epoch and step is None)
+
+
+def _beside_training(data: Any) -> bool:
+    """Whether an event holds a training value besides its position: its eval values were carried on a
+    training step's line."""
+    return any(k not in POSITIONS and role(k) == "train" for k in data)
 
 
 class OneMetric:

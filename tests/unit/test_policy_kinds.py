@@ -34,6 +34,10 @@ CASES = [
     ("baseline value, max mode", "kind: baseline, value: 0.8, mode: max", [0.7], True),
     ("baseline flat", "kind: baseline, value: 0.8, mode: max", [0.79], False),
     ("baseline fire_on flat", "kind: baseline, value: 0.8, mode: max, fire_on: [flat, worse]", [0.79], True),
+    # transformers 5.23 Trainer, lr 40 under max_grad_norm 1 (tests/conformance diverge): the loss leaps from its
+    # first value and thrashes (the default policy's loss-runaway, 3 samples in a row, needs the first value)
+    ("runaway from its first value", "kind: runaway, start_ratio: 5", [0.782, 29.73, 14.55, 79.46, 1.359], True),
+    ("runaway under start_ratio", "kind: runaway, start_ratio: 5", [0.782, 3.5, 3.0, 3.8, 2.9, 3.7, 3.1], False),
     ("lr zero after positive", "kind: lr_schedule", [1e-4, 0.0], True),
     ("lr zero at warmup start", "kind: lr_schedule", [0.0, 1e-4], False),
     ("lr rising with schedule any", "kind: lr_schedule, schedule: any", [3e-4, 1e-4, 3e-4], False),
