@@ -98,6 +98,29 @@ SAMPLES: dict[str, tuple[Sample, ...]] = {
         Sample("I0914 09:36:00.295799  6584 solver.cpp:244]     Train net output #0: accuracy = 0.78125",
                {"accuracy": 0.78125}, REAL + "caffe_solver_lcnn_late_training.log"),
     ),
+    "marian": (
+        Sample("[2025-01-27 14:01:07] Ep. 3 : Up. 5350 : Sen. 299,352 : Cost 0.68636936 * 881,133 @ 23,996 after "
+               "96,696,035 : Time 32.34s : 27242.83 words/s : gNorm 0.8900 : L.r. 2.5000e-06",
+               {"epoch": 3, "step": 5350, "loss": 0.68636936, "grad_norm": 0.89, "lr": 2.5e-06},
+               REAL + "marian_finetune_gnorm_stalled_once_healthy.log"),
+        Sample("[2021-07-17 21:11:31] Ep. 1 : Up. 82000 : Sen. 5,529,093 : Cost 2.79048038 : Time 817.42s : "
+               "2193.04 words/s", {"step": 82000, "loss": 2.79048038, "words_per_s": 2193.04},
+               REAL + "marian_streaming_data_bouncy_cost_healthy.log"),
+        Sample("[2021-07-17 20:59:21] [valid] Ep. 1 : Up. 80000 : cross-entropy : 67.9483 : new best",
+               {"epoch": 1, "step": 80000, "val_loss": 67.9483},
+               REAL + "marian_streaming_data_bouncy_cost_healthy.log"),
+        Sample("[2025-01-27 14:00:35] [valid] Ep. 3 : Up. 5300 : ce-mean-words : 0.813648 : stalled 1 times (last "
+               "best: 0.813412)", {"step": 5300, "val_loss": 0.813648},
+               REAL + "marian_finetune_gnorm_stalled_once_healthy.log"),
+    ),
+    "darknet": (
+        Sample(" 2296: -nan, -nan avg loss, 0.002610 rate, 2.130433 seconds, 18368 images, 242.507999 hours left",
+               {"step": 2296, "loss": NAN, "avg_loss": NAN, "lr": 0.00261},
+               REAL + "darknet_alexeyab_yolov4_avg_loss_minus_nan.log"),
+        Sample("0|yolo     | 10313: 0.576849, 0.677636 avg, 0.002000 rate, 3.992994 seconds, 1320064 images",
+               {"step": 10313, "loss": 0.576849, "avg_loss": 0.677636},
+               REAL + "darknet_yolov3_region_minus_nan_count0_healthy.log"),
+    ),
     "step: loss": (
         Sample("123892: 40490.179687500", {"step": 123892, "loss": 40490.1796875},
                REAL + "waveglow_negative_loss_spike_no_recovery.log"),
@@ -114,5 +137,11 @@ SAMPLES: dict[str, tuple[Sample, ...]] = {
                REAL + "tf_slim_objdet_slow_checkpointing.log"),
         Sample("=> STEP  750   lr: 0.000600   giou_loss:  nan   conf_loss: 10.89   prob_loss: 0.06   total_loss:  nan",
                {"step": 750, "loss": NAN}, REAL + "tf2_yolov3_custom_loop_nan.log"),
+        Sample("2019-05-05 09:39:55.511381, iter: 1284, lr: 0.00100, 'loss': nan, 'loss_cls': nan, 'loss_bbox': 0.097, "
+               "'loss_rpn_cls': 0.004, 'loss_rpn_bbox': 0.015, time: 0.615",
+               {"step": 1284, "loss": NAN, "loss_bbox": 0.097},
+               REAL + "paddle_models_faster_rcnn_loss_cls_nan.log"),
+        Sample("2020-12-21 19:00:28.049095: train loss : 1.3331", {"loss": 1.3331},
+               REAL + "nnunet_v1_epochs_slow_decrease_healthy.log"),
     ),
 }  # fmt: skip

@@ -81,6 +81,8 @@ FORMATS: tuple[Format, ...] = (
     Format("boosting", "]\t", lambda line, s: s[:1] == "[", lp.boosting),
     Format("pipe separated", "|", lambda line, s: " | " in line or s[:1] == "|", lp.pipe_separated),
     Format("caffe", " net output #", _ANY, tl.caffe_output, final=True),
+    Format("marian", "Ep. ", lambda line, s: " : Up. " in line, tl.marian, final=True),
+    Format("darknet", " avg", lambda line, s: " rate," in line, tl.darknet),
     Format("step: loss", ":", lambda line, s: s[:1].isdigit(), tl.step_loss),
     Format("ultralytics validation", "all ", lambda line, s: s[:4] == "all ", tl.ultralytics_validation, final=True),
     Format("model summary", "params", _model_summary, lambda line: {}, final=True),  # sizes, not training

@@ -22,6 +22,7 @@ from trainwarden.agent.pairs import (
     spaced,
 )
 from trainwarden.events.jsonload import float_literal, loads
+from trainwarden.events.metrics import METRICS
 
 # a Python dict's repr; transformers 5.x quotes its numbers (`'loss': '0.05'`, `'grad_norm': 'nan'`)
 PYDICT_RE = re.compile(rf"'([^']+)':\s*({NUM})(?![\w.])", re.IGNORECASE)
@@ -179,15 +180,36 @@ def _boosting_name(data: str, metric: str) -> str:
     return metric if low.startswith(("train", "learn")) else f"{data}_{metric}"
 
 
+# a name or a value in single quotes (`'loss': 'nan'` among unquoted fields: a Python repr inside a log line)
+QUOTED_RE = re.compile(r"'([^'\s]+)'")
+SPACED_COLON_RE = re.compile(r"(?<=\w) +: ")  # `train loss : 1.3331`
+# the names of two words a colon pair may end (`Current learning rate: 0.01` is `lr`, not `rate`)
+TWO_WORDS = {s.rsplit(" ", 1)[1]: s for m in METRICS for s in m.spellings if s.count(" ") == 1}
+
+
 def general(line: str) -> Metrics:
     """Any other line: `key=value` pairs, else `key: value` pairs, else `name value` pairs (`step 10 loss 2.31`),
-    each with the position and phase the text before them names."""
+    each with the position and phase the text before them names. Quotes around a name or a value are dropped
+    (`iter: 20, 'loss': 'nan'`: PaddleDetection), and so are blanks before a colon (`train loss : 1.33`)."""
+    if "'" in line and "''" not in line:
+        line = QUOTED_RE.sub(r"\1", line)
     if "=" in line:
         found = pairs_with_head(line, key_value)
         if found:
             return found
     if ":" in line:
         found = pairs_with_head(line, colon)
+        if not found and " :" in line:
+            found = pairs_with_head(SPACED_COLON_RE.sub(": ", line), colon)
         if found:
-            return found
+            return _two_word_names(line, found)
     return spaced(line)
+
+
+def _two_word_names(line: str, found: Metrics) -> Metrics:
+    """`rate` read from `learning rate: 0.01` is the vocabulary's `learning rate`."""
+    for key in [k for k in found if k in TWO_WORDS]:
+        name = TWO_WORDS[key]
+        if f"{name}:" in line.lower() and name not in found:
+            found = {(name if k == key else k): v for k, v in found.items()}
+    return found

@@ -62,7 +62,8 @@ PREFIX_RE = re.compile(
     r"|NeMo [IWEDC] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [\w.]+:\d+\] ?"
     r"|\d\d/\d\d \d\d:\d\d:\d\d [\w.]+\]:? ?"  # detectron2
     r")"
-    rf"|\d{{1,4}}: (?!\s*{_NUMERAL}\s*$)",  # srun --label; `123: -5.48` is a step and a loss (WaveGlow)
+    # srun --label; `123: -5.48` is a step and a loss (WaveGlow), `2296: 4.1, 4.3 avg loss, ...` too (Darknet)
+    rf"|\d{{1,4}}: (?!\s*{_NUMERAL}\s*$|{_NUMERAL}, {_NUMERAL} avg)",
 )
 # the first character of every shape above
 _FIRST = frozenset("[(0123456789IWEFDCTSN")

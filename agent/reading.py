@@ -14,9 +14,9 @@ are a training step's metrics depends on the lines around it, so a `MetricReader
   'train_loss': <mean over the run>, 'epoch': 3.0}`) is kept under `summary/<printed name>`, so it is shown
   but no loss rule reads its average as a step's loss.
 * **Always a position.** Every event carries an int `step`: the trainer's own when it prints one; else the
-  epoch of a Keras `Epoch N/M` header above the fit line (also set as `epoch`); else, once the run has
-  printed steps, the last of them; else the line's whole `epoch` (one line per epoch); else a count of
-  training lines (Hugging Face dict lines), an evaluation line or a summary taking the position of the
+  epoch of a line above naming only the epoch (Keras `Epoch N/M`, nnU-Net `Epoch N`; also set as `epoch`);
+  else, once the run has printed steps, the last of them; else the line's whole `epoch` (one line per epoch);
+  else a count of training lines (Hugging Face dict lines), an evaluation line or a summary taking the position of the
   training line before it (0 before any). A step printed with an epoch that starts again from low when the
   epoch goes up counts batches within the epoch (`Epoch [2/5], Step [100/600]`): the steps of the epochs
   before are added, so no sample is placed before an earlier one. A line repeating the previous one (a
@@ -44,6 +44,7 @@ from functools import lru_cache
 from trainwarden.agent import bars
 from trainwarden.agent.formats import Metrics, read_line
 from trainwarden.agent.pairs import PROSE
+from trainwarden.agent.prefixes import strip_prefix
 from trainwarden.agent.tables import Tables
 from trainwarden.events.metrics import BY_NAME, is_known, normalise, quality, role, without_problems
 
@@ -54,7 +55,8 @@ _CHANGED = object()
 SUMMARY = "summary/"
 # Hugging Face Trainer's end-of-run `speed_metrics("train", ...)` and `total_flos`: names no step line has
 SUMMARY_NAMES = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos"})
-KERAS_EPOCH_RE = re.compile(r"(?:^|\s)Epoch\s+(\d+)/(\d+)\s*$")
+# a line that only names the epoch: Keras `Epoch 3/10`, nnU-Net `Epoch 3`, AllenNLP `Epoch 5/19`
+EPOCH_HEADER_RE = re.compile(r"(?:^|\s)Epoch\s+(\d+)(?:/(\d+))?\s*$")
 SOURCE_FILE_RE = re.compile(r"\.(?:py|pyx|c|cc|cpp|cxx|cu|cuh|h|hpp|rs|go|java)$", re.IGNORECASE)
 CONFIG_REPR_RE = re.compile(r"\b[A-Z]\w*\(\s*\w+=")  # `Namespace(lr=...`, `TrainConfig(steps=...`
 POSITION = frozenset({"step", "epoch"})
@@ -107,7 +109,7 @@ class MetricReader:
     def __init__(self) -> None:
         self.last_step: int | None = None  # the position of the last metric line
         self.printed_steps = False  # the trainer prints its steps: a line without one takes the last
-        self.keras_epoch: int | None = None  # from the last `Epoch N/M` header line
+        self.header_epoch: int | None = None  # from the last line naming only the epoch (`Epoch N/M`, `Epoch N`)
         self._last_values: Metrics | None = None  # the previous metric line, before positioning ...
         self._last_out: Metrics = {}  # ... and after
         self._shapes: dict[frozenset[str], object] = {}  # name set -> first values, or _RECURS
@@ -122,16 +124,16 @@ class MetricReader:
     def read(self, text: str, *, again: bool = False) -> tuple[Metrics, list[str]]:
         """The metrics of one line (empty when none) and the problems of values left out of them; `again`: the
         line completes the one read before (a partial line read early, agent.tail), so it keeps its position."""
-        header = KERAS_EPOCH_RE.search(text) if "Epoch" in text else None
+        header = EPOCH_HEADER_RE.search(text) if "Epoch" in text else None
         if header is not None:
-            self.keras_epoch = int(header.group(1))
+            self.header_epoch = int(header.group(1))
             self._last_values = None  # a new epoch: the next fit line is not a redraw of the last one
             return {}, []
         printed, fmt = read_line(text)
         if not printed:
             if fmt is not None and fmt.redrawn and bars.is_eval_bar(text):
                 self._eval_ran = True
-            if fmt is not None or not (printed := self._tables.read(text)):
+            if fmt is not None or not (printed := self._tables.read(strip_prefix(text))):
                 return {}, []
         summary, drop = _printed_shape(tuple(printed))
         if summary:
@@ -211,8 +213,8 @@ class MetricReader:
         if step is not None:
             step = self._counted_on(int(step), metrics.get("epoch"))  # whole by `without_problems` (`32000.0`)
             self.printed_steps = True
-        elif self.keras_epoch is not None and "epoch" not in metrics:
-            metrics["epoch"] = step = self.keras_epoch
+        elif self.header_epoch is not None and "epoch" not in metrics:
+            metrics["epoch"] = step = self.header_epoch
         elif self.printed_steps and self.last_step is not None:
             step = self.last_step
         elif type(metrics.get("epoch")) is int:

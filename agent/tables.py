@@ -4,6 +4,8 @@
   logger (`|    loss                 | 6.21        |`, group rows `| train/ |  |` prefixing the indented names
   under them: `train/loss`). The rows are one sample: the box's values are published when its closing
   dashed line comes, all at one position.
+* **Rows of `name | train | validation`** under a `Training | Validation` header: AllenNLP's epoch summary
+  (`loss          |     0.245  |     0.507`); each row is one sample, its second value named `val_<name>`.
 * **A header of names, then rows of numbers** in the same columns: fastai's `epoch  train_loss  valid_loss
   accuracy  time` then `0  0.693147  0.693100  0.500000  00:03`, a TSV of scores (`steps\tepisodes\tmean`).
   A header counts when every cell is a name and one names a measurement (`events.metrics.is_known`); a row
@@ -25,6 +27,8 @@ BOX_RULE_RE = re.compile(r"^\s*-{8,}\s*$")
 BOX_ROW_RE = re.compile(r"^\s*\|( *)([^|]*?)\s*\|\s*([^|]*?)\s*\|\s*$")
 NUMBER_RE = re.compile(rf"^{NUM}$", re.IGNORECASE)
 CLOCK_RE = re.compile(r"^\d{1,3}:\d{2}(?::\d{2})?$")
+SPLIT_HEADER_RE = re.compile(r"^\s*Training\s*\|\s*Validation\s*$")
+SPLIT_ROW_RE = re.compile(rf"^\s*([A-Za-z_][\w./@%-]*)\s*\|\s*({NUM}|N/A)\s*\|\s*({NUM}|N/A)\s*$", re.IGNORECASE)
 NAME_RE = re.compile(r"^[A-Za-z_][\w./@%-]*$")
 MAX_COLUMNS = 40
 
@@ -32,22 +36,29 @@ MAX_COLUMNS = 40
 class Tables:
     """One run's multi-line tables (see the module docstring)."""
 
-    __slots__ = ("_box", "_group", "_header")
+    __slots__ = ("_box", "_group", "_header", "_split")
 
     def __init__(self) -> None:
         self._box: list[tuple[str, str]] | None = None  # the open box's (name, value) rows
         self._group = ""  # the box's current group (`train/`)
         self._header: tuple[str, ...] | None = None  # the last header's names, one per column
+        self._split = False  # under a `Training | Validation` header
 
     def read(self, line: str) -> Metrics:
         """The metrics a table line completes: a box's values at its closing rule, a row's under its header."""
         if BOX_RULE_RE.match(line):
             return self._close_box()
-        row = BOX_ROW_RE.match(line) if "|" in line else None
-        if row is not None:
-            self._box_row(*row.groups())
-            return {}
-        self._box = None  # anything else ends an open box unread
+        if "|" in line:
+            if (row := BOX_ROW_RE.match(line)) is not None:
+                self._box_row(*row.groups())
+                return {}
+            if SPLIT_HEADER_RE.match(line):
+                self._split = True
+                return {}
+            if self._split and (split := SPLIT_ROW_RE.match(line)) is not None:
+                name, train, held_out = split.groups()
+                return numbers([(n, v) for n, v in ((name, train), (f"val_{name}", held_out)) if v != "N/A"])
+        self._box, self._split = None, False  # anything else ends an open box (unread) or a split table
         return self._column_row(line)
 
     def _close_box(self) -> Metrics:

@@ -53,6 +53,17 @@ TORCHTUNE_BAR_RE = re.compile(rf"^\s*(\d+)\|(\d+)\|Loss: ({NUM})")
 # WaveGlow (NVIDIA/waveglow train.py): `123873:\t-5.480178833`, iteration and loss
 STEP_LOSS_RE = re.compile(rf"^\s*(\d+):\s+({NUM})\s*$", re.IGNORECASE)
 # caffe: `Test net output #1: loss = 2.85665 (* 1 = 2.85665 loss)`
+# Marian (marian-nmt, src/training/scheduler.h): ` : `-separated fields after the epoch and the update, training
+# `Ep. 3 : Up. 5350 : Sen. 299,352 : Cost 0.68636936 * 881,133 @ 23,996 after ... : Time 32.34s : 27242.83 words/s
+# : gNorm 0.8900 : L.r. 2.5000e-06`, validation `[valid] Ep. 1 : Up. 80000 : cross-entropy : 67.9483 : new best`
+MARIAN_RE = re.compile(r"\bEp\. (\d+) : Up\. (\d+) : (.*)$")
+MARIAN_FIELD_RE = re.compile(rf"^(Cost|gNorm|L\.r\.) ({NUM})|^({NUM}) words/s")
+MARIAN_FIELDS = {"Cost": "loss", "gNorm": "grad_norm", "L.r.": "lr"}
+MARIAN_VALID = {"cross-entropy": "val_loss", "ce-mean": "val_loss", "ce-mean-words": "val_loss", "ce-sum": "val_loss",
+                "perplexity": "val_ppl"}  # fmt: skip
+# Darknet (AlexeyAB/darknet and pjreddie's): the iteration's summary `11524: 47.876884, 48.406509 avg loss, 0.005220
+# rate, 21.247497 seconds, 1475072 images` (`avg` alone in pjreddie's): this batch's loss, its running mean, the lr
+DARKNET_RE = re.compile(rf"(?<![\w.])(\d+): ({NUM}), ({NUM}) avg(?: loss)?, ({NUM}) rate,", re.IGNORECASE)
 CAFFE_OUTPUT_RE = re.compile(rf"\b(Test|Train) net output #\d+: ([\w/.-]+) = ({NUM})")
 
 
@@ -148,3 +159,33 @@ def step_loss(line: str) -> Metrics:
     if found is None:
         return {}
     return {"iteration": int(found.group(1)), **numbers([("loss", found.group(2))])}
+
+
+def marian(line: str) -> Metrics:
+    """Marian's training and validation lines (MARIAN_RE): `Cost` is the training loss; a validation line names
+    one metric (`cross-entropy` and `ce-mean-words` are the eval loss, `perplexity` the eval perplexity, any other
+    `val_<name>`), whatever it says after the value (`new best`, `stalled 10 times (last best: 1.56)`)."""
+    found = MARIAN_RE.search(line)
+    if found is None:
+        return {}
+    out: Metrics = {"epoch": int(found.group(1)), "step": int(found.group(2))}
+    fields = found.group(3).split(" : ")
+    if "[valid]" in line[: found.start()]:
+        if len(fields) >= 2:
+            name = fields[0].strip()
+            out.update(numbers([(MARIAN_VALID.get(name, f"val_{name}"), fields[1].strip())]))
+        return out if len(out) > 2 else {}
+    for field in fields:
+        pair = MARIAN_FIELD_RE.match(field.strip())
+        if pair is not None:
+            name, value, words = pair.groups()
+            out.update(numbers([(MARIAN_FIELDS[name], value)] if name else [("words_per_s", words)]))
+    return out if len(out) > 2 else {}
+
+
+def darknet(line: str) -> Metrics:
+    found = DARKNET_RE.search(line)
+    if found is None:
+        return {}
+    step, loss, avg, lr = found.groups()
+    return {"step": int(step), **numbers([("loss", loss), ("avg_loss", avg), ("lr", lr)])}

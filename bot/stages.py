@@ -1,6 +1,6 @@
 """The notification pipeline as small pure stages over a per-run state (Alertmanager-style).
 
-    select -> inhibit -> snooze -> dedup -> flap -> (commit)
+    select -> inhibit -> snooze -> dedup -> group -> flap -> (commit)
 
 One fault, one message: once a critical log rule (an OOM, an NCCL timeout, ...) is posted, what
 follows from it in the same launch (another rank's traceback, the run's non-zero exit) is a
@@ -73,6 +73,7 @@ class NotifyState:
     ended: bool = False  # stopped, finished, failed or STOP decided: follow-on symptoms are inhibited
     open_rules: list[str] = field(default_factory=list)  # open per the log
     posted_open: dict[str, str] = field(default_factory=dict)  # rule -> key of its posted opening
+    opened_at: float | None = None  # when the last posted anomaly opened: others of that moment are its episode
     openings: dict[str, list[float]] = field(default_factory=dict)  # rule -> openings in the flap window
     flapping: dict[str, float] = field(default_factory=dict)  # rule -> time of its last opening
     snoozes: dict[str, float] = field(default_factory=dict)  # rule or ALL_RULES -> until
@@ -156,6 +157,14 @@ def dedup(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
     return notice, ""
 
 
+def group(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
+    """One message per episode: anomalies that open at the moment one was posted (one input, several rules:
+    a row with `loss nan` and `val_loss nan`) are that message's episode, not news of their own."""
+    if notice.kind == t.ANOMALY_OPENED and state.opened_at is not None and notice.event.ts == state.opened_at:
+        return None, "grouped"
+    return notice, ""
+
+
 class Flap:
     """More than `threshold` openings of one rule within `window_s` -> one FLAPPING message, then
     silence for that rule until it has not opened for a whole window."""
@@ -192,6 +201,7 @@ class Pipeline:
             inhibit,
             snooze,
             dedup,
+            group,
             Flap(threshold=flap_threshold, window_s=flap_window_s),
         )
 
@@ -215,6 +225,7 @@ def commit(state: NotifyState, notice: Notice) -> None:
     rule = notice.rule or ""
     if notice.kind == t.ANOMALY_OPENED:
         state.posted_open[rule] = notice.key
+        state.opened_at = notice.event.ts
         if is_log(notice.event) and notice.event.data.get("severity") == CRITICAL:
             state.fault = rule
     elif notice.kind == t.ANOMALY_RESOLVED:

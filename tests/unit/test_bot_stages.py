@@ -85,3 +85,16 @@ def test_the_stop_message_says_the_evidence_could_not_be_written():
         "STOPPED r1@gpu1: sent Ctrl-C to train-r1. Evidence could not be written: "
         "/ev/r1/x: [Errno 28] No space left on device; fix the path's permissions or space."
     )
+
+
+def test_anomalies_opened_at_one_moment_are_one_message():
+    # fastai's table row `0  nan  nan  0.958595  00:03`: loss-nonfinite and val-nonfinite open on one input
+    events = [ev(1, t.ANOMALY_OPENED, ts=50.0, rule="loss-nonfinite", reason="loss=nan", severity="critical"),
+              ev(2, t.ANOMALY_OPENED, ts=50.0, rule="val-nonfinite", reason="val_loss=nan", severity="critical"),
+              ev(3, t.DECISION, ts=50.0, decision="STOP", rule="loss-nonfinite", reason="loss=nan"),
+              ev(4, t.ANOMALY_OPENED, ts=60.0, rule="log-oom", reason="oom", severity="critical")]  # fmt: skip
+    out, state = fold(events)
+    assert out == [t.ANOMALY_OPENED, "grouped", t.STOP, "inhibited"]
+    assert list(state.posted_open) == ["loss-nonfinite"]
+    out, _ = fold([events[0], ev(5, t.ANOMALY_OPENED, ts=51.0, rule="val-nonfinite", reason="val_loss=nan")])
+    assert out == [t.ANOMALY_OPENED, t.ANOMALY_OPENED]  # a moment later: news of its own
