@@ -1,5 +1,6 @@
 """The host taking a process down: signals (the kernel's OOM killer, a segfault, a bus error, an illegal
-instruction, SIGTERM from a launcher), DataLoader workers killed, and a full disk. Tags `killed`, `disk_full`."""
+instruction, SIGTERM from a launcher), data loader workers killed or dead (PyTorch's DataLoader, batchgenerators'
+MultiThreadedAugmenter), and a full disk. Tags `killed`, `disk_full`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ NATIVE_REMEDY = (
     "a native crash: check native extensions (custom CUDA/C++ ops, a library built for another CPU or torch), the "
     "driver, and run once with `python -X faulthandler` to see the Python frame"
 )
+AUGMENTER_REMEDY = (
+    "a batchgenerators (nnU-Net) data-augmentation worker died: its own error is printed further up the log "
+    "(`Exception in background worker`); if there is none, it was most likely killed by the out-of-memory killer "
+    "(check dmesg): use fewer workers (nnUNet_n_proc_DA) or a machine with more RAM"
+)
+BATCHGENERATORS_MTA = "batchgenerators/dataloading/multi_threaded_augmenter.py"
 SHM_REMEDY = (
     "the DataLoader workers ran out of shared memory (/dev/shm): raise it (docker --shm-size=16g, or --ipc=host), "
     "or lower num_workers"
@@ -124,6 +131,68 @@ SIGNATURES = (
                 "RuntimeError: DataLoader worker (pid(s) 8904) exited unexpectedly",
                 None,
                 "torch 2.13.0 here: a worker sent itself SIGKILL",
+            ),
+        ),
+    ),
+    Signature(
+        id="augmenter_abort",
+        tag=KILLED,
+        # batchgenerators up to 0.24 (what nnU-Net v1 ran with): results_loop's message (0.24), and
+        # __get_next_item's "MultiThreadedAugmenter.abort_event was set, something went wrong. Maybe one of your
+        # workers crashed." (0.20 to 0.24); 0.25 on says `augmenter_workers_dead`'s words instead
+        pattern=r"Abort event was set\. So someone died|MultiThreadedAugmenter\.abort_event was set",
+        hints=("Abort event was set", "abort_event was set"),
+        severity="critical",
+        what="a data loader worker died (batchgenerators' MultiThreadedAugmenter; its own error is further up)",
+        remedy=AUGMENTER_REMEDY,
+        source=Source(
+            "MIC-DKFZ/batchgenerators",
+            BATCHGENERATORS_MTA,
+            "Abort event was set. So someone died and we should end this madness. ",
+        ),
+        samples=(
+            Sample(
+                '    raise RuntimeError("Abort event was set. So someone died and we should end this madness. '
+                '\\nIMPORTANT: "',
+                None,
+                "tests/data/real/nnunet_v1_batchgenerators_worker_died_abort.log line 16, the traceback's last frame "
+                "(https://github.com/MIC-DKFZ/nnUNet/issues/938)",
+            ),
+            Sample(
+                "RuntimeError: Abort event was set. So someone died and we should end this madness. ",
+                None,
+                "https://github.com/MIC-DKFZ/batchgenerators/issues/91",
+            ),
+            Sample(
+                "RuntimeError: MultiThreadedAugmenter.abort_event was set, something went wrong. Maybe one of your "
+                "workers crashed. This is not the actual error message! Look further up your stdout to see what "
+                "caused the error. Please also check whether your RAM was full",
+                None,
+                "https://github.com/MIC-DKFZ/nnUNet/issues/363 (its title, cut off after `what caused`; the rest from "
+                "the format string in the same file)",
+            ),
+        ),
+    ),
+    Signature(
+        id="augmenter_workers_dead",
+        tag=KILLED,
+        pattern=r"One or more background workers are no longer alive",
+        hints=("background workers are no longer alive",),
+        severity="critical",
+        what="a data loader worker died (batchgenerators' MultiThreadedAugmenter; its own error is further up)",
+        remedy=AUGMENTER_REMEDY,
+        source=Source(
+            "MIC-DKFZ/batchgenerators",
+            BATCHGENERATORS_MTA,
+            "One or more background workers are no longer alive. Exiting. Please check the print statements above "
+            "for the actual error message",
+        ),
+        samples=(
+            Sample(
+                "RuntimeError: One or more background workers are no longer alive. Exiting. Please check the print "
+                "statements above for the actual error message",
+                None,
+                "https://github.com/MIC-DKFZ/nnUNet/issues/2712 (batchgenerators 0.25 on, as nnU-Net v2 runs it)",
             ),
         ),
     ),

@@ -1,5 +1,5 @@
-"""Out of memory: the accelerator's (PyTorch's CUDA caching allocator, cuBLAS, TensorFlow, XLA, TPU HBM)
-and the host's (PyTorch's CPU allocator). Tag `oom`."""
+"""Out of memory: the accelerator's (PyTorch's CUDA caching allocator, cuBLAS, Marian, MXNet, TensorFlow, XLA,
+TPU HBM) and the host's (PyTorch's CPU allocator). Tag `oom`."""
 
 from __future__ import annotations
 
@@ -78,6 +78,29 @@ def _hbm(line: str) -> str | None:
     )
 
 
+# Marian's CUDA_CHECK: `CUDA error 2 'out of memory' - /path/src/tensors/gpu/device.cu:32: cudaMalloc(&data_, size)`
+_MARIAN = re.compile(r"CUDA error 2 'out of memory' - (?:\S*/)?([^/\s:]+):(\d+): (.+?)\s*$")
+
+
+def _marian_oom(line: str) -> str | None:
+    """`CUDA out of memory (Marian: cudaMalloc(&data_, size) at device.cu:32)`."""
+    found = _MARIAN.search(line)
+    if found is None:
+        return None
+    file, number, expr = found.groups()
+    return f"CUDA out of memory (Marian: {expr} at {file}:{number})"
+
+
+def _cudamalloc_oom(line: str) -> str | None:
+    """MXNet's pooled storage manager: `cudaMalloc failed` (the first try) or `cudaMalloc retry failed` (after
+    it released its pool)."""
+    if "cudaMalloc retry failed" in line:
+        return "CUDA out of memory (MXNet: cudaMalloc failed again after releasing its memory pool)"
+    if "pooled_storage_manager" in line:
+        return "CUDA out of memory (MXNet: cudaMalloc failed in its GPU memory pool)"
+    return None
+
+
 SIGNATURES = (
     Signature(
         id="cuda_oom",
@@ -131,6 +154,76 @@ SIGNATURES = (
                 "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
                 None,
                 FORMAT,
+            ),
+        ),
+    ),
+    Signature(
+        id="marian_cuda_oom",
+        tag=OOM,
+        pattern=r"CUDA error 2 'out of memory'",
+        hints=("CUDA error 2 'out of memory'",),
+        severity="critical",
+        what="CUDA out of memory (Marian)",
+        remedy="Marian reserves its --workspace (MB per GPU) up front and extends it: lower --workspace (-w), or "
+        "--mini-batch / --mini-batch-words (with --mini-batch-fit, a smaller --workspace makes the batches "
+        "smaller); check that no other process holds memory on the GPU (nvidia-smi)",
+        # CUDA_CHECK(expr): ABORT_IF(rc != cudaSuccess, "CUDA error {} '{}' - {}:{}: {}", rc,
+        # cudaGetErrorString(rc), __FILE__, __LINE__, #expr); cudaErrorMemoryAllocation is 2
+        source=Source("marian-nmt/marian-dev", "src/tensors/gpu/cuda_helpers.h", "CUDA error {} '{}' - {}:{}: {}"),
+        describe=_marian_oom,
+        samples=(
+            Sample(
+                "[2019-04-15 08:34:14] Error: CUDA error 2 'out of memory' - "
+                "/data/home/mt/tools/marian/src/tensors/gpu/device.cu:32: cudaMalloc(&data_, size)",
+                "CUDA out of memory (Marian: cudaMalloc(&data_, size) at device.cu:32)",
+                "tests/data/real/marian_valid_then_cuda_oom_tcmalloc.log line 10 "
+                "(https://github.com/marian-nmt/marian-dev/issues/439)",
+            ),
+            Sample(
+                "[2020-05-05 18:48:50] Error: CUDA error 2 'out of memory' - "
+                "/home/imo/news-translit-nmt-master/tools/marian-dev/src/tensors/gpu/device.cu:38: "
+                "cudaMalloc(&data_, size)",
+                "CUDA out of memory (Marian: cudaMalloc(&data_, size) at device.cu:38)",
+                "tests/data/real/marian_startup_workspace_cuda_oom_bare.log line 12 "
+                "(https://github.com/marian-nmt/marian/issues/270)",
+            ),
+        ),
+        not_samples=(
+            "[2020-05-05 18:48:50] Error: Aborted from virtual void marian::gpu::Device::reserve(size_t) in "
+            "/home/imo/news-translit-nmt-master/tools/marian-dev/src/tensors/gpu/device.cu:38",
+        ),
+    ),
+    Signature(
+        id="cudamalloc_oom",
+        tag=OOM,
+        pattern=r"cudaMalloc (?:retry )?failed: out of memory",
+        hints=("failed: out of memory",),
+        severity="critical",
+        what="CUDA out of memory (cudaMalloc failed)",
+        remedy=GPU_REMEDY + "; MXNet: MXNET_GPU_MEM_POOL_TYPE=Round lowers its memory pool's fragmentation; check "
+        "that no other process holds memory on the GPU (nvidia-smi)",
+        # LOG(FATAL) << "cudaMalloc failed: " << cudaGetErrorString(e); since 1.6 also "cudaMalloc retry failed: "
+        # after ReleaseAll() (src/storage/pooled_storage_manager.h:107 in MXNet 1.1.0)
+        source=Source("apache/mxnet", "src/storage/pooled_storage_manager.h", "cudaMalloc failed: "),
+        describe=_cudamalloc_oom,
+        samples=(
+            Sample(
+                "  what():  [23:40:15] src/engine/./threaded_engine.h:359: [23:40:15] "
+                "src/storage/./pooled_storage_manager.h:107: cudaMalloc failed: out of memory",
+                "CUDA out of memory (MXNet: cudaMalloc failed in its GPU memory pool)",
+                "tests/data/real/sockeye1_training_started_cudamalloc_oom_bare.log line 5 "
+                "(https://github.com/awslabs/sockeye/issues/395)",
+            ),
+            Sample(
+                "mxnet.base.MXNetError: [11:18:15] src/storage/./pooled_storage_manager.h:157: cudaMalloc failed: out "
+                "of memory",
+                "CUDA out of memory (MXNet: cudaMalloc failed in its GPU memory pool)",
+                "https://github.com/apache/mxnet/issues/675",
+            ),
+            Sample(
+                "MXNetError: cudaMalloc retry failed: out of memory",
+                "CUDA out of memory (MXNet: cudaMalloc failed again after releasing its memory pool)",
+                "https://github.com/deepinsight/insightface/issues/1240",
             ),
         ),
     ),

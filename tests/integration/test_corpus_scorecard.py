@@ -33,14 +33,6 @@ KNOWN_MISSES = {
     # /work/corpus-dev2-report.md
     "nnunet_v2_2d_heart_val_loss_explodes_dice_zero.log": "stopped_in_time: three nnU-Net epochs (val_loss 0.33, "
     "0.48, 3.64; train_loss 0.36, 0.12, 0.60) are too few for any divergence or val-rising rule to fire",
-    "nnunet_v1_batchgenerators_worker_died_abort.log": "fault_named: batchgenerators' 'Exception in thread' / 'Abort "
-    "event was set. So someone died' is read as a plain traceback (log-traceback warning), not as a dead data loader",
-    "marian_valid_then_cuda_oom_tcmalloc.log": "fault_named: \"Error: CUDA error 2 'out of memory'\" is kept as an "
-    "error line but not named as oom",
-    "marian_startup_workspace_cuda_oom_bare.log": "fault_named: \"Error: CUDA error 2 'out of memory' - ... "
-    'cudaMalloc" is kept as an error line but not named as oom',
-    "sockeye1_training_started_cudamalloc_oom_bare.log": "fault_named: MXNet's 'cudaMalloc failed: out of memory' "
-    "(after 'terminate called after throwing an instance of dmlc::Error') yields no event at all",
     "pytorchyolo_map_eval_then_dataloader_worker_aborted.log": "metrics: PyTorch-YOLOv3's '---- mAP "
     "0.9235236715367303' line (and its AP table) is not read; the fault itself is named",
 }

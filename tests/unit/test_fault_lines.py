@@ -150,6 +150,11 @@ SAID = {  # what each run's one message must say
     "keras_tf1_fit_oom_traceback.log": "OOM when allocating tensor with shape[123008,500]",
     "llamafactory_oom_in_backward.log": "CUDA out of memory. Tried to allocate 112.00 MiB",
     "llamafactory_rank_prefixed_oom_eval.log": "CUDA out of memory. Tried to allocate 270.00 MiB on GPU 5",
+    "marian_valid_then_cuda_oom_tcmalloc.log": "CUDA out of memory (Marian: cudaMalloc(&data_, size) at device.cu:32)",
+    "marian_startup_workspace_cuda_oom_bare.log": "CUDA out of memory (Marian: cudaMalloc(&data_, size) at "
+    "device.cu:38)",
+    "sockeye1_training_started_cudamalloc_oom_bare.log": "CUDA out of memory (MXNet: cudaMalloc failed in its GPU "
+    "memory pool)",
 }
 
 
