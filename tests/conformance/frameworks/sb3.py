@@ -1,5 +1,5 @@
 """stable-baselines3 PPO on CartPole-v1 (gymnasium's own, nothing downloaded) with `verbose=1`: the logger's box
-of `| name | value |` rows after every rollout (argv: SCENARIO). nan: the reward turns NaN at a set step, as
+of `| name | value |` rows after every rollout (argv: SCENARIO). nan_crash: the reward turns NaN at a set step, as
 a broken reward function makes it; the value loss, then the policy, go NaN."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Pace(BaseCallback):
 
 def main() -> None:
     scenario = sys.argv[1]
-    env = BrokenReward(gym.make("CartPole-v1"), NAN_AT if scenario == "nan" else None)
+    env = BrokenReward(gym.make("CartPole-v1"), NAN_AT if scenario == "nan_crash" else None)
     np.seterr(all="ignore")
     model = PPO("MlpPolicy", env, n_steps=ROLLOUT, batch_size=32, n_epochs=2, verbose=1, seed=0, device="cpu")
     model.learn(total_timesteps=ROLLOUT * ROLLOUTS, callback=Pace())
