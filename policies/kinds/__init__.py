@@ -16,6 +16,7 @@
 | plateau | relative improvement < `eps` over the last `window` values |
 | baseline | the eval metric is worse (or flat) vs the experiment's expected baseline |
 | absence | no event of a type (or no finite metric) for `duration` |
+| stall | no new training step for `factor` x the run's usual gap between steps, and at least `floor` |
 | log_pattern | a log line has the agent's `tag` (oom, nccl, ...) and/or matches `pattern` |
 | lr_schedule | lr non-finite, zero after being positive, or rising while the schedule decays |
 | status | an event field (`source.status` status) takes one of `values` (of `source`, if given) |
@@ -33,6 +34,7 @@ from trainwarden.policies.kinds.precision import ScaleCollapse
 from trainwarden.policies.kinds.progress import Frozen, NoProgress, Runaway
 from trainwarden.policies.kinds.relations import Baseline, Divergence, LrSchedule
 from trainwarden.policies.kinds.signals import Absence, LogPattern, Status
+from trainwarden.policies.kinds.stall import Stall
 from trainwarden.policies.kinds.values import NonFinite, Plateau, Spike, Threshold, Trend
 from trainwarden.policies.model import Kind
 from trainwarden.policies.names import expand
@@ -203,6 +205,16 @@ def _absence(r: PolicyReader) -> Kind:
     )
 
 
+def _stall(r: PolicyReader) -> Kind:
+    return Stall(
+        floor=r.duration("floor", default=120.0) or 120.0,
+        busy_floor=r.duration("busy_floor", default=600.0) or 600.0,
+        factor=r.number("factor", default=3.0, minimum=1.0) or 3.0,
+        window=r.integer("window", default=20, minimum=1),
+        min_steps=r.integer("min_steps", default=3, minimum=2),
+    )
+
+
 def _log_pattern(r: PolicyReader) -> Kind:
     regex = r.regex("pattern", required=False, description="a regular expression searched in the line's text")
     tags = r.strings("tag")
@@ -248,6 +260,7 @@ READERS: dict[str, Callable[[PolicyReader], Kind]] = {
     "plateau": _plateau,
     "baseline": _baseline,
     "absence": _absence,
+    "stall": _stall,
     "log_pattern": _log_pattern,
     "lr_schedule": _lr_schedule,
     "status": _status,

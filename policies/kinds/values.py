@@ -39,14 +39,14 @@ def repeated(st: dict[str, Any], data: Any, name: str, v: float, *, trend: bool 
     if last is None or last[0] != v:
         return False
     same_epoch = epoch is not None and epoch == last[2]
-    carried = evals and _beside_training(data)
+    carried = evals and has_training_value(data)
     same_step = step is not None and step == last[1]
     return same_step or (carried and (trend or same_epoch)) or (same_epoch and step is None)
 
 
-def _beside_training(data: Any) -> bool:
-    """Whether an event holds a training value besides its position: its eval values were carried on a
-    training step's line."""
+def has_training_value(data: Any) -> bool:
+    """Whether an event holds a training value besides its position: a training step's line (its eval values,
+    if any, were carried on it)."""
     return any(k not in POSITIONS and role(k) == "train" for k in data)
 
 

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parent / "frameworks"
 REGISTER = threading.Lock()  # `trainwarden watch` runs in this process: one at a time
 RUN_TIMEOUT_S = 150.0
-HANG_WAIT_S = 30.0
+HANG_WAIT_S = 150.0  # the default policy's run-stalled: 2m at least, then a process sample
 
 
 @dataclass

@@ -176,8 +176,10 @@ def test_a_silent_run_waits_and_never_stops():
     c = Clock()
     events = [*healthy(c, 60), c.tick(60 * 30 + 14 * MIN), c.tick(60 * 30 + 16 * MIN)]
     out = run(POLICY, events)
-    assert summary(out)[-2:] == ["opened:run-silent", "WAIT:run-silent"]
+    said = summary(out)
+    assert said[-3:] == ["opened:run-stalled", "WAIT:run-stalled", "opened:run-silent"]  # stalled at the 1st tick
     assert out[-1][1]["reason"].startswith("no metric for 16m")
+    assert not [s for s in said if s.startswith("STOP")]
 
 
 def test_unreachable_data_source_waits_and_never_stops():

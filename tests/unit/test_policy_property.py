@@ -99,7 +99,8 @@ def test_the_generated_runs_exercise_the_policy():
     script = [("metric", 1.0, 1.0, 12000.0)] * 30 + [("metric", 9.0, 1.0, 12000.0)] * 6 + [("gap", 1200.0), ("tick",)]
     _, outputs = incremental(build(script), [5, 17], {0, 1})
     opened = [e.data.get("rule") for e in outputs if e.type == t.ANOMALY_OPENED]
-    assert opened == ["loss-spike", "loss-runaway", "run-silent"]  # 9x the run's best: a runaway as well
+    # 9x the run's best: a runaway as well; 20 minutes without a step: stalled, and silent
+    assert opened == ["loss-spike", "loss-runaway", "run-stalled", "run-silent"]
     assert [e.data["decision"] for e in outputs if e.type == t.DECISION] == [t.CONTINUE, t.STOP]
 
 

@@ -1,11 +1,11 @@
 """Real faults raised for real in a plain torch loop (argv: FAULT): after 10 healthy steps,
 oom_host allocates what the host cannot hold, disk_full saves a checkpoint to /dev/full (ENOSPC), hang
-stops printing and waits forever (alive, silent)."""
+deadlocks on a lock it holds (alive, silent, idle: a futex wait for ever)."""
 
 from __future__ import annotations
 
 import sys
-import time
+import threading
 
 import torch
 from tiny import PLANS, Tiny, data
@@ -28,7 +28,9 @@ def main() -> None:
     elif fault == "disk_full":
         torch.save(model.state_dict(), "/dev/full")
     elif fault == "hang":
-        time.sleep(3600)
+        lock = threading.Lock()
+        lock.acquire()
+        lock.acquire()  # never returns
 
 
 if __name__ == "__main__":

@@ -1,0 +1,92 @@
+"""The stall kind: a run whose training steps stopped coming, judged against the run's own cadence.
+
+A hung run (a deadlock, a collective waiting on a dead rank, a blocked read) costs every GPU it holds and prints
+nothing: its process lives on, so no exit says it. What tells it is time: the run's steps came every few seconds
+and none has come for many times that. The clock is the events' own time, moved by the agent's process samples
+(every `process_interval_s`, 10 s) and heartbeats even when the log is silent, and by the workers' ticks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.policies.durations import fmt_duration
+from trainwarden.policies.kinds.signals import ANY_INPUT
+from trainwarden.policies.kinds.values import has_training_value
+
+IDLE_CPU_PCT = 5.0  # a run's processes under this share of one core do nothing: waiting, not computing
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """No new training step for `factor` x the usual gap between the run's steps (the median of the last
+    `window` gaps), and at least `floor` seconds. Judged once `min_steps` steps were seen: before, the start-up
+    rules speak (data loading and compilation take their time). A step is a metric event holding a training value
+    at a new `step`; an eval's values alone are no step. The latest process sample says which stall it is: its
+    processes idle (under 5% of a core) is a hang, said after `floor`; busy is a slow phase (an eval, a save, data
+    loading) or a loop that logs nothing, and a collective spinning on a dead rank: said after `busy_floor`, which
+    is PyTorch's collective timeout, so that a long eval or save is no alarm."""
+
+    kind: ClassVar[str] = "stall"
+    time_driven: ClassVar[bool] = True
+    floor: float = 120.0
+    busy_floor: float = 600.0
+    factor: float = 3.0
+    window: int = 20
+    min_steps: int = 3
+    events: frozenset[str] = ANY_INPUT
+    keys: None = None
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        # the last step's time and value, steps seen (up to min_steps), the last `window` gaps between steps,
+        # the latest process sample's CPU % (+ "now": the time judged, when firing)
+        return {"at": None, "step": None, "steps": 0, "gaps": [], "cpu": None}
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        if event.type == t.METRIC:
+            step = event.data.get("step")
+            if step is not None and step != st["step"] and has_training_value(event.data):
+                if st["at"] is not None and now >= st["at"]:
+                    gaps: list[float] = st["gaps"]
+                    gaps.append(round(now - st["at"], 3))
+                    if len(gaps) > self.window:
+                        del gaps[0]
+                st["at"], st["step"] = now, step
+                st["steps"] = min(st["steps"] + 1, self.min_steps)
+                return False
+        elif event.type == t.HEALTH and "alive" in event.data:
+            cpu = event.data.get("cpu_pct")
+            st["cpu"] = cpu if isinstance(cpu, int | float) and not isinstance(cpu, bool) else None
+        if st["at"] is None or st["steps"] < self.min_steps or not st["gaps"]:
+            return False
+        st["now"] = now
+        return now - st["at"] >= self.budget(st)
+
+    def budget(self, st: dict[str, Any]) -> float:
+        ordered = sorted(st["gaps"])
+        busy = st.get("cpu") is not None and st["cpu"] >= IDLE_CPU_PCT
+        return max(self.busy_floor if busy else self.floor, self.factor * ordered[len(ordered) // 2])
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        silent = st["now"] - st["at"]
+        usual = sorted(st["gaps"])[len(st["gaps"]) // 2]
+        why = (
+            f"no training step for {fmt_duration(silent)} after step {st['step']} (steps came every "
+            f"{fmt_duration(usual)}; its budget is {fmt_duration(self.budget(st))})"
+        )
+        cpu = st.get("cpu")
+        if cpu is not None:
+            why += (
+                f"; its processes use {cpu:g}% of a core: hung, waiting on something (a lock, a collective, a read)"
+                if cpu < IDLE_CPU_PCT
+                else f"; its processes are busy ({cpu:g}% CPU): a slow phase (data, an eval, a save) or a loop "
+                "that logs nothing"
+            )
+        return why, {"silent_s": round(silent, 3), "usual_s": usual, "step": st["step"], "cpu_pct": cpu}
+
+    def params(self) -> dict[str, Any]:
+        return {"floor": self.floor, "busy_floor": self.busy_floor, "factor": self.factor, "window": self.window,
+                "min_steps": self.min_steps}  # fmt: skip
