@@ -153,6 +153,9 @@ class ProcessHealth:
             cpu = (ticks - self._last[1]) / procfs.CLK_TCK / (now - self._last[0]) * 100
             data["cpu_pct"] = round(max(0.0, cpu), 1)
         self._last = (now, ticks)
+        trainer = max(self.pids, key=lambda pid: procs[pid].cpu_ticks)  # the process doing the work, not a wrapper
+        if procs[trainer].state in ("S", "D") and (waiting := procfs.read_wchan(trainer)) is not None:
+            data["waiting"] = waiting  # where a stalled run waits (policies/kinds/stall.py says it in words)
         return data
 
     def guard(self, procs: Mapping[int, procfs.ProcStat]) -> GuardFinding | None:

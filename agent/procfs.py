@@ -57,6 +57,17 @@ def read_stat(pid: int) -> ProcStat | None:
         return None
 
 
+def read_wchan(pid: int) -> str | None:
+    """The kernel function a sleeping process waits in (`futex_do_wait`: a lock; `pipe_read`: a read); None
+    when it runs, or when the kernel does not say (another user's process reads as `0`)."""
+    try:
+        with open(f"{PROC}/{pid}/wchan") as f:
+            name = f.read().strip()
+    except OSError:
+        return None
+    return name if name and name != "0" else None
+
+
 def snapshot() -> dict[int, ProcStat]:
     """Every live process on the machine (the ones that vanish while we look, and zombies: exited
     processes their parent has not reaped yet, are skipped)."""

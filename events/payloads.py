@@ -132,6 +132,7 @@ class HealthData(TypedDict, total=False):
     processes: int
     rss_mb: float
     cpu_pct: float
+    waiting: str  # the kernel function the run's busiest process sleeps in (/proc/PID/wchan): futex_do_wait, ...
     check: str  # wandb_mode
     ok: bool
     wandb_mode: str

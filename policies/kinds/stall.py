@@ -18,6 +18,11 @@ from trainwarden.policies.kinds.signals import ANY_INPUT
 from trainwarden.policies.kinds.values import has_training_value
 
 IDLE_CPU_PCT = 5.0  # a run's processes under this share of one core do nothing: waiting, not computing
+# what the kernel function a process sleeps in (/proc/PID/wchan, agent.health) means, by a word of its name
+WAITS = (("futex", "a lock or a condition (a futex)"), ("pipe", "a read from a pipe"), ("unix", "a socket"),
+         ("sk_wait", "a socket"), ("tcp", "a socket"), ("epoll", "an event loop (epoll)"), ("poll", "poll/select"),
+         ("nanosleep", "a sleep"), ("do_wait", "a child process"), ("io_schedule", "disk I/O"),
+         ("folio", "disk I/O"), ("page", "disk I/O"), ("nfs", "a network file system"))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +47,8 @@ class Stall:
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         # the last step's time and value, steps seen (up to min_steps), the last `window` gaps between steps,
-        # the latest process sample's CPU % (+ "now": the time judged, when firing)
-        return {"at": None, "step": None, "steps": 0, "gaps": [], "cpu": None}
+        # the latest process sample's CPU % and where it waits (+ "now": the time judged, when firing)
+        return {"at": None, "step": None, "steps": 0, "gaps": [], "cpu": None, "wait": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         if event.type == t.METRIC:
@@ -58,8 +63,9 @@ class Stall:
                 st["steps"] = min(st["steps"] + 1, self.min_steps)
                 return False
         elif event.type == t.HEALTH and "alive" in event.data:
-            cpu = event.data.get("cpu_pct")
+            cpu, waiting = event.data.get("cpu_pct"), event.data.get("waiting")
             st["cpu"] = cpu if isinstance(cpu, int | float) and not isinstance(cpu, bool) else None
+            st["wait"] = waiting if isinstance(waiting, str) else None
         if st["at"] is None or st["steps"] < self.min_steps or not st["gaps"]:
             return False
         st["now"] = now
@@ -77,16 +83,24 @@ class Stall:
             f"no training step for {fmt_duration(silent)} after step {st['step']} (steps came every "
             f"{fmt_duration(usual)}; its budget is {fmt_duration(self.budget(st))})"
         )
-        cpu = st.get("cpu")
+        cpu, waiting = st.get("cpu"), st.get("wait")
         if cpu is not None:
             why += (
-                f"; its processes use {cpu:g}% of a core: hung, waiting on something (a lock, a collective, a read)"
+                f"; its processes use {cpu:g}% of a core: hung, waiting on {_waits_on(waiting)}"
                 if cpu < IDLE_CPU_PCT
                 else f"; its processes are busy ({cpu:g}% CPU): a slow phase (data, an eval, a save) or a loop "
                 "that logs nothing"
             )
-        return why, {"silent_s": round(silent, 3), "usual_s": usual, "step": st["step"], "cpu_pct": cpu}
+        values = {"silent_s": round(silent, 3), "usual_s": usual, "step": st["step"], "cpu_pct": cpu}
+        return why, {**values, "waiting": waiting} if waiting else values
 
     def params(self) -> dict[str, Any]:
         return {"floor": self.floor, "busy_floor": self.busy_floor, "factor": self.factor, "window": self.window,
                 "min_steps": self.min_steps}  # fmt: skip
+
+
+def _waits_on(wchan: str | None) -> str:
+    if wchan is None:
+        return "something (a lock, a collective, a read)"
+    meaning = next((words for part, words in WAITS if part in wchan), None)
+    return f"{meaning} (the kernel's {wchan})" if meaning else f"the kernel's {wchan}"

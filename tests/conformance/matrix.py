@@ -56,8 +56,8 @@ SCENARIOS: dict[str, Expect] = {
         severities=("critical",),
         trigger=r"iostream error|No space left",
     ),
-    # the default policy's run-stalled: no step for 3x the usual gap and at least 2m, the processes idle
-    "hang": Expect(stop=None, anomaly=r"^run-stalled: .*hung", trigger=r"step=10 "),
+    # the default policy's run-stalled: no step for 3x the usual gap and at least 2m, the processes idle, in a futex
+    "hang": Expect(stop=None, anomaly=r"^run-stalled: .*hung, waiting on a lock", trigger=r"step=10 "),
     # a NaN the framework's own check raises on before any NaN is printed (stable-baselines3: the policy's logits)
     "nan_crash": Expect(stop=None, anomaly=r"^log-nan", severities=("critical",), trigger=r"found invalid values"),
 }

@@ -79,6 +79,7 @@ def test_wandb_guard_health_and_a_killed_session(store, tmp_path, tmux_socket):
     samples = drive(agent, lambda: [e for e in events_of(store, "exp01", t.HEALTH) if "cpu_pct" in e.data],
                     what="a health sample with CPU%")  # fmt: skip
     assert samples[-1].data["alive"] is True and samples[-1].data["processes"] >= 2
+    assert samples[-1].data["waiting"] == "hrtimer_nanosleep"  # where its busiest process sleeps: time.sleep
     # kill -9 of the wrapper (the pane's process) leaves no exit file; a killed session is recorded as
     # exit code 129 by the wrapper (tests/integration/test_launch_stop.py)
     pane = subprocess.run(tmux_argv(tmux_socket, "list-panes", "-t", "=train-exp01", "-F", "#{pane_pid}"),

@@ -77,3 +77,11 @@ def test_its_parameters_are_checked():
     assert opened(out)["s"].startswith("no training step for 38s after step 3")
     with pytest.raises(PolicyError, match="factor"):
         policy("  - {id: s, kind: stall, factor: 0.5}\n")
+
+
+def test_where_a_hung_run_waits_is_said_in_words():
+    c = Clock()
+    events = [*steps(c, 10, 0.1), c.event(t.HEALTH, 125.0, alive=True, pid=42, processes=2, rss_mb=1.0, cpu_pct=0.0,
+                                          waiting="futex_do_wait")]  # fmt: skip
+    reason = opened(run(POLICY, events))["run-stalled"]
+    assert reason.endswith("hung, waiting on a lock or a condition (a futex) (the kernel's futex_do_wait)")
