@@ -35,6 +35,30 @@ KNOWN_MISSES = {
     "0.48, 3.64; train_loss 0.36, 0.12, 0.60) are too few for any divergence or val-rising rule to fire",
     "pytorchyolo_map_eval_then_dataloader_worker_aborted.log": "metrics: PyTorch-YOLOv3's '---- mAP "
     "0.9235236715367303' line (and its AP table) is not read; the fault itself is named",
+    # corpus-dev3 (2026-12-05): the new runs the default policy got wrong when first scored; causes in
+    # /work/corpus-dev3-report.md
+    "catboost_v0_learn_glued_passed_early_healthy.log": "metrics: CatBoost 0.x prints the value glued to the next "
+    "field ('0:      learn 0.6355974416passed: 17.4 sec'); no format reads 'learn 0.63...passed:' as a number",
+    "stylegan2_tf_tick_kimg_lines_healthy.log": "metrics: StyleGAN's 'tick 1     kimg 6.1      lod 0.00  minibatch 32 "
+    "  time 12m 16s      sec/tick 648.1' lines (bare 'name value' pairs, no ':' or '=') are not read",
+    "litgpt_pretrain_loss_frozen_at_ln_vocab.log": "stopped_in_time: 'loss 10.8259' on every line (= ln 50257, "
+    "chance); loss-frozen needs 20 equal steps (fires at line 20 > stop_by 12) and is a warning that never stops",
+    "verse_tf2_loss_net_nan_loss_scale_to_one.log": "stopped_in_time: 'loss_net: nan' and 'norm: nan' are no "
+    "vocabulary names (loss-nonfinite reads 'loss' only); the first line (loss_scale 32768) is dropped as the first "
+    "of an unknown shape, so loss-scale-collapse sees one fall (785.42 -> 1.0), not two halvings",
+    "meshmae_pretrain_epoch_loss_39m_vs_best_2.log": "stopped_in_time: one epoch shown: 'Loss: 39307117.63' beside "
+    "the printed 'Best Loss: 2.271230'; loss-runaway needs 3 samples of the run's own and no rule compares the "
+    "loss with a best the trainer prints",
+    "pwg_multisinger_all_losses_nan_step1000.log": "stopped_in_time: 'train/embed_loss = nan.', "
+    "'train/generator_loss = nan.' are read under their own names; loss-nonfinite watches 'loss' only, so no "
+    "rule judges a non-finite component loss (and '(Steps: 1000)' is not read as the step)",
+    "rvc_mangio_losses_nan_first_report_then_crash.log": "metrics, stopped_in_time: the one "
+    "'loss_disc=nan, loss_gen=nan, loss_fm=nan,loss_mel=nan, loss_kl=9.000' line is parsed but dropped as the first "
+    "line of a shape with no vocabulary name; the sqlite3 traceback after it is only a log-traceback warning",
+    "auxiliaryasr_eval_wer_frozen_nan_prints.log": "stopped_in_time: 'eval/wer : 0.9156' twice with the loss flat; "
+    "val-frozen reads val_loss/val_ppl only (val_loss moved 8.38 -> 8.73) and no rule watches a frozen WER",
+    "loop_tqdm_bar_thcudacheck_out_of_memory.log": "metrics: the bar 'Train (loss 63.31) epoch 1:   3%|...' glued "
+    "to 'THCudaCheck FAIL ... out of memory' is not read; the OOM is named only through log-traceback's reason",
 }
 
 

@@ -155,6 +155,16 @@ SAID = {  # what each run's one message must say
     "device.cu:38)",
     "sockeye1_training_started_cudamalloc_oom_bare.log": "CUDA out of memory (MXNet: cudaMalloc failed in its GPU "
     "memory pool)",
+    # corpus-dev3 (2026-12-05)
+    "ccsr_ldm_lightning_cuda_oom_then_bar.log": "CUDA out of memory. Tried to allocate 20.00 MiB on GPU 3 (23.69 GiB "
+    "total, 21.69 MiB free)",
+    "colossalai_opt_cuda_oom_glued_traceback_bare.log": "CUDA out of memory. Tried to allocate 1.25 GiB on GPU 0 "
+    "(31.75 GiB total, 1.06 GiB free)",
+    "nccl_elastic_what_broadcast_timeout_bare.log": "NCCL BROADCAST timed out after 30m on rank 7 (SeqNum 806)",
+    # not met today (no code change here): THC's `THCudaCheck FAIL ... error=2 : out of memory` and `RuntimeError: cuda
+    # runtime error (2) : out of memory at ...THCStorage.cu:66` are not tagged `oom` (agent.parse.fault_of), so the
+    # first firing is log-traceback (a warning), not log-oom, and the exit adds a second message
+    "loop_tqdm_bar_thcudacheck_out_of_memory.log": "cuda runtime error (2) : out of memory",
 }
 
 
