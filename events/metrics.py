@@ -342,15 +342,22 @@ def role(name: str) -> str:
 @lru_cache(maxsize=4096)
 def quantity(name: str) -> str | None:
     """What a metric measures, one of `QUANTITY_WORDS`' values (`loss`, `accuracy`, `perplexity`, `error`, `lr`,
-    `grad norm`, `throughput`), or None: read from the canonical name, whole, then by its last word."""
+    `grad norm`, `throughput`), or None: read from the canonical name, whole, then by its last word (`top1_acc`),
+    then a loss by its first (`loss_cls`, `loss_disc`: mmdet's and VITS's loss terms)."""
     key = canonical(name)
     for prefix in ("val_", "test_", "test/"):
         if key.startswith(prefix):
             key = key[len(prefix) :]
     if key in QUANTITY_WORDS:
         return QUANTITY_WORDS[key]
-    last = key.replace("/", "_").replace("-", "_").rsplit("_", 1)[-1]
-    return QUANTITY_WORDS.get(last)
+    words = key.replace("/", "_").replace("-", "_").split("_")
+    if words[-1] in QUANTITY_WORDS:
+        return QUANTITY_WORDS[words[-1]]
+    return "loss" if words[0] in _LOSS_WORDS and words[-1] not in _LOSS_SETTINGS else None
+
+
+# what follows `loss_` in a name that is no loss term: the fp16 scaler's scale, a term's weight or coefficient
+_LOSS_SETTINGS = frozenset({"scale", "scaler", "weight", "weights", "coef", "coeff", "factor", "type", "fn"})
 
 
 def at_step(step: object) -> str:

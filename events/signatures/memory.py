@@ -158,6 +158,26 @@ SIGNATURES = (
         ),
     ),
     Signature(
+        id="thc_cuda_oom",
+        tag=OOM,
+        pattern=r"cuda runtime error \(2\) : out of memory|THCudaCheck FAIL .*error=2 : out of memory",
+        hints=("cuda runtime error (2)", "THCudaCheck FAIL"),
+        severity="critical",
+        what="CUDA out of memory (PyTorch before 1.0: THC's cudaMalloc)",
+        remedy=GPU_REMEDY,
+        # THCudaCheck: "THCudaCheck FAIL file=%s line=%i error=%i : %s"
+        # THError: "cuda runtime error (%d) : %s at %s:%d"
+        source=Source("pytorch/pytorch", "torch/lib/THC/THCGeneral.c", "cuda runtime error (%d) : %s at %s:%d"),
+        samples=(
+            Sample(
+                "RuntimeError: cuda runtime error (2) : out of memory at "
+                "/b/wheel/pytorch-src/torch/lib/THC/generic/THCStorage.cu:66",
+                None,
+                "tests/data/real/loop_tqdm_bar_thcudacheck_out_of_memory.log line 13",
+            ),
+        ),
+    ),
+    Signature(
         id="marian_cuda_oom",
         tag=OOM,
         pattern=r"CUDA error 2 'out of memory'",

@@ -2,6 +2,7 @@
 
 | kind | fires when |
 |---|---|
+| nonfinite_term | any training metric measuring `quantity` (a loss term under any name) is NaN or +/-Inf |
 | nonfinite | the metric is NaN or +/-Inf (with `skipped_by`: beside no usable loss, or `skips` steps in a row) |
 | threshold | the metric is above `above` or below `below` |
 | spike | the metric is `ratio` x its trailing mean/median (or 1/`ratio`, direction down), or over `above` |
@@ -29,13 +30,14 @@ from collections.abc import Callable
 from trainwarden.events import logtags
 from trainwarden.events import types as t
 from trainwarden.events.envelope import TYPE_RE
+from trainwarden.events.metrics import QUANTITY_WORDS
 from trainwarden.policies.kinds.levels import Chance, PastBest
 from trainwarden.policies.kinds.precision import ScaleCollapse
 from trainwarden.policies.kinds.progress import Frozen, NoProgress, Runaway
 from trainwarden.policies.kinds.relations import Baseline, Divergence, LrSchedule
 from trainwarden.policies.kinds.signals import Absence, LogPattern, Status
 from trainwarden.policies.kinds.stall import Stall
-from trainwarden.policies.kinds.values import NonFinite, Plateau, Spike, Threshold, Trend
+from trainwarden.policies.kinds.values import NonFinite, NonFiniteTerm, Plateau, Spike, Threshold, Trend
 from trainwarden.policies.model import Kind
 from trainwarden.policies.names import expand
 from trainwarden.policies.schema import PolicyReader
@@ -205,6 +207,10 @@ def _absence(r: PolicyReader) -> Kind:
     )
 
 
+def _nonfinite_term(r: PolicyReader) -> Kind:
+    return NonFiniteTerm(quantity=r.choice("quantity", tuple(sorted(set(QUANTITY_WORDS.values()))), default="loss"))
+
+
 def _stall(r: PolicyReader) -> Kind:
     return Stall(
         floor=r.duration("floor", default=120.0) or 120.0,
@@ -247,6 +253,7 @@ def _status(r: PolicyReader) -> Kind:
 
 READERS: dict[str, Callable[[PolicyReader], Kind]] = {
     "nonfinite": _nonfinite,
+    "nonfinite_term": _nonfinite_term,
     "threshold": _threshold,
     "spike": _spike,
     "runaway": _runaway,

@@ -132,12 +132,13 @@ CLEAR_LOSSES = 3  # new loss samples after a fault that say training went on, wh
 
 def _went_on(st: dict[str, Any], data: dict[str, Any]) -> bool:
     """Whether a metric event after a fault shows training going on: a loss at a later step, or the
-    `CLEAR_LOSSES`-th loss since the fault."""
+    `CLEAR_LOSSES`-th loss since the fault. A fault before any step has no step to be later than: one loss
+    after it is no proof (a progress bar's last redraw, flushed as the process dies after a CUDA OOM)."""
     if "loss" not in data:
         return False
     st["n"] = st.get("n", 0) + 1
     step, at = data.get("step"), st.get("at")
-    later = isinstance(step, int | float) and (not isinstance(at, int | float) or step > at)
+    later = isinstance(step, int | float) and isinstance(at, int | float) and step > at
     return later or st["n"] >= CLEAR_LOSSES
 
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.metrics import is_validation, role
+from trainwarden.events.metrics import is_validation, quantity, role
 from trainwarden.policies.names import finite, fmt, number, pick
 
 METRIC_EVENTS = frozenset({t.METRIC})
@@ -126,6 +126,42 @@ class NonFinite(OneMetric):
             if self.beside != "any":
                 out["beside"] = self.beside
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class NonFiniteTerm:
+    """NaN or +/-Inf in any training metric that measures `quantity` (`events.metrics.quantity`): a loss term
+    under a trainer's own name (`loss_net`, `generator_loss`, `train/embed_loss`, `loss_disc`) that no rule
+    names, where the trainer prints no plain `loss`."""
+
+    kind: ClassVar[str] = "nonfinite_term"
+    time_driven: ClassVar[bool] = False
+    quantity: str = "loss"
+    events: frozenset[str] = METRIC_EVENTS
+    keys: None = None
+
+    def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
+        return {}  # (+ "metric", "value": the term that was not finite, when firing)
+
+    def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        seen = False
+        for key, value in event.data.items():
+            if key in POSITIONS or quantity(key) != self.quantity or role(key) != "train":
+                continue
+            v = number(value)
+            if v is None:
+                continue
+            if not math.isfinite(v):
+                st["metric"], st["value"] = key, v
+                return True
+            seen = True
+        return False if seen else None
+
+    def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return f"{st['metric']}={fmt(st['value'])}", {st["metric"]: st["value"]}
+
+    def params(self) -> dict[str, Any]:
+        return {"quantity": self.quantity, "event": sorted(self.events)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,15 +43,9 @@ KNOWN_MISSES = {
     "  time 12m 16s      sec/tick 648.1' lines (bare 'name value' pairs, no ':' or '=') are not read",
     "litgpt_pretrain_loss_frozen_at_ln_vocab.log": "stopped_in_time: 'loss 10.8259' on every line (= ln 50257, "
     "chance); loss-frozen needs 20 equal steps (fires at line 20 > stop_by 12) and is a warning that never stops",
-    "verse_tf2_loss_net_nan_loss_scale_to_one.log": "stopped_in_time: 'loss_net: nan' and 'norm: nan' are no "
-    "vocabulary names (loss-nonfinite reads 'loss' only); the first line (loss_scale 32768) is dropped as the first "
-    "of an unknown shape, so loss-scale-collapse sees one fall (785.42 -> 1.0), not two halvings",
     "meshmae_pretrain_epoch_loss_39m_vs_best_2.log": "stopped_in_time: one epoch shown: 'Loss: 39307117.63' beside "
     "the printed 'Best Loss: 2.271230'; loss-runaway needs 3 samples of the run's own and no rule compares the "
     "loss with a best the trainer prints",
-    "pwg_multisinger_all_losses_nan_step1000.log": "stopped_in_time: 'train/embed_loss = nan.', "
-    "'train/generator_loss = nan.' are read under their own names; loss-nonfinite watches 'loss' only, so no "
-    "rule judges a non-finite component loss (and '(Steps: 1000)' is not read as the step)",
     "rvc_mangio_losses_nan_first_report_then_crash.log": "metrics, stopped_in_time: the one "
     "'loss_disc=nan, loss_gen=nan, loss_fm=nan,loss_mel=nan, loss_kl=9.000' line is parsed but dropped as the first "
     "line of a shape with no vocabulary name; the sqlite3 traceback after it is only a log-traceback warning",

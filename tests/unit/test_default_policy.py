@@ -168,8 +168,14 @@ def test_log_lines_open_anomalies_with_their_remedy(line, rule, remedy):
 
 def test_a_log_anomaly_clears_when_training_goes_on():
     c = Clock()
-    out = run(POLICY, [c.log(0, "Traceback (most recent call last):"), c.metric(30, step=1, loss=2.0)])
-    assert summary(out) == ["opened:log-traceback", "resolved:log-traceback", "CONTINUE"]
+    out = run(POLICY, [c.metric(0, step=1, loss=2.1), c.log(10, "Traceback (most recent call last):"),
+                       c.metric(30, step=2, loss=2.0)])  # fmt: skip
+    assert summary(out) == ["CONTINUE", "opened:log-traceback", "resolved:log-traceback"]
+    # a fault before any step: one loss after it is no proof (a bar's last redraw as the process dies), three are
+    c = Clock()
+    losses = [c.metric(30 + i, step=2 + i, loss=2.0) for i in range(3)]
+    out = run(POLICY, [c.log(0, "Traceback (most recent call last):"), *losses])
+    assert summary(out) == ["opened:log-traceback", "CONTINUE", "resolved:log-traceback"]
 
 
 def test_a_silent_run_waits_and_never_stops():

@@ -164,7 +164,7 @@ SAID = {  # what each run's one message must say
     # not met today (no code change here): THC's `THCudaCheck FAIL ... error=2 : out of memory` and `RuntimeError: cuda
     # runtime error (2) : out of memory at ...THCStorage.cu:66` are not tagged `oom` (agent.parse.fault_of), so the
     # first firing is log-traceback (a warning), not log-oom, and the exit adds a second message
-    "loop_tqdm_bar_thcudacheck_out_of_memory.log": "cuda runtime error (2) : out of memory",
+    "loop_tqdm_bar_thcudacheck_out_of_memory.log": "CUDA out of memory (PyTorch before 1.0: THC's cudaMalloc)",
 }
 
 
