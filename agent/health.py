@@ -97,6 +97,9 @@ def tmux_pane_pid(session: str, socket: str | None) -> int | None:
     return int(first[0]) if proc.returncode == 0 and first and first[0].isdigit() else None
 
 
+MAX_WAIT_READS = 8  # wchan files read per sample at most (a run's wrappers, then its workers)
+
+
 class ProcessHealth:
     def __init__(self, watch: RunWatch) -> None:
         self.watch = watch
@@ -153,10 +156,20 @@ class ProcessHealth:
             cpu = (ticks - self._last[1]) / procfs.CLK_TCK / (now - self._last[0]) * 100
             data["cpu_pct"] = round(max(0.0, cpu), 1)
         self._last = (now, ticks)
-        trainer = max(self.pids, key=lambda pid: procs[pid].cpu_ticks)  # the process doing the work, not a wrapper
-        if procs[trainer].state in ("S", "D") and (waiting := procfs.read_wchan(trainer)) is not None:
+        if (waiting := self._waiting(procs)) is not None:
             data["waiting"] = waiting  # where a stalled run waits (policies/kinds/stall.py says it in words)
         return data
+
+    def _waiting(self, procs: Mapping[int, procfs.ProcStat]) -> str | None:
+        """Where the run's work sleeps: the kernel function of its busiest process that is not a wrapper waiting
+        for its children (`do_wait`: a shell, a launcher); None while it runs."""
+        for pid in sorted(self.pids, key=lambda p: procs[p].cpu_ticks, reverse=True)[:MAX_WAIT_READS]:
+            if procs[pid].state not in ("S", "D") or procs[pid].cpu_ticks == 0:
+                return None  # the busiest process that is no wrapper is running, or nothing has worked yet
+            waiting = procfs.read_wchan(pid)
+            if waiting != "do_wait":
+                return waiting
+        return None
 
     def guard(self, procs: Mapping[int, procfs.ProcStat]) -> GuardFinding | None:
         """The first process of the run whose environment keeps W&B offline (reported once per run; never

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.metrics import is_validation, quantity, role
+from trainwarden.events.metrics import BY_NAME, canonical, is_validation, quantity, role
 from trainwarden.policies.names import finite, fmt, number, pick
 
 METRIC_EVENTS = frozenset({t.METRIC})
@@ -132,7 +132,8 @@ class NonFinite(OneMetric):
 class NonFiniteTerm:
     """NaN or +/-Inf in any training metric that measures `quantity` (`events.metrics.quantity`): a loss term
     under a trainer's own name (`loss_net`, `generator_loss`, `train/embed_loss`, `loss_disc`) that no rule
-    names, where the trainer prints no plain `loss`."""
+    names, where the trainer prints no plain `loss`. The vocabulary's own names (`loss`, `grad_norm`) are left to
+    the rules that name them."""
 
     kind: ClassVar[str] = "nonfinite_term"
     time_driven: ClassVar[bool] = False
@@ -146,7 +147,7 @@ class NonFiniteTerm:
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         seen = False
         for key, value in event.data.items():
-            if key in POSITIONS or quantity(key) != self.quantity or role(key) != "train":
+            if key in POSITIONS or canonical(key) in BY_NAME or quantity(key) != self.quantity or role(key) != "train":
                 continue
             v = number(value)
             if v is None:

@@ -65,7 +65,8 @@ def test_a_run_that_exits_0_is_finished_once(store, tmp_path, tmux_socket):
 
 
 def test_wandb_guard_health_and_a_killed_session(store, tmp_path, tmux_socket):
-    script = "import time; print('step=1 loss=1.0', flush=True); time.sleep(120)"
+    # half a second of work first: the trainer is then the run's busiest process, whose sleep the sample names
+    script = "import time; sum(range(3 * 10**7)); print('step=1 loss=1.0', flush=True); time.sleep(120)"
     launch(store, tmp_path, tmux_socket, sys.executable, "-c", script, env={"WANDB_MODE": "offline"})
     agent = agent_for(store, tmp_path)
     guard = drive(agent, lambda: [e for e in events_of(store, "exp01", t.HEALTH) if e.data.get("check")],
@@ -79,7 +80,9 @@ def test_wandb_guard_health_and_a_killed_session(store, tmp_path, tmux_socket):
     samples = drive(agent, lambda: [e for e in events_of(store, "exp01", t.HEALTH) if "cpu_pct" in e.data],
                     what="a health sample with CPU%")  # fmt: skip
     assert samples[-1].data["alive"] is True and samples[-1].data["processes"] >= 2
-    assert samples[-1].data["waiting"] == "hrtimer_nanosleep"  # where its busiest process sleeps: time.sleep
+    asleep = drive(agent, lambda: [e for e in events_of(store, "exp01", t.HEALTH) if "waiting" in e.data],
+                   what="a health sample saying where the run waits")  # fmt: skip
+    assert asleep[-1].data["waiting"] == "hrtimer_nanosleep", [e.data for e in asleep]  # busiest: time.sleep
     # kill -9 of the wrapper (the pane's process) leaves no exit file; a killed session is recorded as
     # exit code 129 by the wrapper (tests/integration/test_launch_stop.py)
     pane = subprocess.run(tmux_argv(tmux_socket, "list-panes", "-t", "=train-exp01", "-F", "#{pane_pid}"),

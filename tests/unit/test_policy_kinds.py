@@ -98,10 +98,11 @@ def test_a_nonfinite_loss_term_under_any_name():
     # VerSe's TF2 loop `loss_net: nan`, ParallelWaveGAN's `train/generator_loss = nan.`, VITS's `loss_disc=nan`
     pol = policy("  - {id: k, kind: nonfinite_term}\n")
     c = Clock()
-    for name in ("loss_net", "train/generator_loss", "loss_disc", "loss"):
+    for name in ("loss_net", "train/generator_loss", "loss_disc"):
         out = run(pol, [c.metric(0, step=1, **{name: 1.0}), c.metric(1, step=2, **{name: math.nan})])
         assert [d["reason"] for typ, d in out if typ == t.ANOMALY_OPENED] == [f"{name}=nan at step 2"], name
-    # not a loss term: the fp16 scaler's scale, a held-out loss (val-nonfinite's), an IoU
-    for name in ("loss_scale", "val_loss", "iou"):
+    # not a loss term: the vocabulary's own loss (loss-nonfinite's), the fp16 scaler's scale, a held-out loss
+    # (val-nonfinite's), an IoU
+    for name in ("loss", "total_loss", "loss_scale", "val_loss", "iou"):
         out = run(pol, [c.metric(0, step=1, **{name: math.nan})])
         assert not [typ for typ, _ in out if typ == t.ANOMALY_OPENED], name
