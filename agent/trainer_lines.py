@@ -52,7 +52,6 @@ ULTRALYTICS_VAL_NAMES = ("precision", "recall", "mAP50", "mAP50-95")
 TORCHTUNE_BAR_RE = re.compile(rf"^\s*(\d+)\|(\d+)\|Loss: ({NUM})")
 # WaveGlow (NVIDIA/waveglow train.py): `123873:\t-5.480178833`, iteration and loss
 STEP_LOSS_RE = re.compile(rf"^\s*(\d+):\s+({NUM})\s*$", re.IGNORECASE)
-# caffe: `Test net output #1: loss = 2.85665 (* 1 = 2.85665 loss)`
 # Marian (marian-nmt, src/training/scheduler.h): ` : `-separated fields after the epoch and the update, training
 # `Ep. 3 : Up. 5350 : Sen. 299,352 : Cost 0.68636936 * 881,133 @ 23,996 after ... : Time 32.34s : 27242.83 words/s
 # : gNorm 0.8900 : L.r. 2.5000e-06`, validation `[valid] Ep. 1 : Up. 80000 : cross-entropy : 67.9483 : new best`
@@ -64,6 +63,7 @@ MARIAN_VALID = {"cross-entropy": "val_loss", "ce-mean": "val_loss", "ce-mean-wor
 # Darknet (AlexeyAB/darknet and pjreddie's): the iteration's summary `11524: 47.876884, 48.406509 avg loss, 0.005220
 # rate, 21.247497 seconds, 1475072 images` (`avg` alone in pjreddie's): this batch's loss, its running mean, the lr
 DARKNET_RE = re.compile(rf"(?<![\w.])(\d+): ({NUM}), ({NUM}) avg(?: loss)?, ({NUM}) rate,", re.IGNORECASE)
+# caffe: `Test net output #1: loss = 2.85665 (* 1 = 2.85665 loss)`
 CAFFE_OUTPUT_RE = re.compile(rf"\b(Test|Train) net output #\d+: ([\w/.-]+) = ({NUM})")
 
 

@@ -339,6 +339,10 @@ def role(name: str) -> str:
     return "eval" if canonical(name).startswith("val_") else "train"
 
 
+# what follows `loss_` in a name that is no loss term: the fp16 scaler's scale, a term's weight or coefficient
+_LOSS_SETTINGS = frozenset({"scale", "scaler", "weight", "weights", "coef", "coeff", "factor", "type", "fn"})
+
+
 @lru_cache(maxsize=4096)
 def quantity(name: str) -> str | None:
     """What a metric measures, one of `QUANTITY_WORDS`' values (`loss`, `accuracy`, `perplexity`, `error`, `lr`,
@@ -355,9 +359,6 @@ def quantity(name: str) -> str | None:
         return QUANTITY_WORDS[words[-1]]
     return "loss" if words[0] in _LOSS_WORDS and words[-1] not in _LOSS_SETTINGS else None
 
-
-# what follows `loss_` in a name that is no loss term: the fp16 scaler's scale, a term's weight or coefficient
-_LOSS_SETTINGS = frozenset({"scale", "scaler", "weight", "weights", "coef", "coeff", "factor", "type", "fn"})
 
 
 def at_step(step: object) -> str:

@@ -72,13 +72,12 @@ class Stall:
         return now - st["at"] >= self.budget(st)
 
     def budget(self, st: dict[str, Any]) -> float:
-        ordered = sorted(st["gaps"])
         busy = st.get("cpu") is not None and st["cpu"] >= IDLE_CPU_PCT
-        return max(self.busy_floor if busy else self.floor, self.factor * ordered[len(ordered) // 2])
+        return max(self.busy_floor if busy else self.floor, self.factor * _usual(st["gaps"]))
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         silent = st["now"] - st["at"]
-        usual = sorted(st["gaps"])[len(st["gaps"]) // 2]
+        usual = _usual(st["gaps"])
         why = (
             f"no training step for {fmt_duration(silent)} after step {st['step']} (steps came every "
             f"{fmt_duration(usual)}; its budget is {fmt_duration(self.budget(st))})"
@@ -97,6 +96,11 @@ class Stall:
     def params(self) -> dict[str, Any]:
         return {"floor": self.floor, "busy_floor": self.busy_floor, "factor": self.factor, "window": self.window,
                 "min_steps": self.min_steps}  # fmt: skip
+
+
+def _usual(gaps: list[float]) -> float:
+    """The run's usual gap between steps: the median of the last ones."""
+    return sorted(gaps)[len(gaps) // 2]
 
 
 def _waits_on(wchan: str | None) -> str:
