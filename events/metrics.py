@@ -360,7 +360,6 @@ def quantity(name: str) -> str | None:
     return "loss" if words[0] in _LOSS_WORDS and words[-1] not in _LOSS_SETTINGS else None
 
 
-
 def at_step(step: object) -> str:
     """Where in a run, as a person reads it: `step 120`; before the first metric line (a fault at start-up)
     there is no step yet, which is said in words, never as `step None`."""
