@@ -20,7 +20,7 @@ from trainwarden.remote.ssh import DEFAULT_COMMAND_TIMEOUT_S, CommandResult
 
 from tests.conformance.runner import REPO, SCRIPTS
 
-VENV = REPO / ".venv-frameworks"
+VENVS = {".venv-frameworks": "requirements.txt", ".venv-hf4": "requirements-hf4.txt"}  # transformers 5.x, 4.x
 SERVER = Server(name="local", host="127.0.0.1", user="nobody", work_dir="/tmp")  # never connected to
 
 
@@ -39,23 +39,24 @@ class LocalShell:
         raise NotImplementedError("retention writes no files")
 
 
-def train(framework: str, out: Path) -> None:
-    stamp = VENV / ".fw-stamp"
-    want = hashlib.sha256((REPO / "tests" / "conformance" / "requirements.txt").read_bytes()).hexdigest()
+def train(framework: str, out: Path, venv: str = ".venv-frameworks") -> None:
+    stamp = REPO / venv / ".fw-stamp"
+    want = hashlib.sha256((REPO / "tests" / "conformance" / VENVS[venv]).read_bytes()).hexdigest()
     if not stamp.exists() or stamp.read_text().strip() != want:
-        why = ".venv-frameworks is not installed (./dev.sh frameworks installs it)"
+        why = f"{venv} is not installed (./dev.sh frameworks installs it)"
         if os.environ.get("CI") == "true":
             pytest.fail(why, pytrace=False)
         pytest.skip(why)
-    done = subprocess.run([str(VENV / "bin" / "python"), "ckpt_layouts.py", framework, str(out)], cwd=SCRIPTS,
+    done = subprocess.run([str(REPO / venv / "bin" / "python"), "ckpt_layouts.py", framework, str(out)], cwd=SCRIPTS,
                           capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "CONFORMANCE_PACE_S": "0", "TOKENIZERS_PARALLELISM": "false"})  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
-def test_hf_trainer_checkpoints(tmp_path):
+@pytest.mark.parametrize("venv", list(VENVS))
+def test_hf_trainer_checkpoints(tmp_path, venv):
     out = tmp_path / "hf"
-    train("hf", out)
+    train("hf", out, venv)
     config = CheckpointConfig(dir=str(out), pattern="checkpoint-*")
     shell = LocalShell()
     files = list_checkpoints(shell, SERVER, config)
