@@ -53,6 +53,9 @@ class WandbConfig:
     entity: str | None = None
 
 
+FAILED_RUNS = ("no_weights", "keep_best")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointConfig:
     dir: str
@@ -60,6 +63,7 @@ class CheckpointConfig:
     best_metric: str | None = None
     mode: str = "min"
     milestones: tuple[int, ...] = ()
+    failed_runs: str = "no_weights"  # the procedure's table: a failed run keeps logs, metrics, config; or keep_best
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,6 +264,7 @@ def _checkpoints(c: Reader) -> CheckpointConfig | None:
         best_metric=c.string("best_metric"),
         mode=c.choice("mode", ("min", "max"), default="min", label="checkpoints.mode"),
         milestones=c.integers("milestones", unique=False) or (),
+        failed_runs=c.choice("failed_runs", FAILED_RUNS, default="no_weights", label="checkpoints.failed_runs"),
     )
     c.finish()
     return config if c.present and directory is not None else None

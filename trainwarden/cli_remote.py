@@ -114,7 +114,14 @@ def cmd_plan_status(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
     require("checkpoints", "asyncssh")
-    from trainwarden.remote.retention import delete_checkpoints, doomed, list_checkpoints, plan_retention
+    from trainwarden.remote.retention import (
+        delete_checkpoints,
+        failed_reason,
+        failed_run_line,
+        list_checkpoints,
+        plan_retention,
+        read_record,
+    )
 
     fleet = wiring.fleet(settings, required=True)
     assert fleet is not None
@@ -131,12 +138,13 @@ def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
         if isinstance(metric, int | float) and path:
             saved[Path(path).name] = float(metric)
     files = list_checkpoints(wiring.ssh_pool(), server, experiment.checkpoints, saved)  # fmt: skip
-    failed = doomed(state.status, state.stops)
-    if failed and state.status == "stopped":
-        print(
-            f"note: {experiment.name} was stopped by the watchdog (a rule): its weights are treated as a failed run's"
-        )
-    plan = plan_retention(files, experiment.checkpoints, failed=failed)
+    record = read_record(wiring.ssh_pool(), server, experiment.checkpoints, files)
+    if record is not None and record.name:
+        print(f"best per the run's record: {record.name} ({record.source})")
+    reason = failed_reason(state.status, state.stops)
+    if reason is not None:
+        print(failed_run_line(reason, experiment.checkpoints))
+    plan = plan_retention(files, experiment.checkpoints, failed=reason is not None, record=record)
     for name, reasons in plan.keep.items():
         print(f"keep    {name}  ({'; '.join(reasons)})")
     for name in plan.delete:
@@ -144,18 +152,22 @@ def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
     for note in plan.notes:
         print(f"note: {note}")
     if not args.apply:
-        print(f"dry run: {len(plan.delete)} file(s), {plan.freed_bytes / 1e9:.2f} GB would be freed; "
+        print(f"dry run: {len(plan.delete)} checkpoint(s), {plan.freed_bytes / 1e9:.2f} GB would be freed; "
               "add --apply to delete")  # fmt: skip
         return 0
-    gone = delete_checkpoints(wiring.ssh_pool(), server, experiment.checkpoints, plan.delete)
+    doomed_units = [f for f in files if f.name in plan.delete]
+    gone = delete_checkpoints(wiring.ssh_pool(), server, experiment.checkpoints, doomed_units)
     directory = experiment.checkpoints.dir.rstrip("/")
-    why, producer = "retention: not the latest, the best or a milestone", f"retention/{settings.host}"
+    why = (f"retention: failed run ({reason}), checkpoints.failed_runs: no_weights"
+           if reason is not None and experiment.checkpoints.failed_runs == "no_weights"
+           else "retention: not the latest, the best or a milestone")  # fmt: skip
+    producer = f"retention/{settings.host}"
     store.append([
         make_event(t.CHECKPOINT_DELETED, run=experiment.name, host=settings.host, producer=producer, seq=time_seq(),
                    data=CheckpointDeletedData(path=f"{directory}/{name}", server=server.name, reason=why))
         for name in gone
     ])  # fmt: skip
-    print(f"deleted {len(gone)} file(s) on {server.name}")
+    print(f"deleted {len(gone)} checkpoint(s) on {server.name}")
     return 0
 
 

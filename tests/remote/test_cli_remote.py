@@ -1,11 +1,13 @@
 """The remote commands through the real CLI: config check, preflight, launch, stop, retention, plans, collect."""
 
+import json
 import os
 import subprocess
 
 import pytest
 import yaml
 from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
@@ -89,7 +91,7 @@ def test_checkpoint_retention_dry_run_then_apply(remote_settings, store, gpu_ser
     assert dry.returncode == 0, dry.stderr
     assert "keep    epoch_2_val_loss=2.0.pt  (best val_loss=2.0; milestone epoch 2)" in dry.stdout
     assert "keep    epoch_4_val_loss=2.8.pt  (latest)" in dry.stdout
-    assert "delete  epoch_1_val_loss=3.0.pt" in dry.stdout and "dry run: 2 file(s)" in dry.stdout
+    assert "delete  epoch_1_val_loss=3.0.pt" in dry.stdout and "dry run: 2 checkpoint(s)" in dry.stdout
     assert len(list(ckpt.iterdir())) == 5  # nothing deleted
     applied = cli(remote_settings, "checkpoints", "a", "--apply")
     assert applied.returncode == 0, applied.stderr
@@ -112,6 +114,49 @@ def test_retention_over_ssh_never_deletes_best_pt_nor_latest_pt(remote_settings,
     assert applied.returncode == 0, applied.stderr
     assert "keep    best.pt  (named best, latest or last: never deleted)" in applied.stdout
     assert sorted(p.name for p in ckpt.iterdir()) == ["best.pt", "epoch_2.pt", "epoch_5.pt", "latest.pt"]
+
+
+def test_retention_of_a_run_stopped_by_a_rule_keeps_no_weights_and_says_why(remote_settings, store, gpu_server):
+    # the procedure's table: failed runs keep logs, metrics and config, no weights (before: the best was kept,
+    # and nothing said which rule applied)
+    ckpt = gpu_server.code / "ckpt"
+    ckpt.mkdir()
+    for i, name in enumerate(["epoch_1_val_loss=2.0.pt", "epoch_2_val_loss=9.9.pt", "best.pt"], start=1):
+        (ckpt / name).write_text("w" * 10)
+        os.utime(ckpt / name, (i, i))
+    stop = {"by": "policy", "rule": "nan-loss", "reason": "loss is NaN"}
+    asked = make_event(t.STOP_REQUESTED, run="a", host="h", producer="eval/a", seq=1, data=stop)
+    store.append(
+        [asked, make_event(t.STOP_DONE, run="a", host="h", producer="act/a", seq=2, data={"detail": "ctrl-c"})]
+    )
+    dry = cli(remote_settings, "checkpoints", "a")
+    assert dry.returncode == 0, dry.stderr
+    assert ("failed run (stopped by rule nan-loss): the procedure keeps logs, metrics and config, no weights; "
+            "set checkpoints.failed_runs: keep_best to keep the best") in dry.stdout  # fmt: skip
+    assert "delete  best.pt" in dry.stdout and "dry run: 3 checkpoint(s)" in dry.stdout
+    applied = cli(remote_settings, "checkpoints", "a", "--apply")
+    assert applied.returncode == 0, applied.stderr
+    assert list(ckpt.iterdir()) == []
+    reasons = {e.data["reason"] for e in events_of(store, "a", t.CHECKPOINT_DELETED)}
+    assert reasons == {"retention: failed run (stopped by rule nan-loss), checkpoints.failed_runs: no_weights"}
+
+
+def test_retention_deletes_hf_checkpoint_dirs_whole_and_keeps_the_recorded_best(remote_settings, store, gpu_server):
+    ckpt = gpu_server.code / "ckpt"
+    for n in range(1, 5):
+        (ckpt / f"checkpoint-{n}").mkdir(parents=True)
+        (ckpt / f"checkpoint-{n}" / "model.safetensors").write_bytes(b"w" * 100)
+        state = {"best_model_checkpoint": str(ckpt / "checkpoint-2"), "global_step": n}
+        (ckpt / f"checkpoint-{n}" / "trainer_state.json").write_text(json.dumps(state))
+    applied = cli(remote_settings, "checkpoints", "a", "--apply")
+    assert applied.returncode == 0, applied.stderr
+    assert (
+        "best per the run's record: checkpoint-2 (checkpoint-4/trainer_state.json best_model_checkpoint)"
+        in applied.stdout
+    )
+    assert sorted(p.name for p in ckpt.iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    assert sorted(e.data["path"].rsplit("/", 1)[1] for e in events_of(store, "a", t.CHECKPOINT_DELETED)) == [
+        "checkpoint-1", "checkpoint-3"]  # fmt: skip
 
 
 def test_plan_run_status_and_collect(remote_settings, store, tmp_path):

@@ -1,7 +1,12 @@
+from dataclasses import replace
+
 from trainwarden.remote.fleet import CheckpointConfig
 from trainwarden.remote.retention import CheckpointFile, doomed, parse_name, plan_retention
 
 CONFIG = CheckpointConfig(dir="/ckpt", best_metric="val_loss", mode="min", milestones=(25, 50, 75))
+KEEP_BEST = replace(CONFIG, failed_runs="keep_best")
+UNKNOWN = "no file name or checkpoint.saved event carries val_loss: best unknown"
+ONLY_NUMBERED = "best unknown: only numbered intermediates may be deleted, everything else is kept"
 
 
 def files(*specs):
@@ -36,24 +41,24 @@ def test_max_mode_picks_the_highest():
 
 def test_unknown_best_is_said():
     plan = plan_retention(files((1, None), (2, None)), CONFIG, failed=False)
-    assert plan.notes == ("no file name carries val_loss: best unknown; only numbered intermediates may be deleted",)
+    assert plan.notes == (UNKNOWN, ONLY_NUMBERED)
     assert plan.delete == ("epoch_1.pt",)
 
 
-def test_failed_run_loses_weights_but_keeps_the_best():
-    plan = plan_retention(files((10, 3.0), (25, 2.5), (30, 2.9)), CONFIG, failed=True)
+def test_failed_run_set_to_keep_best_loses_weights_but_the_best():
+    plan = plan_retention(files((10, 3.0), (25, 2.5), (30, 2.9)), KEEP_BEST, failed=True)
     assert list(plan.keep) == ["epoch_25_val_loss=2.5.pt"]
     assert set(plan.delete) == {"epoch_10_val_loss=3.0.pt", "epoch_30_val_loss=2.9.pt"}
 
 
 def test_never_deletes_the_only_checkpoint():
     for failed in (False, True):
-        plan = plan_retention(files((3, None)), CONFIG, failed=failed)
+        plan = plan_retention(files((3, None)), KEEP_BEST, failed=failed)
         assert plan.delete == ()
 
 
 def test_failed_run_without_metric_keeps_the_latest():
-    plan = plan_retention(files((1, None), (2, None)), CONFIG, failed=True)
+    plan = plan_retention(files((1, None), (2, None)), KEEP_BEST, failed=True)
     assert list(plan.keep) == ["epoch_2.pt"] and plan.delete == ("epoch_1.pt",)
 
 
@@ -71,7 +76,7 @@ def test_the_names_labs_keep_by_are_never_deleted():
     # `delete best.pt` and `delete latest.pt`: no file name carried val_loss, so the best was unknown)
     layout = named(*(f"epoch_{n}.pt" for n in range(1, 81)), "best.pt", "latest.pt")
     for failed in (False, True):
-        plan = plan_retention(layout, CONFIG, failed=failed)
+        plan = plan_retention(layout, KEEP_BEST, failed=failed)
         assert {"best.pt", "latest.pt"} <= set(plan.keep), failed
         assert "best.pt" not in plan.delete and "latest.pt" not in plan.delete
     plan = plan_retention(layout, CONFIG, failed=False)
@@ -99,7 +104,7 @@ def test_with_the_best_unknown_only_numbered_intermediates_go():
     plan = plan_retention(named("epoch_1.pt", "final_weights.pt", "epoch_2.pt"), CONFIG, failed=False)
     assert plan.keep["final_weights.pt"] == ("best unknown: not a numbered intermediate",)
     assert plan.delete == ("epoch_1.pt",)
-    assert plan.notes == ("no file name carries val_loss: best unknown; only numbered intermediates may be deleted",)
+    assert plan.notes == (UNKNOWN, ONLY_NUMBERED)
 
 
 def test_the_newest_file_is_kept_when_numbers_say_another_is_latest():
