@@ -47,10 +47,9 @@ def with_final_metrics(entries: list[dict[str, Any]], source: FinalMetrics | Non
         try:
             metrics = source.final(wandb)
         except Unreachable as exc:
-            wandb["pull"] = f"unreachable ({NEEDS}): {exc}"
+            entry["wandb_pull"] = f"unreachable ({NEEDS}): {exc}"
             continue
-        entry["final_metrics"], entry["metrics_source"] = metrics, source.name
-        wandb["pull"] = "ok"
+        entry["final_metrics"], entry["metrics_source"], entry["wandb_pull"] = metrics, source.name, "ok"
 
 
 def findings_section(entry: Mapping[str, Any]) -> str:

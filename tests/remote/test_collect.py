@@ -1,26 +1,34 @@
 """`collect` on the logs real runs left: plans over a real sshd into real tmux, events in a real Redis."""
 
+import socket
+
 import pytest
 import yaml
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.remote.collect import collect
 from trainwarden.remote.collect_facts import BestBy, iso
-from trainwarden.remote.fleet import Fleet
+from trainwarden.remote.final_metrics import WandbApi, WandbRunFiles
+from trainwarden.remote.fleet import Fleet, WandbConfig
 from trainwarden.remote.launch import RemoteLauncher
 from trainwarden.remote.plan import Plan
 from trainwarden.remote.planner import PlanRunner
 
 from tests.helpers import events_of
 from tests.remote.conftest import experiment
+from tests.wandb_runs import wandb_env, write_offline_run
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.ssh, pytest.mark.slow]
 
 FAST = {"FINISH_AT": "3", "STEP_S": "0.05"}
 
 
-def runner(pool, store, gpu_server, key="good-key-0123456789"):
-    exps = [experiment("e1", env=FAST), experiment("e2", env={**FAST, "FAIL_AT": "2"}), experiment("e3", env=FAST)]
+def runner(pool, store, gpu_server, key="good-key-0123456789", **e1):
+    exps = [
+        experiment("e1", env=FAST, **e1),
+        experiment("e2", env={**FAST, "FAIL_AT": "2"}),
+        experiment("e3", env=FAST),
+    ]
     fleet = Fleet(servers={"gpu1": gpu_server.server}, experiments={e.name: e for e in exps})
     launcher = RemoteLauncher(shell=pool, store=store, fleet=fleet, host="ctl", secrets={"WANDB_API_KEY": key})
     return PlanRunner(store=store, launcher=launcher, shell=pool, fleet=fleet, host="ctl", poll_s=0.1), launcher
@@ -92,3 +100,37 @@ def test_collect_lists_saved_kept_and_best_checkpoints(pool, store, gpu_server, 
     collect(store, out=out, best_by={"e1": BestBy("acc", "max")})
     ckpts = yaml.safe_load((out / "training" / "checkpoints.yaml").read_text())["checkpoints"]["e1"]
     assert ckpts["best"] == "/ckpt/epoch_3.pt"  # max among the kept ones
+
+
+def test_final_metrics_from_the_runs_own_wandb_files(pool, store, gpu_server, tmp_path):
+    """The reachable path through the FinalMetrics interface: what a real (offline) wandb wrote."""
+    rows = [{"train/loss": 2.0 - i / 10, "acc": 0.5 + i / 100} for i in range(5)]
+    root = write_offline_run(tmp_path / "wb", rows, name="exp01")
+    plans, _ = runner(pool, store, gpu_server, wandb=WandbConfig(project="tw-test", run_name="exp01"))
+    assert plans.run(Plan(name="p1", experiments=("e1",))).finished
+    out = tmp_path / "proj"
+    collect(store, out=out, metrics=WandbRunFiles(root.parent.parent))
+    (entry,) = load(out)[0]
+    assert entry["metrics_source"] == "wandb" and entry["wandb_pull"] == "ok"
+    assert entry["final_metrics"] == {"train/loss": rows[-1]["train/loss"], "acc": rows[-1]["acc"]}
+
+
+def test_wandb_unreachable_is_said_and_the_logs_metrics_kept(pool, store, gpu_server, tmp_path, monkeypatch):
+    for name, value in wandb_env(tmp_path / "wb").items():
+        if name.startswith("WANDB_") and name != "WANDB_MODE":
+            monkeypatch.setenv(name, value)
+    with socket.socket() as s:  # a port on 127.0.0.1 that nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    plans, _ = runner(pool, store, gpu_server)
+    assert plans.run(Plan(name="p1", experiments=("e1",))).finished
+    out = tmp_path / "proj"
+    api = WandbApi(api_key="k" * 40, base_url=f"http://127.0.0.1:{closed}", timeout_s=2)
+    collect(store, out=out, metrics=api)
+    (entry,) = load(out)[0]
+    assert entry["metrics_source"] == "log"
+    assert entry["wandb_pull"].startswith("unreachable (needs network and WANDB_API_KEY): ")
+    assert f"127.0.0.1:{closed}" in entry["wandb_pull"]
+    collect(store, out=out, metrics=WandbApi(api_key=None))
+    (entry,) = load(out)[0]
+    assert entry["wandb_pull"] == "unreachable (needs network and WANDB_API_KEY): WANDB_API_KEY is not set"
