@@ -135,7 +135,9 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
     ctx.check(ConfigError)
     in_data_dir = data_paths(values.get("data_dir") or default_data_dir(env))
     project = project_dir(values.get("servers_file"), values.get("experiments_dir"))
-    if project is not None:  # the procedure's findings.md: in the project root, beside status.yaml
+    if project is not None and os.access(project, os.W_OK):
+        # the procedure's findings.md: in the project root, beside status.yaml; a read-only project (Docker's
+        # /config) keeps the data directory's, so that no STOP note is lost to a failed write
         in_data_dir["findings_file"] = project / FINDINGS_FILE
     return _with_env(Settings(source=str(path), **{**in_data_dir, **values}), env)
 
