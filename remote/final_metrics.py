@@ -44,8 +44,18 @@ class WandbApi:
     def __init__(self, *, api_key: str | None, base_url: str | None = None, timeout_s: float = 10.0) -> None:
         self.api_key, self.base_url, self.timeout_s = api_key, base_url, timeout_s
         self._api: Any = None
+        self._failed: Unreachable | None = None  # W&B did not answer once: not asked again for every launch
 
     def _client(self) -> Any:
+        if self._failed is not None:
+            raise self._failed
+        try:
+            return self._connect()
+        except Unreachable as exc:
+            self._failed = exc
+            raise
+
+    def _connect(self) -> Any:
         if self._api is None:
             if not self.api_key:
                 raise Unreachable("WANDB_API_KEY is not set")
