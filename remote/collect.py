@@ -19,7 +19,8 @@ from trainwarden.events.envelope import Event
 from trainwarden.events.store import EventStore, Malformed
 from trainwarden.events.words import said
 from trainwarden.remote.collect_facts import BestBy, Facts, collect_facts, iso, overall_status
-from trainwarden.remote.final_metrics import NEEDS, FinalMetrics, Unreachable
+from trainwarden.remote.errors import WandbUnreachable
+from trainwarden.remote.final_metrics import NEEDS, FinalMetrics
 from trainwarden.remote.plan import PLAN_PREFIX
 
 FINDINGS = "findings.md"
@@ -46,7 +47,7 @@ def with_final_metrics(entries: list[dict[str, Any]], source: FinalMetrics | Non
             continue
         try:
             metrics = source.final(wandb)
-        except Unreachable as exc:
+        except WandbUnreachable as exc:
             entry["wandb_pull"] = f"unreachable ({NEEDS}): {exc}"
             continue
         entry["final_metrics"], entry["metrics_source"], entry["wandb_pull"] = metrics, source.name, "ok"

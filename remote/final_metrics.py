@@ -2,24 +2,18 @@
 
 `collect` asks a `FinalMetrics` source for each launch that names a W&B run; the metrics the log gave
 stay the fallback. The W&B public API needs network access and WANDB_API_KEY: when either is missing
-the source raises `Unreachable` with the cause, and the entry says so. A local source reads the run
-files an offline (or synced) wandb wrote, for a project that keeps its `wandb/` directory.
+the source raises `WandbUnreachable` with the cause, and the entry says so. The other source, the run
+files a local `wandb/` directory holds, is trainwarden/wandb_files.py (it uses the agent's reader).
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any, Protocol
 
-from trainwarden.agent.wandb_file import RunFile
-from trainwarden.agent.wandb_source import run_dirs, run_file
+from trainwarden.remote.errors import WandbUnreachable
 
 NEEDS = "needs network and WANDB_API_KEY"
-
-
-class Unreachable(Exception):
-    """W&B could not be asked: no key, no network, no such run. The message says which."""
 
 
 class FinalMetrics(Protocol):
@@ -30,7 +24,7 @@ class FinalMetrics(Protocol):
         ...
 
 
-def _numeric(values: dict[str, Any]) -> dict[str, float | int]:
+def numeric(values: dict[str, Any]) -> dict[str, float | int]:
     return {k: v for k, v in values.items() if not k.startswith("_") and type(v) in (int, float)
             and not (type(v) is float and math.isnan(v))}  # fmt: skip
 
@@ -44,75 +38,50 @@ class WandbApi:
     def __init__(self, *, api_key: str | None, base_url: str | None = None, timeout_s: float = 10.0) -> None:
         self.api_key, self.base_url, self.timeout_s = api_key, base_url, timeout_s
         self._api: Any = None
-        self._failed: Unreachable | None = None  # W&B did not answer once: not asked again for every launch
+        self._failed: WandbUnreachable | None = None  # W&B did not answer once: not asked again for every launch
 
     def _client(self) -> Any:
         if self._failed is not None:
             raise self._failed
         try:
             return self._connect()
-        except Unreachable as exc:
+        except WandbUnreachable as exc:
             self._failed = exc
             raise
 
     def _connect(self) -> Any:
         if self._api is None:
             if not self.api_key:
-                raise Unreachable("WANDB_API_KEY is not set")
+                raise WandbUnreachable("WANDB_API_KEY is not set")
             try:
                 import wandb
             except ImportError as exc:
                 msg = f"the wandb package is not installed ({exc}): pip install 'trainwarden[wandb]'"
-                raise Unreachable(msg) from None
+                raise WandbUnreachable(msg) from None
             overrides = {"base_url": self.base_url} if self.base_url else {}
             try:
                 self._api = wandb.Api(overrides=overrides, api_key=self.api_key, timeout=int(self.timeout_s))
             except Exception as exc:  # wandb raises its own CommError/UsageError, and requests' errors
-                raise Unreachable(f"{type(exc).__name__}: {exc}") from None
+                raise WandbUnreachable(f"{type(exc).__name__}: {exc}") from None
         return self._api
 
     def final(self, wandb: dict[str, Any]) -> dict[str, float | int]:
         api = self._client()
         project, name = wandb.get("project"), wandb.get("run_name")
         if not project or not name:
-            raise Unreachable("the launch recorded no W&B project and run name")
+            raise WandbUnreachable("the launch recorded no W&B project and run name")
         path = f"{wandb['entity']}/{project}" if wandb.get("entity") else str(project)
         try:
             found = list(api.runs(path, filters={"display_name": name}))
             if not found:
-                raise Unreachable(f"no run named {name!r} in W&B project {path}")
+                raise WandbUnreachable(f"no run named {name!r} in W&B project {path}")
             run = found[-1]
-            metrics = _numeric(dict(run.summary))
+            metrics = numeric(dict(run.summary))
             if not metrics:
                 rows = list(run.scan_history(page_size=1000))
-                metrics = _numeric(rows[-1]) if rows else {}
-        except Unreachable:
+                metrics = numeric(rows[-1]) if rows else {}
+        except WandbUnreachable:
             raise
         except Exception as exc:
-            raise Unreachable(f"{type(exc).__name__}: {exc}") from None
+            raise WandbUnreachable(f"{type(exc).__name__}: {exc}") from None
         return metrics
-
-
-class WandbRunFiles:
-    """The `run-<id>.wandb` files under a `wandb/` directory: the last value of each metric of the run
-    with that project and name, as W&B recorded it."""
-
-    name = "wandb"
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def final(self, wandb: dict[str, Any]) -> dict[str, float | int]:
-        for run_dir in reversed(run_dirs(self.root)):
-            path = run_file(run_dir)
-            if path is None:
-                continue
-            decoded = RunFile(path).poll(max_bytes=1 << 22)
-            info = decoded.info
-            if info is None or info.name != wandb.get("run_name") or info.project != wandb.get("project"):
-                continue
-            last: dict[str, float | int] = {}
-            for row in decoded.history:
-                last.update(row.metrics)
-            return _numeric(last)
-        raise Unreachable(f"no W&B run file for {wandb.get('project')}/{wandb.get('run_name')} under {self.root}")

@@ -163,7 +163,8 @@ def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     from trainwarden.remote.collect import collect
     from trainwarden.remote.collect_facts import BestBy
-    from trainwarden.remote.final_metrics import FinalMetrics, WandbApi, WandbRunFiles
+    from trainwarden.remote.final_metrics import FinalMetrics, WandbApi
+    from trainwarden.wandb_files import WandbRunFiles
 
     fleet = wiring.fleet(settings) if settings.servers_file is not None else None
     best_by = {name: BestBy(e.checkpoints.best_metric, e.checkpoints.mode)

@@ -8,7 +8,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.remote.collect import collect
 from trainwarden.remote.collect_facts import BestBy, iso
-from trainwarden.remote.final_metrics import WandbApi, WandbRunFiles
+from trainwarden.remote.final_metrics import WandbApi
 from trainwarden.remote.fleet import Fleet, WandbConfig
 from trainwarden.remote.launch import RemoteLauncher
 from trainwarden.remote.plan import Plan
@@ -17,6 +17,7 @@ from trainwarden.remote.planner import PlanRunner
 from tests.helpers import events_of
 from tests.remote.conftest import experiment
 from tests.wandb_runs import wandb_env, write_offline_run
+from trainwarden.wandb_files import WandbRunFiles
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.ssh, pytest.mark.slow]
 
