@@ -6,6 +6,7 @@ TrainwardenError (trainwarden.errors)
     │   ├── PreflightFailed     a preflight check failed (says the fix)
     │   └── WandbGuardRefused   the run would log to W&B offline or not at all
     ├── StopError               the run controller could not even attempt a stop
+    ├── WandbUnreachable        `collect` could not ask W&B for final metrics (no key, no network, no such run)
     └── SshError                talking to a server over SSH failed
         ├── HostKeyRejected     the host key is unknown or changed (says how to check and add it)
         ├── SshAuthFailed       the server refused our key
@@ -56,3 +57,7 @@ class SshUnreachable(SshError):
 
 class SshTimeout(SshError):
     """A remote command did not finish in time."""
+
+
+class WandbUnreachable(RemoteError):
+    """W&B could not be asked for a run's final metrics: no key, no network, no such run (the message says)."""

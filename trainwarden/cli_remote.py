@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -15,7 +16,7 @@ from trainwarden.events.payloads import CheckpointDeletedData, CheckpointSavedDa
 from trainwarden.events.projection import fold
 from trainwarden.events.store import Malformed
 from trainwarden.extras import require
-from trainwarden.settings import Settings
+from trainwarden.settings import Settings, project_dir
 from trainwarden.signals import stop_on_signals
 
 if TYPE_CHECKING:  # remote/ needs asyncssh (the `server` extra): imported by the commands that use it
@@ -173,8 +174,22 @@ def cmd_checkpoints(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_collect(args: argparse.Namespace, settings: Settings) -> int:
     from trainwarden.remote.collect import collect
+    from trainwarden.remote.collect_facts import BestBy
+    from trainwarden.remote.final_metrics import FinalMetrics, WandbApi
+    from trainwarden.wandb_files import WandbRunFiles
 
-    written = collect(wiring.store(settings), out=Path(args.out), runs=args.runs or None)
+    fleet = wiring.fleet(settings) if settings.servers_file is not None else None
+    best_by = {name: BestBy(e.checkpoints.best_metric, e.checkpoints.mode)
+               for name, e in (fleet.experiments.items() if fleet else ())
+               if e.checkpoints is not None and e.checkpoints.best_metric}  # fmt: skip
+    metrics: FinalMetrics | None = None
+    if args.wandb_dir:
+        metrics = WandbRunFiles(Path(args.wandb_dir))
+    elif not args.no_wandb:
+        metrics = WandbApi(api_key=os.environ.get("WANDB_API_KEY"), base_url=os.environ.get("WANDB_BASE_URL"),
+                           timeout_s=args.wandb_timeout)  # fmt: skip
+    out = Path(args.out) if args.out else project_dir(settings.servers_file, settings.experiments_dir) or Path()
+    written = collect(wiring.store(settings), out=out, runs=args.runs or None, best_by=best_by, metrics=metrics)
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -200,9 +215,12 @@ def register(sub: Any) -> None:
     s.add_argument("--apply", action="store_true", help="really delete")
     s.set_defaults(func=cmd_checkpoints)
 
-    s = sub.add_parser("collect", help="write training/runs.yaml, checkpoints.yaml and status.yaml from the log")
+    s = sub.add_parser("collect", help="write runs.yaml, checkpoints.yaml, status.yaml, findings.md from the log")
     s.add_argument("runs", nargs="*", help="runs to include (default: all)")
-    s.add_argument("--out", default=".", help="project directory (default: here)")
+    s.add_argument("--out", help="project directory (default: the one holding experiments/, else here)")
+    s.add_argument("--no-wandb", action="store_true", help="final metrics from the log only (W&B not asked)")
+    s.add_argument("--wandb-dir", help="read final metrics from this wandb/ directory's run files, not the W&B API")
+    s.add_argument("--wandb-timeout", type=float, default=10.0, help="seconds per W&B API call (default 10)")
     s.set_defaults(func=cmd_collect)
 
 

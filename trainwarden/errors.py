@@ -46,6 +46,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   │   ├── PreflightFailed      a preflight check failed (says the fix)
     │   │   └── WandbGuardRefused    the run would log to W&B offline or not at all
     │   ├── StopError                the run controller could not even attempt a stop
+    │   ├── WandbUnreachable         `collect` could not ask W&B for final metrics (no key, no network, no run)
     │   └── SshError                 talking to a server over SSH failed
     │       ├── HostKeyRejected      the host key is unknown or changed (says how to check and add it)
     │       ├── SshAuthFailed        the server refused our key

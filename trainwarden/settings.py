@@ -134,7 +134,20 @@ def parse_settings(text: str, path: Path, env: Mapping[str, str]) -> Settings:
     values = read_settings(Reader(root if root is not None else empty_mapping(), ctx, "the settings file"), path.parent)
     ctx.check(ConfigError)
     in_data_dir = data_paths(values.get("data_dir") or default_data_dir(env))
+    project = project_dir(values.get("servers_file"), values.get("experiments_dir"))
+    if project is not None and os.access(project, os.W_OK):
+        # the procedure's findings.md: in the project root, beside status.yaml; a read-only project (Docker's
+        # /config) keeps the data directory's, so that no STOP note is lost to a failed write
+        in_data_dir["findings_file"] = project / FINDINGS_FILE
     return _with_env(Settings(source=str(path), **{**in_data_dir, **values}), env)
+
+
+def project_dir(servers_file: Path | None, experiments_dir: Path | None) -> Path | None:
+    """The project root of the procedure (it holds experiments/, status.yaml, findings.md): the parent of
+    the experiments directory, which defaults to experiments/ beside servers.yaml. None without servers."""
+    if servers_file is None:
+        return None
+    return (experiments_dir or servers_file.parent / "experiments").parent
 
 
 def read_settings(top: Reader, base: Path) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import socket
 import subprocess
 
 import pytest
@@ -167,10 +168,18 @@ def test_plan_run_status_and_collect(remote_settings, store, tmp_path):
     assert "a: launched on gpu1 GPUs [0]" in out.stdout and "plan p1 done: a=finished, b=finished" in out.stdout
     status = cli(remote_settings, "plan", "status", str(plan))
     assert "b                        finished" in status.stdout and "(after a)" in status.stdout
-    collected = cli(remote_settings, "collect", "--out", str(tmp_path / "proj"))
+    with socket.socket() as s:  # W&B asked at a 127.0.0.1 port nothing listens on: said unreachable
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    wandb_env = {**KEY, "WANDB_BASE_URL": f"http://127.0.0.1:{closed}", "WANDB_CONFIG_DIR": str(tmp_path / "wbc"),
+                 "WANDB_CACHE_DIR": str(tmp_path / "wbc"), "WANDB_DATA_DIR": str(tmp_path / "wbc")}  # fmt: skip
+    collected = cli(remote_settings, "collect", "--wandb-timeout", "2", env=wandb_env)  # --out: the project root
     assert collected.returncode == 0, collected.stderr
-    runs = yaml.safe_load((tmp_path / "proj" / "training" / "runs.yaml").read_text())["runs"]
+    proj = remote_settings.parent  # experiments/ is beside the settings here: the project root
+    assert f"wrote {proj / 'findings.md'}" in collected.stdout
+    runs = yaml.safe_load((proj / "training" / "runs.yaml").read_text())["runs"]
     by_name = {r["run"]: r for r in runs}
     assert by_name["a"]["status"] == "finished" and by_name["b"]["plan"] == "p1"
-    status_yaml = yaml.safe_load((tmp_path / "proj" / "status.yaml").read_text())
+    assert by_name["a"]["wandb_pull"].startswith("unreachable (needs network and WANDB_API_KEY)")
+    status_yaml = yaml.safe_load((proj / "status.yaml").read_text())
     assert status_yaml["training_status"]["overall"] == "done"

@@ -1,5 +1,6 @@
 """Where files go: one data directory ($XDG_DATA_HOME/trainwarden) holds every default path, never the cwd."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,28 @@ def test_config_check_prints_the_data_dir(tmp_path: Path, capsys: pytest.Capture
     assert f"data directory: {tmp_path / 'trainwarden'}" in out
     assert f"evidence_dir (worker): {tmp_path / 'trainwarden' / 'evidence'}: writable" in out
     assert not (tmp_path / "trainwarden").exists()  # checking writes nothing that stays
+
+
+def test_with_servers_configured_stop_notes_go_to_the_projects_findings_md(tmp_path: Path):
+    """The procedure keeps findings.md in the project root (beside experiments/ and status.yaml), where
+    `collect` appends too; a findings_file in the file still wins, and without servers the data dir's."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    path = proj / "trainwarden.yaml"
+    env = {"XDG_DATA_HOME": str(tmp_path / "xdg")}
+    path.write_text("servers_file: servers.yaml\n")  # experiments/ beside it by default
+    assert load_settings(path, env=env).findings_file == proj / "findings.md"
+    (proj / "lab").mkdir()
+    path.write_text("servers_file: conf/servers.yaml\nexperiments_dir: lab/experiments\n")
+    assert load_settings(path, env=env).findings_file == proj / "lab" / "findings.md"
+    path.write_text("servers_file: servers.yaml\nfindings_file: notes/f.md\n")
+    assert load_settings(path, env=env).findings_file == proj / "notes" / "f.md"
+    path.write_text("host: h\n")
+    assert load_settings(path, env=env).findings_file == tmp_path / "xdg" / "trainwarden" / "findings.md"
+    path.write_text("servers_file: servers.yaml\n")
+    proj.chmod(0o555)  # a read-only project (Docker mounts /config so): the data dir's, no note lost
+    try:
+        if not os.access(proj, os.W_OK):  # root writes anywhere: nothing to check then
+            assert load_settings(path, env=env).findings_file == tmp_path / "xdg" / "trainwarden" / "findings.md"
+    finally:
+        proj.chmod(0o755)
