@@ -7,6 +7,8 @@ from trainwarden.events.envelope import make_event
 from trainwarden.remote.fleet import Experiment
 from trainwarden.workers.actions import WANDB_KEY_FIX, failed_by, resume_key_missing
 
+from trainwarden.render import describe
+
 
 def launched(**data):
     base = {"server": "gpu1", "attempt": 2, "resume": True, "max_restarts": 2, "checkpoint": "/ck/epoch_9.pt"}
@@ -58,3 +60,18 @@ def test_worker_warns_when_resumes_would_have_no_wandb_key():
     assert warning is not None and "resumes of exp1 will be refused" in warning and WANDB_KEY_FIX in warning
     assert resume_key_missing([resumable], {"WANDB_API_KEY": "k"}) is None
     assert resume_key_missing([offline, plain], {}) is None
+
+
+def test_replay_says_a_resume_and_a_refusal():
+    line = describe(launched(session="train-exp", host="gpu1", log_path="/l",
+                             resumed_after={"failure": "f1", "exit_code": 137, "rule": None}))  # fmt: skip
+    assert line == "session train-exp on gpu1, log /l, attempt 2, resumed from /ck/epoch_9.pt after exit code 137"
+    skipped = make_event(
+        t.RESUME_SKIPPED,
+        run="exp1",
+        host="worker",
+        producer="act/exp1/1-0",
+        seq=1,
+        data={"reason": "max_restarts (1) reached after 2 attempts", "failure": "f", "fix": "look"},
+    )
+    assert describe(skipped) == "not resumed: max_restarts (1) reached after 2 attempts; fix: look"
