@@ -4,10 +4,11 @@ worker's start-up warning when resumes would lack a W&B key. Pure functions, no 
 from trainwarden.bot.messages import notification_text
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
+from trainwarden.events.projection import fold
 from trainwarden.remote.fleet import Experiment
 from trainwarden.workers.actions import WANDB_KEY_FIX, failed_by, resume_key_missing
 
-from trainwarden.render import describe
+from trainwarden.render import describe, state_lines
 
 
 def launched(**data):
@@ -75,3 +76,10 @@ def test_replay_says_a_resume_and_a_refusal():
         data={"reason": "max_restarts (1) reached after 2 attempts", "failure": "f", "fix": "look"},
     )
     assert describe(skipped) == "not resumed: max_restarts (1) reached after 2 attempts; fix: look"
+
+
+def test_replay_state_says_the_current_launch_is_a_resume():
+    state = fold([launched(session="train-exp", log_path="/l", resumed_after={"failure": "f", "exit_code": 137,
+                                                                              "rule": "cuda-oom"})])  # fmt: skip
+    assert "launch:     tmux session train-exp, log /l, attempt 2, resumed from /ck/epoch_9.pt after exit code 137 " \
+           "(cuda-oom)" in state_lines(state)  # fmt: skip
