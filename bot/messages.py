@@ -222,6 +222,29 @@ def launched(event: Event) -> str:
     )
 
 
+def resumed(event: Event, fault: str | None = None) -> str:
+    """An automatic resume, with the failure it follows as the workers' fold knew it; `fault`: what the failed
+    attempt's log said (the notifier's state of that attempt)."""
+    d = cast(p.RunLaunchedData, event.data)
+    after = d.get("resumed_after")
+    attempts = f" (attempt {d.get('attempt', '?')} of {int(d.get('max_restarts') or 0) + 1})"
+    checkpoint = d.get("checkpoint")
+    start = f" from {checkpoint.rsplit('/', 1)[-1]}" if checkpoint else " (its resume_command names no checkpoint)"
+    cause = f" after the training process {exit_status(after['exit_code'] if after else None)}"
+    rule = after.get("rule") if after else None
+    if rule or fault:
+        cause += " (" + "; ".join(x for x in (f"rule {rule}" if rule else "", fault or "") if x) + ")"
+    return f"RESUMED {event.run}@{d.get('server') or event.host}{attempts}{start}{cause}."
+
+
+def resume_skipped(event: Event) -> str:
+    """A failed run the workers did not relaunch: why, and what to do (a refused or exhausted resume)."""
+    d = cast(p.ResumeSkippedData, event.data)
+    attempt = f" after attempt {d['attempts']}" if d.get("attempts") else ""
+    fix = f" Fix: {d['fix']}." if d.get("fix") else ""
+    return f"NOT RESUMED {event.run}{attempt}: {said(d.get('reason'), 'no reason recorded')}.{fix}"
+
+
 def launch_failed(event: Event) -> str:
     d = cast(p.LaunchFailedData, event.data)
     return (f"LAUNCH FAILED {event.run}@{d.get('server') or event.host} (asked by {who(d.get('user'))}): "
@@ -305,6 +328,10 @@ def notification_text(
         text = run_failed(event, fault)
     elif event.type == t.POLICY_REJECTED:
         text = policy_rejected(event)
+    elif event.type == t.RUN_LAUNCHED and cast(p.RunLaunchedData, event.data).get("resumed_after"):
+        text = resumed(event, fault)
+    elif event.type == t.RESUME_SKIPPED:
+        text = resume_skipped(event)
     elif event.type == t.RUN_LAUNCHED and cast(p.RunLaunchedData, event.data).get("requested_by"):
         text = launched(event)
     elif event.type == t.LAUNCH_FAILED:

@@ -38,7 +38,7 @@ INPUT_TYPES = frozenset(
     {t.RUN_LAUNCHED, t.RUN_FINISHED, t.RUN_FAILED, t.DECISION, t.DECISION_SHADOW, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED,
      t.ANOMALY_CHARTED, t.EVIDENCE_BUILT, t.EVIDENCE_FAILED, t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED,
      t.STOP_CANCELLED, t.SNOOZE_SET, t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED,
-     t.COMPONENT_SILENT, t.COMPONENT_RECOVERED, t.LOG_LINE}
+     t.COMPONENT_SILENT, t.COMPONENT_RECOVERED, t.LOG_LINE, t.RESUME_SKIPPED}
 )  # fmt: skip
 # Kinds that are noise control's business; decisions to STOP, stops and failures always go out (what a rule
 # in shadow mode would have decided is not one: it may be snoozed, and is not news once the run ended).

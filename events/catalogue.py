@@ -174,7 +174,7 @@ CATALOGUE: tuple[EventType, ...] = (
     EventType(
         t.RESUME_SKIPPED,
         p.ResumeSkippedData,
-        "a failed resumable run was not relaunched, and why",
+        "a failed resumable run was not relaunched: why, and the fix (posted as NOT RESUMED)",
         "worker (workers/actions.py)",
     ),
     EventType(

@@ -22,6 +22,14 @@ class WandbNames(TypedDict):
     entity: str | None
 
 
+class ResumedAfterData(TypedDict):
+    """Why the workers relaunched a run: its failure as the fold knew it when they resumed it."""
+
+    failure: str  # id of the run.failed
+    exit_code: int | None  # the failed attempt's (128+N: killed by signal N)
+    rule: str | None  # the critical anomaly open when it failed (a log rule: OOM, NCCL timeout, ...)
+
+
 class RunLaunchedData(TypedDict, total=False):
     """Local launches (`trainwarden launch RUN -- CMD`) write the first group; launches of an
     experiment from servers.yaml (CLI, plan, /launch, resume) the rest as well."""
@@ -54,6 +62,8 @@ class RunLaunchedData(TypedDict, total=False):
     plan: str  # the plan that launched it
     requested_by: str  # the Slack user who asked for it (/launch)
     owner: str | None  # the experiment's `owner` (a Slack user id)
+    checkpoint: str  # a resume: the checkpoint file its resume_command was given
+    resumed_after: ResumedAfterData  # an automatic resume: the failure it follows
 
 
 class RunWatchedData(TypedDict):
@@ -284,6 +294,8 @@ class StopResultData(TypedDict):
 class ResumeSkippedData(TypedDict):
     reason: str  # why it was not relaunched
     failure: str  # id of the run.failed
+    fix: NotRequired[str]  # what a person does about it (older workers wrote none)
+    attempts: NotRequired[int]  # the launches so far (the last one failed)
 
 
 class TickData(TypedDict):

@@ -129,18 +129,21 @@ class RemoteLauncher:
             if failed:
                 text = "; ".join(f"{r.name}: {r.detail} (fix: {r.remedy})" for r in failed)
                 self._refuse(experiment, server, failed[0].name, text)
-                raise PreflightFailed(f"{name}: preflight failed: {text}", run=name)
-        command = self._command(experiment, server, resume)
-        return self._start(experiment, server, gpus, command, attempt=attempt, resume=resume, extra=extra or {})
+                raise PreflightFailed(f"{name}: preflight failed: {text}", run=name, check=failed[0].name)
+        command, checkpoint = self._command(experiment, server, resume)
+        said = {"checkpoint": checkpoint} if checkpoint else {}
+        return self._start(experiment, server, gpus, command, attempt=attempt, resume=resume,
+                           extra={**(extra or {}), **said})  # fmt: skip
 
     def _refuse(self, experiment: Experiment, server: Server, check: str, reason: str) -> None:
         refused: LaunchRefusedData = {"experiment": experiment.name, "server": server.name, "check": check,
                                       "reason": reason}  # fmt: skip
         self._event(t.LAUNCH_REFUSED, experiment.name, refused)
 
-    def _command(self, experiment: Experiment, server: Server, resume: bool) -> tuple[str, ...]:
+    def _command(self, experiment: Experiment, server: Server, resume: bool) -> tuple[tuple[str, ...], str | None]:
+        """The argv to run, and the checkpoint a resume starts from (recorded: the RESUMED message names it)."""
         if not resume:
-            return experiment.command
+            return experiment.command, None
         if experiment.resume_command is None:
             raise LaunchError(
                 f"{experiment.name} has no resume_command: add one to {experiment.source} to resume it",
@@ -154,8 +157,8 @@ class RemoteLauncher:
                     f"{experiment.name}: no checkpoint to resume from on {server.name}; launch it afresh instead",
                     run=experiment.name,
                 )
-            command = tuple(arg.replace(CHECKPOINT_TOKEN, latest) for arg in command)
-        return command
+            return tuple(arg.replace(CHECKPOINT_TOKEN, latest) for arg in command), latest
+        return command, None
 
     def latest_checkpoint(self, experiment: Experiment, server: Server) -> str | None:
         if experiment.checkpoints is None:

@@ -105,6 +105,7 @@ def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     require("worker", "rq", "asyncssh", "matplotlib")  # jobs, stopping remote runs, evidence charts
     wiring.check_redis(settings, rq=True)
+    from trainwarden.workers.actions import resume_key_missing
     from trainwarden.workers.chart import preload
     from trainwarden.workers.context import install
     from trainwarden.workers.process import record_policy_events
@@ -114,6 +115,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         # not fatal: a STOP never waits on its evidence; each one records evidence.failed and says so in Slack
         log.error("%s; stops go on without it", unwritable)
     ctx = wiring.worker_context(settings)
+    if ctx.launcher and (missing := resume_key_missing(ctx.launcher.fleet.experiments.values(), ctx.launcher.secrets)):
+        log.warning("%s", missing)
     install(ctx)
     reload_on_sighup("worker", reload.WorkerReload(lambda: _settings(args), settings, ctx))  # RQ takes INT/TERM
     record_policy_events(ctx)  # announce the policy once here, not in every forked job

@@ -53,7 +53,11 @@ def describe(event: Event) -> str:
         launched = cast(p.RunLaunchedData, d)
         session = f"session {launched['session']}" if launched.get("session") else "no tmux session"
         log_path = said(launched.get("log_path"), "not recorded")
-        return f"{session} on {said(launched.get('host'), event.host)}, log {log_path}"
+        return f"{session} on {said(launched.get('host'), event.host)}, log {log_path}{resumed(launched)}"
+    if event.type == t.RESUME_SKIPPED:
+        skipped = cast(p.ResumeSkippedData, d)
+        fix = f"; fix: {skipped['fix']}" if skipped.get("fix") else ""
+        return f"not resumed: {said(skipped.get('reason'), 'no reason recorded')}{fix}"
     if event.type == t.STOP_REQUESTED:
         asked = cast(p.StopRequestedData, d)
         who = asked.get("by") or asked.get("user") or "?"
@@ -102,6 +106,17 @@ def describe(event: Event) -> str:
     return (note + " ".join(f"{k}={_field(v)}" for k, v in sorted(d.items())))[:300]
 
 
+def resumed(launched: p.RunLaunchedData) -> str:
+    """`, attempt 2, resumed from /ck/epoch_9.pt after exit code 137` for a resume; nothing for a first launch."""
+    if not launched.get("resume") and int(launched.get("attempt") or 1) == 1:
+        return ""
+    start = f" from {launched['checkpoint']}" if launched.get("checkpoint") else ""
+    after = launched.get("resumed_after")
+    cause = f" after exit code {said(after.get('exit_code'), 'unknown')}" if after else ""
+    rule = f" ({after['rule']})" if after and after.get("rule") else ""
+    return f", attempt {said(launched.get('attempt'), '?')}, resumed{start}{cause}{rule}"
+
+
 def _field(value: Any) -> str:
     """A payload field in a timeline line: `-` when absent, JSON only for nested values."""
     if isinstance(value, dict | list):
@@ -128,7 +143,8 @@ def state_lines(state: RunState) -> list[str]:
     ]
     if state.launch:
         session = f"tmux session {state.launch['session']}" if state.launch.get("session") else "no tmux session"
-        lines.append(f"launch:     {session}, log {said(state.launch.get('log_path'), 'not recorded')}")
+        log_path = said(state.launch.get("log_path"), "not recorded")
+        lines.append(f"launch:     {session}, log {log_path}{resumed(state.launch)}")
     for d in state.decisions[-5:]:
         lines.append(
             f"decision:   {fmt_ts(d.get('ts'))} {said(d.get('decision'))} ({d.get('rule') or '-'}) "

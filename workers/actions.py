@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -33,14 +34,18 @@ from trainwarden.events.payloads import (
     DecisionData,
     EvidenceBuiltData,
     EvidenceFailedData,
+    ResumedAfterData,
     ResumeSkippedData,
+    RunEndedData,
     RunWatchedData,
     StopRequestedData,
     StopResultData,
 )
 from trainwarden.events.store import Malformed
+from trainwarden.policies.model import CRITICAL
 from trainwarden.remote import agent_stop
-from trainwarden.remote.errors import LaunchError
+from trainwarden.remote.errors import LaunchError, PreflightFailed
+from trainwarden.remote.fleet import Experiment
 from trainwarden.remote.stop import StopTarget
 from trainwarden.workers.chart import render_chart
 from trainwarden.workers.checkpoint import ACTION_CHART, ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
@@ -87,10 +92,11 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
         event_type, result = stop_run(ctx, run, cp, source)
         return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=result, ts=now)
     if action["kind"] == ACTION_RESUME:
-        skipped = resume_run(ctx, run, cp, action["sid"])
+        skipped = resume_run(ctx, run, cp, source, action["sid"])
         if skipped is None:
-            return None  # relaunched: the launcher recorded run.launched (attempt n+1)
-        why: ResumeSkippedData = {"reason": skipped, "failure": source.id}
+            return None  # relaunched: the launcher recorded run.launched (attempt n+1, resumed_after)
+        why: ResumeSkippedData = {"reason": skipped.reason, "fix": skipped.fix, "failure": source.id,
+                                  "attempts": int(cp.run.launch.get("attempt", 1))}  # fmt: skip
         return make_event(t.RESUME_SKIPPED, run=run, host=ctx.host, producer=producer, seq=1, data=why, ts=now)
     if action["kind"] == ACTION_CHART:
         charted = chart_anomaly(ctx, cp, source)
@@ -274,23 +280,71 @@ def stop_by_agent(ctx: WorkerContext, watched: RunWatchedData, request: Event, a
     return make_event(t.STOP_FAILED, run=request.run, host=ctx.host, producer=producer, seq=1, data=failed, ts=now)
 
 
-def resume_run(ctx: WorkerContext, run: str, cp: Checkpoint, failure_sid: str) -> str | None:
-    """Relaunch a run that died, from its latest checkpoint; returns why not, or None once relaunched."""
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a failed run was not resumed, and what a person does about it (both go in `resume.skipped`)."""
+
+    reason: str
+    fix: str
+
+
+# Where the worker's launches get their W&B key: the environment of the worker (`trainwarden up`).
+WANDB_KEY_FIX = "export WANDB_API_KEY in the environment of `trainwarden up` (the worker launches resumes)"
+
+
+def resume_run(ctx: WorkerContext, run: str, cp: Checkpoint, failure: Event, failure_sid: str) -> Refusal | None:
+    """Relaunch a run that died (`failure`, its run.failed at stream id `failure_sid`) from its latest checkpoint;
+    returns why not, or None once relaunched."""
     launch = cp.run.launch
     attempt = int(launch.get("attempt", 1))
+    name = launch.get("experiment", run)
     if ctx.launcher is None:
-        return "no servers.yaml is configured on the workers"
-    experiment = ctx.launcher.fleet.experiments.get(launch.get("experiment", run))
+        fix = "set servers_file in the settings of `trainwarden up` (the worker launches resumes)"
+        return Refusal("no servers.yaml is configured on the workers", fix)
+    experiment = ctx.launcher.fleet.experiments.get(name)
     if experiment is None or experiment.resume_command is None:
-        return "the experiment has no resume_command"
+        return Refusal("the experiment has no resume_command",
+                       f"add resume_command to {name}'s experiment file, or relaunch it by hand: "
+                       f"`trainwarden launch {name}`")  # fmt: skip
     if attempt - 1 >= experiment.max_restarts:
-        return f"max_restarts ({experiment.max_restarts}) reached after {attempt} attempts"
+        return Refusal(f"max_restarts ({experiment.max_restarts}) reached after {attempt} attempts",
+                       f"look into why it keeps failing, then `trainwarden launch {name} --resume` "
+                       f"(or raise max_restarts in {experiment.source})")  # fmt: skip
     for _, later in ctx.store.iter_run(run, after=failure_sid):
         if isinstance(later, Event) and later.type == t.RUN_LAUNCHED and later.data.get("attempt") == attempt + 1:
             return None  # this action ran before (crash before its commit): already relaunched
+    after: ResumedAfterData = {"failure": failure.id, "exit_code": cast(RunEndedData, failure.data).get("exit_code"),
+                               "rule": failed_by(cp.run.open_anomalies, failure.id)}  # fmt: skip
     try:
-        ctx.launcher.launch(experiment.name, gpu_ids=launch.get("gpus"), resume=True, attempt=attempt + 1,
-                            extra={k: launch[k] for k in ("plan",) if k in launch})  # fmt: skip
+        extra = {**{k: launch[k] for k in ("plan",) if k in launch}, "resumed_after": after}
+        ctx.launcher.launch(experiment.name, gpu_ids=launch.get("gpus"), resume=True, attempt=attempt + 1, extra=extra)
     except LaunchError as exc:
-        return f"relaunch refused: {exc}"
+        return Refusal(f"relaunch refused: {exc.args[0]}", refusal_fix(exc, name))
     return None
+
+
+def resume_key_missing(experiments: Iterable[Experiment], secrets: Mapping[str, str]) -> str | None:
+    """Said at the worker's start: resumes are enabled (an experiment has resume_command) and need W&B, but
+    the worker's environment (`secrets`) has no WANDB_API_KEY, so every resume would fail its preflight."""
+    if secrets.get("WANDB_API_KEY"):
+        return None
+    names = sorted(e.name for e in experiments if e.resume_command is not None and not e.allow_offline_wandb)
+    if not names:
+        return None
+    return (f"WANDB_API_KEY is not set: resumes of {', '.join(names)} will be refused (preflight wandb_login); "
+            f"fix: {WANDB_KEY_FIX}")  # fmt: skip
+
+
+def failed_by(open_anomalies: dict[str, dict[str, Any]], failure: str) -> str | None:
+    """The rule of the last critical anomaly open when the run failed (an OOM, an NCCL timeout), not one the
+    failure itself opened (`run-failed`: the exit code says that)."""
+    critical = [a for a in open_anomalies.values()
+                if a.get("severity") == CRITICAL and not a.get("shadow") and a.get("trigger") != failure]  # fmt: skip
+    return str(max(critical, key=lambda a: float(a.get("ts") or 0))["rule"]) if critical else None
+
+
+def refusal_fix(exc: LaunchError, name: str) -> str:
+    """What to do about a relaunch the launcher refused: a missing W&B key is the worker's environment's."""
+    if isinstance(exc, PreflightFailed) and exc.context.get("check") == "wandb_login":
+        return WANDB_KEY_FIX
+    return f"fix the cause above, then `trainwarden launch {name} --resume`"

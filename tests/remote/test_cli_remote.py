@@ -183,3 +183,18 @@ def test_plan_run_status_and_collect(remote_settings, store, tmp_path):
     assert by_name["a"]["wandb_pull"].startswith("unreachable (needs network and WANDB_API_KEY)")
     status_yaml = yaml.safe_load((proj / "status.yaml").read_text())
     assert status_yaml["training_status"]["overall"] == "done"
+
+
+def test_the_worker_warns_at_start_when_resumes_would_have_no_wandb_key(remote_settings, tmp_path):
+    (tmp_path / "experiments" / "exp-r.yaml").write_text(yaml.safe_dump({
+        "name": "r", "server": "gpu1", "command": "python train.py", "resume_command": "python train.py --resume x",
+        "wandb": {"project": "proj"}}))  # fmt: skip
+    bare = {k: v for k, v in os.environ.items() if k != "WANDB_API_KEY"}
+    without = subprocess.run(cli_argv(remote_settings, "worker", "--burst"), capture_output=True, text=True, cwd=REPO,
+                             timeout=120, env=bare, check=False)  # fmt: skip
+    assert without.returncode == 0, without.stderr
+    assert "WANDB_API_KEY is not set: resumes of r will be refused (preflight wandb_login)" in without.stderr
+    assert "export WANDB_API_KEY in the environment of `trainwarden up`" in without.stderr
+    with_key = cli(remote_settings, "worker", "--burst", env=KEY)
+    assert with_key.returncode == 0, with_key.stderr
+    assert "WANDB_API_KEY is not set" not in with_key.stderr
