@@ -16,3 +16,23 @@ def fmt(value: Any) -> str:
 def said(value: Any, missing: str = "?") -> str:
     """`value` as text, or `missing` (words: `not recorded`, `an unknown host`) where it is absent."""
     return missing if value is None or value == "" else fmt(value)
+
+
+ELLIPSIS = "…"
+WORD_SEARCH = 0.6  # a cut looks back for a space this far into the text; a text without one is cut at the limit
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` if it fits in `limit` characters, else its head cut at a word boundary and ended with `…`.
+
+    One function for every reason, anomaly and label cut to fit: a cut in mid-word ("its processes have
+    WAN") reads as a different word; a whole word dropped and marked reads as what it is."""
+    if len(text) <= limit:
+        return text
+    if limit <= len(ELLIPSIS):
+        return text[:limit]
+    head = text[: limit - len(ELLIPSIS) + 1]  # one more: a space right after the kept part is a boundary too
+    cut = head.rfind(" ")
+    if cut < int(limit * WORD_SEARCH):
+        cut = limit - len(ELLIPSIS)  # one long token (a path, a URL): cut inside it rather than drop it all
+    return text[:cut].rstrip(" ,;:(-") + ELLIPSIS
