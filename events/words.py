@@ -4,6 +4,7 @@ words, never as `None`; a float is shown to 6 significant digits (`nan`, `inf` a
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Any
 
 
@@ -36,3 +37,9 @@ def shorten(text: str, limit: int) -> str:
     if cut < int(limit * WORD_SEARCH):
         cut = limit - len(ELLIPSIS)  # one long token (a path, a URL): cut inside it rather than drop it all
     return text[:cut].rstrip(" ,;:(-") + ELLIPSIS
+
+
+def local_time(ts: float) -> str:
+    """`2026-12-06 14:03 CET`: a time as the person at this terminal reads it (the training-check report's
+    timestamps), in the machine's zone, named."""
+    return datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M %Z")
