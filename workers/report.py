@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from trainwarden.agent.config import WANDB_STALE_S
 from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.metrics import at_step
@@ -52,9 +51,10 @@ def utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, tz=UTC)
 
 
-def data_source(state: RunState, *, now: float, stale_s: float = WANDB_STALE_S) -> tuple[str, str]:
+def data_source(state: RunState, *, now: float, stale_s: float | None = None) -> tuple[str, str]:
     """(the method's data source, the actual one in words). W&B read and fresh: wandb_ok; the log, the sidecar
-    or a metric file: log_fallback; nothing readable, or W&B's last row stale while the run goes on: unreachable."""
+    or a metric file: log_fallback; nothing readable, or W&B's last row older than `stale_s` (settings'
+    agent.wandb_stale_s; None: not judged, as for a pack built at the decision) while the run goes on: unreachable."""
     source = state.source
     has_data = bool(state.recent_metrics or state.recent_log_lines)
     if source is None:
@@ -66,7 +66,7 @@ def data_source(state: RunState, *, now: float, stale_s: float = WANDB_STALE_S) 
         return UNREACHABLE, actual
     if source == WANDB_OK:
         age = None if state.last_metric_ts is None else now - state.last_metric_ts
-        if state.status not in ENDED and age is not None and age > stale_s:
+        if stale_s is not None and state.status not in ENDED and age is not None and age > stale_s:
             return UNREACHABLE, f"{actual}, but its last row is {fmt_duration(age)} old (stale after " \
                                 f"{fmt_duration(stale_s)})"  # fmt: skip
         return WANDB_OK, actual
@@ -93,7 +93,7 @@ def stop_behind(state: RunState) -> dict[str, Any]:
 
 
 def check_facts(
-    state: RunState, *, now: float, interval_s: float, files_inspected: list[str], stale_s: float = WANDB_STALE_S
+    state: RunState, *, now: float, interval_s: float, files_inspected: list[str], stale_s: float | None = None
 ) -> dict[str, Any]:
     """The facts of a report on the run's current state (what `trainwarden check RUN` prints)."""
     last = stop_behind(state) if state.status == "stopped" else state.decisions[-1] if state.decisions else {}
