@@ -26,17 +26,26 @@ WORD_SEARCH = 0.6  # a cut looks back for a space this far into the text; a text
 def shorten(text: str, limit: int) -> str:
     """`text` if it fits in `limit` characters, else its head cut at a word boundary and ended with `…`.
 
-    One function for every reason, anomaly and label cut to fit: a cut in mid-word ("its processes have
-    WAN") reads as a different word; a whole word dropped and marked reads as what it is."""
+    One cut for every reason, anomaly and label cut to fit: a cut in mid-word ("its processes have WAN")
+    reads as a different word; a whole word dropped and marked reads as what it is."""
     if len(text) <= limit:
         return text
     if limit <= len(ELLIPSIS):
         return text[:limit]
-    head = text[: limit - len(ELLIPSIS) + 1]  # one more: a space right after the kept part is a boundary too
-    cut = head.rfind(" ")
-    if cut < int(limit * WORD_SEARCH):
-        cut = limit - len(ELLIPSIS)  # one long token (a path, a URL): cut inside it rather than drop it all
-    return text[:cut].rstrip(" ,;:(-") + ELLIPSIS
+    return text[: word_end(text, limit - len(ELLIPSIS))] + ELLIPSIS
+
+
+def word_end(text: str, keep: int) -> int:
+    """Where to cut `text` to keep at most `keep` characters: after the last whole word that fits (trailing
+    spaces and `,;:(-` dropped), or at `keep` when no space is found in its last 40% (one long token: a
+    path, a URL, is cut inside rather than dropped). Texts cut with a marker of their own (bot/limits.py) use
+    it too."""
+    if len(text) <= keep:
+        return len(text)
+    cut = text[: keep + 1].rfind(" ")  # a space right after the kept part is a boundary too
+    if cut < int(keep * WORD_SEARCH):
+        return keep
+    return len(text[:cut].rstrip(" ,;:(-"))
 
 
 def local_time(ts: float) -> str:

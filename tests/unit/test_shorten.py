@@ -4,6 +4,7 @@ have WAN`): one function, events/words.shorten, for every place that cuts a reas
 import json
 
 import pytest
+from trainwarden.bot import limits, messages
 from trainwarden.bot.blocks import notice_blocks
 from trainwarden.bot.stages import NotifyState, select
 from trainwarden.events import types as t
@@ -54,3 +55,13 @@ def test_the_stop_buttons_reason_ends_on_a_whole_word():
     actions = next(b for b in notice_blocks(notice, state=state, trend=None, snooze_s=60) if b["type"] == "actions")
     reason = json.loads(actions["elements"][1]["value"])["reason"]
     assert reason.endswith("(a futex) (the kernel's…") and len(reason) <= 200, reason
+
+
+def test_slacks_cuts_with_a_count_marker_end_on_a_whole_word_too():
+    """Notices over Slack's 3,000 characters keep their `… [N more characters cut]` marker, after a whole word."""
+    long = " ".join([STALL] * 30)
+    for text in (limits.clip(long, limits.SECTION_TEXT), messages.masked_head(long, messages.NOTICE_MAX)):
+        kept, marker = text.split(" … [")
+        assert len(text) <= 3000 and long.startswith(kept) and len(kept) > 2000
+        assert not long[len(kept)].isalnum() and long[len(kept)] != "_", kept[-30:]
+        assert marker == f"{len(long) - len(kept)} more characters cut]"
