@@ -107,6 +107,14 @@ def test_a_finished_run_is_said_as_ended(store, settings_file, worker_ctx, tmp_p
     assert f["extra:Recorded decision"] == "CONTINUE (healthy)"  # what the worker last said, kept below
     assert f"W&B {WANDB_URL}" in f["evidence"]
 
+    failed = Run(store, "exp26", log_path=training_log(tmp_path, "exp26"))
+    failed.source("log")
+    failed.metrics([10, 20])
+    failed.add(t.RUN_FAILED, 30, exit_code=3)
+    _, f = check(settings_file, "exp26")
+    assert (f["decision"], f["reason"]) == ("none (run ended: failed)", "failed at step 20 (exit 3)")
+    assert f["next"] == "none (run ended)"
+
 
 def test_a_stopped_run_ends_with_its_final_summary(store, settings_file, worker_ctx, tmp_path):
     log = training_log(tmp_path, "exp23")
