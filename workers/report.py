@@ -88,7 +88,7 @@ def stop_behind(state: RunState) -> dict[str, Any]:
     if stop is not None:
         return stop
     asked: dict[str, Any] = next((s for s in reversed(state.stops) if s.get("type") == t.STOP_REQUESTED), {})
-    return {"decision": t.STOP, "rule": asked.get("rule") or "manual", "id": asked.get("id"),
+    return {"decision": t.STOP, "rule": asked.get("rule") or "manual",
             "reason": asked.get("reason") or f"stopped by {asked.get('by') or 'hand'}"}  # fmt: skip
 
 

@@ -143,6 +143,16 @@ def test_a_stopped_run_ends_with_its_final_summary(store, settings_file, worker_
     assert (packed["source"], packed["decision"]) == ("log_fallback", "STOP")
     assert packed["evidence"].startswith(f"values loss=nan, step=410; log {log} lines ")
 
+    # stopped by hand (`trainwarden stop`, /stop): no pack, the stop's own reason
+    by_hand = Run(store, "exp27", log_path=training_log(tmp_path, "exp27"))
+    by_hand.source("log")
+    by_hand.metrics([10, 20])
+    by_hand.add(t.STOP_REQUESTED, 30, by="cli", user="me", reason="lr too high")
+    by_hand.add(t.STOP_DONE, 31, detail="sent Ctrl-C")
+    report, f = check(settings_file, "exp27")
+    assert (f["decision"], f["reason"], f["extra:Rule"]) == ("STOP", "lr too high", "manual")
+    assert "\nFINAL_SUMMARY run=exp27 host=gpu1 decision=STOP rule=manual step=20 reason='lr too high' " in report
+
 
 def test_a_run_with_no_readable_source_is_a_wait_never_a_stop(store, settings_file, worker_ctx, tmp_path):
     missing = tmp_path / "nowhere" / "train.log"
