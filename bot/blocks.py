@@ -7,10 +7,11 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from trainwarden.bot import messages, replies
+from trainwarden.bot import commands, messages, replies
 from trainwarden.bot.stages import GUARD, Notice, NotifyState
 from trainwarden.events import types as t
 from trainwarden.events.payloads import AnomalyOpenedData, DecisionData
+from trainwarden.events.words import shorten
 
 ACTION_STOP_NOW = "tw_stop_now"  # guarded stop: stop at once
 ACTION_KEEP_RUNNING = "tw_keep_running"  # guarded stop: cancel it and snooze the rule
@@ -71,7 +72,8 @@ def notice_blocks(
     if notice.kind in WITH_BUTTONS:
         blocks.append({"type": "actions", "elements": [
             button(messages.button_snooze(snooze_s), ACTION_SNOOZE, {**value, "seconds": snooze_s}),
-            button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN, {**value, "reason": notice.text[:200]},
+            button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN,
+                   {**value, "reason": shorten(notice.text, commands.MAX_TEXT)},  # the stop's reason, whole words
                    style="danger", confirm=stop_confirm_dialog(run)),
         ]})  # fmt: skip
     elif notice.kind == GUARD:

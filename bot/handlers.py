@@ -22,6 +22,7 @@ from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.redact import redact_text
 from trainwarden.events.redis_types import stream_entries
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
+from trainwarden.events.words import shorten
 from trainwarden.remote.fleet import Fleet
 
 from trainwarden.errors import TrainwardenError
@@ -111,7 +112,7 @@ class Handlers:
 
     def stop_run(self, value: dict[str, Any], *, user: str) -> Reply:
         run = self._run(str(value.get("run")))
-        reason = redact_text(str(value.get("reason") or commands.DEFAULT_STOP_REASON))[: commands.MAX_TEXT]
+        reason = shorten(redact_text(str(value.get("reason") or commands.DEFAULT_STOP_REASON)), commands.MAX_TEXT)
         asked: p.StopRequestedData = {"by": "slack", "user": user, "reason": reason, "decision": value.get("decision")}
         self._append(t.STOP_REQUESTED, run, asked)
         return Reply(replies.stop_requested(run, user))

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from trainwarden.bot import messages
+from trainwarden.events.words import word_end
 
 MESSAGE_TEXT = 40_000  # chat.postMessage `text` (msg_too_long above it)
 BLOCKS = 50  # blocks in one message
@@ -37,7 +38,7 @@ def clip(text: str, limit: int) -> str:
     """`text` if it fits, else its head and a marker saying how much was cut (never over `limit`)."""
     if len(text) <= limit:
         return text
-    keep = max(0, limit - len(messages.truncated(len(text))))  # the marker's count has at most this many digits
+    keep = word_end(text, max(0, limit - len(messages.truncated(len(text)))))  # the count has at most these digits
     return (text[:keep] + messages.truncated(len(text) - keep))[:limit]
 
 

@@ -18,7 +18,7 @@ from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.redact import redact_text
-from trainwarden.events.words import said
+from trainwarden.events.words import said, word_end
 from trainwarden.policies.durations import fmt_duration
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -353,7 +353,7 @@ def masked_head(text: str, limit: int) -> str:
     if len(text) <= limit:
         return redact_text(text)
     masked = redact_text(text[: limit + MASK_MARGIN])
-    keep = max(0, limit - len(truncated(len(text))))
+    keep = word_end(masked, max(0, limit - len(truncated(len(text)))))
     return masked[:keep] + truncated(len(text) - keep)
 
 

@@ -40,6 +40,7 @@ class RunState:
     launch_seq: int | None = None  # seq of the latest run.launched: ends of that launch use it
     watched: p.RunWatchedData | None = None  # the latest run.watched: how the host's agent can stop it
     step: int | None = None
+    exit_code: int | None = None  # the current launch's, once it ended (None: not ended, or unknowable)
     last_metrics: dict[str, Any] = field(default_factory=dict)
     recent_metrics: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_METRICS))
     recent_log_lines: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_LOG_LINES))
@@ -239,6 +240,8 @@ def _ended(state: RunState, event: Event) -> None:
         state.status = "stopped"
     else:
         state.status = "finished" if event.type == t.RUN_FINISHED else "failed"
+    code = cast(p.RunEndedData, event.data).get("exit_code")
+    state.exit_code = code if type(code) is int else None
 
 
 @on(t.COMMAND_RECEIVED, t.COMMAND_DENIED)

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trainwarden.events.words import shorten
+
 SOURCE = "reading"  # `source` of the source.status events about whether metrics are read
 UNREADABLE = "unreadable"
 READABLE = "readable"
@@ -40,7 +42,7 @@ def fixes() -> str:
 def sample(text: str) -> str:
     """A quoted line, cut to SAMPLE_CHARS (mask it before: a secret must never be cut in half and shown)."""
     text = text.strip()
-    return text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 1] + "…"
+    return shorten(text, SAMPLE_CHARS)
 
 
 def unreadable_facts(lines: int, seconds: float, quoted: str | None) -> str:

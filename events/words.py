@@ -4,6 +4,7 @@ words, never as `None`; a float is shown to 6 significant digits (`nan`, `inf` a
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Any
 
 
@@ -16,3 +17,38 @@ def fmt(value: Any) -> str:
 def said(value: Any, missing: str = "?") -> str:
     """`value` as text, or `missing` (words: `not recorded`, `an unknown host`) where it is absent."""
     return missing if value is None or value == "" else fmt(value)
+
+
+ELLIPSIS = "…"
+WORD_SEARCH = 0.6  # a cut looks back for a space this far into the text; a text without one is cut at the limit
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` if it fits in `limit` characters, else its head cut at a word boundary and ended with `…`.
+
+    One cut for every reason, anomaly and label cut to fit: a cut in mid-word ("its processes have WAN")
+    reads as a different word; a whole word dropped and marked reads as what it is."""
+    if len(text) <= limit:
+        return text
+    if limit <= len(ELLIPSIS):
+        return text[:limit]
+    return text[: word_end(text, limit - len(ELLIPSIS))] + ELLIPSIS
+
+
+def word_end(text: str, keep: int) -> int:
+    """Where to cut `text` to keep at most `keep` characters: after the last whole word that fits (trailing
+    spaces and `,;:(-` dropped), or at `keep` when no space is found in its last 40% (one long token: a
+    path, a URL, is cut inside rather than dropped). Texts cut with a marker of their own (bot/limits.py) use
+    it too."""
+    if len(text) <= keep:
+        return len(text)
+    cut = text[: keep + 1].rfind(" ")  # a space right after the kept part is a boundary too
+    if cut < int(keep * WORD_SEARCH):
+        return keep
+    return len(text[:cut].rstrip(" ,;:(-"))
+
+
+def local_time(ts: float) -> str:
+    """`2026-12-06 14:03 CET`: a time as the person at this terminal reads it (the training-check report's
+    timestamps), in the machine's zone, named."""
+    return datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M %Z")

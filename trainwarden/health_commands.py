@@ -18,6 +18,7 @@ from trainwarden import wiring
 from trainwarden.events import reading
 from trainwarden.events.heartbeat import SILENT_INTERVALS, Beat, forget, read_beats, write_refusal
 from trainwarden.events.redis_errors import redis_errors
+from trainwarden.events.words import shorten
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.settings import Settings
 
@@ -68,7 +69,7 @@ def table(rows: list[dict[str, Any]], now: float) -> str:
             return "-"
         text = f"{fmt_duration(now - r['last_error_at'])} ago: {r['last_error']}" if r["last_error_at"] else r[
             "last_error"]  # fmt: skip
-        return text if len(text) <= ERROR_WIDTH else text[: ERROR_WIDTH - 1] + "…"
+        return shorten(text, ERROR_WIDTH)
 
     cells = [COLUMNS] + [
         (r["component"], str(r["pid"]), fmt_duration(r["age_s"]), r["version"], lag(r), error(r), r["status"])

@@ -10,11 +10,11 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from trainwarden import render, wiring
-from trainwarden.archive.history import History, load_history
-from trainwarden.errors import PolicyNotRecorded, UnknownRun
+from trainwarden.archive.history import Entry, History, load_history
+from trainwarden.errors import PolicyNotRecorded, UnknownRun, UsageError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import StoreUnavailable
@@ -22,12 +22,13 @@ from trainwarden.events.payloads import PolicyLoadedData
 from trainwarden.events.projection import fold
 from trainwarden.events.store import EventStore, Malformed
 from trainwarden.policies.default import default_policy
+from trainwarden.policies.durations import duration_problem, parse_duration
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.loader import load_policy
 from trainwarden.policies.model import Policy
 from trainwarden.settings import Settings
 from trainwarden.times import parse_time
-from trainwarden.workers.evidence import read_log_tail
+from trainwarden.workers.evidence import final_summary, log_excerpt
 from trainwarden.workers.policy_source import read_policy_file
 from trainwarden.workers.report import check_facts, render_report
 from trainwarden.workers.verify import verify_run
@@ -73,6 +74,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     s = sub.add_parser("check", help="print the training-check report for a run's current state")
     s.add_argument("run")
+    s.add_argument(
+        "--interval",
+        metavar="DURATION",
+        help="the report's Next check this long after now (default: workers.check_interval_s: 30m)",
+    )
     s.set_defaults(func=cmd_check)
 
 
@@ -176,17 +182,32 @@ def _verify(store: EventStore, run: str, entries: list[tuple[str, Event | Malfor
 
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
+    """The training-check report on the run's state now; a stopped run's ends with its FINAL_SUMMARY."""
     store = wiring.store(settings)
-    state = fold(e for _, e in _history(store, args.run).entries if isinstance(e, Event))
+    entries = _history(store, args.run).entries
+    state = fold(e for _, e in entries if isinstance(e, Event))
     if state.event_count == 0:
         raise UnknownRun(args.run)
-    due: Any = store.redis.zscore(store.keys.schedule(), args.run)
-    next_check = (f"{render.fmt_ts(float(due))} (scheduled tick), or as soon as new events arrive" if due
-                  else "as soon as new events arrive (no tick scheduled: the run ended or went silent)")  # fmt: skip
-    facts = check_facts(state, now=time.time(), next_check=next_check, files_inspected=[f"event log of {args.run}"])
-    log_path = state.launch.get("log_path") or (state.watched.get("log_path") if state.watched else None)
-    if not facts["log_tail"] and (tail := read_log_tail(log_path, lines=CHECK_TAIL_LINES)):
-        facts["log_tail"] = tail  # no notable line recorded: the log's own last lines, when readable from here
-        facts["files_inspected"].append(log_path)
+    interval = settings.check_interval_s if args.interval is None else parse_duration(args.interval)
+    if interval is None or interval <= 0:
+        raise UsageError(
+            f"--interval: {duration_problem(args.interval) or repr(args.interval) + ' is not more than 0s'}"
+        )
+    facts = check_facts(state, now=time.time(), interval_s=interval, stale_s=settings.agent_wandb_stale_s,
+                        files_inspected=[f"event log of {args.run} ({state.event_count} events)"])  # fmt: skip
+    if read := log_excerpt(facts["log_path"], lines=CHECK_TAIL_LINES):
+        facts["log_lines"] = read.span
+        if not facts["log_tail"]:
+            facts["log_tail"] = read.lines  # no notable line recorded: the log's own last lines
+    if state.status == "stopped":
+        facts["final_summary"] = recorded_summary(entries) or final_summary(facts, facts["evidence_pack"] or "none")
     print(render_report(facts))
     return 0
+
+
+def recorded_summary(entries: list[Entry]) -> str | None:
+    """The FINAL_SUMMARY the STOP's evidence pack holds (evidence.built carries it), so both say the same."""
+    for _, e in reversed(entries):
+        if isinstance(e, Event) and e.type in (t.EVIDENCE_BUILT, t.EVIDENCE_FAILED) and e.data.get("summary"):
+            return str(e.data["summary"])
+    return None

@@ -51,6 +51,7 @@ WORKER_NUMBERS = (
     "tick_startup_s",
     "tick_steady_s",
     "tick_max_silence_s",
+    "check_interval_s",
 )
 WORKER_INTEGERS = ("job_timeout_s", "runs_per_job")
 GPU_LIST = {"type": "array", "items": {"type": "integer", "minimum": 0}}
@@ -120,6 +121,7 @@ class Settings:
     tick_startup_s: float = workers_config.TICK_STARTUP_S
     tick_steady_s: float = workers_config.TICK_STEADY_S
     tick_max_silence_s: float = workers_config.TICK_MAX_SILENCE_S
+    check_interval_s: float = workers_config.CHECK_INTERVAL_S  # `Next check` of a training-check report
     heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S  # every daemon's heartbeat hash (events/heartbeat.py)
     source: str = "defaults"
 

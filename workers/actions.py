@@ -50,7 +50,7 @@ from trainwarden.remote.stop import StopTarget
 from trainwarden.workers.chart import render_chart
 from trainwarden.workers.checkpoint import ACTION_CHART, ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
 from trainwarden.workers.context import WorkerContext
-from trainwarden.workers.evidence import Pack, build_pack, read_log_tail, triggering_metric, write_pack
+from trainwarden.workers.evidence import Pack, build_pack, log_excerpt, triggering_metric, write_pack
 from trainwarden.workers.findings import append_note, findings_note
 
 from trainwarden.tmux import tmux_argv
@@ -153,11 +153,12 @@ def _build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> Evid
     step = values.get("step")
     metric = triggering_metric(values, recent)
     words = (metric, str(values[metric])) if metric else ()
-    tail = read_log_tail(log_path, step=step if isinstance(step, int) else None, words=words)
+    read = log_excerpt(log_path, step=step if isinstance(step, int) else None, words=words)
+    tail = read.lines if read else []
     chart = draw(decision, recent, metric=metric, values=values, reason=decided.get("reason"))
     inspected = [log_path] if tail and log_path else []  # a tail was read only from a path
     pack = build_pack(state=cp.run, decision=decision, log_tail=tail, files_inspected=inspected,
-                      root=ctx.evidence_dir, chart=chart)  # fmt: skip
+                      root=ctx.evidence_dir, chart=chart, log_lines=read.span if read else None)  # fmt: skip
     problems: list[tuple[Path, OSError]] = []
     pack_dir = ctx.evidence_dir / pack.relative_dir
     written: Path | None = None

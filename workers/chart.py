@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from trainwarden.events.words import shorten
+
 LOSS = "loss"
 SAMPLE = ""  # the x axis of samples with no position: their order
 
@@ -73,13 +75,13 @@ def render_chart(
         at = _x(samples[-1], len(samples) - 1, x_of)
     if at is not None:
         bad = ", ".join(f"{k}={v}" for k, v in trigger.items() if k not in ("step", "epoch"))
-        ax.axvline(at, color="red", linestyle="--", label=f"trigger: {bad}"[:80])
+        ax.axvline(at, color="red", linestyle="--", label=shorten(f"trigger: {bad}", 80))
         value = trigger.get(names[0])
         # NaN/Inf: mark at the top
         y = float(value) if isinstance(value, int | float) and math.isfinite(value) else axes[0].get_ylim()[1]
         axes[0].plot([at], [y], marker="X", color="red", markersize=12, clip_on=False)
     ax.set_xlabel(x_label)
-    ax.set_title(title[:100])
+    ax.set_title(shorten(title, 100))
     handles = [h for a in axes for h in a.get_legend_handles_labels()[0]]
     labels = [label for a in axes for label in a.get_legend_handles_labels()[1]]
     ax.legend(handles, labels, loc="upper left", fontsize=8)

@@ -12,4 +12,5 @@ LINGER_S = 0.1  # seconds the dispatcher gathers runs into a job while the queue
 TICK_CHECK_S = 5.0  # seconds between the dispatcher's looks at the tick schedule
 TICK_STARTUP_S = 60.0  # seconds between ticks of a quiet run in its startup phase
 TICK_STEADY_S = 900.0  # seconds between ticks of a quiet run after its startup phase
+CHECK_INTERVAL_S = 1800.0  # seconds between training checks: a report's `Next check` (the method's 30 minutes)
 TICK_MAX_SILENCE_S = 86_400.0  # seconds of silence (event time) after which a run is no longer ticked

@@ -12,6 +12,7 @@ from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import AnomalyOpenedData, DecisionData, StopCancelledData, StopRequestedData
 from trainwarden.events.projection import apply
 from trainwarden.events.store import Malformed
+from trainwarden.events.words import shorten
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.engine import apply_policy, evaluate
 from trainwarden.policies.model import CRITICAL, Policy
@@ -63,7 +64,7 @@ def evaluate_entries(
         try:
             _fold_one(policy, cp, step, sid, item, run=run, host=host, now=now)
         except Exception as exc:  # a payload the engine cannot read: that entry is dead-lettered, the run goes on
-            reason = f"cannot be evaluated: {type(exc).__name__}: {exc}"[:500]
+            reason = shorten(f"cannot be evaluated: {type(exc).__name__}: {exc}", 500)
             step.dead.append(Malformed(sid=sid, reason=reason, fields={FIELD_BYTES: encode(item)}))
     if entries:
         cp.after = entries[-1][0]

@@ -14,14 +14,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from trainwarden.events.codec import json_safe
 from trainwarden.events.envelope import Event
 from trainwarden.events.packfiles import CHART, REPORT
 from trainwarden.events.projection import RunState
 from trainwarden.events.redact import redact, redact_text
-from trainwarden.workers.report import render_report, utc
+from trainwarden.workers.report import data_source, next_check, render_report, utc
 
 # Values rules report beside the offending metric; the chart plots the metric itself.
 NOT_METRICS = frozenset({"step", "baseline", "verdict", "improvement", "silent_s", "line"})
@@ -48,13 +48,15 @@ def triggering_metric(values: dict[str, Any], recent: list[dict[str, Any]]) -> s
 
 def build_pack(
     *, state: RunState, decision: Event, log_tail: list[str], files_inspected: list[str], root: Path,
-    chart: bytes | None = None,
+    chart: bytes | None = None, log_lines: str | None = None,
 ) -> Pack:  # fmt: skip
+    """`log_lines`: where `log_tail` is in the run's log (`lines 41-50`), cited as evidence."""
     data = decision.data
     rule = data.get("rule") or "manual"
     trigger_step = (data.get("values") or {}).get("step")
     decided = utc(decision.ts)
     relative_dir = f"{decision.run}/{decided:%Y%m%dT%H%M%SZ}-{rule}"
+    source, actual = data_source(state, now=decision.ts)
     evidence = json_safe(
         redact(
             {
@@ -79,11 +81,15 @@ def build_pack(
                 "open_anomalies": state.open_anomalies,
                 "log_tail": log_tail,
                 "config": state.launch,
+                "log_path": state.launch.get("log_path"),
+                "log_lines": log_lines,
                 "wandb_url": state.launch.get("wandb_url"),
-                "data_source": state.source,
+                "evidence_pack": str(root / relative_dir),
+                "data_source": source,  # the training-check method's: wandb_ok | log_fallback | unreachable
+                "source": actual,  # the agent's own, in words
                 "files_inspected": files_inspected,
                 "chart": CHART if chart else None,
-                "next_check": "none: the run is being stopped",
+                "next_check": next_check(state.status, data.get("decision"), now=decision.ts, interval_s=0),
             }
         )
     )
@@ -93,7 +99,7 @@ def build_pack(
                 chart=chart)  # fmt: skip
 
 
-def final_summary(ev: dict[str, Any], pack_dir: Path) -> str:
+def final_summary(ev: dict[str, Any], pack_dir: Path | str) -> str:
     """One line that says it all (the training-check method prints it when it stops a run): the step is the
     trigger's; `-` for a fact not known (`step=-`: the stop came before any metric line, a fault at start-up)."""
 
@@ -132,32 +138,79 @@ def read_log_tail(
     path: str | None, *, lines: int = TAIL_LINES, max_bytes: int = 256 * 1024, step: int | None = None,
     words: tuple[str, ...] = (),
 ) -> list[str]:  # fmt: skip
-    """Lines of a local log file around the trigger, secrets masked, or [] when it is not readable from here.
+    """Lines of a local log file around the trigger, secrets masked, or [] when it is not readable from here."""
+    found = log_excerpt(path, lines=lines, max_bytes=max_bytes, step=step, words=words)
+    return found.lines if found else []
+
+
+@dataclass(frozen=True, slots=True)
+class LogExcerpt:
+    path: str
+    first: int  # the first line's number in the file (1-based): evidence cites `train.log lines 41-50`
+    lines: list[str]
+
+    @property
+    def span(self) -> str:
+        last = self.first + len(self.lines) - 1
+        return f"line {self.first}" if last == self.first else f"lines {self.first}-{last}"
+
+
+def log_excerpt(
+    path: str | None, *, lines: int = TAIL_LINES, max_bytes: int = 256 * 1024, step: int | None = None,
+    words: tuple[str, ...] = (),
+) -> LogExcerpt | None:  # fmt: skip
+    """Lines of a local log file around the trigger with the first one's number, secrets masked; None when
+    the file is not readable from here (or empty).
 
     The pack is built a moment after the decision; a fast trainer has printed many lines since, so
     the lines shown end shortly after the one that fired (see `excerpt`), not at the end of the file."""
     if not path:
-        return []
+        return None
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            f.seek(max(0, size - max_bytes))
+            start = max(0, size - max_bytes)
+            before = _newlines(f, start)  # lines wholly before the window: the numbers evidence cites
+            f.seek(start)
             text = f.read().decode("utf-8", "replace")
     except OSError:
-        return []
+        return None
     every = text.splitlines()
-    if size > max_bytes and every:
-        every = every[1:]  # the first one was cut by the seek
-    return [redact_text(line) for line in excerpt(every, lines=lines, step=step, words=words)]
+    first = 1
+    if start > 0 and every:
+        every, first = every[1:], before + 2  # the first one was cut by the seek
+    if not every:
+        return None
+    begin = excerpt_start(every, lines=lines, step=step, words=words)
+    shown = every[begin : begin + lines]
+    return LogExcerpt(path=path, first=first + begin, lines=[redact_text(line) for line in shown])
+
+
+def _newlines(f: BinaryIO, end: int, chunk: int = 1 << 20) -> int:
+    f.seek(0)
+    count = 0
+    while (left := end - f.tell()) > 0:
+        data = f.read(min(chunk, left))
+        if not data:
+            break
+        count += data.count(b"\n")
+    return count
 
 
 def excerpt(every: list[str], *, lines: int, step: int | None, words: tuple[str, ...]) -> list[str]:
-    """Pure: the last `lines` lines, or, when the trigger's line is older than those, the `lines`
-    lines ending `AFTER_TRIGGER` after it. The trigger's line is the last one naming `step` as a
-    number of its own and one of `words` (the metric, its value); else the last one naming `step`."""
+    """Pure: the lines `excerpt_start` picks."""
+    begin = excerpt_start(every, lines=lines, step=step, words=words)
+    return every[begin : begin + lines]
+
+
+def excerpt_start(every: list[str], *, lines: int, step: int | None, words: tuple[str, ...]) -> int:
+    """Pure: where the shown lines start: the last `lines` lines, or, when the trigger's line is older than
+    those, the `lines` lines ending `AFTER_TRIGGER` after it. The trigger's line is the last one naming `step`
+    as a number of its own and one of `words` (the metric, its value); else the last one naming `step`."""
+    last = max(0, len(every) - lines)
     if step is None or len(every) <= lines:
-        return every[-lines:]
+        return last
     token = re.compile(rf"(?<![\w.]){step}(?![\w.])")
     wanted = tuple(w.lower() for w in words if w)
     found: int | None = None
@@ -168,6 +221,5 @@ def excerpt(every: list[str], *, lines: int, step: int | None, words: tuple[str,
                 break
             found = i if found is None else found
     if found is None or found >= len(every) - lines:
-        return every[-lines:]
-    start = max(0, found + 1 + min(AFTER_TRIGGER, lines // 3) - lines)
-    return every[start : start + lines]
+        return last
+    return max(0, found + 1 + min(AFTER_TRIGGER, lines // 3) - lines)

@@ -1,6 +1,7 @@
 """The vertical slice with real processes: training in tmux -> agent -> dispatcher -> RQ worker -> stop."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ from trainwarden.remote.stop import LocalTmuxController, StopTarget
 
 from tests.conftest import REPO, cli_argv, watch_until_stopped
 from tests.helpers import events_of
+from tests.report_format import skill_fields
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.slow]
 
@@ -52,7 +54,9 @@ def test_nan_in_a_live_run_is_stopped_with_evidence(store, tmp_path, tmux_socket
     assert pack["config"]["session"] == "train-exp01"
     assert pack["files_inspected"] == [str(log)]
     report = (tmp_path / "evidence" / built.data["path"].split("/evidence/")[1] / "report.md").read_text()
-    assert "**Reason**: loss=nan at step 8" in report
+    fields = skill_fields(report)  # the training-check method's report, as `check` prints it
+    assert (fields["decision"], fields["reason"]) == ("STOP", "loss=nan at step 8")
+    assert re.search(rf"; log {re.escape(str(log))} lines? \d+(-\d+)?; ", fields["evidence"]), report
 
     assert not LocalTmuxController().is_running(StopTarget.from_launch("exp01", launched.data, default_host="x"))
     everything = json.dumps([e.data for e in events]) + json.dumps(pack) + report

@@ -14,6 +14,7 @@ from trainwarden.workers.process import process_run
 
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of, metric, nan_metric
+from tests.report_format import skill_fields
 from tests.unit.test_schemas import validate
 from tests.wandb_runs import write_offline_run
 
@@ -97,12 +98,14 @@ def test_check_prints_the_training_check_report(store, settings_file, worker_ctx
     out = cli(settings_file, "check", "exp01")
     assert out.returncode == 0, out.stderr
     report = out.stdout
-    assert report.startswith("## Training Check - ")
-    # no source.status in this log: said in words (expected value changed from a guessed `log_fallback`)
-    for field in ("Data source**: not announced by the agent yet", "Run**: exp01 on gpu1", "Decision**: STOP",
-                  "Reason**: loss=nan", "Next check**: as soon as new events arrive"):  # fmt: skip
-        assert f"- **{field}" in report
-    assert "None" not in report and "Offending values: loss=nan, step=200" in report, report
+    f = skill_fields(report)
+    # no source.status in this log, but metrics were read: from the log (the agent announces nothing before it
+    # can tell whether the run uses W&B), said as the method's log_fallback with the actual source below
+    assert (f["source"], f["extra:Source"].split(";")[0]) == ("log_fallback", "not announced by the agent")
+    assert f["run"] == "exp01 on gpu1 (stopped, step 202)"
+    assert (f["decision"], f["next"]) == ("STOP", "none (run ended)") and f["reason"].startswith("loss=nan")
+    assert "None" not in report and f["evidence"].startswith("values loss=nan, step=200; evidence pack "), report
+    assert "\nFINAL_SUMMARY run=exp01 host=gpu1 decision=STOP rule=loss-nonfinite step=200 " in report
     assert "CUDA out of memory" in report.split("### Last log lines")[1]
 
 

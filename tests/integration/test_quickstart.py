@@ -31,6 +31,7 @@ from trainwarden.events.keys import Keys
 
 from tests.conftest import REPO
 from tests.helpers import wait_for
+from tests.report_format import skill_fields
 from trainwarden.redis_server import free_port
 
 TRAIN_PY = """\
@@ -119,6 +120,9 @@ def test_the_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
         assert f"data directory here: {data}" in health
         report = next(out for step, out in said.items() if "trainwarden check" in step)
         assert "exp01" in report and "loss" in report  # (the spike is over by then: the report lists open anomalies)
+        fields = skill_fields(report)  # the method's eight lines, read by a real agent from a real run's log
+        assert fields["source"] == "log_fallback" and fields["run"].startswith("exp01 on "), report
+        assert re.search(r"log \S+/exp01\.log lines \d+-\d+", fields["evidence"]), report
 
         os.killpg(up.pid, signal.SIGINT)  # Ctrl-C in up's terminal
         assert up.wait(timeout=40) == 0, output(console)[-3000:]

@@ -85,7 +85,7 @@ def test_check_says_unreadable_instead_of_no_metrics_yet():
     facts = reading.unreadable_facts(62, 61, MADE_UP[5])
     state = fold([_status(reading.UNREADABLE, reason=facts, lines=62, sample=MADE_UP[5])])
     assert state.source is None  # not the metrics' data source
-    out = render_report(check_facts(state, now=time.time(), next_check="soon", files_inspected=[]))
+    out = render_report(check_facts(state, now=time.time(), interval_s=1800, files_inspected=[]))
     assert "no metrics yet" not in out
     assert "UNREADABLE" in out and MADE_UP[5] in out and "trainwarden.log(...)" in out
 
@@ -93,7 +93,7 @@ def test_check_says_unreadable_instead_of_no_metrics_yet():
 def test_check_never_says_no_metrics_yet_beside_a_loss_nan_line():
     line = make_event(t.LOG_LINE, run="r1", host="gpu1", producer="p", seq=1, ts=1.0,
                       data={"tag": "nan", "line": "step 6 loss nan"})  # fmt: skip
-    facts = check_facts(fold([line]), now=time.time(), next_check="soon", files_inspected=[])
+    facts = check_facts(fold([line]), now=time.time(), interval_s=1800, files_inspected=[])
     out = render_report(facts)
     assert "no metrics yet" not in out and "`step 6 loss nan`" in out and "metrics.csv" in out
     facts["log_tail"] = ["step 1 loss 2.3"]

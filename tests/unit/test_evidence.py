@@ -6,9 +6,12 @@ from PIL import Image
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.projection import fold
+from trainwarden.events.words import local_time
 from trainwarden.workers.chart import render_chart
 from trainwarden.workers.evidence import build_pack, excerpt, read_log_tail, triggering_metric, write_pack
 from trainwarden.workers.findings import append_note, findings_note
+
+from tests.report_format import skill_fields
 
 
 def make_state():
@@ -60,7 +63,7 @@ def decision():
 
 def test_pack_holds_what_explains_the_stop():
     pack = build_pack(state=make_state(), decision=decision(), log_tail=["step=20 loss=nan"],
-                      files_inspected=["/x.log"], root=Path("/ev"))  # fmt: skip
+                      files_inspected=["/x.log"], root=Path("/ev"), log_lines="lines 41-41")  # fmt: skip
     ev = pack.evidence
     assert pack.relative_dir == "exp01/20231114T221320Z-loss-nonfinite"
     assert (ev["run"], ev["rule"], ev["decision"]) == ("exp01", "loss-nonfinite", "STOP")
@@ -70,13 +73,17 @@ def test_pack_holds_what_explains_the_stop():
     assert len(ev["recent_metrics"]) == 20
     json.dumps(ev, allow_nan=False)  # strict JSON: opens in any tool
     report = pack.report
-    assert report.startswith("## Training Check - 2023-11-14")
-    for heading in ("Data source", "Run", "Recent metrics", "Anomalies", "Decision", "Reason", "Next check"):
-        assert f"- **{heading}**: " in report
-    for heading in ("Recent metrics", "Anomalies", "Evidence", "Last log lines", "FINAL_SUMMARY"):
-        assert f"### {heading}" in report
-    assert "**Decision**: STOP" in report
-    assert "**Recent metrics**: loss nan (from 2 over 20 samples)" in report
+    fields = skill_fields(report)  # the method's eight lines, in its order, its values
+    assert fields["time"] == local_time(1_700_000_000.0)
+    assert fields["source"] == "log_fallback" and fields["extra:Source"].startswith("not announced by the agent")
+    assert fields["run"] == "exp01 on gpu1 (running, step 20)"
+    assert fields["metrics"] == "loss nan (from 2 over 20 samples)"
+    assert fields["evidence"] == ("values loss=nan, step=20; log /x.log lines 41-41; "
+                                  "evidence pack /ev/exp01/20231114T221320Z-loss-nonfinite")  # fmt: skip
+    assert (fields["decision"], fields["reason"]) == ("STOP", "loss=nan at step 20")
+    assert fields["next"] == "none (run being stopped)"
+    assert fields["extra:Rule"] == "loss-nonfinite (critical)" and fields["extra:Remedy"] == "lower lr"
+    assert "### Evidence" not in report and "### Anomalies" not in report  # fields now, not sections
     assert "| 20 | nan |" in report
     assert pack.summary == (
         "FINAL_SUMMARY run=exp01 host=gpu1 decision=STOP rule=loss-nonfinite step=20 "
@@ -115,7 +122,7 @@ def test_chart_is_a_png_of_the_triggering_metric_and_loss(tmp_path):
     with Image.open(target / "chart.png") as image:
         assert image.format == "PNG"
         assert image.size == (800, 400)
-    assert "- Chart: chart.png" in (target / "report.md").read_text()
+    assert f"; chart {target}/chart.png" in skill_fields((target / "report.md").read_text())["evidence"]
 
 
 def test_no_chart_without_metrics():

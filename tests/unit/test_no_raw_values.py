@@ -61,18 +61,18 @@ def test_notice_helpers_with_missing_fields():
 def test_state_view_and_check_report_of_a_run_with_nothing_known_yet():
     state = fold([empty(t.RUN_LAUNCHED), empty(t.DECISION), empty(t.STOP_DONE), empty(t.STOP_REQUESTED)])
     lines = render.state_lines(state)
-    report = render_report(check_facts(fold([]), now=0.0, next_check="soon", files_inspected=[]))
-    assert "- **Decision**: none yet" in report
+    report = render_report(check_facts(fold([]), now=0.0, interval_s=1800, files_inspected=[]))
+    assert "- Decision: WAIT\n- Reason: no data to judge the run by (not announced by the agent yet" in report
     for text in [*lines, report]:
         assert not raw(text), text
 
 
 def test_the_check_of_a_run_that_failed_before_any_decision_says_it_ended():
-    facts = check_facts(fold([]), now=0.0, next_check="soon", files_inspected=[])
+    facts = check_facts(fold([]), now=0.0, interval_s=1800, files_inspected=[])
     facts.update(status="failed", open_anomalies={"run-failed": {"reason": "exit_code=2", "severity": "critical"}})
     report = render_report(facts)
-    assert "- **Decision**: none (the run has failed)" in report and "the run continues" not in report
-    assert "- **Remedy**: see the open anomalies" in report
+    assert "- Decision: none (run ended: failed)\n- Reason: failed before the first step (exit code unknown)" in report
+    assert "- Remedy: see the open anomalies" in report
 
 
 def test_evidence_report_summary_and_findings_note_with_missing_fields(tmp_path):
