@@ -230,7 +230,7 @@ def global_options(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
         p.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('trainwarden')}")
     g.add_argument("--config", type=Path, help="settings YAML (default: $TRAINWARDEN_CONFIG)", **dflt)
     g.add_argument("--redis-url", help="event-log Redis (default: $REDIS_URL or the settings file)", **dflt)
-    g.add_argument("--log-level", choices=LOG_LEVELS, help="daemons' log level (default INFO; RQ's per-job lines "
+    g.add_argument("--log-level", choices=LOG_LEVELS, help="log level (default INFO; RQ's per-job lines and asyncssh's "
                    "only at DEBUG)", **(dflt or {"default": "INFO"}))  # fmt: skip
 
 
