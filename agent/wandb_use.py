@@ -37,13 +37,6 @@ def wandb_variables(env: Mapping[str, str]) -> list[str]:
     return sorted(name for name in env if name.startswith(ENV_PREFIX))
 
 
-def launched_with_wandb(env_names: Sequence[str], project: str | None) -> bool | None:
-    """What a launch knows of its run's W&B use, so a run too short for its environment to be read is still
-    judged right: True when it exports a `WANDB_*` variable or names a W&B project; None (the agent tells)
-    otherwise. Names only, as `wandb_variables`."""
-    return True if project or any(name.startswith(ENV_PREFIX) for name in env_names) else None
-
-
 def wandb_use(watch: RunWatch, *, run_dir_found: bool, env_names: Sequence[str], env_read: bool) -> WandbUse:
     if watch.wandb is not None:
         return (

@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from typing import Any
 
-from trainwarden.agent.wandb_use import launched_with_wandb
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.payloads import LaunchRefusedData, PreflightData, RunLaunchedData, RunStartedData
@@ -27,6 +26,7 @@ from trainwarden.remote.runscript import (
     RunPaths,
     default_run_name,
     env_file,
+    launched_with_wandb,
     run_paths,
     run_script,
     sidecar_path,

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainwarden.agent.wandb_use import launched_with_wandb
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, check_run_name, make_event, time_seq
 from trainwarden.events.errors import StoreError
@@ -125,15 +124,14 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
         "env": dict(spec.env),
         "config": dict(spec.config),
     }
-    wandb = spec.wandb if spec.wandb is not None else launched_with_wandb(list(spec.env), None)
-    if wandb is not None:
-        launched["uses_wandb"] = wandb
+    if spec.wandb is not None:
+        launched["uses_wandb"] = spec.wandb
     data = redact(launched, [*known_secrets(), *env_secrets(spec.env)])  # the run's own secrets too
     event = make_event(t.RUN_LAUNCHED, run=spec.run, host=host, producer=f"launch/{host}", seq=time_seq(), data=data)
     control = {"op": "watch", "run": spec.run, "log": str(spec.log_path), "session": session,
                "tmux_socket": socket or "", "pid": str(pid or ""), "workdir": str(spec.workdir), "launch": event.id,
                "launched_at": repr(launched_at), "metrics": str(metrics),
-               "wandb": "" if wandb is None else str(int(wandb))}  # fmt: skip
+               "wandb": "" if spec.wandb is None else str(int(spec.wandb))}  # fmt: skip
     try:
         store.append_one(event)
         with redis_errors("register the run with the agent", run=spec.run):

@@ -122,11 +122,3 @@ def test_whether_a_run_uses_wandb():
     assert wandb_use(told, run_dir_found=False, env_names=[], env_read=True).uses is True
     off = RunWatch(run="r", log=Path("/x/train.log"), wandb=False)
     assert wandb_use(off, run_dir_found=True, env_names=names, env_read=True).uses is False
-
-
-def test_a_launch_tells_whether_its_run_uses_wandb():
-    from trainwarden.agent.wandb_use import launched_with_wandb
-
-    assert launched_with_wandb(["FINISH_AT"], "proj") is True  # the run script exports WANDB_PROJECT
-    assert launched_with_wandb(["WANDB_ENTITY", "X"], None) is True
-    assert launched_with_wandb(["X"], None) is None  # the agent tells, from what it sees
