@@ -173,7 +173,7 @@ class ProcessHealth:
 
     def guard(self, procs: Mapping[int, procfs.ProcStat]) -> GuardFinding | None:
         """The first process of the run whose environment keeps W&B offline (reported once per run; never
-        for a run that does not use W&B, `wandb: 0`). Notes the W&B variables' names on the way."""
+        for a run that does not use W&B, `wandb: 0`, or allows offline). Notes the W&B variables' names on the way."""
         self.env_read = True
         if self.guard_reported and self.wandb_env:
             return None
@@ -182,12 +182,18 @@ class ProcessHealth:
             if env is None:
                 continue
             self.wandb_env = self.wandb_env or wandb_variables(env)
-            found = None if self.guard_reported or self.watch.wandb is False else wandb_guard(env)
+            found = None if self.guard_reported or not self.guards_wandb else wandb_guard(env)
             if found is not None and pid in procs:
                 self.guard_reported = True
                 return GuardFinding(mode=found[0], variable=found[1], pid=pid, comm=procs[pid].comm,
                                     start_ticks=procs[pid].start_ticks)  # fmt: skip
         return None
+
+    @property
+    def guards_wandb(self) -> bool:
+        """Whether an offline W&B is a finding: not for a run without W&B (`wandb: 0`), nor for one whose
+        experiment allows offline (`allow_offline_wandb`, from its launch)."""
+        return self.watch.wandb is not False and not self.watch.allow_offline_wandb
 
     def ended(self) -> Ended | None:
         """How the run ended, or None while it runs (or while that cannot be told)."""

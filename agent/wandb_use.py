@@ -39,7 +39,11 @@ def wandb_variables(env: Mapping[str, str]) -> list[str]:
 
 def wandb_use(watch: RunWatch, *, run_dir_found: bool, env_names: Sequence[str], env_read: bool) -> WandbUse:
     if watch.wandb is not None:
-        return WandbUse(True, "its watch says it uses W&B (wandb: 1)") if watch.wandb else WandbUse(False, TURNED_OFF)
+        return (
+            WandbUse(True, "its launch or watch says it uses W&B (wandb: 1)")
+            if watch.wandb
+            else WandbUse(False, TURNED_OFF)
+        )
     named = next((name for name in NAMED if getattr(watch, name)), None)
     if named is not None:
         return WandbUse(True, f"its watch names its {named}")

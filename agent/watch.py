@@ -22,6 +22,7 @@ A run is registered by a launch writing to its host's control stream
 | `wandb_run_dir` | its exact W&B run directory, when known |
 | `wandb_path` | `entity/project/run_id`, for the W&B API |
 | `wandb` | `0`: the run does not use W&B (`launch --no-wandb`); `1`: it does; absent: agent.wandb_use tells |
+| `allow_offline_wandb` | `1`: its experiment allows W&B offline: WANDB_MODE=offline is no guard finding |
 | `gpus` | comma-separated GPU indexes it uses, when NVML cannot see its processes |
 | `launch` | the id of its `run.launched` event: its seq numbers the run's exit event |
 | `launched_at` | unix time of the launch: older exit files and W&B runs are ignored |
@@ -71,6 +72,7 @@ class RunWatch:
     stop_grace_s: float = DEFAULT_STOP_GRACE_S
     workdir: Path | None = None
     wandb: bool | None = None  # None: the agent tells from what it sees (agent.wandb_use)
+    allow_offline_wandb: bool = False  # its experiment allows W&B offline: no W&B guard finding (agent.health)
     wandb_dir: Path | None = None
     wandb_run_dir: Path | None = None
     wandb_path: str | None = None
@@ -197,8 +199,9 @@ def parse_control(fields_: Mapping[bytes, bytes]) -> ControlMessage:
     values: dict[str, Any] = {k: v for k, v in text.items() if v != ""}
     if "log" in values and not Path(values["log"]).is_absolute():
         raise ControlMessageError(f"control message log path must be absolute, got {values['log']!r}", run=run)
-    if "wandb" in values:
-        values["wandb"] = values["wandb"].lower() not in ("0", "false", "no", "off")
+    for flag in ("wandb", "allow_offline_wandb"):
+        if flag in values:
+            values[flag] = values[flag].lower() not in ("0", "false", "no", "off")
     if "gpus" in values:
         values["gpus"] = [g for g in values["gpus"].split(",") if g.strip()]
     if "stop_command" in values:

@@ -43,7 +43,9 @@ class RunLaunchedData(TypedDict, total=False):
     stop_command: list[str] | None
     env: dict[str, str]
     config: dict[str, Any]  # the policy's baselines (`config_key`) are looked up here
-    uses_wandb: bool  # false: launched with --no-wandb (W&B neither read nor expected); absent: the agent tells
+    uses_wandb: bool  # false: launched with --no-wandb (W&B neither read nor expected); true: its launch exports
+    # WANDB_* variables or names a W&B project; absent: the agent tells
+    allow_offline_wandb: bool  # its experiment allows W&B offline: the agent reports no offline W&B (no STOP)
     experiment: str
     server: str
     pid: int | None

@@ -21,17 +21,17 @@ from trainwarden.events.redact import env_secrets, known_secrets, redact
 from trainwarden.events.store import EventStore
 from trainwarden.remote.errors import LaunchError, PreflightFailed, WandbGuardRefused
 from trainwarden.remote.fleet import Experiment, Fleet, Server
-from trainwarden.remote.preflight import CheckResult, preflight_checks, run_checks
+from trainwarden.remote.preflight import CheckResult, preflight_checks, run_checks, wandb_guard_result
 from trainwarden.remote.runscript import (
     RunPaths,
     default_run_name,
     env_file,
+    launched_with_wandb,
     run_paths,
     run_script,
     sidecar_path,
     split_env,
     tmux,
-    wandb_guard,
 )
 from trainwarden.remote.ssh import RemoteShell
 from trainwarden.remote.stop import session_name
@@ -41,11 +41,14 @@ PID_POLL_S = 0.02
 CHECKPOINT_TOKEN = "{checkpoint}"
 
 
-def start_and_report_pid(server: Server, session: str, paths: RunPaths) -> str:
-    """One round trip: start the session, then wait on the server for the wrapper's pid file."""
+def start_and_report_pid(server: Server, session: str, paths: RunPaths, make_dirs: Sequence[str] = ()) -> str:
+    """One round trip: make `make_dirs` (the checkpoint dir: made here, after preflight, so a refused launch
+    leaves nothing), start the session, then wait on the server for the wrapper's pid file."""
     ticks = int(PID_WAIT_S / PID_POLL_S)
     pid = shlex.quote(paths.pid_file)
+    made = f"mkdir -p {shlex.join(make_dirs)} || exit 1\n" if make_dirs else ""
     return (
+        f"{made}"
         f"{tmux(server, 'new-session', '-d', '-s', session, 'bash', paths.script)} || exit 1\n"
         f"i=0; while [ $i -lt {ticks} ]; do [ -s {pid} ] && {{ cat {pid}; exit 0; }}; sleep {PID_POLL_S}; "
         "i=$((i+1)); done\necho NOPID\n"
@@ -93,9 +96,13 @@ class RemoteLauncher:
         return tuple(server.gpus[: experiment.gpus]) if server.gpus else tuple(range(experiment.gpus))
 
     def preflight(self, experiment: Experiment, gpu_ids: Sequence[int]) -> list[CheckResult]:
+        """The W&B guard (as launch applies it), then the server's checks; each check run is recorded."""
         server = self.fleet.server_of(experiment)
-        results = run_checks(self.shell, server, preflight_checks(experiment, server, gpu_ids, self.secrets))
-        for r in results:
+        results = [
+            wandb_guard_result(experiment),
+            *run_checks(self.shell, server, preflight_checks(experiment, server, gpu_ids, self.secrets)),
+        ]
+        for r in (r for r in results if not r.skipped):
             checked: PreflightData = {"experiment": experiment.name, "server": server.name, "check": r.name,
                                       "ok": r.ok, "detail": r.detail, "remedy": r.remedy}  # fmt: skip
             self._event(t.PREFLIGHT, experiment.name, checked)
@@ -115,17 +122,12 @@ class RemoteLauncher:
         experiment = self.experiment(name)
         server = self.fleet.server_of(experiment)
         gpus = self.gpu_ids(experiment, gpu_ids)
-        reason = wandb_guard(experiment)
-        if reason:
-            self._refuse(experiment, server, "wandb_guard", f"W&B would not record this run ({reason}); an offline "
-                         "run is invalid. Remove it, or set allow_offline_wandb: true in the experiment")  # fmt: skip
-            raise WandbGuardRefused(
-                f"{name}: W&B offline/disabled ({reason}); an offline run is invalid: remove it, or set "
-                "allow_offline_wandb: true in the experiment",
-                run=name,
-            )
+        guard = wandb_guard_result(experiment)  # the same check preflight reports, before touching the server
+        if not guard.ok:
+            self._refuse(experiment, server, guard.name, f"{guard.detail}. Fix: {guard.remedy}")
+            raise WandbGuardRefused(f"{name}: W&B offline/disabled: {guard.detail}; fix: {guard.remedy}", run=name)
         if preflight:
-            failed = [r for r in self.preflight(experiment, gpus) if not r.ok]
+            failed = [r for r in self.preflight(experiment, gpus) if r.failed]
             if failed:
                 text = "; ".join(f"{r.name}: {r.detail} (fix: {r.remedy})" for r in failed)
                 self._refuse(experiment, server, failed[0].name, text)
@@ -185,7 +187,8 @@ class RemoteLauncher:
             {paths.env_file: (env_file(secret).encode(), 0o600), paths.script: (script.encode(), 0o700)},
             remove=(paths.pid_file, paths.exit_file),
         )
-        started = self.shell.run(server, start_and_report_pid(server, session, paths), timeout=PID_WAIT_S + 15)
+        made = [experiment.checkpoints.dir] if experiment.checkpoints else []
+        started = self.shell.run(server, start_and_report_pid(server, session, paths, made), timeout=PID_WAIT_S + 15)
         if not started.ok:
             raise LaunchError(f"tmux on {server.name} could not start session {session}: "
                               f"{(started.stderr or started.stdout).strip()}", run=run)  # fmt: skip
@@ -203,8 +206,11 @@ class RemoteLauncher:
             "wandb": {"project": wandb.project, "group": wandb.group, "run_name": wandb_name, "entity": wandb.entity},
             "total_steps": experiment.total_steps, "epochs": experiment.epochs, "baseline": baseline,
             "config": {"source": experiment.source, "env": dict(experiment.env), "params": dict(experiment.params)},
-            "owner": experiment.owner,
+            "owner": experiment.owner, "allow_offline_wandb": experiment.allow_offline_wandb,
         }  # fmt: skip
+        uses_wandb = launched_with_wandb(list(experiment.env), wandb.project)  # a short run's too (agent.wandb_use)
+        if uses_wandb is not None:
+            data["uses_wandb"] = uses_wandb
         launched = self._event(t.RUN_LAUNCHED, run, {**data, **extra})  # extra: plan, requested_by
         up: RunStartedData = {"pid": pid, "server": server.name, "launch": launched.id}
         self._event(t.RUN_STARTED, run, up)
@@ -213,6 +219,7 @@ class RemoteLauncher:
             {"op": "watch", "run": run, "log": paths.log, "exit_file": paths.exit_file, "session": session,
              "tmux_socket": server.tmux_socket or "", "pid": str(pid or ""), "launch": launched.id,
              "launched_at": repr(launched.ts), "workdir": experiment.code_dir or server.work_dir,
-             "gpus": ",".join(str(g) for g in gpus), "metrics": sidecar_path(experiment, server, paths)},
+             "gpus": ",".join(str(g) for g in gpus), "metrics": sidecar_path(experiment, server, paths),
+             "wandb": "1" if uses_wandb else "", "allow_offline_wandb": "1" if experiment.allow_offline_wandb else ""},
         )  # fmt: skip
         return launched

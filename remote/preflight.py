@@ -1,5 +1,10 @@
 """Preflight (the seed's Step 1): check the server before a launch; each check is a remote command
-plus a pure judge of its output, so the judging is testable without a server."""
+plus a pure judge of its output, so the judging is testable without a server.
+
+Each failure says its own cause and fix: a check that needs another (`needs`) is skipped when that one
+failed (a missing env is not also a failed `wandb login`), a command the server lacks (exit 127) gets the
+check's `missing` remedy, and no check writes on the server (a failed preflight leaves nothing behind).
+The W&B guard is the one `launch` applies (`wandb_guard_result`), so preflight passes what launch takes."""
 
 from __future__ import annotations
 
@@ -8,11 +13,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from trainwarden.remote.fleet import Experiment, Server
-from trainwarden.remote.runscript import activation, code_dir
+from trainwarden.remote.runscript import activation, code_dir, wandb_guard
 from trainwarden.remote.ssh import CommandResult, RemoteShell
 
 Judge = Callable[[CommandResult], tuple[bool, str]]
 CHECK_TIMEOUT_S = 60.0
+NOT_FOUND = 127  # the shell's exit status for a command it cannot find
+WANDB_GUARD = "wandb_guard"
+GUARD_REMEDY = (
+    "remove WANDB_MODE=offline/disabled (an offline run is invalid), or set allow_offline_wandb: true in the experiment"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +32,8 @@ class Check:
     judge: Judge
     remedy: str
     stdin: str | None = None  # secrets travel here, never on a command line
+    needs: tuple[str, ...] = ()  # checks that must pass first; skipped (not failed) when one did not
+    missing: str | None = None  # the fix when the server lacks the command (exit 127)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +42,32 @@ class CheckResult:
     ok: bool
     detail: str
     remedy: str
+    skipped: bool = False  # not run: a check it needs failed (that one's failure says the cause)
+
+    @property
+    def failed(self) -> bool:
+        return not self.ok and not self.skipped
 
 
-def _exit_ok(what: str) -> Judge:
+def wandb_guard_result(experiment: Experiment) -> CheckResult:
+    """The W&B guard as a check: the one decision that `preflight` reports and `launch` refuses on."""
+    reason = wandb_guard(experiment)
+    if reason is None:
+        allowed = "offline allowed (allow_offline_wandb)" if experiment.allow_offline_wandb else "W&B not offline"
+        return CheckResult(WANDB_GUARD, True, allowed, "")
+    return CheckResult(WANDB_GUARD, False, f"W&B would not record this run ({reason}); an offline run is invalid",
+                       GUARD_REMEDY)  # fmt: skip
+
+
+def _exit_ok(what: str, failed: str | None = None) -> Judge:
+    """Passes on exit 0; a failure says what the command printed, else `failed` (never a bare exit status
+    when a cause can be named)."""
+
     def judge(result: CommandResult) -> tuple[bool, str]:
         if result.ok:
             return True, what
-        return False, (result.stderr or result.stdout).strip()[-300:] or f"exit status {result.exit_status}"
+        said = (result.stderr or result.stdout).strip()[-300:]
+        return False, said or failed or f"exit status {result.exit_status}"
 
     return judge
 
@@ -106,32 +137,38 @@ def preflight_checks(
     experiment: Experiment, server: Server, gpu_ids: Sequence[int], secrets: Mapping[str, str]
 ) -> list[Check]:
     act = activation(server)
-    where = shlex.quote(code_dir(experiment, server))
-    out_dir = experiment.checkpoints.dir if experiment.checkpoints else code_dir(experiment, server)
+    where = code_dir(experiment, server)
+    out_dir = experiment.checkpoints.dir if experiment.checkpoints else where
+    env_fix = "create the conda env / venv on the server, or fix conda_env / venv in servers.yaml"
     checks = [
-        Check("code_dir", f"test -d {where}", _exit_ok(f"{code_dir(experiment, server)} exists"),
-              f"put the code at {code_dir(experiment, server)} on {server.name}, or fix code_dir / work_dir"),
-        Check("python_env", act, _exit_ok("environment activates"),
-              "create the conda env / venv on the server, or fix conda_env / venv in servers.yaml"),
+        Check("code_dir", f"test -d {shlex.quote(where)}", _exit_ok(f"{where} exists", f"{where} does not exist on "
+              f"{server.name}"), f"put the code at {where} on {server.name}, or fix code_dir / work_dir"),
+        Check("python_env", act, _exit_ok("environment activates", f"`{act}` failed"), env_fix),
     ]  # fmt: skip
     if gpu_ids:
         checks += [
             Check("torch_gpus", f"{act} && python -c 'import torch; print(torch.cuda.device_count())'",
-                  judge_torch(gpu_ids), "install a CUDA build of torch in the env and check the NVIDIA driver"),
+                  judge_torch(gpu_ids), "install a CUDA build of torch in the env and check the NVIDIA driver",
+                  needs=("python_env",), missing="the env has no `python`: " + env_fix),
             Check("gpus_free", f"{act} && nvidia-smi --query-gpu=index,uuid --format=csv,noheader && echo --- && "
                                "nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name --format=csv,noheader",
-                  judge_gpus_free(gpu_ids), "pick free GPUs (or wait for the runs on them to end)"),
+                  judge_gpus_free(gpu_ids), "pick free GPUs (or wait for the runs on them to end)",
+                  needs=("python_env",), missing=f"install the NVIDIA driver (nvidia-smi) on {server.name}, or "
+                  "set gpus: 0 for a run without GPUs"),
         ]  # fmt: skip
-    if not experiment.allow_offline_wandb:
+    guard = wandb_guard_result(experiment)
+    if not experiment.allow_offline_wandb and guard.ok:  # an offline experiment: the guard's failure says it
         exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in sorted(secrets.items()))
         checks.append(
             Check("wandb_login", "bash -s", _exit_ok("W&B key verified"),
                   "run `wandb login` on the server or set WANDB_API_KEY where trainwarden runs",
-                  stdin=f"{exports}{act} && wandb login --verify\n")
+                  stdin=f"{exports}{act} && wandb login --verify\n", needs=("python_env",),
+                  missing="install wandb in the env (pip install wandb)")
         )  # fmt: skip
+    # df on the nearest directory that exists: the checkpoint dir is created by the launch, not by a check
+    nearest = f'd={shlex.quote(out_dir)}; while [ ! -d "$d" ]; do d=$(dirname "$d"); done; df -Pk "$d"'
     checks.append(
-        Check("disk", f"mkdir -p {shlex.quote(out_dir)} && df -Pk {shlex.quote(out_dir)}",
-              judge_disk(server.min_free_gb),
+        Check("disk", nearest, judge_disk(server.min_free_gb),
               f"free space under {out_dir}: `trainwarden checkpoints EXP --apply` deletes old checkpoints "
               "(dry run without --apply), or lower min_free_gb")
     )  # fmt: skip
@@ -139,9 +176,15 @@ def preflight_checks(
 
 
 def run_checks(shell: RemoteShell, server: Server, checks: Sequence[Check]) -> list[CheckResult]:
-    results = []
+    results: list[CheckResult] = []
     for check in checks:
+        failed = [r.name for r in results if r.name in check.needs and not r.ok]
+        if failed:
+            results.append(CheckResult(check.name, False, f"not checked: {', '.join(failed)} failed first", "",
+                                       skipped=True))  # fmt: skip
+            continue
         outcome = shell.run(server, check.command, timeout=CHECK_TIMEOUT_S, stdin=check.stdin)
         ok, detail = check.judge(outcome)
-        results.append(CheckResult(check.name, ok, detail, "" if ok else check.remedy))
+        remedy = check.missing if outcome.exit_status == NOT_FOUND and check.missing else check.remedy
+        results.append(CheckResult(check.name, ok, detail, "" if ok else remedy))
     return results

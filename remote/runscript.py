@@ -88,6 +88,13 @@ def wandb_guard(experiment: Experiment) -> str | None:
     return None
 
 
+def launched_with_wandb(env_names: Sequence[str], project: str | None) -> bool | None:
+    """What a launch knows of its run's W&B use (`uses_wandb` in `run.launched`, `wandb: 1` to the agent), so a
+    run over before the agent reads its environment is still judged as agent.wandb_use would: True when it
+    exports a `WANDB_*` variable or names a W&B project; None (the agent tells) otherwise. Names only."""
+    return True if project or any(name.startswith("WANDB_") for name in env_names) else None
+
+
 def default_run_name(experiment: Experiment, siblings: Sequence[Experiment], today: date) -> str:
     """`<name>-<date>-<params that differ from the other experiments of the same W&B group>`."""
     group = [e for e in siblings if e.wandb.group == experiment.wandb.group and e.name != experiment.name]

@@ -233,7 +233,7 @@ def global_options(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
         p.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('trainwarden')}")
     g.add_argument("--config", type=Path, help="settings YAML (default: $TRAINWARDEN_CONFIG)", **dflt)
     g.add_argument("--redis-url", help="event-log Redis (default: $REDIS_URL or the settings file)", **dflt)
-    g.add_argument("--log-level", choices=LOG_LEVELS, help="daemons' log level (default INFO; RQ's per-job lines "
+    g.add_argument("--log-level", choices=LOG_LEVELS, help="log level (default INFO; RQ's per-job lines and asyncssh's "
                    "only at DEBUG)", **(dflt or {"default": "INFO"}))  # fmt: skip
 
 
@@ -246,7 +246,8 @@ def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
 
 
 def library_level(level: str) -> str:
-    """RQ's level: it logs ~4 INFO lines per job (thousands an hour), so INFO is WARNING for it."""
+    """RQ's and asyncssh's level: RQ logs ~4 INFO lines per job (thousands an hour), asyncssh each connection,
+    channel and remote command (~25 a preflight, a launch's shell snippet), so INFO is WARNING for them."""
     return "WARNING" if level == "INFO" else level
 
 
@@ -335,7 +336,8 @@ def _main(argv: list[str]) -> int:
         args.stray = [*args.stray, *unknown]  # words before `--` (argparse leaves some unmatched): cmd_launch says so
         args.training_command = training_command or []
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("rq").setLevel(library_level(args.log_level))
+    for chatty in ("rq", "asyncssh"):
+        logging.getLogger(chatty).setLevel(library_level(args.log_level))
     for handler in logging.getLogger().handlers:
         handler.addFilter(MaskingFilter())  # daemon logs never hold a secret, tracebacks included
     if args.command in DAEMONS:  # until the daemon installs its reload: SIGHUP's default would end it

@@ -60,8 +60,9 @@ def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:
     gpus = launcher.gpu_ids(experiment, _gpus(args.gpus))
     results = launcher.preflight(experiment, gpus)
     for r in results:
-        print(f"{'ok  ' if r.ok else 'FAIL'} {r.name:12} {r.detail}" + (f"\n     fix: {r.remedy}" if not r.ok else ""))
-    failed = [r for r in results if not r.ok]
+        said = "ok  " if r.ok else "skip" if r.skipped else "FAIL"
+        print(f"{said} {r.name:12} {r.detail}" + (f"\n     fix: {r.remedy}" if r.failed else ""))
+    failed = [r for r in results if r.failed]
     print(
         f"preflight {'failed' if failed else 'passed'} for {experiment.name} on {experiment.server} GPUs {list(gpus)}"
     )

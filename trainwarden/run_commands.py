@@ -48,6 +48,7 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
         "run": args.run, "log": log, "pid": args.pid, "match": args.match, "session": args.tmux_session,
         "tmux_socket": args.tmux_socket, "stop_grace_s": args.grace,
         "stop_command": shlex.split(args.stop_command) if args.stop_command else None,
+        "allow_offline_wandb": True if args.allow_offline_wandb else None,
     }  # fmt: skip
     try:
         watch = RunWatch.from_dict({k: v for k, v in fields.items() if v is not None})
@@ -201,6 +202,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "(split like a shell would, never run by one)")  # fmt: skip
     s.add_argument("--grace", type=_positive, default=DEFAULT_STOP_GRACE_S, metavar="S",
                    help=f"seconds for SIGINT / Ctrl-C, then SIGTERM (default {DEFAULT_STOP_GRACE_S:g})")  # fmt: skip
+    s.add_argument("--allow-offline-wandb", action="store_true", help="the run is offline on purpose: W&B "
+                   "offline is no finding, and the default policy does not stop it for that")  # fmt: skip
     s.add_argument("--host", help="the run's host, whose agent watches it (default: this host)")
     s.add_argument("--timeout", type=_positive, default=10.0, metavar="S",
                    help="how long to wait for the agent to take it up (default 10)")  # fmt: skip

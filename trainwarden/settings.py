@@ -199,6 +199,7 @@ def _watch(w: Reader, base: Path) -> RunWatch | None:
         text = w.string(key)
         values[key] = base / text if text is not None else None
     values["wandb"] = w.boolean("wandb")
+    values["allow_offline_wandb"] = w.boolean("allow_offline_wandb")
     values["pid"] = w.integer("pid")
     values["stop_command"] = [arg for _, arg in w.string_list("stop_command", expected="a list (an argv)")] or None
     values["stop_grace_s"] = w.number("stop_grace_s", positive=True)

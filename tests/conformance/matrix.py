@@ -127,7 +127,7 @@ CASES: list[Case] = [
     *(Case("lightning-tb", s) for s in ("healthy", "nan")),
     *(Case("keras-torch", s) for s in ("healthy", "nan", "diverge", "spike", "eval_stall")),
     *(Case(fw, s) for fw in ("accelerate", "torch-tensorboard") for s in ("healthy", "nan")),
-    Case("wandb-offline", "nan"),  # healthy offline runs get the wandb-offline critical anomaly by design
+    Case("wandb-offline", "nan"),  # watched with --allow-offline-wandb: offline on purpose, the W&B rule would STOP it
     Case("xgboost", "healthy"),
     Case("lightgbm", "healthy"),
     *(Case("sklearn-mlp", s) for s in ("healthy", "diverge")),

@@ -110,8 +110,9 @@ def run_case(case: Case, *, store: EventStore, settings: Path, root: Path) -> Re
     run = f"cf-{case.id}"
     try:
         with REGISTER, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+            offline = ["--allow-offline-wandb"] if env.get("WANDB_MODE") == "offline" else []  # offline on purpose
             code = main(cli_argv(settings, "watch", run, "--log", str(watched), "--pid", str(proc.pid),
-                                 "--grace", "3", "--timeout", "30")[3:])  # fmt: skip
+                                 "--grace", "3", "--timeout", "30", *offline)[3:])  # fmt: skip
         if code != 0:
             result.error = f"trainwarden watch exited {code}: {err.getvalue().strip()[-300:]}"
         limit = HANG_WAIT_S if case.scenario == "hang" else RUN_TIMEOUT_S

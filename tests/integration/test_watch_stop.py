@@ -164,3 +164,41 @@ def test_match_finds_the_top_process_and_sigterm_ends_one_that_ignores_sigint(tm
         shell.wait()
         if shell.stdout is not None:
             shell.stdout.close()
+
+
+def test_a_run_watched_as_offline_on_purpose_is_not_stopped_for_it(settings_file, store, tmp_path, capsys):
+    import os
+
+    import yaml
+
+    body = yaml.safe_load(settings_file.read_text())
+    body["agent"].update(process_interval_s=0.3, nvml=False)
+    settings_file.write_text(yaml.safe_dump(body))
+    offline = {**os.environ, "WANDB_MODE": "offline"}
+    runs = {}
+    for name in ("meant", "by-mistake"):
+        log = tmp_path / f"{name}.log"
+        with open(log, "ab") as sink:
+            argv = [sys.executable, "-c", TRAIN, "polite", str(10**9)]
+            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=offline)
+            runs[name] = (proc, log)
+    daemons = [spawn(settings_file, tmp_path / f"{n}.log", n) for n in ("agent", "dispatcher", "worker")]
+    try:
+        wait_for(lambda: store.redis.exists(Keys().beat("agent@testhost")), timeout=30, what="the agent's heartbeat")
+        for name, extra in (("meant", ["--allow-offline-wandb"]), ("by-mistake", [])):
+            proc, log = runs[name]
+            added = cli(capsys, settings_file, "watch", name, "--log", str(log), "--pid", str(proc.pid), *extra)
+            assert added.returncode == 0, added.stderr
+        stop = wait_for(lambda: [e for e in events_of(store, "by-mistake", t.DECISION) if e.data["decision"] == "STOP"],
+                        timeout=30, what="the W&B rule's STOP")  # fmt: skip
+        assert stop[0].data["rule"] == "wandb-offline"
+        wait_for(lambda: len([e for e in events_of(store, "meant", t.HEALTH) if e.data.get("alive")]) >= 3,
+                 what="the meant run's process samples")  # fmt: skip
+        assert [e for e in events_of(store, "meant", t.HEALTH) if "wandb_mode" in e.data] == []
+        assert [e for e in events_of(store, "meant", t.DECISION) if e.data["decision"] == "STOP"] == []
+    finally:
+        for proc, _ in runs.values():
+            proc.kill()
+            proc.wait()
+        for d in daemons:
+            stop_process(d)

@@ -4,6 +4,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -64,6 +65,24 @@ def test_preflight_command(remote_settings, gpu_server):
     busy = cli(remote_settings, "preflight", "a", env=KEY)
     assert busy.returncode == 1
     assert "FAIL gpus_free" in busy.stdout and "fix: pick free GPUs" in busy.stdout
+
+
+def test_preflight_and_launch_are_quiet_at_the_default_log_level(remote_settings, gpu_server):
+    # asyncssh logged each connection, channel and command at INFO: ~25 lines a preflight, a launch's shell
+    def default_level(*args, level=()):
+        argv = [sys.executable, "-m", "trainwarden", "--config", str(remote_settings), *level, *args]
+        return subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=120,
+                              env={**os.environ, **KEY}, check=False)  # fmt: skip
+
+    checked = default_level("preflight", "a")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stderr == ""
+    assert len(checked.stdout.splitlines()) == 8  # 7 checks and the verdict
+    launched = default_level("launch", "a")
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    assert launched.stderr == "" and len(launched.stdout.splitlines()) == 2  # launched ...; log: ...
+    debug = default_level("preflight", "a", level=("--log-level", "DEBUG"))
+    assert "asyncssh" in debug.stderr  # still there when asked for
 
 
 def test_launch_then_stop_through_the_workers(remote_settings, store, tmp_path):

@@ -44,7 +44,7 @@ def test_changed_host_key_is_refused(pool, gpu_server, tmp_path):
 def test_preflight_passes_and_is_recorded(pool, store, gpu_server):
     results = launcher(pool, store, gpu_server, experiment()).preflight(experiment(), [0])
     assert [(r.name, r.ok) for r in results] == [
-        ("code_dir", True), ("python_env", True), ("torch_gpus", True), ("gpus_free", True),
+        ("wandb_guard", True), ("code_dir", True), ("python_env", True), ("torch_gpus", True), ("gpus_free", True),
         ("wandb_login", True), ("disk", True),
     ]  # fmt: skip
     assert [e.data["check"] for e in events_of(store, "exp01", t.PREFLIGHT)] == [r.name for r in results]
@@ -53,7 +53,7 @@ def test_preflight_passes_and_is_recorded(pool, store, gpu_server):
 @pytest.mark.parametrize(
     ("setup", "check", "detail"),
     [
-        ("missing_code_dir", "code_dir", "exit status 1"),
+        ("missing_code_dir", "code_dir", "nope does not exist on gpu1"),
         ("one_gpu", "torch_gpus", "torch sees 1 GPU(s), GPU ids [1] need 2"),
         ("busy_gpu", "gpus_free", "busy: GPU 1 (pid 4242 python)"),
         ("no_nvidia_smi", "gpus_free", "not found"),

@@ -272,7 +272,12 @@ def test_the_w_and_b_guard_at_run_time():
     c = Clock()
     events = [c.event(t.RUN_LAUNCHED, 0), *healthy(c, 3),
               c.event(t.HEALTH, 100, check="wandb_mode", ok=False, wandb_mode="offline")]  # fmt: skip
-    assert fired(events)[-1] == "opened:wandb-offline"
+    out = run(POLICY, events)
+    assert summary(out)[-2:] == ["opened:wandb-offline", "STOP:wandb-offline"]  # an offline run is invalid
+    (stop,) = [data for typ, data in out if typ == t.DECISION and data["decision"] == "STOP"]
+    assert stop["confirm_s"] == 600  # a guarded stop: a person may keep it running
+    later = [*events, *healthy(c, 3, start=200), c.event(t.HEALTH, 300, alive=True, pid=4)]
+    assert fired(later)[-1] == "STOP:wandb-offline"  # a later health sample without the guard's field is no cure
     fine = [c.event(t.RUN_LAUNCHED, 0), *healthy(c, 3), c.event(t.HEALTH, 100, alive=True, pid=4)]
     assert fired(fine) == ["CONTINUE"]
 

@@ -179,3 +179,11 @@ def test_a_plan_reports_every_problem(tmp_path):
     ]
     plan.write_text("name: p\nexperiments: [a]\nmax_parallel: 2\n")
     assert parse_plan(plan, fleet).experiments == ("a",)
+
+
+def test_a_launch_tells_whether_its_run_uses_wandb():
+    from trainwarden.remote.runscript import launched_with_wandb
+
+    assert launched_with_wandb(["FINISH_AT"], "proj") is True  # the run script exports WANDB_PROJECT
+    assert launched_with_wandb(["WANDB_ENTITY", "X"], None) is True
+    assert launched_with_wandb(["X"], None) is None  # the agent tells, from what it sees

@@ -97,3 +97,34 @@ def test_exit_file_written_halfway_or_before_the_launch_is_not_read(tmp_path):
     path.write_text("137\n")
     assert read_exit_code(path)[0] == 137
     assert read_exit_code(path, not_before=path.stat().st_mtime + 60) is None
+
+
+def test_a_launch_says_its_experiment_allows_offline_wandb():
+    msg = parse_control(fields(op="watch", run="exp01", log="/w/train.log", wandb="1", allow_offline_wandb="1"))
+    assert msg.watch is not None and msg.watch.allow_offline_wandb and msg.watch.wandb
+    plain = parse_control(fields(op="watch", run="exp01", log="/w/train.log", wandb="", allow_offline_wandb=""))
+    assert plain.watch is not None and not plain.watch.allow_offline_wandb and plain.watch.wandb is None
+    assert RunWatch.from_dict(msg.watch.to_dict()) == msg.watch  # kept across an agent restart
+
+
+def test_the_guard_finds_an_offline_process_unless_its_experiment_allows_it(tmp_path):
+    import os
+    import subprocess
+
+    from trainwarden.agent import procfs
+    from trainwarden.agent.health import ProcessHealth
+
+    proc = subprocess.Popen(["sleep", "30"], env={**os.environ, "WANDB_MODE": "offline", "WANDB_PROJECT": "p"})
+    try:
+        found = {}
+        for allow in (False, True):
+            health = ProcessHealth(RunWatch(run="r", log=tmp_path / "l", pid=proc.pid, allow_offline_wandb=allow))
+            procs = procfs.snapshot()
+            health.sample(procs, 1.0)
+            found[allow] = health.guard(procs)
+            assert health.wandb_env == ["WANDB_MODE", "WANDB_PROJECT"]  # it still uses W&B (offline)
+        assert found[False] is not None and found[False].variable == "WANDB_MODE=offline"
+        assert found[True] is None
+    finally:
+        proc.kill()
+        proc.wait()
