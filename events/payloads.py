@@ -22,6 +22,15 @@ class WandbNames(TypedDict):
     entity: str | None
 
 
+class ForcedLaunch(TypedDict):
+    """A launch that a plan held back, started anyway with --force: who, when, and what it overrode."""
+
+    by: str  # the local user (CLI) or the Slack user (/launch ... --force)
+    at: float
+    plan: str
+    overrode: str  # the plan's refusal, as it would have been said
+
+
 class RunLaunchedData(TypedDict, total=False):
     """Local launches (`trainwarden launch RUN -- CMD`) write the first group; launches of an
     experiment from servers.yaml (CLI, plan, /launch, resume) the rest as well."""
@@ -54,6 +63,7 @@ class RunLaunchedData(TypedDict, total=False):
     plan: str  # the plan that launched it
     requested_by: str  # the Slack user who asked for it (/launch)
     owner: str | None  # the experiment's `owner` (a Slack user id)
+    forced: ForcedLaunch  # launched outside the plan that held it back (--force)
 
 
 class RunWatchedData(TypedDict):
