@@ -61,3 +61,37 @@ def test_launch_of_an_experiment_a_running_plan_holds_back_is_refused_then_force
         assert launched.data["forced"]["by"] == getpass.getuser() and launched.data["forced"]["plan"] == "p2"
     finally:
         stop_process(runner)
+
+
+def test_the_docs_four_experiment_plan_runs_in_order_through_the_cli(remote_settings, store, tmp_path):
+    """docs/remote.md "Plans", typed as it says: exp1 -> exp2 -> (exp3 || exp4), with the worker up."""
+    fast = {"FINISH_AT": "6", "STEP_S": "0.1"}
+    add_experiment(tmp_path, "exp1", gpus=1, env=fast)
+    add_experiment(tmp_path, "exp2", gpus=1, env=fast, depends_on=["exp1"])
+    for name in ("exp3", "exp4"):  # each finishes only once both started: they ran at once
+        add_experiment(tmp_path, name, gpus=1, env={**fast, "BARRIER": "exp3,exp4"}, depends_on=["exp2"])
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("name: sweep1\nexperiments: [exp1, exp2, exp3, exp4]\nmax_parallel: 4\n")
+    checked = cli(remote_settings, "config", "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    worker = spawn(remote_settings, tmp_path / "worker.log", "worker")
+    try:
+        out = cli(remote_settings, "plan", "run", str(plan), env=KEY)
+    finally:
+        stop_process(worker)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "] exp1: launched on gpu1 GPUs [0]" in out.stdout
+    assert "plan sweep1 done: exp1=finished, exp2=finished, exp3=finished, exp4=finished" in out.stdout
+    names = ("exp1", "exp2", "exp3", "exp4")
+    launched = {n: events_of(store, n, t.RUN_LAUNCHED) for n in names}
+    assert all(len(v) == 1 for v in launched.values())
+    started = {n: v[0] for n, v in launched.items()}
+    ended = {n: events_of(store, n, t.RUN_FINISHED)[0] for n in names}
+    assert ended["exp1"].ts <= started["exp2"].ts
+    assert ended["exp2"].ts <= min(started["exp3"].ts, started["exp4"].ts)
+    assert {tuple(started["exp3"].data["gpus"]), tuple(started["exp4"].data["gpus"])} == {(0,), (1,)}
+    status = cli(remote_settings, "plan", "status", str(plan))
+    assert status.stdout.splitlines()[0] == "plan sweep1: finished"
+    assert "  exp4                     finished   (after exp2)" in status.stdout.splitlines()
+    # the plan ended with exp3 launched by it: a launch of exp3 now is the user's own, not held back
+    assert "waits for" not in cli(remote_settings, "launch", "exp3", "--check-s", "0", env=KEY).stderr
