@@ -19,4 +19,8 @@ class FleetLauncher:
     def held(self, experiment: str) -> str | None:
         """Asked before the reply to /launch, so a plan's refusal comes back to the user who asked."""
         hold = self.launcher.plan_hold(experiment)
-        return plan_refusal(hold, f"/launch {experiment} --force") if hold else None
+        if hold is None:
+            return None
+        text = plan_refusal(hold, f"/launch {experiment} --force")
+        self.launcher.refuse_held(hold, text)
+        return text

@@ -124,19 +124,20 @@ class RemoteLauncher:
     ) -> Event:
         """Launch `name`; returns the `run.launched` event. Raises LaunchError subclasses on refusal.
 
-        A plan runner passes its plan in `extra`; that plan does not hold back its own launches.
+        A plan runner passes its plan in `extra`; that plan does not hold back its own launches, nor
+        does any plan hold back an automatic resume (attempt > 1: its first launch was let through).
         `force` launches what a plan holds back, recorded as `forced` (`by` whom) in the launch."""
         experiment = self.experiment(name)
         server = self.fleet.server_of(experiment)
         gpus = self.gpu_ids(experiment, gpu_ids)
         extra = dict(extra or {})
-        hold = self.plan_hold(name, launching=extra.get("plan"))
+        hold = self.plan_hold(name, launching=extra.get("plan")) if attempt == 1 else None
         if hold is not None:
             from trainwarden.bot.launch_messages import plan_held, plan_refusal
 
             if not force:
                 text = plan_refusal(hold, f"trainwarden launch {name} --force")
-                self._refuse(experiment, server, "plan", text)
+                self.refuse_held(hold, text)
                 raise PlanHeld(text, run=name, hold=hold)
             forced: ForcedLaunch = {"by": by or "unknown", "at": time.time(), "plan": hold.plan,
                                     "overrode": plan_held(hold)}  # fmt: skip
@@ -173,6 +174,11 @@ class RemoteLauncher:
         parents = plans[plan].depends_on.get(name, [])
         runs = {p: fold(e for _, e in self.store.iter_run(p) if not isinstance(e, Malformed)) for p in parents}
         return plan_hold(name, plan, plans[plan], runs)
+
+    def refuse_held(self, hold: PlanHold, text: str) -> None:
+        """Record `launch.refused` (check `plan`) with the refusal as it was said."""
+        experiment = self.experiment(hold.experiment)
+        self._refuse(experiment, self.fleet.server_of(experiment), "plan", text)
 
     def first_seconds(self, launched: Event, *, within_s: float) -> EarlyExit | None:
         """Wait up to `within_s` on the server for the run's exit file; an exit then is recorded

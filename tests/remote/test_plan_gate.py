@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.ssh, pytest.mark.
 
 def make(pool, store, gpu_server, first_env):
     fast = {"FINISH_AT": "4", "STEP_S": "0.05"}
-    exps = [experiment("e1", env=first_env), experiment("e2", env=fast, depends_on=("e1",)),
+    exps = [experiment("e1", env=first_env),
+            experiment("e2", env=fast, depends_on=("e1",), resume_command=("python", "train.py"), max_restarts=1),
             experiment("e3", env=fast, depends_on=("e2",))]  # fmt: skip
     fleet = Fleet(servers={"gpu1": gpu_server.server}, experiments={e.name: e for e in exps})
     launcher = RemoteLauncher(shell=pool, store=store, fleet=fleet, host="ctl",
@@ -56,6 +57,9 @@ def test_a_child_waiting_for_a_running_parent_is_refused_and_force_is_recorded(p
     forced = launched.data["forced"]
     assert (forced["by"], forced["plan"]) == ("alice", "p1") and before <= forced["at"] <= time.time()
     assert forced["overrode"] == f"e2 waits for e1 in plan p1 (e1 is running since {since})"
+    assert launcher.first_seconds(launched, within_s=10).code == 0  # it ended (run.finished recorded)
+    resumed = launcher.launch("e2", resume=True, attempt=2)  # a worker's resume of it is not held back again
+    assert "forced" not in resumed.data and events_of(store, "e2", t.RUN_FINISHED)[0].data["exit_code"] == 0
 
 
 def test_a_child_of_a_failed_parent_is_blocked_and_slack_is_told(
@@ -73,6 +77,10 @@ def test_a_child_of_a_failed_parent_is_blocked_and_slack_is_told(
                         "e1 failed; fix e1 and run the plan again, or `/launch e2 --force` to launch outside the "
                         "plan."}  # fmt: skip
         assert events_of(store, "e2", t.RUN_LAUNCHED) == []
+        (said,) = events_of(store, "e2", t.LAUNCH_REFUSED)
+        assert said.data["check"] == "plan" and said.data["reason"].endswith(
+            "`/launch e2 --force` to launch outside the plan"
+        )
         _, body = command(bot, slack_api, "launch", "e2 --force")
         assert body["text"] == "Launching e2 on gpu1; the outcome goes to the run's thread."
         (launched,) = wait_for(lambda: events_of(store, "e2", t.RUN_LAUNCHED), what="e2 launched")
