@@ -136,7 +136,7 @@ def launch_remote(args: argparse.Namespace, settings: Settings) -> int:
     """`launch EXP`: a plan that holds EXP back refuses it (unless --force); then its first seconds."""
     launcher = cli_remote.experiment_launcher(settings)
     event = launcher.launch(args.run, gpu_ids=cli_remote.gpus_arg(args.gpus), resume=args.resume,
-                            preflight=not args.no_preflight, force=args.force, by=getpass.getuser())  # fmt: skip
+                            preflight=not args.no_preflight, force=args.force, by=local_user())  # fmt: skip
     d = cast(RunLaunchedData, event.data)
     if forced := d.get("forced"):
         print(f"--force: launching outside plan {forced['plan']}, which holds it back: {forced['overrode']}")
@@ -148,6 +148,14 @@ def launch_remote(args: argparse.Namespace, settings: Settings) -> int:
 
     return first_seconds_said(args.run, early, event, wiring.store(settings), log=f"{d['server']}:{d['log_path']}",
                               going=going)  # fmt: skip
+
+
+def local_user() -> str:
+    """Who forced a launch from this shell (recorded with it); getuser fails without $USER and a passwd entry."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
 
 
 def first_seconds_said(
