@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from trainwarden.bot.launch_messages import plan_refusal
 from trainwarden.events.envelope import Event
 from trainwarden.remote.launch import RemoteLauncher
+from trainwarden.remote.plan_gate import plan_refusal
 
 
 class FleetLauncher:

@@ -29,7 +29,7 @@ from trainwarden.remote.first_seconds import EarlyExit, parse_watch, watch_snipp
 from trainwarden.remote.fleet import Experiment, Fleet, Server
 from trainwarden.remote.liveness import Ended, ended_event
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
-from trainwarden.remote.plan_gate import PlanHold, governing, plan_hold
+from trainwarden.remote.plan_gate import PlanHold, governing, plan_held, plan_hold, plan_refusal
 from trainwarden.remote.preflight import CheckResult, preflight_checks, run_checks
 from trainwarden.remote.runscript import (
     RunPaths,
@@ -133,8 +133,6 @@ class RemoteLauncher:
         extra = dict(extra or {})
         hold = self.plan_hold(name, launching=extra.get("plan")) if attempt == 1 else None
         if hold is not None:
-            from trainwarden.bot.launch_messages import plan_held, plan_refusal
-
             if not force:
                 text = plan_refusal(hold, f"trainwarden launch {name} --force")
                 self.refuse_held(hold, text)

@@ -1,15 +1,17 @@
-"""Does a plan hold an experiment back? Every launch outside a plan runner (CLI, /launch) asks first.
+"""Does a plan hold an experiment back, and how is that said? Every launch outside a plan runner
+(CLI, /launch) asks first. Pure.
 
-Pure. The plan that governs an experiment is the newest started plan that lists it, so a plan run
-again after a fix supersedes the old one's blocks. In it, an experiment the plan has not launched
-yet is held while a parent has not finished (it waits), and for good once a parent failed, was
-stopped, blocked or refused (it is blocked). An experiment the plan launched or ended is not held.
-A parent's state comes from its own run log when that is newer than the plan's record (the plan
+The plan that governs an experiment is the newest started plan that lists it, so a plan run again
+after a fix supersedes the old one's blocks. In it, an experiment the plan has not launched yet is
+held while a parent has not finished (it waits), and for good once a parent failed, was stopped,
+blocked or refused (it is blocked). An experiment the plan launched or ended is not held. A
+parent's state comes from its own run log when that is newer than the plan's record (the plan
 runner may not be running to record that it ended).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -73,3 +75,28 @@ def plan_hold(experiment: str, plan: str, state: PlanState, runs: Mapping[str, R
             detail = str(state.steps.get(parent, {}).get("reason", ""))
         return PlanHold(plan, experiment, parent, now, state.since.get(parent), detail)
     return None
+
+
+def clock(ts: float) -> str:
+    return time.strftime("%H:%M", time.localtime(ts))
+
+
+def plan_held(hold: PlanHold) -> str:
+    """The reason alone: "exp3 waits for exp2 in plan P (exp2 is running since 10:02)"."""
+    exp, parent, state = hold.experiment, hold.parent, hold.parent_state
+    if not hold.blocked:
+        since = f" since {clock(hold.since)}" if hold.since is not None else ""
+        return f"{exp} waits for {parent} in plan {hold.plan} ({parent} is {state}{since})"
+    what = {
+        "stopped": f"was stopped by {hold.detail}" if hold.detail else "was stopped",
+        "failed": "failed",
+        "blocked": f"is blocked too ({hold.detail})" if hold.detail else "is blocked too",
+        "refused": f"was refused at launch ({hold.detail})" if hold.detail else "was refused at launch",
+    }.get(state, state)
+    return f"{exp} is blocked in plan {hold.plan}: {parent} {what}"
+
+
+def plan_refusal(hold: PlanHold, force: str) -> str:
+    """The reason and the fix; `force` is the command that launches it anyway, in the caller's words."""
+    wait = "wait" if not hold.blocked else f"fix {hold.parent} and run the plan again"
+    return f"{plan_held(hold)}; {wait}, or `{force}` to launch outside the plan"

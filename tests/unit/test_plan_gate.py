@@ -2,12 +2,11 @@
 
 import time
 
-from trainwarden.bot.launch_messages import plan_refusal
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.projection import fold
 from trainwarden.remote.plan import fold_plan
-from trainwarden.remote.plan_gate import governing, plan_hold
+from trainwarden.remote.plan_gate import governing, plan_hold, plan_refusal
 
 EDGES = {"exp1": [], "exp2": ["exp1"], "exp3": ["exp2"], "exp4": ["exp2"]}
 
