@@ -424,7 +424,7 @@ class PreflightData(TypedDict):
 class LaunchRefusedData(TypedDict):
     experiment: str
     server: str
-    check: str  # the check that failed
+    check: str  # the check that failed: a preflight check, wandb_guard, or plan (a plan holds it back)
     reason: str
 
 

@@ -25,9 +25,10 @@ def watch_snippet(*, exit_file: str, pid_file: str, log: str, within_s: float) -
     `EXIT code started ended` (mtimes of the pid file the run script writes first and of the exit
     file, both by the server's clock) and the log's last lines."""
     e, p, lg = shlex.quote(exit_file), shlex.quote(pid_file), shlex.quote(log)
-    ticks = int(within_s / POLL_S)
+    now_ms = "$(( $(date +%s%N) / 1000000 ))"  # by the clock, not by counting polls: a busy server polls slower
     return (
-        f"i=0; while [ $i -lt {ticks} ] && ! [ -s {e} ]; do sleep {POLL_S}; i=$((i+1)); done\n"
+        f"end=$(( {now_ms} + {int(within_s * 1000)} ))\n"
+        f"while ! [ -s {e} ] && [ {now_ms} -lt $end ]; do sleep {POLL_S}; done\n"
         f"[ -s {e} ] || {{ echo RUNNING; exit 0; }}\n"
         f"echo EXIT $(cat {e}) $(date -r {p} +%s.%N 2>/dev/null || echo -) $(date -r {e} +%s.%N)\n"
         f"tail -n {TAIL_LINES} {lg} 2>/dev/null\n"
