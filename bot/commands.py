@@ -32,10 +32,14 @@ class Status:
     everything: bool = False  # `/status all`: ended runs too
 
 
+FORCE = "--force"
+
+
 @dataclass(frozen=True, slots=True)
 class Launch:
     experiment: str
     server: str | None
+    force: bool = False  # `--force`: launch although a plan holds it back (recorded in the launch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +108,12 @@ def parse(command: str, text: str) -> Command:
         return Status(run=None, everything=True)
     if command == "status" and len(words) <= 1:
         return Status(run=_name(words[0], usage) if words else None)
+    force = command == "launch" and FORCE in words
+    if force:
+        words = [w for w in words if w != FORCE]
     if command == "launch" and 1 <= len(words) <= 2:
-        return Launch(experiment=_name(words[0], usage), server=_name(words[1], usage) if len(words) == 2 else None)
+        server = _name(words[1], usage) if len(words) == 2 else None
+        return Launch(experiment=_name(words[0], usage), server=server, force=force)
     if command == "stop" and words:
         return Stop(run=_name(words[0], usage), reason=" ".join(words[1:]) or DEFAULT_STOP_REASON)
     if command == "snooze" and len(words) in (2, 3):

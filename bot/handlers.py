@@ -34,9 +34,13 @@ GUARD_SCAN_MAX = 100_000  # entries read back looking for a guarded stop's outco
 
 
 class Launcher(Protocol):
-    def launch(self, experiment: str, *, user: str) -> Event:
+    def launch(self, experiment: str, *, user: str, force: bool = False) -> Event:
         """Start the experiment on its server (records `run.launched` with `requested_by`); raises a
         TrainwardenError saying why not."""
+        ...
+
+    def held(self, experiment: str) -> str | None:
+        """Why a plan holds the experiment back, with the fix in /launch's words; None if none does."""
         ...
 
 
@@ -96,10 +100,12 @@ class Handlers:
         exp = fleet.experiments[commands.check_name("experiment", cmd.experiment, fleet.experiments)]
         if cmd.server is not None and commands.check_name("server", cmd.server, fleet.servers) != exp.server:
             raise BadInput(replies.refused(replies.wrong_server(exp.name, exp.server, cmd.server)))
+        if not cmd.force and (held := launcher.held(exp.name)):
+            return Reply(replies.refused(held))
 
         def perform() -> None:
             try:
-                launcher.launch(exp.name, user=user)
+                launcher.launch(exp.name, user=user, force=cmd.force)
             except TrainwardenError as exc:
                 log.warning("launch of %s failed: %s", exp.name, exc)
                 error = redact_text(str(exc))

@@ -1,15 +1,26 @@
-"""/launch through the remote launcher (W&B guard, preflight, SSH, tmux on the experiment's server)."""
+"""/launch through the remote launcher (plans, W&B guard, preflight, SSH, tmux on the experiment's server)."""
 
 from __future__ import annotations
 
 from trainwarden.events.envelope import Event
 from trainwarden.remote.launch import RemoteLauncher
+from trainwarden.remote.plan_gate import plan_refusal
 
 
 class FleetLauncher:
     def __init__(self, launcher: RemoteLauncher) -> None:
         self.launcher = launcher
 
-    def launch(self, experiment: str, *, user: str) -> Event:
-        """`run.launched` carries `requested_by`, so the notifier announces it in the run's thread."""
-        return self.launcher.launch(experiment, extra={"requested_by": user})
+    def launch(self, experiment: str, *, user: str, force: bool = False) -> Event:
+        """`run.launched` carries `requested_by`, so the notifier announces it in the run's thread;
+        `force` launches what a plan holds back, recorded as `forced` by that user."""
+        return self.launcher.launch(experiment, extra={"requested_by": user}, force=force, by=user)
+
+    def held(self, experiment: str) -> str | None:
+        """Asked before the reply to /launch, so a plan's refusal comes back to the user who asked."""
+        hold = self.launcher.plan_hold(experiment)
+        if hold is None:
+            return None
+        text = plan_refusal(hold, f"/launch {experiment} --force")
+        self.launcher.refuse_held(hold, text)
+        return text

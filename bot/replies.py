@@ -43,7 +43,7 @@ def control_chars() -> str:
 def usage(command: str) -> str:
     return {
         "status": "Usage: /status [RUN | all]",
-        "launch": "Usage: /launch EXPERIMENT [SERVER]",
+        "launch": "Usage: /launch EXPERIMENT [SERVER] [--force]",
         "stop": "Usage: /stop RUN [REASON]",
         "snooze": "Usage: /snooze RUN [RULE] DURATION (like 30m, 1h30m, 2d)",
     }.get(command, f"Unknown command {command}")

@@ -30,6 +30,15 @@ class ResumedAfterData(TypedDict):
     rule: str | None  # the critical anomaly open when it failed (a log rule: OOM, NCCL timeout, ...)
 
 
+class ForcedLaunch(TypedDict):
+    """A launch that a plan held back, started anyway with --force: who, when, and what it overrode."""
+
+    by: str  # the local user (CLI) or the Slack user (/launch ... --force)
+    at: float
+    plan: str
+    overrode: str  # the plan's refusal, as it would have been said
+
+
 class RunLaunchedData(TypedDict, total=False):
     """Local launches (`trainwarden launch RUN -- CMD`) write the first group; launches of an
     experiment from servers.yaml (CLI, plan, /launch, resume) the rest as well."""
@@ -66,6 +75,7 @@ class RunLaunchedData(TypedDict, total=False):
     owner: str | None  # the experiment's `owner` (a Slack user id)
     checkpoint: str  # a resume: the checkpoint file its resume_command was given
     resumed_after: ResumedAfterData  # an automatic resume: the failure it follows
+    forced: ForcedLaunch  # launched outside the plan that held it back (--force)
 
 
 class RunWatchedData(TypedDict):
@@ -428,7 +438,7 @@ class PreflightData(TypedDict):
 class LaunchRefusedData(TypedDict):
     experiment: str
     server: str
-    check: str  # the check that failed
+    check: str  # the check that failed: a preflight check, wandb_guard, or plan (a plan holds it back)
     reason: str
 
 

@@ -4,7 +4,8 @@ TrainwardenError (trainwarden.errors)
 └── RemoteError                 launching, stopping and reaching runs on servers
     ├── LaunchError             a run could not be started (names the run and the cause)
     │   ├── PreflightFailed     a preflight check failed (says the fix)
-    │   └── WandbGuardRefused   the run would log to W&B offline or not at all
+    │   ├── WandbGuardRefused   the run would log to W&B offline or not at all
+    │   └── PlanHeld            a plan holds the experiment back (a parent has not finished)
     ├── StopError               the run controller could not even attempt a stop
     ├── WandbUnreachable        `collect` could not ask W&B for final metrics (no key, no network, no such run)
     └── SshError                talking to a server over SSH failed
@@ -16,7 +17,12 @@ TrainwardenError (trainwarden.errors)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trainwarden.errors import TrainwardenError
+
+if TYPE_CHECKING:
+    from trainwarden.remote.plan_gate import PlanHold
 
 
 class RemoteError(TrainwardenError):
@@ -33,6 +39,14 @@ class PreflightFailed(LaunchError):
 
 class WandbGuardRefused(LaunchError):
     """The experiment would run with W&B offline or disabled (an offline run is invalid)."""
+
+
+class PlanHeld(LaunchError):
+    """A plan holds the experiment back; `hold` says which plan and parent (remote/plan_gate.py)."""
+
+    def __init__(self, message: str, *, run: str, hold: PlanHold) -> None:
+        super().__init__(message, run=run)
+        self.hold = hold
 
 
 class StopError(RemoteError):

@@ -1,26 +1,35 @@
-"""Launch an experiment on its server (the seed's Steps 1-3): guard, preflight, write, start, record.
+"""Launch an experiment on its server (the seed's Steps 1-3): plan, guard, preflight, write, start, record.
 
+0. Plans: an experiment a plan holds back (a parent not finished) is refused unless forced (plan_gate.py).
 1. W&B guard: an experiment that would log offline/disabled is refused (unless it opts out).
 2. Preflight: every check recorded as a `preflight` event; a failure refuses the launch.
 3. Write the run dir over SFTP: `run.sh` (generated, quoted), `env` (0600, secrets only).
 4. Start `bash run.sh` in a detached tmux session `train-<run>`; wait for its pid.
 5. Record `run.launched` and `run.started`; tell the server's agent to watch the log.
+6. (`first_seconds`, the CLI) wait the first seconds for a command that fails at once.
 """
 
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import date
-from typing import Any
+from typing import Any, cast
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
-from trainwarden.events.payloads import LaunchRefusedData, PreflightData, RunLaunchedData, RunStartedData
-from trainwarden.events.redact import env_secrets, known_secrets, redact
-from trainwarden.events.store import EventStore
-from trainwarden.remote.errors import LaunchError, PreflightFailed, WandbGuardRefused
+from trainwarden.events.payloads import ForcedLaunch, LaunchRefusedData, PreflightData, RunLaunchedData, RunStartedData
+from trainwarden.events.projection import fold
+from trainwarden.events.redact import env_secrets, known_secrets, redact, redact_text
+from trainwarden.events.store import EventStore, Malformed
+from trainwarden.remote.errors import LaunchError, PlanHeld, PreflightFailed, WandbGuardRefused
+from trainwarden.remote.first_seconds import EarlyExit, parse_watch, watch_snippet
 from trainwarden.remote.fleet import Experiment, Fleet, Server
+from trainwarden.remote.liveness import Ended, ended_event
+from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
+from trainwarden.remote.plan_gate import PlanHold, governing, plan_held, plan_hold, plan_refusal
 from trainwarden.remote.preflight import CheckResult, preflight_checks, run_checks, wandb_guard_result
 from trainwarden.remote.runscript import (
     RunPaths,
@@ -117,11 +126,27 @@ class RemoteLauncher:
         attempt: int = 1,
         preflight: bool = True,
         extra: Mapping[str, Any] | None = None,
+        force: bool = False,
+        by: str = "",
     ) -> Event:
-        """Launch `name`; returns the `run.launched` event. Raises LaunchError subclasses on refusal."""
+        """Launch `name`; returns the `run.launched` event. Raises LaunchError subclasses on refusal.
+
+        A plan runner passes its plan in `extra`; that plan does not hold back its own launches, nor
+        does any plan hold back an automatic resume (attempt > 1: its first launch was let through).
+        `force` launches what a plan holds back, recorded as `forced` (`by` whom) in the launch."""
         experiment = self.experiment(name)
         server = self.fleet.server_of(experiment)
         gpus = self.gpu_ids(experiment, gpu_ids)
+        extra = dict(extra or {})
+        hold = self.plan_hold(name, launching=extra.get("plan")) if attempt == 1 else None
+        if hold is not None:
+            if not force:
+                text = plan_refusal(hold, f"trainwarden launch {name} --force")
+                self.refuse_held(hold, text)
+                raise PlanHeld(text, run=name, hold=hold)
+            forced: ForcedLaunch = {"by": by or "unknown", "at": time.time(), "plan": hold.plan,
+                                    "overrode": plan_held(hold)}  # fmt: skip
+            extra["forced"] = forced
         guard = wandb_guard_result(experiment)  # the same check preflight reports, before touching the server
         if not guard.ok:
             self._refuse(experiment, server, guard.name, f"{guard.detail}. Fix: {guard.remedy}")
@@ -135,7 +160,43 @@ class RemoteLauncher:
         command, checkpoint = self._command(experiment, server, resume)
         said = {"checkpoint": checkpoint} if checkpoint else {}
         return self._start(experiment, server, gpus, command, attempt=attempt, resume=resume,
-                           extra={**(extra or {}), **said})  # fmt: skip
+                           extra={**extra, **said})  # fmt: skip
+
+    def plan_hold(self, name: str, *, launching: str | None = None) -> PlanHold | None:
+        """Why the newest plan that lists `name` holds it back now (None: it does not, or that plan is
+        `launching` it itself)."""
+        plans = {
+            run[len(PLAN_PREFIX) :]: fold_plan(e for _, e in self.store.iter_run(run) if isinstance(e, Event))
+            for run, _ in self.store.runs()
+            if run.startswith(PLAN_PREFIX)
+        }
+        plan = governing(name, plans)
+        if plan is None or plan == launching:
+            return None
+        parents = plans[plan].depends_on.get(name, [])
+        runs = {p: fold(e for _, e in self.store.iter_run(p) if not isinstance(e, Malformed)) for p in parents}
+        return plan_hold(name, plan, plans[plan], runs)
+
+    def refuse_held(self, hold: PlanHold, text: str) -> None:
+        """Record `launch.refused` (check `plan`) with the refusal as it was said."""
+        experiment = self.experiment(hold.experiment)
+        self._refuse(experiment, self.fleet.server_of(experiment), "plan", text)
+
+    def first_seconds(self, launched: Event, *, within_s: float) -> EarlyExit | None:
+        """Wait up to `within_s` on the server for the run's exit file; an exit then is recorded
+        (`run.failed` / `run.finished`, the id the agent would use, so once) and returned."""
+        data = cast(RunLaunchedData, launched.data)
+        server = self.fleet.servers[data["server"]]
+        pid_file = run_paths(server, launched.run).pid_file
+        snippet = watch_snippet(exit_file=data["exit_file"], pid_file=pid_file, log=data["log_path"],
+                                within_s=within_s)  # fmt: skip
+        early = parse_watch(self.shell.run(server, snippet, timeout=within_s + 30).stdout)
+        if early is not None:
+            secrets = [*known_secrets(), *env_secrets(self.secrets)]
+            early = replace(early, tail=tuple(redact_text(line, secrets) for line in early.tail))
+            ended = Ended(exit_code=early.code, log_tail=early.tail)
+            self.store.append_one(ended_event(launched.run, data, launched.seq, ended, host=self.host, now=time.time()))
+        return early
 
     def _refuse(self, experiment: Experiment, server: Server, check: str, reason: str) -> None:
         refused: LaunchRefusedData = {"experiment": experiment.name, "server": server.name, "check": check,

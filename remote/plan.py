@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import RUN_NAME_RE, Event
-from trainwarden.events.payloads import PlanStepData
+from trainwarden.events.payloads import PlanStartedData, PlanStepData
 from trainwarden.events.projection import RunState
 from trainwarden.events.yamlfile import Context, Reader, compose, empty_mapping, read_text
 from trainwarden.remote.fleet import Fleet
@@ -76,6 +76,9 @@ class PlanState:
     started: bool = False
     finished: bool = False
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)  # experiment -> latest plan.step data
+    since: dict[str, float] = field(default_factory=dict)  # experiment -> when its latest plan.step was recorded
+    started_at: float | None = None  # the latest plan.started: the newest plan governs an experiment (plan_gate.py)
+    depends_on: dict[str, list[str]] = field(default_factory=dict)  # as the plan ran it (plan.started)
 
     def state_of(self, experiment: str) -> str:
         return self.steps.get(experiment, {}).get("state", "pending")
@@ -86,8 +89,15 @@ def fold_plan(events: Iterable[Event]) -> PlanState:
     for e in events:
         if e.type == t.PLAN_STARTED:
             state.started = True
+            state.started_at = e.ts
+            started = cast(PlanStartedData, e.data)
+            state.depends_on = {
+                n: list(started.get("depends_on", {}).get(n, [])) for n in started.get("experiments", [])
+            }
         elif e.type == t.PLAN_STEP:
-            state.steps[cast(PlanStepData, e.data)["experiment"]] = dict(e.data)
+            name = cast(PlanStepData, e.data)["experiment"]
+            state.steps[name] = dict(e.data)
+            state.since[name] = e.ts
         elif e.type == t.PLAN_FINISHED:
             state.finished = True
     return state

@@ -12,7 +12,7 @@ from trainwarden import wiring, writable
 from trainwarden.errors import ConfigError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
-from trainwarden.events.payloads import CheckpointDeletedData, CheckpointSavedData, RunLaunchedData
+from trainwarden.events.payloads import CheckpointDeletedData, CheckpointSavedData
 from trainwarden.events.projection import fold
 from trainwarden.events.store import Malformed
 from trainwarden.extras import require
@@ -21,9 +21,10 @@ from trainwarden.signals import stop_on_signals
 
 if TYPE_CHECKING:  # remote/ needs asyncssh (the `server` extra): imported by the commands that use it
     from trainwarden.remote.fleet import Fleet
+    from trainwarden.remote.launch import RemoteLauncher
 
 
-def _gpus(text: str | None) -> tuple[int, ...] | None:
+def gpus_arg(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
     try:
@@ -57,7 +58,7 @@ def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:
     assert fleet is not None
     launcher = wiring.remote_launcher(settings, fleet)
     experiment = launcher.experiment(args.experiment)
-    gpus = launcher.gpu_ids(experiment, _gpus(args.gpus))
+    gpus = launcher.gpu_ids(experiment, gpus_arg(args.gpus))
     results = launcher.preflight(experiment, gpus)
     for r in results:
         said = "ok  " if r.ok else "skip" if r.skipped else "FAIL"
@@ -69,16 +70,10 @@ def cmd_preflight(args: argparse.Namespace, settings: Settings) -> int:
     return 1 if failed else 0
 
 
-def launch_experiment(args: argparse.Namespace, settings: Settings) -> int:
+def experiment_launcher(settings: Settings) -> RemoteLauncher:
     fleet = wiring.fleet(settings, required=True)
     assert fleet is not None
-    launched = wiring.remote_launcher(settings, fleet).launch(
-        args.run, gpu_ids=_gpus(args.gpus), resume=args.resume, preflight=not args.no_preflight
-    )
-    d = cast(RunLaunchedData, launched.data)
-    print(f"launched {args.run} on {d['server']} GPUs {d['gpus']} in tmux session {d['session']} (pid {d['pid']})")
-    print(f"log: {d['server']}:{d['log_path']}")
-    return 0
+    return wiring.remote_launcher(settings, fleet)
 
 
 def _plan(args: argparse.Namespace, settings: Settings) -> tuple[Fleet, Any]:
@@ -229,3 +224,5 @@ def launch_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--gpus", help="remote: GPU indices, e.g. 0,1 (default: the experiment's or the first free)")
     s.add_argument("--resume", action="store_true", help="remote: use the experiment's resume_command")
     s.add_argument("--no-preflight", action="store_true", help="remote: skip the preflight checks")
+    s.add_argument("--force", action="store_true", help="remote: launch although a plan holds the experiment back "
+                   "(a parent has not finished); recorded in the launch with who and what it overrode")  # fmt: skip

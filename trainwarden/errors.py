@@ -44,7 +44,8 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     ├── RemoteError                  (remote.errors) launching, stopping and reaching runs on servers
     │   ├── LaunchError              a run could not be started (names the run and the cause)
     │   │   ├── PreflightFailed      a preflight check failed (says the fix)
-    │   │   └── WandbGuardRefused    the run would log to W&B offline or not at all
+    │   │   ├── WandbGuardRefused    the run would log to W&B offline or not at all
+    │   │   └── PlanHeld             a plan holds the experiment back (a parent has not finished)
     │   ├── StopError                the run controller could not even attempt a stop
     │   ├── WandbUnreachable         `collect` could not ask W&B for final metrics (no key, no network, no run)
     │   └── SshError                 talking to a server over SSH failed

@@ -8,14 +8,16 @@ before argparse sees it, so options are accepted anywhere before it and none is 
 from __future__ import annotations
 
 import argparse
+import getpass
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
 from trainwarden import cli_remote, wiring
 from trainwarden.agent.health import log_tail
-from trainwarden.bot.messages import exit_status
+from trainwarden.bot.launch_messages import failed_at_launch
 from trainwarden.errors import UsageError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
@@ -23,10 +25,8 @@ from trainwarden.events.payloads import RunLaunchedData, StopRequestedData
 from trainwarden.events.store import EventStore
 from trainwarden.events.words import said
 from trainwarden.extras import require
+from trainwarden.remote.first_seconds import TAIL_LINES, WINDOW_S, EarlyExit
 from trainwarden.settings import Settings
-
-CHECK_S = 3.0  # a command that fails at once (a typo, a missing file, an import error) ends well within this
-TAIL_LINES = 20
 
 
 def register(sub: Any) -> None:
@@ -44,9 +44,9 @@ def register(sub: Any) -> None:
     s.add_argument("--tmux-socket", help="tmux socket name (tmux -L)")
     s.add_argument("--stop-command", help="command that stops the run cleanly (split on spaces, no shell)")
     s.add_argument("--no-wandb", action="store_true", help="the run does not use W&B: no W&B rule applies to it")
-    s.add_argument("--check-s", type=float, default=CHECK_S, metavar="SECONDS",
-                   help=f"local: wait this long for a command that fails at once; it is then reported with its "
-                   f"exit status and the log's last lines, exit 1 (default {CHECK_S:g}; 0: do not wait)")  # fmt: skip
+    s.add_argument("--check-s", type=float, default=WINDOW_S, metavar="SECONDS",
+                   help=f"wait this long for a command that fails at once; it is then reported with its "
+                   f"exit status and the log's last lines, exit 1 (default {WINDOW_S:g}; 0: do not wait)")  # fmt: skip
     s.add_argument("stray", nargs="*", metavar="-- COMMAND", help="the training command and its arguments, after --")
     s.set_defaults(func=cmd_launch)
 
@@ -88,6 +88,7 @@ def subcommand(argv: list[str]) -> str | None:
 
 def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
     from trainwarden.remote.local_launch import LaunchSpec, early_exit, launch_local
+    from trainwarden.remote.wrapper import EXIT_SUFFIX
 
     if args.stray:  # words before `--` that are no option of launch: a command without `--`, or a typo
         given = shlex.join(args.stray)
@@ -102,7 +103,7 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
                 "(`launch EXP` alone launches an experiment on its server: set servers_file in the settings)"
             )
         require("launch", "asyncssh")
-        return cli_remote.launch_experiment(args, settings)
+        return launch_remote(args, settings)
     workdir = Path(args.workdir).resolve()
     spec = LaunchSpec(
         run=args.run,
@@ -117,21 +118,62 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
     event = launch_local(spec, store=store, host=settings.host)
     launched = cast(RunLaunchedData, event.data)
     code = early_exit(spec, within_s=max(0.0, args.check_s))
-    if code is None:
+    early = None
+    if code is not None:
+        exit_file = Path(f"{spec.log_path}{EXIT_SUFFIX}")
+        after = exit_file.stat().st_mtime - event.ts if exit_file.exists() else None
+        early = EarlyExit(code=code, after_s=after, tail=tuple(log_tail(spec.log_path, TAIL_LINES)))
+
+    def going() -> None:
         print(f"launched {args.run} in tmux session {launched['session']}; log: {launched['log_path']}")
         print(f"this host's agent follows it: `trainwarden check {args.run}` for its state, "
               f"`trainwarden stop {args.run}` to stop it")  # fmt: skip
+
+    return first_seconds_said(args.run, early, event, store, log=launched["log_path"], going=going)
+
+
+def launch_remote(args: argparse.Namespace, settings: Settings) -> int:
+    """`launch EXP`: a plan that holds EXP back refuses it (unless --force); then its first seconds."""
+    launcher = cli_remote.experiment_launcher(settings)
+    event = launcher.launch(args.run, gpu_ids=cli_remote.gpus_arg(args.gpus), resume=args.resume,
+                            preflight=not args.no_preflight, force=args.force, by=local_user())  # fmt: skip
+    d = cast(RunLaunchedData, event.data)
+    if forced := d.get("forced"):
+        print(f"--force: launching outside plan {forced['plan']}, which holds it back: {forced['overrode']}")
+    early = launcher.first_seconds(event, within_s=args.check_s) if args.check_s > 0 else None
+
+    def going() -> None:
+        print(f"launched {args.run} on {d['server']} GPUs {d['gpus']} in tmux session {d['session']} (pid {d['pid']})")
+        print(f"log: {d['server']}:{d['log_path']}")
+
+    return first_seconds_said(args.run, early, event, wiring.store(settings), log=f"{d['server']}:{d['log_path']}",
+                              going=going)  # fmt: skip
+
+
+def local_user() -> str:
+    """Who forced a launch from this shell (recorded with it); getuser fails without $USER and a passwd entry."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def first_seconds_said(
+    run: str, early: EarlyExit | None, event: Event, store: EventStore, *, log: str, going: Callable[[], None]
+) -> int:
+    """The outcome of a launch's first seconds, the same for local and remote launches."""
+    if early is None:
+        going()
         return 0
-    if code == 0:
-        print(f"{args.run} ran and finished at once (exit status 0); log: {launched['log_path']}")
+    if early.code == 0:
+        print(f"{run} ran and finished at once (exit status 0); log: {log}")
         return 0
-    if stopped := stop_asked(store, args.run, after=event.ts):  # a NaN at step 3: the watchdog, not a failure
-        print(f"trainwarden: {args.run} started, and was stopped at once: {stopped}; "
-              f"`trainwarden check {args.run}` says why", file=sys.stderr)  # fmt: skip
+    if stopped := stop_asked(store, run, after=event.ts):  # a NaN at step 3: the watchdog, not a failure
+        print(f"trainwarden: {run} started, and was stopped at once: {stopped}; "
+              f"`trainwarden check {run}` says why", file=sys.stderr)  # fmt: skip
         return 1
-    tail = log_tail(spec.log_path, TAIL_LINES)
-    print(f"trainwarden: error: {args.run} failed at once: the training command {exit_status(code)}; "
-          f"log: {launched['log_path']}" + (", last lines:" if tail else " (empty)"), file=sys.stderr)  # fmt: skip
+    head, *tail = failed_at_launch(run, early, log)
+    print(f"trainwarden: error: {head}", file=sys.stderr)
     for line in tail:
-        print(f"  {line}", file=sys.stderr)
+        print(line, file=sys.stderr)
     return 1

@@ -175,7 +175,7 @@ def test_readme_launch_takes_options_before_the_command_and_reports_a_command_th
                       "--tmux-socket", tmux_socket, "--", sys.executable, "-c", failing)  # fmt: skip
     assert proc.returncode == 1, proc
     assert "launched" not in proc.stdout
-    assert "exp01 failed at once: the training command exited with code 3" in proc.stderr
+    assert "exp01 exited with code 3 within 1 s of launch; log: " in proc.stderr  # the same words as over SSH
     assert "  FileNotFoundError: data/train.bin" in proc.stderr  # the log's tail
     assert (tmp_path / "logs" / "exp01.log.exit").read_text().strip() == "3"
     assert [e.data["command"] for e in events_of(store, "exp01", t.RUN_LAUNCHED)] == [[sys.executable, "-c", failing]]
@@ -195,7 +195,7 @@ def test_readme_launch_takes_options_before_the_command_and_reports_a_command_th
 def test_a_run_the_watchdog_stops_within_the_check_is_said_stopped_not_failed(store, settings_file, tmp_path,
                                                                               tmux_socket):  # fmt: skip
     """A NaN at step 3 is stopped (Ctrl-C: exit 130) before launch's check is over: launch names the stop
-    and its rule, not "failed at once"."""
+    and its rule, not "exited with code 130"."""
     ended_by_ctrl_c = "import time; time.sleep(1.5); raise SystemExit(130)"
     proc = subprocess.Popen(cli_argv(settings_file, "launch", "exp05", "--workdir", str(tmp_path), "--tmux-socket",
                                      tmux_socket, "--check-s", "20", "--", sys.executable, "-c", ended_by_ctrl_c),
@@ -207,7 +207,7 @@ def test_a_run_the_watchdog_stops_within_the_check_is_said_stopped_not_failed(st
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, (out, err)
     assert "exp05 started, and was stopped at once: rule loss-nonfinite asked for it (loss=nan at step 3)" in err
-    assert "failed at once" not in err and "launched" not in out
+    assert "exited with code" not in err and "launched" not in out
 
 
 def test_launch_with_redis_down_starts_nothing(tmp_path, tmux_socket):

@@ -12,6 +12,8 @@ from trainwarden.bot.errors import BadInput
         ("status", "all", Status(run=None, everything=True)),
         ("launch", "exp01", Launch(experiment="exp01", server=None)),
         ("launch", "exp01 gpu2", Launch(experiment="exp01", server="gpu2")),
+        ("launch", "exp01 --force", Launch(experiment="exp01", server=None, force=True)),
+        ("launch", "--force exp01 gpu2", Launch(experiment="exp01", server="gpu2", force=True)),
         ("stop", "exp01", Stop(run="exp01", reason="stopped from Slack")),
         ("stop", "exp01  lr too high, see wandb", Stop(run="exp01", reason="lr too high, see wandb")),
         ("snooze", "exp01 2h", Snooze(run="exp01", rule=None, seconds=7200)),
