@@ -80,7 +80,8 @@ def test_preflight_and_launch_are_quiet_at_the_default_log_level(remote_settings
     assert len(checked.stdout.splitlines()) == 8  # 7 checks and the verdict
     launched = default_level("launch", "a")
     assert launched.returncode == 0, launched.stdout + launched.stderr
-    assert launched.stderr == "" and len(launched.stdout.splitlines()) == 2  # launched ...; log: ...
+    # "launched ...", "log: ...", or one line when the command ends within the first seconds (a finishes at once)
+    assert launched.stderr == "" and 1 <= len(launched.stdout.splitlines()) <= 2, launched.stdout
     debug = default_level("preflight", "a", level=("--log-level", "DEBUG"))
     assert "asyncssh" in debug.stderr  # still there when asked for
 
