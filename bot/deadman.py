@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import cast
 
 import redis
-from trainwarden.bot import messages
+from trainwarden.bot import watcher_messages
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
@@ -76,14 +76,14 @@ class Deadman:
             except redis.ResponseError:  # no group yet: no dispatcher ever ran
                 pending = {"pending": 0}
         if beat is None:  # give a dispatcher started alongside the bot time to report
-            return messages.no_dispatcher() if now - self.started > self.stall_s else None
+            return watcher_messages.no_dispatcher() if now - self.started > self.stall_s else None
         if now - max(float(beat), self.started) > self.stall_s:
-            return messages.dispatcher_silent(now - float(beat))
+            return watcher_messages.dispatcher_silent(now - float(beat))
         if pending["pending"]:
             oldest = pending["min"].decode() if isinstance(pending["min"], bytes) else pending["min"]
             waited = now - int(oldest.partition("-")[0]) / 1000
             if now - max(now - waited, self.started) > self.stall_s:
-                return messages.workers_behind(int(pending["pending"]), waited)
+                return watcher_messages.workers_behind(int(pending["pending"]), waited)
         return None
 
     def check(self) -> None:
@@ -99,7 +99,7 @@ class Deadman:
             self._stalled_since = now
         elif problem is None and self._stalled_since is not None:
             recovered: WatchdogRecoveredData = {
-                "detail": messages.progress_again(),
+                "detail": watcher_messages.progress_again(),
                 "stalled_s": now - self._stalled_since,
             }
             self._append(t.WATCHDOG_RECOVERED, recovered, now)

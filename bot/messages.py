@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import cast
 
+from trainwarden.bot import watcher_messages as watchers
 from trainwarden.events import payloads as p
 from trainwarden.events import reading
 from trainwarden.events import types as t
@@ -251,55 +252,6 @@ def launch_failed(event: Event) -> str:
             f"{said(d.get('error'), 'no error recorded')}")  # fmt: skip
 
 
-def watchdog_stalled(event: Event) -> str:
-    detail = cast(p.WatchdogStalledData, event.data).get("detail")
-    return f"TRAINWARDEN STALLED: {said(detail, 'no detail recorded')}. Runs are not being watched until it recovers."
-
-
-def watchdog_recovered(event: Event) -> str:
-    d = cast(p.WatchdogRecoveredData, event.data)
-    return (
-        f"TRAINWARDEN RECOVERED after {fmt_duration(d.get('stalled_s', 0))}: {said(d.get('detail'), 'working again')}."
-    )
-
-
-def component_silent(event: Event) -> str:
-    d = cast(p.ComponentSilentData, event.data)
-    error = f" Its last error: {d['last_error']}" if d.get("last_error") else ""
-    return (
-        f"SILENT: {daemon(d)} has sent no heartbeat for "
-        f"{fmt_duration(d.get('silent_s', 0))}; what it does is not being done (see `trainwarden health`).{error}"
-    )
-
-
-def component_recovered(event: Event) -> str:
-    d = cast(p.ComponentRecoveredData, event.data)
-    return f"BACK: {daemon(d)} sends heartbeats again after {fmt_duration(d.get('silent_s', 0))} of silence."
-
-
-def daemon(d: p.ComponentSilentData | p.ComponentRecoveredData) -> str:
-    """`the worker on gpu1 (pid 42)`, with what is known."""
-    host = f" on {d['host']}" if d.get("host") else ""
-    pid = f" (pid {d['pid']})" if d.get("pid") is not None else ""
-    return f"the {said(d.get('role'), 'daemon')}{host}{pid}"
-
-
-def no_dispatcher() -> str:
-    return "no dispatcher has reported (start `trainwarden dispatcher`)"
-
-
-def dispatcher_silent(seconds: float) -> str:
-    return f"the dispatcher has not reported for {fmt_duration(seconds)}"
-
-
-def workers_behind(pending: int, seconds: float) -> str:
-    return f"{pending} feed entries wait for the workers, the oldest for {fmt_duration(seconds)} (are workers running?)"
-
-
-def progress_again() -> str:
-    return "the dispatcher and the workers are making progress again"
-
-
 def notification_text(
     event: Event, *, evidence_path: str | None = None, evidence_problem: str | None = None, fault: str | None = None
 ) -> str | None:
@@ -337,13 +289,13 @@ def notification_text(
     elif event.type == t.LAUNCH_FAILED:
         text = launch_failed(event)
     elif event.type == t.WATCHDOG_STALLED:
-        text = watchdog_stalled(event)
+        text = watchers.watchdog_stalled(event)
     elif event.type == t.WATCHDOG_RECOVERED:
-        text = watchdog_recovered(event)
+        text = watchers.watchdog_recovered(event)
     elif event.type == t.COMPONENT_SILENT:
-        text = component_silent(event)
+        text = watchers.component_silent(event)
     elif event.type == t.COMPONENT_RECOVERED:
-        text = component_recovered(event)
+        text = watchers.component_recovered(event)
     return None if text is None else masked_head(text, NOTICE_MAX)
 
 
