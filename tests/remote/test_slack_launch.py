@@ -43,3 +43,17 @@ def test_a_refused_preflight_is_reported_not_launched(pool, store, gpu_server, r
         failed = posted(slack_api, "LAUNCH FAILED")
         assert "preflight failed: torch_gpus" in failed.text
     assert events_of(store, "exp01", t.RUN_LAUNCHED) == []
+
+
+def test_a_command_that_fails_in_its_first_seconds_is_said_failed_in_the_thread(
+    pool, store, gpu_server, redis_server, slack_api
+):
+    # no agent runs here: before, nothing recorded the exit and the thread said only LAUNCHED
+    remote = launcher(pool, store, gpu_server, experiment("retF", env={"FAIL_AT": "3", "STEP_S": "0.3"}))
+    with running_bot(redis_server.url, slack_api, fleet=remote.fleet, launcher=FleetLauncher(remote)) as bot:
+        command(bot, slack_api, "launch", "retF")
+        launched = posted(slack_api, "LAUNCHED")
+        (failed,) = wait_for(lambda: events_of(store, "retF", t.RUN_FAILED), timeout=30, what="run.failed")
+        assert failed.data["exit_code"] == 3 and failed.data["log_tail"][-1] == "step=3 loss=1.3333"
+        said = posted(slack_api, "FAILED")
+        assert said.thread_ts == launched.ts and "exit" in said.text
