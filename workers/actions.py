@@ -16,6 +16,7 @@ silent past the deadline gets a `stop.failed` of the worker's own, under the sam
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -320,7 +321,11 @@ def resume_run(ctx: WorkerContext, run: str, cp: Checkpoint, failure: Event, fai
         extra = {**{k: launch[k] for k in ("plan",) if k in launch}, "resumed_after": after}
         ctx.launcher.launch(experiment.name, gpu_ids=launch.get("gpus"), resume=True, attempt=attempt + 1, extra=extra)
     except LaunchError as exc:
-        return Refusal(f"relaunch refused: {exc.args[0]}", refusal_fix(exc, name))
+        fix = refusal_fix(exc, name)
+        said = exc.args[0]
+        if fix == WANDB_KEY_FIX:  # the preflight's own "(fix: run wandb login)" is a person's; this one is the worker's
+            said = re.sub(r" \(fix: [^)]*\)", "", said)
+        return Refusal(f"relaunch refused: {said}", fix)
     return None
 
 

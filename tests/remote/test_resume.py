@@ -182,4 +182,5 @@ def test_a_refused_resume_is_said_with_its_reason_and_fix(pool, store, gpu_serve
     )
     assert lines[0].endswith("Fix: export WANDB_API_KEY in the environment of `trainwarden up` (the worker launches "
                              "resumes).")  # fmt: skip
+    assert lines[0].count("ix: ") == 1, lines[0]  # one fix: the worker's, not also the preflight's "run wandb login"
     assert "FAILED exp01@" in console.getvalue()  # the failure itself is said before it
