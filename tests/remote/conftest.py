@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from trainwarden.remote.fleet import Experiment, Fleet, Server, WandbConfig
 from trainwarden.remote.launch import RemoteLauncher
 from trainwarden.remote.ssh import SshPool
@@ -162,3 +163,14 @@ def launcher(pool: SshPool, store, gpu_server: FakeGpuServer, *experiments: Expe
              key: str = "good-key-0123456789") -> RemoteLauncher:  # fmt: skip
     fleet = Fleet(servers={"gpu1": gpu_server.server}, experiments={e.name: e for e in experiments})
     return RemoteLauncher(shell=pool, store=store, fleet=fleet, host="ctl", secrets={"WANDB_API_KEY": key})
+
+
+def write_servers_file(gpu_server: FakeGpuServer, path: Path) -> Path:
+    """servers.yaml naming the test's sshd as server gpu1, as a user would write it for the CLI."""
+    s = gpu_server.server
+    path.write_text(yaml.safe_dump({"servers": [{
+        "name": s.name, "host": s.host, "port": s.port, "user": s.user, "key_file": str(s.key_file),
+        "known_hosts": str(s.known_hosts), "gpus": list(s.gpus), "work_dir": s.work_dir, "venv": s.venv,
+        "tmux_socket": s.tmux_socket, "min_free_gb": 0.001,
+    }]}))  # fmt: skip
+    return path

@@ -13,6 +13,7 @@ from trainwarden.events.envelope import make_event
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
+from tests.remote.conftest import write_servers_file
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.ssh, pytest.mark.slow]
 
@@ -21,13 +22,7 @@ KEY = {"WANDB_API_KEY": "good-key-0123456789"}
 
 @pytest.fixture
 def remote_settings(settings_file, gpu_server, tmp_path):
-    s = gpu_server.server
-    servers = tmp_path / "servers.yaml"
-    servers.write_text(yaml.safe_dump({"servers": [{
-        "name": s.name, "host": s.host, "port": s.port, "user": s.user, "key_file": str(s.key_file),
-        "known_hosts": str(s.known_hosts), "gpus": list(s.gpus), "work_dir": s.work_dir, "venv": s.venv,
-        "tmux_socket": s.tmux_socket, "min_free_gb": 0.001,
-    }]}))  # fmt: skip
+    servers = write_servers_file(gpu_server, tmp_path / "servers.yaml")
     exps = tmp_path / "experiments"
     exps.mkdir()
     common = {"server": "gpu1", "command": "python train.py", "wandb": {"project": "proj"}, "stop_grace_s": 2,

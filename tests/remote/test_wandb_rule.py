@@ -13,6 +13,7 @@ from trainwarden.events.envelope import make_event, time_seq
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
+from tests.remote.conftest import write_servers_file
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.ssh, pytest.mark.slow]
 
@@ -22,13 +23,7 @@ OFFLINE_SCRIPT = "export WANDB_MODE=offline\npython train.py\n"  # the guard at 
 
 def settings_for(settings_file, gpu_server, tmp_path, *, process_interval_s: float):
     """The agent runs as the server's host (gpu1): the launch registers runs on gpu1's control stream."""
-    s = gpu_server.server
-    servers = tmp_path / "servers.yaml"
-    servers.write_text(yaml.safe_dump({"servers": [{
-        "name": s.name, "host": s.host, "port": s.port, "user": s.user, "key_file": str(s.key_file),
-        "known_hosts": str(s.known_hosts), "gpus": list(s.gpus), "work_dir": s.work_dir, "venv": s.venv,
-        "tmux_socket": s.tmux_socket, "min_free_gb": 0.001,
-    }]}))  # fmt: skip
+    servers = write_servers_file(gpu_server, tmp_path / "servers.yaml")
     (gpu_server.code / "offline.sh").write_text(OFFLINE_SCRIPT)
     exps = tmp_path / "experiments"
     exps.mkdir()

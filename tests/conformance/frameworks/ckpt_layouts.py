@@ -12,7 +12,7 @@ import os
 import sys
 
 import torch
-from tiny import PLANS, Tiny, data
+from tiny import PLANS, Dataset, Tiny, data
 
 VAL_LOSS = (0.9, 0.3, 0.5, 0.7, 0.8)
 STEPS = len(VAL_LOSS)
@@ -20,16 +20,6 @@ STEPS = len(VAL_LOSS)
 
 def hf(out: str) -> None:
     from transformers import Trainer, TrainingArguments
-
-    class Dataset(torch.utils.data.Dataset):
-        def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
-            self.x, self.y = x, y
-
-        def __len__(self) -> int:
-            return len(self.x)
-
-        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-            return {"x": self.x[i], "labels": self.y[i]}
 
     class Model(Tiny):
         evals = 0

@@ -7,19 +7,8 @@ import os
 import tempfile
 
 import torch
-from tiny import EVAL_EVERY, STEPS, Tiny, data, plan
+from tiny import EVAL_EVERY, STEPS, Dataset, Tiny, data, plan
 from transformers import Trainer, TrainingArguments
-
-
-class Dataset(torch.utils.data.Dataset):
-    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        self.x, self.y = x, y
-
-    def __len__(self) -> int:
-        return len(self.x)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"x": self.x[i], "labels": self.y[i]}
 
 
 class Model(Tiny):

@@ -52,6 +52,19 @@ def data(n: int = 2048, *, identical: bool = False, seed: int = 0) -> tuple[torc
     return x, y
 
 
+class Dataset(torch.utils.data.Dataset):
+    """(x, labels) items, as the Hugging Face Trainer feeds them to a model's forward."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"x": self.x[i], "labels": self.y[i]}
+
+
 class Tiny(nn.Module):
     """An MLP whose loss the scenario poisons at one step: NaN (the weights go NaN after it, as in a real
     blow-up), or a spike (the printed loss x25 for one batch, the gradient unchanged: a hard batch)."""
