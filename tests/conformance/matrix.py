@@ -68,8 +68,10 @@ SCENARIOS: dict[str, Expect] = {
     # run-stalled (WAIT) saying it hung, after the 10 s floor and long before gloo's timeout; the dump names the
     # collective rank 0 waits in
     "rank_stuck": Expect(stop=None, anomaly=r"^run-stalled: .*hung", wait_s=60, dump=r"all_reduce"),
-    # a 25 s eval (`Evaluating...`) and a 25 s checkpoint save (`saving checkpoint PATH`), processes idle: longer than
-    # the step budget (10 s idle, 20 s busy), within the phase's (40 s): quiet, no STOP, no warning
+    # a 25 s eval and a 25 s checkpoint save, processes idle: longer than the step budget (10 s idle, 20 s busy),
+    # within the phase's (40 s): quiet, no STOP, no warning. The plain loop prints `Evaluating...` and `saving
+    # checkpoint PATH`; the HF Trainer (log_level info) its `***** Running Evaluation *****` and `Saving model
+    # checkpoint to`, a slow eval Dataset and a callback's slow on_save
     "slow_phases": Expect(stop=False, clean=True, slow_gap_s=21),
     # a DataLoader whose Dataset reads each sample in 2.75 s: a step every 11 s, regular, over the 10 s floor: a slow
     # but steady run, quiet (its budget is 3x its own cadence)
@@ -135,11 +137,14 @@ GAPS: dict[str, str] = {  # case id -> why the product gets it wrong today (test
     "torchrun-gloo-rank_stuck": "no process.dump event: the stack dump when a stall opens is issue #26's stacks work",
     "torch-slow-slow_phases": "run-stalled fires in the 25 s eval (over the 10 s floor): per-phase budgets "
     "(eval_floor, save_budget) are issue #26's phases work",
+    "transformers-5-slow_phases": "run-stalled fires in the Trainer's 25 s eval (over the 10 s floor): per-phase "
+    "budgets (eval_floor, save_budget) are issue #26's phases work",
 }
 STALL_POLICY = "stall-fast"
 
 CASES: list[Case] = [
     *(Case(fw, s) for fw in ("transformers-5", "transformers-4") for s in TRAINING),
+    Case("transformers-5", "slow_phases", policy=STALL_POLICY),
     Case("torchrun-gloo", "healthy"),
     Case("torchrun-gloo", "nan"),
     Case("torchrun-gloo", "collective_timeout"),

@@ -27,8 +27,9 @@ def stall_text(results: dict[str, Result]) -> str:
     the longest gap between steps, which had to outlast the step budget), the verdict."""
     from tests.conformance.policy import stall_budget
 
-    head = "| case | policy: run-stalled's budget | last step -> run-stalled | longest step gap | verdict | differs |"
-    rows = [head, "|---|---|---|---|---|---|"]
+    cols = ("case", "policy: run-stalled's budget", "last step -> run-stalled", "longest step gap", "verdict",
+            "differs", "alert")  # fmt: skip
+    rows = ["| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
     for r in results.values():
         e = SCENARIOS[r.case.scenario]
         if e.wait_s is None and e.slow_gap_s is None:
@@ -37,5 +38,6 @@ def stall_text(results: dict[str, Result]) -> str:
         gap = f"{r.max_gap_s:.1f} s" if r.max_gap_s is not None else "-"
         policy = f"{r.case.policy or 'default'}: {stall_budget(r.case.policy)}"
         differs = "; ".join(r.problems()) or "-"
-        rows.append(f"| {r.case.id} | {policy} | {delay} | {gap} | {cell(r)} | {differs} |")
+        alert = r.stall_reason or "-"
+        rows.append(f"| {r.case.id} | {policy} | {delay} | {gap} | {cell(r)} | {differs} | {alert} |")
     return "\n".join(rows) + "\n" if len(rows) > 2 else ""

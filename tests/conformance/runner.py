@@ -45,6 +45,7 @@ class Result:
     anomalies: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, severity, reason)
     latency_ms: float | None = None
     stall_ms: float | None = None  # the last training step's event -> the run-stalled anomaly
+    stall_reason: str | None = None  # the first run-stalled anomaly's reason
     max_gap_s: float | None = None  # the longest gap between two training steps' events
     dumps: list[str] = field(default_factory=list)  # each process.dump event's data, as JSON
     trigger_line: str | None = None
@@ -247,3 +248,4 @@ def _stall_timing(result: Result, events: list[Event]) -> None:
     before = [ts for ts in steps if stalled and ts <= stalled[0].ts]
     if before:
         result.stall_ms = (stalled[0].ts - before[-1]) * 1000
+    result.stall_reason = str(stalled[0].data.get("reason")) if stalled else None
