@@ -4,7 +4,7 @@ every step, evaluation every EVAL_EVERY steps, the tqdm bar (argv: SCENARIO).
 slow_phases: the Trainer's own eval and save, each slow, with `log_level="info"` (its `***** Running Evaluation
 *****` and `Saving model checkpoint to ...` lines): the eval at step 20 reads its 250 samples from slow storage
 (PHASE_S in all), and a callback's `on_save` uploads the step-30 checkpoint for PHASE_S (frameworks/slow.py has
-the plain loop's)."""
+the plain loop's). Trainer 5 evaluates again at the end of training (step 35): a second slow eval."""
 
 from __future__ import annotations
 
