@@ -32,6 +32,7 @@ PARALLEL = int(os.environ.get("CONFORMANCE_PARALLEL", "3"))
 MATRIX_FILE = REPO / "build" / "conformance-matrix.md"
 STALLS_FILE = REPO / "build" / "conformance-stalls.md"
 RESULTS: dict[str, Result] = {}
+SLOW_SCENARIOS = ("hang", "slow_phases", "collective_timeout", "dataloader")  # started first: they take longest
 DROPPED: dict[str, list[str]] = {}  # policy -> the overrides the installed rule kinds do not take yet
 REQUIREMENTS = {".venv-frameworks": "requirements.txt", ".venv-hf4": "requirements-hf4.txt"}
 
@@ -59,7 +60,7 @@ def conformance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     root = tmp_path_factory.mktemp("conformance")
     with contextlib.ExitStack() as stack:
         groups = {p: stack.enter_context(daemons(root / (p or "default"), p)) for p in {c.policy for c in CASES}}
-        slow_first = sorted(CASES, key=lambda c: c.scenario not in ("hang", "collective_timeout", "dataloader"))
+        slow_first = sorted(CASES, key=lambda c: c.scenario not in SLOW_SCENARIOS)
         with ThreadPoolExecutor(PARALLEL) as pool:
             futures = {
                 c.id: pool.submit(run_case, c, store=groups[c.policy][0], settings=groups[c.policy][1], root=root)
