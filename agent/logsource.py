@@ -176,7 +176,9 @@ class RunLog:
         item = self._line_item(line, now)
         if item is not None and item.is_metric:
             self.phases.step(item.event.data.get("step"))
-            return self._deduped(item, line) if self._early is not None else [item]
+            items = self._deduped(item, line) if self._early is not None else [item]
+            bar = glued_bar(line.text)  # Lightning prints `... saving model to` right after the bar's redraw
+            return items + self._phase_item(line, now, line.text[len(bar) :]) if bar is not None else items
         phase = self._phase_item(line, now)
         if item is None:
             return phase
@@ -189,9 +191,10 @@ class RunLog:
         self._early = None
         return [item, *phase]
 
-    def _phase_item(self, line: Line, now: float) -> list[Item]:
-        """A `phase` event when the line begins an eval or a save, or ends a save (agent.phases)."""
-        found = self.phases.line(line.text)
+    def _phase_item(self, line: Line, now: float, text: str | None = None) -> list[Item]:
+        """A `phase` event when the line (or `text`, the part of it after a bar) begins an eval or a save, or ends
+        a save (agent.phases)."""
+        found = self.phases.line(line.text if text is None else text)
         if found is None:
             return []
         text = redact_text(line.text[:MAX_PHASE_LINE], self.secrets())
