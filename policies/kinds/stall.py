@@ -81,15 +81,15 @@ class Stall:
                 st["steps"] = min(st["steps"] + 1, self.min_steps)
                 return False
             if st.get("phase") == EVAL and any(k.startswith("val_") for k in event.data):
-                self._progress(st, now)  # the eval's results: it ended
+                self._progress(st, now, "an eval's results came")  # the eval ended
             st["metrics"] = True  # a run that reports evals only started: no "no first step" for it
         elif event.type == t.PHASE:
             phase, started = event.data.get("phase"), event.data.get("started")
             if started is True and phase in (EVAL, SAVE) and phase != st.get("phase") and st["at"] is not None:
-                self._progress(st, now)
+                self._progress(st, now, "an eval began" if phase == EVAL else "a checkpoint save began")
                 st["phase"], st["phase_at"] = phase, now
             elif started is False and phase == st.get("phase"):
-                self._progress(st, now)
+                self._progress(st, now, "the save finished")
         elif event.type == t.HEALTH and "alive" in event.data:
             st["dead"] = event.data.get("alive") is False  # a dead run is said by process-dead, not as a stall
             cpu, waiting = event.data.get("cpu_pct"), event.data.get("waiting")
@@ -109,10 +109,10 @@ class Stall:
         st["firing"] = now - self._since(st) >= self.budget(st)
         return bool(st["firing"])
 
-    def _progress(self, st: dict[str, Any], now: float) -> None:
+    def _progress(self, st: dict[str, Any], now: float, what: str = "steps again") -> None:
         """Progress at `now`: the phase ends (an eval's length is learned), and a stall that held says how long."""
-        if st.get("firing"):
-            st["ended"] = {"lasted": round(now - self._since(st), 3), "phase": _phase_name(st)}
+        lasted = round(now - self._since(st), 3)
+        st["ended"] = {"lasted": lasted, "phase": _phase_name(st), "by": what} if st.get("firing") else None
         if st.get("phase") == EVAL and st.get("phase_at") is not None:
             evals: list[float] = st.setdefault("evals", [])
             evals.append(round(now - st["phase_at"], 3))
@@ -175,7 +175,7 @@ class Stall:
         ended = st.get("ended")
         if not ended:
             return None
-        return f"steps again after {fmt_duration(ended['lasted'])} stalled in {ended['phase']}"
+        return f"{ended.get('by', 'steps again')} after {fmt_duration(ended['lasted'])} stalled in {ended['phase']}"
 
     def params(self) -> dict[str, Any]:
         return {"floor": self.floor, "busy_floor": self.busy_floor, "factor": self.factor, "window": self.window,

@@ -148,3 +148,12 @@ def test_no_first_step_alert_for_a_dead_run_or_one_that_reports_evals_only():
     assert "run-stalled" not in opened(run(POLICY, dead))
     evals_only = [c.event(t.RUN_STARTED, 0.0, pid=42), c.metric(300.0, step=1, val_loss=2.0), c.tick(25 * 60)]
     assert "run-stalled" not in opened(run(POLICY, evals_only))
+
+
+def test_a_stall_ended_by_an_eval_says_so_not_steps_again():
+    c = Clock()
+    events = [*steps(c, 5, 1.0), *idle(c, 10, 140), phase(c, 150.0, "eval")]
+    out = run(POLICY, events)
+    assert opened(out)["run-stalled"].startswith("no training step for 2m06s after step 5")
+    resolved = [d["reason"] for typ, d in out if typ == t.ANOMALY_RESOLVED]
+    assert resolved == ["an eval began after 2m26s stalled in training"]
