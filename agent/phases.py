@@ -16,6 +16,7 @@ take many times a step's gap and is no hang. The frameworks print these lines th
   `Epoch {n}: saving model to {filepath}` before, `Epoch {n}: finished saving model to {filepath}` after;
 - accelerate `Accelerator.save_state`: `Saving current state to {output_dir}` first and, last of
   `save_accelerator_state`, `Random states saved in {output_states_file}`;
+- nnU-Net (v1 `network_trainer.save_checkpoint`): `saving checkpoint...`, then `done, saving took 2.62 seconds`;
 - plain loops: `Evaluating...`, `eval ...`, `validating`, a tqdm bar described `eval`/`valid`/`test`,
   `saving checkpoint ...`, `checkpoint saved PATH`, `saved checkpoint to PATH`.
 
@@ -35,7 +36,7 @@ TRAIN = "train"
 # a save finished: checked first (`finished saving model to` also says `saving model`)
 SAVE_END_RE = re.compile(
     r"\bfinished saving\b|\bcheckpoint(?:s)? (?:was |were |is )?saved\b|\bsaved (?:the )?(?:model )?checkpoint"
-    r"|\bRandom states saved in\b|\bsave_state (?:done|finished|complete)",
+    r"|\bRandom states saved in\b|\bsave_state (?:done|finished|complete)|\bsaving took\b|\bdone,? saving\b",
     re.IGNORECASE,
 )
 SAVE_START_RE = re.compile(
@@ -49,6 +50,8 @@ EVAL_START_RE = re.compile(
     r"|^\s*(?:\[?(?:eval(?:uat(?:e|ing|ion))?|validat(?:e|ing|ion)|running (?:eval\w*|validation))\b)(?![=:]\s*\d)",
     re.IGNORECASE,
 )
+# an eval line that says the eval is over (`Evaluation done`, `eval finished in 41s`): its end, not its start
+EVAL_END_RE = re.compile(r"\b(?:done|finished|complete[ds]?|ended|took)\b", re.IGNORECASE)
 # a progress bar's description (before its `:` and percentage, or the Rich bar's line) naming held-out data
 BAR_DESC_RE = re.compile(r"^\s*([A-Za-z][\w ./-]{0,60}?)(?::\s*(?:\d+%)?\s*\||\s+[━╸╺╾╼]|\s+\d+%\|)", re.IGNORECASE)
 EVAL_WORD_RE = re.compile(r"\b(?:eval\w*|valid\w*|val|test\w*)\b", re.IGNORECASE)
@@ -56,7 +59,7 @@ SANITY_RE = re.compile(r"\bsanity", re.IGNORECASE)  # Lightning's `Sanity Checki
 
 
 def phase_of(text: str) -> tuple[str, bool] | None:
-    """(phase, started) a line says: ("eval", True), ("save", True), ("save", False: the save is done); None for
+    """(phase, started) a line says: ("eval", True), ("save", True), (phase, False: it is done); None for
     any other line. A line's own metrics are read before this (agent.logsource): a `val_loss` line is an eval's
     result, no phase line."""
     line = strip_prefix(text)
@@ -67,7 +70,7 @@ def phase_of(text: str) -> tuple[str, bool] | None:
     if SANITY_RE.search(line):
         return None
     if EVAL_START_RE.search(line):
-        return EVAL, True
+        return (EVAL, False) if EVAL_END_RE.search(line) else (EVAL, True)
     bar = BAR_DESC_RE.match(line)
     return (EVAL, True) if bar is not None and EVAL_WORD_RE.search(bar.group(1)) else None
 

@@ -36,6 +36,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
         # plain loops
         ("Evaluating...", ("eval", True)),
         ("eval on 500 batches", ("eval", True)),
+        ("Evaluation done in 41s", ("eval", False)),
         ("Evaluating: 100%|██████████| 40/40 [00:03<00:00, 12.1it/s]", ("eval", True)),
         ("valid epoch 2:  30%|███       | 3/10 [00:01<00:02, 3.1it/s]", ("eval", True)),
         ("saving checkpoint to out/ckpt.pt", ("save", True)),
@@ -82,6 +83,6 @@ def test_real_logs_tag_their_saves_and_evals():
         items = log.poll(1.0) + log.finish(2.0, final=True)
         return [(i.event.data["phase"], i.event.data["started"]) for i in items if i.event.type == t.PHASE]
 
-    assert tagged("nnunet_v1_epochs_slow_decrease_healthy.log") == [("save", True)] * 2
+    assert tagged("nnunet_v1_epochs_slow_decrease_healthy.log") == [("save", True), ("save", False)] * 2
     assert tagged("lightning_bars_epoch_end_early.log") == [("eval", True)]  # its `Validation sanity check` is none
     assert tagged("pyg_ogbn_products_sage_three_epochs_healthy.log") == [("eval", True)] * 2
