@@ -89,7 +89,7 @@ class Stall:
                 self._progress(st, now, "an eval began" if phase == EVAL else "a checkpoint save began")
                 st["phase"], st["phase_at"] = phase, now
             elif started is False and phase == st.get("phase"):
-                self._progress(st, now, "the save finished")
+                self._progress(st, now, "the save finished" if phase == SAVE else "the eval finished")
         elif event.type == t.HEALTH and "alive" in event.data:
             st["dead"] = event.data.get("alive") is False  # a dead run is said by process-dead, not as a stall
             cpu, waiting = event.data.get("cpu_pct"), event.data.get("waiting")

@@ -157,3 +157,12 @@ def test_a_stall_ended_by_an_eval_says_so_not_steps_again():
     assert opened(out)["run-stalled"].startswith("no training step for 2m06s after step 5")
     resolved = [d["reason"] for typ, d in out if typ == t.ANOMALY_RESOLVED]
     assert resolved == ["an eval began after 2m26s stalled in training"]
+
+
+def test_an_eval_line_that_says_it_is_done_ends_the_eval_stall():
+    c = Clock()
+    events = [*steps(c, 5, 1.0), phase(c, 10.0, "eval"), *idle(c, 20, 620), phase(c, 700.0, "eval", started=False)]
+    out = run(POLICY, events)
+    assert opened(out)["run-stalled"].startswith("no progress for 10m in eval")
+    resolved = [d["reason"] for typ, d in out if typ == t.ANOMALY_RESOLVED]
+    assert resolved == ["the eval finished after 11m30s stalled in eval"]
