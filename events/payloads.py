@@ -169,6 +169,12 @@ class LogLineData(TypedDict):
     lines: NotRequired[int]  # a traceback grouped into one event: how many lines
 
 
+class PhaseData(TypedDict):
+    phase: str  # eval or save (agent/phases.py); a training step after it ends it
+    started: bool  # False: the line says the save finished
+    line: str  # the framework's own line, secrets masked
+
+
 class AgentHeartbeatData(TypedDict):
     interval_s: float
     versions: dict[str, str | None]
@@ -248,7 +254,7 @@ class DecisionShadowData(TypedDict):
 
 class AnomalyResolvedData(TypedDict):
     rule: str
-    reason: str  # cleared, or rule removed from the policy
+    reason: str  # cleared, what the kind says of how it ended (a stall: how long), or rule removed from the policy
     opened_by: str | None  # id of the event that opened it
     policy: str  # hash of the policy
     trigger: NotRequired[str]  # absent when the rule left the policy

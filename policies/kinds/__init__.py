@@ -17,7 +17,7 @@
 | plateau | relative improvement < `eps` over the last `window` values |
 | baseline | the eval metric is worse (or flat) vs the experiment's expected baseline |
 | absence | no event of a type (or no finite metric) for `duration` |
-| stall | no new training step for `factor` x the run's usual gap between steps, and at least `floor` |
+| stall | no progress for longer than its phase allows: steps (`factor` x the usual gap), eval, save, first step |
 | log_pattern | a log line has the agent's `tag` (oom, nccl, ...) and/or matches `pattern` |
 | lr_schedule | lr non-finite, zero after being positive, or rising while the schedule decays |
 | status | an event field (`source.status` status) takes one of `values` (of `source`, if given) |
@@ -218,6 +218,11 @@ def _stall(r: PolicyReader) -> Kind:
         factor=r.number("factor", default=3.0, minimum=1.0) or 3.0,
         window=r.integer("window", default=20, minimum=1),
         min_steps=r.integer("min_steps", default=3, minimum=2),
+        eval_factor=r.number("eval_factor", default=5.0, minimum=1.0) or 5.0,
+        eval_floor=r.duration("eval_floor", default=120.0) or 120.0,
+        save_budget=r.duration("save_budget", default=900.0) or 900.0,
+        first_step_budget=r.duration("first_step_budget", default=1200.0) or 1200.0,
+        allow_early_stop=r.boolean("allow_early_stop", default=False),
     )
 
 

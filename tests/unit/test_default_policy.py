@@ -205,8 +205,8 @@ def test_startup_checks():
     events += [c.event(t.GPU, i * MIN, util=0) for i in range(7)]
     events += [c.tick(11 * MIN), c.event(t.HEALTH, 12 * MIN, alive=False)]
     opened = [s for s in fired(events) if s.startswith("opened")]
-    assert opened == ["opened:wandb-not-connected", "opened:gpu-idle-at-start", "opened:no-loss-at-start",
-                      "opened:process-dead"]  # fmt: skip
+    # no loss at 10 minutes is no alert of its own any more: run-stalled says "no first training step" at 20
+    assert opened == ["opened:wandb-not-connected", "opened:gpu-idle-at-start", "opened:process-dead"]
 
 
 def test_startup_checks_pass_for_a_run_that_starts_well():
