@@ -24,7 +24,6 @@ from trainwarden.policies.names import finite
 # throttle reasons (agent/nvml.py) that slow a busy GPU down; `applications_clocks`, `display_clocks`,
 # `sync_boost` are settings, not a slowdown
 THROTTLING = ("hw_thermal", "sw_thermal", "hw_slowdown", "hw_power_brake", "sw_power_cap")
-HOT_C = 83.0  # the monitoring guide: a GPU that stays above 83 C needs cleaning or a lower power limit
 UTIL_FELL = 0.6  # the GPU's utilisation fell with the throughput: now under 60% of what it was
 CPU_BOUND_PCT = 90.0  # the run's processes use most of a core or more: busy computing (a CPU-bound input pipeline)
 DISK_WAITS = ("disk I/O", "a network file system")  # the meanings (stall.WAITS) of a wait on storage
@@ -54,10 +53,11 @@ class Throughput:
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         # t0: the first step's time; metric: the reported rate's name (None: derived from steps); pts: recent
         # [time, step] (derived); win: [time, rate] of normal rates; since/low: the low stretch's start and rates;
-        # gpu: index -> its latest sample's fields; ub: index -> its utilisation while the rate was normal;
+        # gpu: index -> its latest sample's fields; ub, tn: index -> its utilisation, throttle reasons while the
+        # rate was normal;
         # cpu/wait: the latest process sample's CPU % and wchan
         return {"t0": None, "metric": None, "pts": [], "step": None, "win": [], "since": None, "low": [],
-                "gpu": {}, "ub": {}, "cpu": None, "wait": None}  # fmt: skip
+                "gpu": {}, "ub": {}, "tn": {}, "cpu": None, "wait": None}  # fmt: skip
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         data = event.data
@@ -126,7 +126,7 @@ class Throughput:
         unit = st["metric"] or "it/s"
         held = st["now"] - st["since"]
         pct = round(100 * now_rate / level) if level else 0
-        cause = likely_cause(st["gpu"], st["ub"], st["cpu"], st["wait"])
+        cause = likely_cause(st["gpu"], st["ub"], st["cpu"], st["wait"], st.get("tn", {}))
         why = f"throughput fell to {pct}% of its recent level ({unit} {_num(level)} -> {_num(now_rate)} for " \
               f"{fmt_duration(held)}): {cause}"  # fmt: skip
         values = {"rate": round(now_rate, 4), "level": round(level, 4), "fraction": round(now_rate / level, 3),
@@ -167,13 +167,16 @@ def _note_gpu(st: dict[str, Any], data: dict[str, Any], *, low: bool) -> None:
     if util is not None and not low:
         before = st["ub"].get(key)
         st["ub"][key] = util if before is None else round(0.8 * before + 0.2 * util, 1)
+    if not low:
+        st["tn"][key] = list(data.get("throttle") or ())
 
 
 def likely_cause(gpus: dict[str, dict[str, Any]], util_before: dict[str, float], cpu: float | None,
-                 waiting: str | None) -> str:  # fmt: skip
+                 waiting: str | None, throttle_before: dict[str, list[str]] | None = None) -> str:  # fmt: skip
     """Pure: the likely cause of a slowdown from the latest samples, most certain first: another process on one
-    of the run's GPUs, the GPU throttled, the input pipeline (the GPU's utilisation fell with the rate: waiting on
-    disk I/O, or CPU-bound); else what the samples show."""
+    of the run's GPUs, the GPU throttled for a reason it was not while the rate was normal (`throttle_before`: a
+    GPU at its power cap all along did not slow the run down now), the input pipeline (the GPU's utilisation fell
+    with the rate: waiting on disk I/O, or CPU-bound); else what the samples show."""
     found: list[str] = []
     for key in sorted(gpus, key=int):
         others = [o for o in gpus[key].get("others") or () if isinstance(o, dict)]
@@ -182,7 +185,7 @@ def likely_cause(gpus: dict[str, dict[str, Any]], util_before: dict[str, float],
             more = f" and {len(others) - 3} more" if len(others) > 3 else ""
             found.append(f"another process on GPU {key} ({who}{more})")
     for key in sorted(gpus, key=int):
-        if (throttled := _throttled(key, gpus[key])) is not None:
+        if (throttled := _throttled(key, gpus[key], (throttle_before or {}).get(key, ()))) is not None:
             found.append(throttled)
     disk = _disk_wait(waiting)
     for key in sorted(gpus, key=int):
@@ -211,12 +214,11 @@ def fmt_util(key: str, gpu: dict[str, Any]) -> str:
     return f"GPU {key} at {gpu['gpu_util']:g}%"
 
 
-def _throttled(key: str, gpu: dict[str, Any]) -> str | None:
-    reasons = [r for r in gpu.get("throttle") or () if r in THROTTLING]
-    temp = finite(gpu.get("gpu_temp"))
-    hot = temp is not None and temp >= HOT_C
-    if not reasons and not hot:
+def _throttled(key: str, gpu: dict[str, Any], before: Any) -> str | None:
+    reasons = [r for r in gpu.get("throttle") or () if r in THROTTLING and r not in before]
+    if not reasons:
         return None
+    temp = finite(gpu.get("gpu_temp"))
     detail = list(reasons)
     if temp is not None:
         detail.append(f"{temp:g} C")

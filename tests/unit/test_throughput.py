@@ -117,6 +117,18 @@ def test_the_cause_from_the_gpu_samples_another_process():
     assert "samples_per_second 64 -> 30 for 1m" in opened["reason"]
 
 
+def test_the_cause_names_the_throttling_that_came_with_the_drop():
+    clock = Clock()
+    fast = [clock.metric(float(i), step=i, loss=1.0, tokens_per_s=9000.0) for i in range(200)]
+    capped = clock.event(t.GPU, 199.5, gpu=0, gpu_util=99.0, gpu_temp=76.0, throttle=["sw_power_cap"],
+                         clock_mhz=1755.0, clock_max_mhz=1980.0)  # fmt: skip
+    slow = [clock.metric(float(i), step=i, loss=1.0, tokens_per_s=4000.0) for i in range(200, 290)]
+    hot = clock.event(t.GPU, 230.0, gpu=0, gpu_util=99.0, gpu_temp=91.0, throttle=["sw_power_cap", "hw_thermal"],
+                      clock_mhz=900.0, clock_max_mhz=1980.0)  # fmt: skip
+    (opened,) = _opened(run(_policy(), [*fast, capped, *slow[:30], hot, *slow[30:]]))
+    assert opened["reason"].endswith("): GPU 0 throttled (hw_thermal, 91 C, SM clock 900/1980 MHz)")
+
+
 def test_cause_naming_is_a_function_of_the_last_samples():
     hot = {"0": {"gpu_util": 98.0, "gpu_temp": 89.0, "throttle": ["hw_thermal"], "clock_mhz": 1100.0,
                  "clock_max_mhz": 1980.0}}  # fmt: skip
@@ -124,6 +136,8 @@ def test_cause_naming_is_a_function_of_the_last_samples():
     capped = {"0": {"gpu_util": 99.0, "gpu_temp": 70.0, "throttle": ["sw_power_cap", "applications_clocks"],
                     "power_w": 300.0, "power_limit_w": 300.0}}  # fmt: skip
     assert likely_cause(capped, {}, None, None) == "GPU 0 throttled (sw_power_cap, 70 C, 300/300 W)"
+    # at its power cap all along, while the rate was normal too: not what slowed the run down now
+    assert likely_cause(capped, {}, None, None, {"0": ["sw_power_cap"]}).startswith("no cause seen")
     starved = {"0": {"gpu_util": 31.0, "throttle": []}}
     assert likely_cause(starved, {"0": 95.0}, 12.0, "io_schedule") == (
         "I/O: GPU 0's utilisation fell with it (95% -> 31%) while its processes wait on disk I/O (the kernel's "
