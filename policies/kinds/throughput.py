@@ -36,7 +36,8 @@ class Throughput:
     seconds before the drop) on every sample for `sustained` seconds. Rates from the first `warmup` seconds after
     its first step do not count (compilation, caches warming), and a level needs `min_samples` rates. A derived
     rate spans at least `span` seconds of steps (the agent reads a log in batches), and restarts after an eval
-    (its eval values arrive): an eval's pause between two steps is no slowdown. A sample back above the fraction
+    (its eval values arrive) or once an eval or a save begins (a `phase` event): their pause between two steps is
+    no slowdown. A sample back above the fraction
     resolves it."""
 
     kind: ClassVar[str] = "throughput"
@@ -47,7 +48,7 @@ class Throughput:
     warmup: float = 300.0
     span: float = 30.0
     min_samples: int = 5
-    events: frozenset[str] = frozenset({t.METRIC, t.GPU, t.HEALTH})
+    events: frozenset[str] = frozenset({t.METRIC, t.GPU, t.HEALTH, t.PHASE})
     keys: None = None
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
@@ -63,6 +64,10 @@ class Throughput:
         data = event.data
         if event.type == t.GPU:
             _note_gpu(st, data, low=st["since"] is not None)
+            return None
+        if event.type == t.PHASE:
+            if data.get("started") and st["step"] is not None:
+                st["pts"] = []  # an eval or a save began: its pause is not training time; derive anew after it
             return None
         if event.type == t.HEALTH:
             if "alive" in data:

@@ -168,3 +168,15 @@ def test_policy_checks_its_parameters():
     else:
         raise AssertionError("a fraction of 2 and a duration of '5 mins' were accepted")
     assert "'fraction' is the share of its recent level" in text and "'sustained' must be a duration" in text
+
+
+def test_a_save_phase_pause_is_no_slowdown_even_when_rates_span_longer_than_sustained():
+    # rates spanning 2m of steps: after a 3-minute save, every rate for 2 minutes would span the pause
+    rule = RULE.format(fraction=0.5).replace("span: 10s", "span: 2m")
+    clock = Clock()
+    before, step = _steps(clock, 0, 300, 1.0, 0)
+    save = [clock.event(t.PHASE, 300, phase="save", started=True, line="saving checkpoint ckpt/step_300.pt")]
+    after, step = _steps(clock, 480, 720, 1.0, step)
+    assert _quiet(run(policy(rule), before + save + after))
+    # the same pause with no phase line said is a slowdown: the rule is not blind to it
+    assert _opened(run(policy(rule), before + after))
