@@ -26,10 +26,13 @@ class GpuSample:
     mem_total_mb: float | None = None
     gpu_temp: float | None = None  # degrees C
     power_w: float | None = None
+    power_limit_w: float | None = None  # the enforced power limit: power_w at it with sw_power_cap is power-capped
+    clock_mhz: float | None = None  # SM clock now; under clock_max_mhz while throttled (a slowdown, not a setting)
+    clock_max_mhz: float | None = None
     throttle: tuple[str, ...] = ()  # active clock throttle reasons (hw_slowdown, sw_thermal, ...)
     ecc_corrected: int | None = None  # volatile counts; None where ECC is not supported
     ecc_uncorrected: int | None = None
-    pids: tuple[int, ...] = ()  # compute processes on it
+    pids: tuple[int, ...] = ()  # compute processes on it (the agent names those that are not the run's: `others`)
 
     def data(self) -> dict[str, Any]:
         """The `gpu` event's data: measured fields only (None and pids left out)."""

@@ -6,6 +6,7 @@ Event ids are derived from byte offsets, so reading the same bytes again yields 
 |---|---|---|
 | `metric` | `<host>/log/<run>/g<generation>` | byte offset of the line's end |
 | `log.line` | `<host>/lines/<run>/g<generation>` | byte offset of the end of the line (or traceback) |
+| `phase` | `<host>/phases/<run>/g<generation>` | byte offset of the line's end (agent.phases) |
 
 Metrics and notable lines have producers of their own because metric events may be held back
 (see `agent.arbiter`) while `log.line` events go out at once; within each producer seqs still
@@ -31,12 +32,14 @@ from trainwarden.agent.bars import same_value
 from trainwarden.agent.blocks import Block, Single, TracebackGrouper
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.parse import MAX_LINE_CHARS, fault_of, tag_of
+from trainwarden.agent.phases import PhaseTracker
 from trainwarden.agent.reading import MetricReader
 from trainwarden.agent.tail import Line, LogTail
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.redact import known_secrets, redact_text
 
+MAX_PHASE_LINE = 300  # the phase line kept in its event: enough to say which eval or save
 BLOCK_IDLE_S = 1.0  # an unfinished traceback is sent after this long without new lines
 
 
@@ -96,6 +99,7 @@ class RunLog:
         self.lines_read = 0
         self._early: tuple[int, int, dict[str, float | int]] | None = None  # a partial line's: gen, start, data
         self.reader = MetricReader()  # which numbers are metrics, and where in the run (agent.reading)
+        self.phases = PhaseTracker()  # an eval or a save the log says began (agent.phases)
 
     @property
     def safe_offset(self) -> int:
@@ -170,18 +174,34 @@ class RunLog:
             return [block_item(run=self.run, host=self.host, block=piece, now=now, secrets=self.secrets)]
         line = piece.line
         item = self._line_item(line, now)
+        if item is not None and item.is_metric:
+            self.phases.step(item.event.data.get("step"))
+            items = self._deduped(item, line) if self._early is not None else [item]
+            bar = glued_bar(line.text)  # Lightning prints `... saving model to` right after the bar's redraw
+            return items + self._phase_item(line, now, line.text[len(bar) :]) if bar is not None else items
+        phase = self._phase_item(line, now)
         if item is None:
-            return []
-        if item.is_metric:
-            return self._deduped(item, line) if self._early is not None else [item]
+            return phase
         if (bar := glued_bar(line.text)) is not None:
             # tqdm writes no newline: a fault printed while a bar was drawn is glued to the bar's last redraw
             found = line_item(run=self.run, host=self.host, line=dataclasses.replace(line, text=bar), now=now,
                               secrets=self.secrets, reader=self.reader)  # fmt: skip
             if found is not None and found.is_metric:
-                return [found, item]
+                return [found, item, *phase]
         self._early = None
-        return [item]
+        return [item, *phase]
+
+    def _phase_item(self, line: Line, now: float, text: str | None = None) -> list[Item]:
+        """A `phase` event when the line (or `text`, the part of it after a bar) begins an eval or a save, or ends
+        a save (agent.phases)."""
+        found = self.phases.line(line.text if text is None else text)
+        if found is None:
+            return []
+        text = redact_text(line.text[:MAX_PHASE_LINE], self.secrets())
+        producer = f"{self.host}/phases/{self.run}/g{line.generation}"
+        event = make_event(t.PHASE, run=self.run, host=self.host, producer=producer, seq=line.end,
+                           data={"phase": found[0], "started": found[1], "line": text}, ts=now)  # fmt: skip
+        return [Item(event, line.start, line.generation, False)]
 
 
 POSITION_KEYS = frozenset({"step", "epoch"})

@@ -86,7 +86,10 @@ class NvmlSampler:
         mem = self._try(lambda: nv.nvmlDeviceGetMemoryInfo(h))
         temp = self._try(lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
         power = self._try(lambda: nv.nvmlDeviceGetPowerUsage(h))
-        reasons = self._try(lambda: nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+        reasons = self._try(lambda: _throttle_mask(nv, h))
+        limit = self._try(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
+        clock = self._try(lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM))
+        top = self._try(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM))
         ecc_c = self._try(
             lambda: nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, nv.NVML_VOLATILE_ECC)
         )
@@ -104,6 +107,9 @@ class NvmlSampler:
             mem_total_mb=round(mem.total / 2**20, 1) if mem is not None else None,
             gpu_temp=float(temp) if temp is not None else None,
             power_w=round(power / 1000, 1) if power is not None else None,
+            power_limit_w=round(limit / 1000, 1) if limit is not None else None,
+            clock_mhz=float(clock) if clock is not None else None,
+            clock_max_mhz=float(top) if top else None,
             throttle=throttle_names(reasons) if reasons is not None else (),
             ecc_corrected=ecc_c,
             ecc_uncorrected=ecc_u,
@@ -142,6 +148,12 @@ class NvmlSampler:
             return call()
         except self.nv.NVMLError:
             return None
+
+
+def _throttle_mask(nv: Any, handle: Any) -> int:
+    """The clock throttle reasons (NVML 12.x names them clock event reasons, the old call deprecated)."""
+    current = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    return int(current(handle) if current is not None else nv.nvmlDeviceGetCurrentClocksThrottleReasons(handle))
 
 
 def _text(value: Any) -> str:

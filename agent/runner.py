@@ -38,7 +38,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import StoreUnavailable
 from trainwarden.events.heartbeat import NOT_AN_ERROR
-from trainwarden.events.payloads import RunWatchedData, SourceStatusData
+from trainwarden.events.payloads import GpuProcessData, RunWatchedData, SourceStatusData
 from trainwarden.events.silence import Pulse
 
 log = logging.getLogger(__name__)
@@ -230,6 +230,8 @@ class Agent:
             for s in samples:
                 if s.index in used[w.run]:
                     data = {**s.data(), "mapped": "process" if pids.intersection(s.pids) else "config"}
+                    if data["mapped"] == "process" and (others := _others(s, pids)):
+                        data["others"] = others
                     out.append(self._event(t.GPU, w.run, f"{self.host}/gpu", now, data))
             for x in xids:
                 if x.index in used[w.run] or x.index not in claimed:
@@ -364,6 +366,17 @@ class Agent:
             out.append(f"{self.state_error} ({self.state_save_failures} tries): a restart now reads the logs again "
                        "from the last saved offsets")  # fmt: skip
         return out
+
+
+def _others(sample: GpuSample, pids: set[int]) -> list[GpuProcessData]:
+    """The compute processes on a GPU that are not the run's, named (a job sharing the GPU slows the run). Only
+    where NVML lists the run's own pids too: then its pids are this agent's, not another container's."""
+    out: list[GpuProcessData] = []
+    for pid in sample.pids:
+        if pid not in pids:
+            stat = procfs.read_stat(pid)
+            out.append({"pid": pid, "name": stat.comm if stat is not None else ""})
+    return out
 
 
 def _gpus_of(watcher: RunWatcher, samples: list[GpuSample]) -> set[int]:

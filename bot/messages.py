@@ -107,8 +107,9 @@ def is_unreadable(event: Event) -> bool:
 
 
 def anomaly_resolved(event: Event) -> str:
-    rule = said(cast(p.AnomalyResolvedData, event.data).get("rule"), "an anomaly")
-    return f"RESOLVED {where(event)}: {rule} is healthy again."
+    d = cast(p.AnomalyResolvedData, event.data)
+    how = "" if d.get("reason") in (None, "cleared", "rule removed from the policy") else f"resolved: {d.get('reason')}"
+    return f"RESOLVED {where(event)}: {said(d.get('rule'), 'an anomaly')} {how or 'is healthy again'}."
 
 
 def decision(event: Event) -> str:

@@ -93,6 +93,13 @@ CATALOGUE: tuple[EventType, ...] = (
         "agent (agent/logsource.py)",
     ),
     EventType(
+        t.PHASE,
+        p.PhaseData,
+        "the log says an eval or a checkpoint save began, or a save ended (the frameworks' own lines); the stall "
+        "rule judges a silence by its phase",
+        "agent (agent/phases.py, agent/logsource.py)",
+    ),
+    EventType(
         t.AGENT_HEARTBEAT,
         p.AgentHeartbeatData,
         "the agent is alive: its versions, GPU access, the run's sources and its spool",

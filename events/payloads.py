@@ -121,6 +121,11 @@ class MetricData(TypedDict, total=False):
     epoch: float  # the epoch
 
 
+class GpuProcessData(TypedDict):
+    pid: int
+    name: str  # its command name (/proc/PID/comm); '' where the agent cannot read it (it ended, or is hidden)
+
+
 class GpuData(TypedDict, total=False):
     gpu: int  # index
     uuid: str
@@ -131,10 +136,14 @@ class GpuData(TypedDict, total=False):
     mem_total_mb: float
     gpu_temp: float
     power_w: float
+    power_limit_w: float  # the enforced power limit
+    clock_mhz: float  # SM clock now
+    clock_max_mhz: float  # SM clock at most: clock_mhz well under it while throttled is a slowdown
     throttle: list[str]
     ecc_corrected: int
     ecc_uncorrected: int
     mapped: str  # process: the run's processes are on it; config: the run's `gpus` say so
+    others: list[GpuProcessData]  # compute processes on it that are not the run's (another job sharing the GPU)
 
 
 class GpuXidData(TypedDict):
@@ -167,6 +176,12 @@ class LogLineData(TypedDict):
     tag: str  # a tag of events/logtags.py: oom, nccl, illegal_memory, nan, killed, loss_scale, traceback, ...
     line: str  # secrets masked
     lines: NotRequired[int]  # a traceback grouped into one event: how many lines
+
+
+class PhaseData(TypedDict):
+    phase: str  # eval or save (agent/phases.py); a training step after it ends it
+    started: bool  # False: the line says the save finished
+    line: str  # the framework's own line, secrets masked
 
 
 class AgentHeartbeatData(TypedDict):
@@ -248,7 +263,7 @@ class DecisionShadowData(TypedDict):
 
 class AnomalyResolvedData(TypedDict):
     rule: str
-    reason: str  # cleared, or rule removed from the policy
+    reason: str  # cleared, what the kind says of how it ended (a stall: how long), or rule removed from the policy
     opened_by: str | None  # id of the event that opened it
     policy: str  # hash of the policy
     trigger: NotRequired[str]  # absent when the rule left the policy

@@ -15,6 +15,7 @@ GPU = "gpu"
 GPU_XID = "gpu.xid"  # one NVIDIA XID error: code, meaning, severity
 HEALTH = "health"
 LOG_LINE = "log.line"
+PHASE = "phase"  # the log says an eval or a checkpoint save began (or a save ended): agent/phases.py
 AGENT_HEARTBEAT = "agent.heartbeat"
 SOURCE_STATUS = "source.status"
 DECISION = "decision"

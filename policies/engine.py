@@ -264,8 +264,10 @@ def _advance(
         _escalate(policy, rule, rs, state, event=event, out=out)
         return True
     if not rs.holding:
+        said = getattr(rule.kind, "resolved", None)  # a kind may say how it ended (stall: how long it lasted)
+        reason = (said(rs.kind_state) if said is not None else None) or "cleared"
         cleared: AnomalyResolvedData = {
-            "rule": rule.id, "reason": "cleared", "trigger": event.id, "opened_by": rs.opened_by, "policy": policy.hash,
+            "rule": rule.id, "reason": reason, "trigger": event.id, "opened_by": rs.opened_by, "policy": policy.hash,
         }  # fmt: skip
         if rule.id in policy.shadow:
             cleared["shadow"] = True

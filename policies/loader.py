@@ -27,7 +27,7 @@ from trainwarden.events import types as t
 from trainwarden.events.errors import YamlFileError
 from trainwarden.events.metrics import canonical, is_validation, quality
 from trainwarden.events.yamlfile import Schema, compose, did_you_mean, document_schema, in_file_order
-from trainwarden.policies.durations import Persistence, Span
+from trainwarden.policies.durations import Persistence, Span, fmt_duration
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.kinds import READERS
 from trainwarden.policies.model import (
@@ -151,9 +151,31 @@ def _rule(node: yaml.Node, ctx: PolicyContext, seen: dict[str, yaml.Node]) -> Ru
         return None
     r.what = f"rule '{rule_id}' (kind {kind_name})"
     kind = reader(r)
+    _early_stop(r, kind, common)
     defer = r.boolean("defer", default=_defers(kind))
     r.finish()
     return Rule(id=rule_id, kind=kind, defer=defer, **common)
+
+
+COLLECTIVE_TIMEOUT_S = 600.0  # PyTorch's default: a rank waits this long for the others before it fails
+
+
+def _early_stop(r: PolicyReader, kind: Kind, common: dict[str, Any]) -> None:
+    """A stall rule that decides STOP may not act before the collective timeout (a slow rank may still arrive)
+    unless it says `allow_early_stop: true`."""
+    earliest = getattr(kind, "earliest", None)
+    escalate = common["escalate"]
+    if earliest is None or getattr(kind, "allow_early_stop", True):
+        return
+    if t.STOP not in (common["decision"], escalate.decision if escalate else None):
+        return
+    key, seconds = earliest()
+    if seconds < COLLECTIVE_TIMEOUT_S:
+        r.fail(key if r.has(key) else "decision",
+               f"a stall rule that decides STOP would stop after {key} {fmt_duration(seconds)}, sooner than "
+               f"PyTorch's collective timeout (10m), while a slow rank may still arrive: set {key} (and the other "
+               "budgets: floor, busy_floor, eval_floor, save_budget, first_step_budget) to 10m or more, "
+               "or add `allow_early_stop: true`")  # fmt: skip
 
 
 DEFERRING_KINDS = frozenset({"trend", "divergence", "plateau"})

@@ -13,7 +13,10 @@ What it checks, each line saying PASS or FAIL:
   2. each sample has utilization, memory, temperature and power for every GPU (ECC may be
      absent on GPUs without ECC: reported, not a failure);
   3. XID events can be registered and waited on (`nvmlEventSetWait_v2` with a 0 ms timeout);
-  4. the compute processes NVML reports are visible (start a CUDA program to see its pid).
+  4. the compute processes NVML reports are visible (start a CUDA program to see its pid), each named from
+     /proc as the agent names another process on a run's GPU (the throughput rule's cause);
+  5. the SM clock, its maximum and the enforced power limit are read (the throughput rule says a throttled
+     GPU's clock against its maximum, and its power against the limit).
 Exit status 0 when every check passed, 1 otherwise, 2 when NVML is unavailable.
 """
 
@@ -27,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from trainwarden.agent import procfs
 from trainwarden.agent.errors import GpuUnavailable
 from trainwarden.agent.gpu import frame_of
 
@@ -65,6 +69,12 @@ def main() -> int:
             check(measured, f"sample {n} GPU {s.index} {s.name}: util {s.gpu_util}% mem {s.mem_used_mb}/"
                   f"{s.mem_total_mb} MB temp {s.gpu_temp} C power {s.power_w} W throttle {list(s.throttle)} "
                   f"ECC {s.ecc_corrected}/{s.ecc_uncorrected} pids {list(s.pids)}")  # fmt: skip
+            clocks = None not in (s.clock_mhz, s.clock_max_mhz, s.power_limit_w)
+            check(clocks, f"sample {n} GPU {s.index}: SM clock {s.clock_mhz}/{s.clock_max_mhz} MHz, power limit "
+                  f"{s.power_limit_w} W")  # fmt: skip
+            for pid in s.pids:
+                stat = procfs.read_stat(pid)
+                print(f"INFO  GPU {s.index} process {pid}: {stat.comm if stat else '(not visible from here)'}")
         for x in xids:
             print(f"INFO  XID {x.code} on GPU {x.index}: {x.data()['meaning']}")
         time.sleep(args.interval)

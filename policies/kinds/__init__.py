@@ -17,7 +17,8 @@
 | plateau | relative improvement < `eps` over the last `window` values |
 | baseline | the eval metric is worse (or flat) vs the experiment's expected baseline |
 | absence | no event of a type (or no finite metric) for `duration` |
-| stall | no new training step for `factor` x the run's usual gap between steps, and at least `floor` |
+| stall | no progress for longer than its phase allows: steps (`factor` x the usual gap), eval, save, first step |
+| throughput | the run's rate under `fraction` of its recent level for `sustained`, naming the likely cause |
 | log_pattern | a log line has the agent's `tag` (oom, nccl, ...) and/or matches `pattern` |
 | lr_schedule | lr non-finite, zero after being positive, or rising while the schedule decays |
 | status | an event field (`source.status` status) takes one of `values` (of `source`, if given) |
@@ -37,6 +38,7 @@ from trainwarden.policies.kinds.progress import Frozen, NoProgress, Runaway
 from trainwarden.policies.kinds.relations import Baseline, Divergence, LrSchedule
 from trainwarden.policies.kinds.signals import Absence, LogPattern, Status
 from trainwarden.policies.kinds.stall import Stall
+from trainwarden.policies.kinds.throughput import Throughput
 from trainwarden.policies.kinds.values import NonFinite, NonFiniteTerm, Plateau, Spike, Threshold, Trend
 from trainwarden.policies.model import Kind
 from trainwarden.policies.names import expand
@@ -218,6 +220,25 @@ def _stall(r: PolicyReader) -> Kind:
         factor=r.number("factor", default=3.0, minimum=1.0) or 3.0,
         window=r.integer("window", default=20, minimum=1),
         min_steps=r.integer("min_steps", default=3, minimum=2),
+        eval_factor=r.number("eval_factor", default=5.0, minimum=1.0) or 5.0,
+        eval_floor=r.duration("eval_floor", default=120.0) or 120.0,
+        save_budget=r.duration("save_budget", default=900.0) or 900.0,
+        first_step_budget=r.duration("first_step_budget", default=1200.0) or 1200.0,
+        allow_early_stop=r.boolean("allow_early_stop", default=False),
+    )
+
+
+def _throughput(r: PolicyReader) -> Kind:
+    fraction = r.number("fraction", default=0.5, positive=True) or 0.5
+    if fraction >= 1:
+        r.fail("fraction", f"'fraction' is the share of its recent level the rate falls to (0.5: half); got {fraction}")
+    return Throughput(
+        fraction=fraction,
+        window=r.duration("window", default=600.0) or 600.0,
+        sustained=r.duration("sustained", default=300.0),
+        warmup=r.duration("warmup", default=300.0),
+        span=r.duration("span", default=30.0) or 30.0,
+        min_samples=r.integer("min_samples", default=5, minimum=1),
     )
 
 
@@ -268,6 +289,7 @@ READERS: dict[str, Callable[[PolicyReader], Kind]] = {
     "baseline": _baseline,
     "absence": _absence,
     "stall": _stall,
+    "throughput": _throughput,
     "log_pattern": _log_pattern,
     "lr_schedule": _lr_schedule,
     "status": _status,

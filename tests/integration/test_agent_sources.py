@@ -4,6 +4,8 @@ import dataclasses
 import json
 import math
 import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,33 @@ def test_recorded_gpus_hot_gpu_and_xid_events(store, tmp_path):
     assert events_of(store, "exp01", t.GPU_XID)[0].data["meaning"] == "GPU has fallen off the bus"
     health = events_of(store, "exp01", t.HEALTH)
     assert health and health[-1].data["alive"] is True and health[-1].data["rss_mb"] > 0
+
+
+def test_gpu_events_name_another_process_on_the_runs_gpu_and_the_clocks(store, tmp_path):
+    """The throughput rule's causes: another job's process on the run's GPU (pid and name), its clocks and power
+    limit; a GPU mapped by config only names none (its pids may be another container's)."""
+    sampler = RecordedGpuSampler.load(RECORDING)
+    # a real process that is not the run's (not under this test's process: its shell parent has exited), "on" GPU 0
+    other = int(subprocess.run(["sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!"], capture_output=True,
+                               text=True, check=True).stdout)  # fmt: skip
+    try:
+        for frame in sampler.frames:
+            frame["gpus"][0]["pids"] = [os.getpid(), other]
+        log = tmp_path / "train.log"
+        log.write_text("step=1 loss=1.0\n")
+        mine = RunWatch(run="exp01", log=log, pid=os.getpid())
+        told = RunWatch(run="exp02", log=log, gpus=(0,))
+        agent = Agent(publisher=Publisher(store), host="gpu1", watches=[mine, told], config=FAST, gpu=sampler)
+        agent.step()
+        agent.step()
+        agent.flush()
+    finally:
+        os.kill(other, signal.SIGKILL)
+    gpu = events_of(store, "exp01", t.GPU)
+    assert [e.data["others"] for e in gpu] == [[{"pid": other, "name": "sleep"}]] * 2
+    assert [(e.data["clock_mhz"], e.data["clock_max_mhz"], e.data["power_limit_w"]) for e in gpu] == [
+        (1980.0, 1980.0, 700.0), (1095.0, 1980.0, 700.0)]  # fmt: skip
+    assert all("others" not in e.data for e in events_of(store, "exp02", t.GPU))
 
 
 def test_without_nvml_the_agent_says_so_and_goes_on(store, tmp_path):

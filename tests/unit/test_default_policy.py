@@ -139,15 +139,16 @@ def test_val_rising_while_train_falls_is_overfitting():
     assert "opened:overfitting" not in fired(both)
 
 
-def test_tokens_per_second_halving_is_an_io_bottleneck():
+def test_tokens_per_second_halved_for_five_minutes_is_a_throughput_drop():
     c = Clock()
     events = healthy(c, 30)
-    events += [c.metric(1000 + i * 30, step=400 + i, loss=1.5, tokens_per_s=5000.0) for i in range(3)]
+    events += [c.metric(1000 + i * 30, step=400 + i, loss=1.5, tokens_per_s=5000.0) for i in range(11)]
     out = run(POLICY, events)
-    assert summary(out)[-1] == "opened:tokens-drop"
-    assert "I/O bottleneck" in out[-1][1]["remedy"] or "disk" in out[-1][1]["remedy"]
-    c = Clock()
-    dip = healthy(c, 30) + [c.metric(1000 + i * 30, step=400 + i, loss=1.5, tokens_per_s=7000.0) for i in range(3)]
+    assert summary(out)[-1] == "opened:throughput-drop"
+    assert out[-1][1]["reason"].startswith("throughput fell to 42% of its recent level (tokens_per_s ")
+    assert "for 5m" in out[-1][1]["reason"] and "DataLoader workers" in out[-1][1]["remedy"]
+    c = Clock()  # halved for 4m30s only (an eval, a save, a slow shard): quiet
+    dip = healthy(c, 30) + [c.metric(1000 + i * 30, step=400 + i, loss=1.5, tokens_per_s=5000.0) for i in range(10)]
     assert fired(dip) == ["CONTINUE"]
 
 
@@ -205,8 +206,8 @@ def test_startup_checks():
     events += [c.event(t.GPU, i * MIN, util=0) for i in range(7)]
     events += [c.tick(11 * MIN), c.event(t.HEALTH, 12 * MIN, alive=False)]
     opened = [s for s in fired(events) if s.startswith("opened")]
-    assert opened == ["opened:wandb-not-connected", "opened:gpu-idle-at-start", "opened:no-loss-at-start",
-                      "opened:process-dead"]  # fmt: skip
+    # no loss at 10 minutes is no alert of its own any more: run-stalled says "no first training step" at 20
+    assert opened == ["opened:wandb-not-connected", "opened:gpu-idle-at-start", "opened:process-dead"]
 
 
 def test_startup_checks_pass_for_a_run_that_starts_well():

@@ -13,7 +13,10 @@ def test_recorded_sampler_replays_frames_then_repeats_the_last():
     sampler = RecordedGpuSampler.load(RECORDING)
     assert [s.gpu_temp for s in sampler.sample()] == [71.0, 34.0]
     assert sampler.xids() == []
-    assert [s.gpu_temp for s in sampler.sample()] == [88.0, 34.0]
+    hot = sampler.sample()
+    assert [s.gpu_temp for s in hot] == [88.0, 34.0]
+    assert (hot[0].clock_mhz, hot[0].clock_max_mhz, hot[0].power_limit_w) == (1095.0, 1980.0, 700.0)
+    assert hot[0].data()["clock_mhz"] == 1095.0 and "clock_mhz" not in hot[1].data()  # not recorded: left out
     assert [x.code for x in sampler.xids()] == [79, 48]
     assert sampler.xids() == []  # each XID once
     assert [s.gpu_temp for s in sampler.sample()] == [88.0, 34.0]
