@@ -135,10 +135,6 @@ class Case:
 GAPS: dict[str, str] = {  # case id -> why the product gets it wrong today (tests/conformance/GAPS.md)
     "torch-faults-hang": "no process.dump event: the stack dump when a stall opens is issue #26's stacks work",
     "torchrun-gloo-rank_stuck": "no process.dump event: the stack dump when a stall opens is issue #26's stacks work",
-    "torch-slow-slow_phases": "run-stalled fires in the 25 s eval (over the 10 s floor): per-phase budgets "
-    "(eval_floor, save_budget) are issue #26's phases work",
-    "transformers-5-slow_phases": "run-stalled fires in the Trainer's 25 s eval (over the 10 s floor): per-phase "
-    "budgets (eval_floor, save_budget) are issue #26's phases work",
 }
 STALL_POLICY = "stall-fast"
 
