@@ -31,6 +31,7 @@ class Expect:
     trigger: str | None = None
     wait_s: float | None = None  # a run that never ends (a hang): kept this long at most, until its alert came
     dump: str | None = None  # a regex a `process.dump` event (the stack taken when the stall opened) must match
+    absent: str | None = None  # a regex no opened anomaly's `rule: reason` may match (e.g. a slowdown is no stall)
     slow_gap_s: float | None = None  # a quiet slow run's longest step gap must be longer (or it tests nothing)
 
 
@@ -76,6 +77,12 @@ SCENARIOS: dict[str, Expect] = {
     # a DataLoader whose Dataset reads each sample in 2.75 s: a step every 11 s, regular, over the 10 s floor: a slow
     # but steady run, quiet (its budget is 3x its own cadence)
     "dataloader": Expect(stop=False, clean=True, slow_gap_s=10.5),
+    # the same reads 4x slower after 80 steps (0.3 s -> 1.2 s a step, 30 s): throughput-drop (warning) saying the
+    # throughput fell, under the policy's scaled windows (warmup 10s, window 20s, sustained 15s); no run-stalled;
+    # latency from the first slow step
+    "dataloader_slowdown": Expect(
+        stop=False, anomaly=r"^throughput-drop: throughput fell", absent=r"^run-stalled", trigger=r"^step=81 "
+    ),
     # a NaN the framework's own check raises on before any NaN is printed (stable-baselines3: the policy's logits)
     "nan_crash": Expect(stop=None, anomaly=r"^log-nan", severities=("critical",), trigger=r"found invalid values"),
 }
@@ -147,7 +154,7 @@ CASES: list[Case] = [
     Case("torchrun-gloo", "worker_killed"),
     Case("torchrun-gloo", "rank_stuck", policy=STALL_POLICY),
     *(Case("torch-faults", s) for s in ("oom_host", "disk_full", "hang")),
-    *(Case("torch-slow", s, policy=STALL_POLICY) for s in ("slow_phases", "dataloader")),
+    *(Case("torch-slow", s, policy=STALL_POLICY) for s in ("slow_phases", "dataloader", "dataloader_slowdown")),
     *(Case("lightning-tqdm", s) for s in TRAINING),
     *(Case("lightning-rich", s) for s in ("healthy", "nan")),
     *(Case("lightning-csv", s) for s in ("healthy", "nan", "eval_stall")),

@@ -13,10 +13,11 @@ from typing import Any
 
 import yaml
 from trainwarden.policies.kinds.stall import Stall
+from trainwarden.policies.kinds.throughput import Throughput
 
 HERE = Path(__file__).resolve().parent
 DEFAULT = HERE.parents[1] / "policies" / "default.yaml"
-KNOWN = {"stall": {f.name for f in dataclasses.fields(Stall)} - {"events", "keys"}}
+KNOWN = {kind.kind: {f.name for f in dataclasses.fields(kind)} - {"events", "keys"} for kind in (Stall, Throughput)}
 
 
 def derive(name: str, out: Path) -> tuple[Path, list[str]]:
@@ -29,7 +30,10 @@ def derive(name: str, out: Path) -> tuple[Path, list[str]]:
     rules = {r["id"]: r for r in policy["rules"]}
     dropped = []
     for rule_id, params in spec["rules"].items():
-        rule = rules[rule_id]
+        rule = rules.get(rule_id)
+        if rule is None:  # a rule the default policy does not have (yet)
+            dropped += [f"{rule_id}.{key}" for key in params]
+            continue
         known = KNOWN.get(rule["kind"])
         for key, value in params.items():
             if known is None or key in known:

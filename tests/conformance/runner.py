@@ -82,6 +82,11 @@ class Result:
         noisy = [a for a in self.anomalies if a[1] in ("warning", "critical")] if e.clean else []
         noisy += [a for a in self.anomalies if a[1] == "critical"] if e.no_critical else []
         out += [f"false alarm {r} ({s}): {why}" for r, s, why in noisy]
+        out += [
+            f"unexpected {r} ({s}): {why}"
+            for r, s, why in self.anomalies
+            if e.absent and matches(e.absent, f"{r}: {why}")
+        ]
         if e.dump is not None and not any(re.search(e.dump, d) for d in self.dumps):
             out.append(f"no {PROCESS_DUMP} event naming {e.dump!r} (the stack of the blocked call)")
         if e.slow_gap_s is not None and (self.max_gap_s or 0) < e.slow_gap_s:

@@ -6,6 +6,8 @@ PHASE_S, longer than the configured step budget (run-stalled's floor and busy_fl
 phase's (eval_floor, save_budget). The waits are I/O, so the processes are idle, as on a slow disk.
 dataloader: a torch DataLoader whose Dataset reads each sample slowly (a network file system): every step
 waits ITEM_S x BATCH for its batch, gaps longer than the floor but regular (the run's own cadence).
+dataloader_slowdown: the same reads 4x slower after FAST_STEPS steps (the storage got slow): a step every 0.3 s,
+then every 1.2 s for SLOW_STEPS steps, far under the stall floor: a throughput drop, not a stall.
 """
 
 from __future__ import annotations
@@ -20,17 +22,20 @@ from tiny import PLANS, Tiny, data
 
 PHASE_S = float(os.environ.get("CONFORMANCE_PHASE_S", "25"))  # > busy_floor 20s, < eval_floor/save_budget 40s
 ITEM_S, BATCH, LOADER_STEPS = 2.75, 4, 6  # 11 s a step, > floor 10s
+FAST_ITEM_S, FAST_STEPS, SLOW_STEPS, SLOW_BATCH = 0.3 / 32, 80, 25, 32  # 24 s at 0.3 s a step, then 30 s at 1.2 s
 
 
 class SlowReads(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
-    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        self.x, self.y = x, y
+    """Each sample read in item_s (the first fast_items in FAST_ITEM_S)."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, item_s: float, fast_items: int = 0) -> None:
+        self.x, self.y, self.item_s, self.fast_items = x, y, item_s, fast_items
 
     def __len__(self) -> int:
         return len(self.x)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        time.sleep(ITEM_S)  # the read of one sample from slow storage
+        time.sleep(FAST_ITEM_S if i < self.fast_items else self.item_s)  # one sample read from slow storage
         return self.x[i], self.y[i]
 
 
@@ -69,7 +74,15 @@ def slow_phases(model: Tiny, opt: torch.optim.Optimizer) -> None:
 
 def dataloader(model: Tiny, opt: torch.optim.Optimizer) -> None:
     x, y = data(BATCH * LOADER_STEPS)
-    loader = torch.utils.data.DataLoader(SlowReads(x, y), batch_size=BATCH, num_workers=1)
+    loader = torch.utils.data.DataLoader(SlowReads(x, y, ITEM_S), batch_size=BATCH, num_workers=1)
+    for s, (bx, by) in enumerate(loader, 1):
+        print(f"step={s} loss={step(model, opt, bx, by):.4f}", flush=True)
+
+
+def dataloader_slowdown(model: Tiny, opt: torch.optim.Optimizer) -> None:
+    x, y = data(SLOW_BATCH * (FAST_STEPS + SLOW_STEPS))
+    reads = SlowReads(x, y, 4 * FAST_ITEM_S, fast_items=SLOW_BATCH * FAST_STEPS)  # 4x slower past the fast items
+    loader = torch.utils.data.DataLoader(reads, batch_size=SLOW_BATCH, num_workers=1)
     for s, (bx, by) in enumerate(loader, 1):
         print(f"step={s} loss={step(model, opt, bx, by):.4f}", flush=True)
 
@@ -78,7 +91,8 @@ def main() -> None:
     torch.manual_seed(0)
     model = Tiny(PLANS["healthy"])
     opt = torch.optim.SGD(model.parameters(), lr=0.3)
-    {"slow_phases": slow_phases, "dataloader": dataloader}[sys.argv[1]](model, opt)
+    scenarios = {"slow_phases": slow_phases, "dataloader": dataloader, "dataloader_slowdown": dataloader_slowdown}
+    scenarios[sys.argv[1]](model, opt)
 
 
 if __name__ == "__main__":
