@@ -114,7 +114,9 @@ def test_the_guard_finds_an_offline_process_unless_its_experiment_allows_it(tmp_
     from trainwarden.agent import procfs
     from trainwarden.agent.health import ProcessHealth
 
-    proc = subprocess.Popen(["sleep", "30"], env={**os.environ, "WANDB_MODE": "offline", "WANDB_PROJECT": "p"})
+    # none of this process's WANDB_* (wandb.init in an earlier test sets WANDB_SERVICE in os.environ)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    proc = subprocess.Popen(["sleep", "30"], env={**clean, "WANDB_MODE": "offline", "WANDB_PROJECT": "p"})
     try:
         found = {}
         for allow in (False, True):
