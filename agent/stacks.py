@@ -32,7 +32,7 @@ SKIP_FILES = re.compile(
     r"|(^|/)multiprocessing/(connection|queues|synchronize|popen_\w+)\.py$"
     r"|torch/distributed/c10d_logger\.py$"
 )  # fmt: skip
-_THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \((\w+)\)(?:: "(.*)")?\s*$')
+_THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \(([\w+]+)\)(?:: "(.*)")?\s*$')  # (idle), (active+gil)
 _FRAME = re.compile(r"^\s+(\S.*?) \((.+?):(\d+)\)\s*$")
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
 
@@ -94,7 +94,7 @@ def parse_pyspy(text: str) -> list[Thread]:
 
 def _thread(head: tuple[str, str, str], frames: list[Frame]) -> Thread:
     state = head[1].lower()
-    idle = True if state == "idle" else False if state == "active" else None
+    idle = True if state == "idle" else False if state.startswith("active") else None
     return Thread(tid=head[0], name=head[2], idle=idle, frames=tuple(frames))
 
 
@@ -115,7 +115,7 @@ def where(thread: Thread) -> Where | None:
         if "torch/distributed/" in f.file and name in COLLECTIVES:
             return Where(f"torch.distributed.{name}", COLLECTIVE, f)
         if "torch/utils/data/" in f.file and name in DATALOADER_CALLS:
-            return Where(name, DATALOADER, f)
+            return Where(name, DATALOADER, kept[0])  # the place: the innermost frame (a Dataset's __getitem__)
     if not kept:
         return None
     inner = kept[0]

@@ -24,7 +24,9 @@ def stuck_text(d: Mapping[str, Any]) -> str:
                                                          f"pid {d['pid']}" if d.get("pid") else "") if y),
                                  d.get("place") or "") if x)  # fmt: skip
     at = f"`{d['where']}`" if d.get("where") else "an unknown place"
-    verdict = {HANG: "a hang", SLOW: "busy: a slow phase, not a hang"}.get(
-        str(d.get("verdict")), "hang or slow unknown"
-    )
-    return f"{'busy' if d.get('verdict') == SLOW else 'stuck'} in {at}" + (f" ({who})" if who else "") + f": {verdict}"
+    if d.get("verdict") == SLOW:
+        at = f"the DataLoader ({at})" if d.get("category") == DATALOADER else at
+        said = "busy in " + at + (f" ({who})" if who else "") + ": a slow phase"
+        return said + (" (data loading), not a hang" if d.get("category") == DATALOADER else ", not a hang")
+    verdict = "a hang" if d.get("verdict") == HANG else "hang or slow phase unknown"
+    return f"stuck in {at}" + (f" ({who})" if who else "") + f": {verdict}"
