@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from trainwarden.agent.control import ControlReader
 from trainwarden.agent.dumper import Target, find_pyspy, take_dump
+from trainwarden.agent.gpu import RecordedGpuSampler
 from trainwarden.agent.publisher import Publisher
 from trainwarden.agent.runner import Agent, AgentConfig
 from trainwarden.agent.watch import DumpOrder, RunWatch
@@ -27,6 +28,7 @@ from trainwarden.events.projection import fold
 from trainwarden.events.redis_types import hash_fields
 from trainwarden.workers.actions import build_evidence
 from trainwarden.workers.checkpoint import decode_checkpoint
+from trainwarden.workers.dump_request import request_dump
 from trainwarden.workers.process import process_run
 from trainwarden.workers.report import check_facts, render_report
 
@@ -196,12 +198,17 @@ def test_a_stall_brings_the_dump_from_the_agent_into_the_log_the_console_and_the
                         pipeline=Pipeline(flap_threshold=3, flap_window_s=3600.0))  # fmt: skip
     notifier.reader.ensure_group()
     proc = started(locked, ready=1)
+    # NVML as recorded: the run's process holds GPU 0 (idle); GPU 1 is another job's, busy
+    total = {"mem_total_mb": 81559.0}
+    gpus = {"gpus": [{"index": 0, "gpu_util": 0.0, "mem_used_mb": 1200.0, **total, "pids": [proc.pid]},
+                     {"index": 1, "gpu_util": 97.0, "mem_used_mb": 70000.0, **total, "pids": [1]}]}  # fmt: skip
     try:
         log = tmp_path / "train.log"
         log.write_text("")
         agent = Agent(publisher=Publisher(store), host="gpu1", state_path=tmp_path / "state.json",
-                      watches=[RunWatch(run=run, log=log, pid=proc.pid)],
-                      config=AgentConfig(process_interval_s=0.05, heartbeat_interval_s=3600.0, control_interval_s=0.05),
+                      watches=[RunWatch(run=run, log=log, pid=proc.pid)], gpu=RecordedGpuSampler(frames=[gpus]),
+                      config=AgentConfig(process_interval_s=0.05, heartbeat_interval_s=3600.0, control_interval_s=0.05,
+                                         gpu_interval_s=0.05),
                       control=ControlReader(store.redis, store.keys.agent_control("gpu1")))  # fmt: skip
         Heartbeat(client=store.redis, keys=store.keys, role="agent", host="gpu1", version="0", interval_s=60).beat()
         # an earlier pack of this run (a guarded STOP that was kept running): the WAIT's stacks go in it
@@ -235,9 +242,18 @@ def test_a_stall_brings_the_dump_from_the_agent_into_the_log_the_console_and_the
         assert dump.data["anomaly"] == opened.id and dump.data["method"] in ("py-spy", "proc")
         assert dump.data["verdict"] == "hang" and dump.data["pid"] == proc.pid, dump.data
         assert 395 <= dump.data["stalled_s"] < 460, dump.data  # from the anomaly's silence, not from the dump
+        assert dump.data["gpus"] == [{"gpu": 0, "util": 0.0, "mem_used_mb": 1200.0, "mem_total_mb": 81559.0}]
+        assert dump.data["gpu_pct"] == 0.0
         if PYSPY is not None:
             assert dump.data["where"] == "lock.acquire", dump.data
         print(f"dump taken {took:.2f}s after the request was written")
+        # the request again (a job redone after a crash): the agent does not dump twice; no agent: nothing sent
+        request_dump(worker_ctx, opened, store_sid(store, run, opened.id), host="gpu1", now=time.time())
+        request_dump(worker_ctx, opened, store_sid(store, run, opened.id), host="no-agent-here", now=time.time())
+        assert not store.redis.exists(store.keys.agent_control("no-agent-here"))
+        for _ in range(3):
+            time.sleep(0.1)
+            assert len(dumped()) == 1
 
         process_run(run, [])  # the dump read back: its stacks go into the run's latest pack
         assert (pack / "stacks.txt").exists(), list(pack.iterdir())
@@ -249,7 +265,7 @@ def test_a_stall_brings_the_dump_from_the_agent_into_the_log_the_console_and_the
         lines = notified.getvalue().splitlines()
         (stuck,) = [ln for ln in lines if f"STUCK {run}@gpu1" in ln]
         print(stuck)
-        assert f"(pid {proc.pid}), 0% CPU for " in stuck and "a hang" in stuck, lines
+        assert f"(pid {proc.pid}), 0% GPU, 0% CPU for " in stuck and "a hang" in stuck, lines
         if PYSPY is not None:
             assert "in `lock.acquire`" in stuck
 
