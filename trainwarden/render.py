@@ -80,6 +80,8 @@ def describe(event: Event) -> str:
         return f"[{said(line.get('tag'), 'line')}] {said(line.get('line'), '')}"
     if event.type == t.TICK:
         return "scheduled evaluation of a quiet run"
+    if event.type == t.PROCESS_DUMP:  # its text: stacks.txt in the latest pack, or the event itself
+        return f"{stuck_text(d)} ({said(d.get('method'))}, {said(d.get('processes'))} processes)"
     if event.type == t.POLICY_APPLIED:
         applied = cast(p.PolicyAppliedData, d)
         return (f"policy {said(applied.get('name'), '')} {said(applied.get('policy'))} evaluates from entry "

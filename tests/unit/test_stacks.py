@@ -8,6 +8,9 @@ from trainwarden.bot.messages import notification_text
 from trainwarden.events import types as t
 from trainwarden.events.dumps import stuck_text
 from trainwarden.events.envelope import make_event
+from trainwarden.events.projection import fold
+
+from trainwarden.render import describe, state_lines
 
 SITE = "/venv/lib/python3.11/site-packages"
 # as `py-spy dump --nonblocking --full-filenames` prints them (0.4.3)
@@ -145,3 +148,11 @@ def test_the_dump_control_message_is_parsed_and_checked():
         parse_control({**fields, b"reply_as": b"act/exp01/5-0"})
     with pytest.raises(ControlMessageError, match="'since' must be a unix time"):
         parse_control({**fields, b"since": b"yesterday"})
+
+
+def test_replay_says_where_the_dump_found_the_run():
+    event = dump_event(verdict="hang", where="lock.acquire", category="lock", pid=7, text="x" * 50_000)
+    line = describe(event)
+    assert line == "stuck in `lock.acquire` (pid 7): a hang (py-spy, 3 processes)"
+    (stuck,) = [ln for ln in state_lines(fold([event])) if ln.startswith("stuck:")]
+    assert stuck.endswith("stuck in `lock.acquire` (pid 7): a hang (its process.dump)") and "xxx" not in stuck
