@@ -176,14 +176,12 @@ class Agent:
 
     def _dump(self, order: DumpOrder) -> None:
         """Record where a stalled run is stuck (agent/dumper.py), in a thread: the loop goes on."""
-        w = self.watchers.get(order.run)
-        if w is None:
+        if (w := self.watchers.get(order.run)) is None:
             log.warning("dump of %s asked, but this agent does not watch it", order.run)
             return
-        base = w.health.ticks_since(order.since) if order.since is not None else None
-        used = _gpus_of(w, self.gpu_samples)
-        self.dumper.start(order, Target(tuple(w.health.pids), tuple(s for s in self.gpu_samples if s.index in used),
-                                        base))  # fmt: skip
+        gpus = tuple(s for s in self.gpu_samples if s.index in _gpus_of(w, self.gpu_samples))
+        since = w.health.ticks_since(order.since) if order.since is not None else None
+        self.dumper.start(order, Target(tuple(w.health.pids), gpus, since))
 
     # -- one step -------------------------------------------------------------------------------------
 
