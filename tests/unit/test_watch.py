@@ -26,7 +26,7 @@ def test_a_watch_message_from_a_remote_launch():
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"op": "start", "run": "a", "log": "/x"}, "op must be 'watch', 'unwatch' or 'stop'"),
+        ({"op": "start", "run": "a", "log": "/x"}, "op must be 'watch', 'unwatch', 'stop' or 'dump'"),
         ({"op": "stop", "run": "a", "request": "cli/h:1"}, "needs 'request' and a 'reply_as'"),
         ({"op": "watch", "run": "a", "log": "/x", "match": "train(.py"}, "is not a regular expression"),
         ({"op": "watch", "run": "a", "log": "/x", "stop_command": "kill 1"}, "must be a JSON list"),
