@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,7 @@ def tmux_pane_pid(session: str, socket: str | None) -> int | None:
     return int(first[0]) if proc.returncode == 0 and first and first[0].isdigit() else None
 
 
+HISTORY_SAMPLES = 720  # (time, CPU ticks) kept: two hours at the default 10 s
 MAX_WAIT_READS = 8  # wchan files read per sample at most (a run's wrappers, then its workers)
 
 
@@ -111,6 +113,7 @@ class ProcessHealth:
         self.env_read = not self.trackable  # a run without a pid or session has no environment to read
         self.wandb_env: list[str] = []  # names of the WANDB_* variables its processes have (agent.wandb_use)
         self._last: tuple[float, int] | None = None  # (time, cpu ticks of the tree)
+        self.history: deque[tuple[float, int]] = deque(maxlen=HISTORY_SAMPLES)  # for a dump's CPU since the last step
 
     @property
     def trackable(self) -> bool:
@@ -156,6 +159,7 @@ class ProcessHealth:
             cpu = (ticks - self._last[1]) / procfs.CLK_TCK / (now - self._last[0]) * 100
             data["cpu_pct"] = round(max(0.0, cpu), 1)
         self._last = (now, ticks)
+        self.history.append(self._last)
         if (waiting := self._waiting(procs)) is not None:
             data["waiting"] = waiting  # where a stalled run waits (policies/kinds/stall.py says it in words)
         return data
@@ -170,6 +174,10 @@ class ProcessHealth:
             if waiting != "do_wait":
                 return waiting
         return None
+
+    def ticks_since(self, since: float) -> tuple[float, int] | None:
+        """The first sample at or after `since`: the CPU ticks the tree had then (a dump subtracts them)."""
+        return next((s for s in self.history if s[0] >= since), None)
 
     def guard(self, procs: Mapping[int, procfs.ProcStat]) -> GuardFinding | None:
         """The first process of the run whose environment keeps W&B offline (reported once per run; never

@@ -49,19 +49,24 @@ def parse_environ(raw: bytes) -> dict[str, str]:
     return out
 
 
-def read_stat(pid: int) -> ProcStat | None:
+def _dir(pid: int, tid: int | None) -> str:
+    return f"{PROC}/{pid}" if tid is None else f"{PROC}/{pid}/task/{tid}"
+
+
+def read_stat(pid: int, tid: int | None = None) -> ProcStat | None:
+    """The process's stat, or with `tid` one of its threads'."""
     try:
-        with open(f"{PROC}/{pid}/stat") as f:
+        with open(f"{_dir(pid, tid)}/stat") as f:
             return parse_stat(f.read())
     except (OSError, ValueError, IndexError):
         return None
 
 
-def read_wchan(pid: int) -> str | None:
+def read_wchan(pid: int, tid: int | None = None) -> str | None:
     """The kernel function a sleeping process waits in (`futex_do_wait`: a lock; `pipe_read`: a read); None
     when it runs, or when the kernel does not say (another user's process reads as `0`)."""
     try:
-        with open(f"{PROC}/{pid}/wchan") as f:
+        with open(f"{_dir(pid, tid)}/wchan") as f:
             name = f.read().strip()
     except OSError:
         return None

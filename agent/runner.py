@@ -25,13 +25,14 @@ from typing import Any
 from trainwarden.agent import config, procfs
 from trainwarden.agent import state as agent_state
 from trainwarden.agent.control import ControlReader
+from trainwarden.agent.dumper import Dumper, Target, find_pyspy
 from trainwarden.agent.gpu import GpuSample, GpuSampler, Xid
 from trainwarden.agent.heartbeat import heartbeat_data
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.publisher import Publisher
 from trainwarden.agent.stopper import Stopper
 from trainwarden.agent.wandb_source import HistoryApi
-from trainwarden.agent.watch import RunWatch
+from trainwarden.agent.watch import DumpOrder, RunWatch
 from trainwarden.agent.watcher import RunWatcher, WatchOptions
 from trainwarden.events import reading
 from trainwarden.events import types as t
@@ -79,6 +80,8 @@ class Agent:
         self.skipped_rounds = 0
         self.errors = SourceErrors()
         self.stopper = Stopper(host, clock)
+        self.dumper = Dumper(host, clock, find_pyspy())
+        self.gpu_samples: list[GpuSample] = []  # the last, for a dump
         self._due: dict[str, float] = {}
         self._saved_at = 0.0
         self._reconfigured: dict[str, RunWatch] | None = None  # configured runs a SIGHUP read, for the next step
@@ -163,11 +166,22 @@ class Agent:
                 watcher = self.watchers.get(message.run)
                 self.stopper.start(message.stop, watcher.watch if watcher is not None else None,
                                    watcher.health.root if watcher is not None else None)  # fmt: skip
+            elif message.dump is not None:
+                self._dump(message.dump)
             elif message.watch is not None:
                 self.state.registered[message.run] = message.watch
                 self._watch(message.watch, now, control=sid)
             elif message.run not in self.configured:
                 self._unwatch(message.run)
+
+    def _dump(self, order: DumpOrder) -> None:
+        """Record where a stalled run is stuck (agent/dumper.py), in a thread: the loop goes on."""
+        if (w := self.watchers.get(order.run)) is None:
+            log.warning("dump of %s asked, but this agent does not watch it", order.run)
+            return
+        gpus = tuple(s for s in self.gpu_samples if s.index in _gpus_of(w, self.gpu_samples))
+        since = w.health.ticks_since(order.since) if order.since is not None else None
+        self.dumper.start(order, Target(tuple(w.health.pids), gpus, since))
 
     # -- one step -------------------------------------------------------------------------------------
 
@@ -187,7 +201,7 @@ class Agent:
                 self._read_control(now)
             except Exception as exc:  # the runs already watched are watched on
                 self.errors.failed("control stream", exc)
-        events: list[Event] = self.stopper.finished()
+        events: list[Event] = [*self.stopper.finished(), *self.dumper.finished()]
         if self.publisher.spool_full:
             self.skipped_rounds += 1  # a round of reading and sampling skipped; the next heartbeat says so
             if self.watchers and self._due_now("heartbeat", cfg.heartbeat_interval_s, now):
@@ -209,7 +223,8 @@ class Agent:
                     self.errors.failed(f"{watcher.run} process", exc)
         if self.gpu is not None and self.watchers and self._due_now("gpu", cfg.gpu_interval_s, now):
             try:
-                events.extend(self._gpu_events(self.gpu.sample(), self.gpu.xids(), now))
+                self.gpu_samples = self.gpu.sample()
+                events.extend(self._gpu_events(self.gpu_samples, self.gpu.xids(), now))
             except Exception as exc:
                 self.errors.failed("GPU sampling", exc)
         if self.watchers and self._due_now("heartbeat", cfg.heartbeat_interval_s, now):

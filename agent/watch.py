@@ -32,6 +32,11 @@ A `stop` message (written by the worker that carries out a STOP of a watched run
 `stop.failed` the agent records: `act/<run>/<stream id of the request>`, so a repeated request
 records one outcome), and `reason` and `by` from the request.
 
+A `dump` message (written by the workers when a stall anomaly opens: workers/dump_request.py) has `run`,
+`anomaly` (the id of its `anomaly.opened`), `rule`, `reply_as` (the producer of the `process.dump` the
+agent records: `dump/<run>/<stream id of the anomaly>`) and `since` (unix time of the run's last step,
+when known); the agent records where the run's processes are stuck (agent/dumper.py).
+
 Example: `XADD tw:agent:{gpu1}:control * op watch run exp01 log /data/exp01/train.log session train-exp01`
 """
 
@@ -53,6 +58,8 @@ from trainwarden.sidecar import metrics_path
 WATCH = "watch"
 UNWATCH = "unwatch"
 STOP = "stop"
+DUMP = "dump"
+DUMP_PREFIX = "dump/"  # the workers' dump requests (workers/dump_request.py)
 DEFAULT_STOP_GRACE_S = 10.0
 REPLY_PREFIX = "act/"  # the workers' action producers (workers/actions.py)
 PATH_FIELDS = ("log", "exit_file", "metrics", "workdir", "wandb_dir", "wandb_run_dir")
@@ -170,12 +177,24 @@ class StopOrder:
     by: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DumpOrder:
+    """Record where a stalled run is stuck (the agent records one `process.dump` as `reply_as`:1)."""
+
+    run: str
+    anomaly: str  # id of the anomaly.opened
+    rule: str
+    reply_as: str
+    since: float | None = None  # the run's last step (unix time)
+
+
 @dataclass(frozen=True, slots=True)
 class ControlMessage:
     op: str
     run: str
     watch: RunWatch | None  # set for watch
     stop: StopOrder | None = None  # set for stop
+    dump: DumpOrder | None = None  # set for dump
 
 
 def parse_control(fields_: Mapping[bytes, bytes]) -> ControlMessage:
@@ -183,11 +202,11 @@ def parse_control(fields_: Mapping[bytes, bytes]) -> ControlMessage:
     text = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace") for k, v in fields_.items()}
     op = text.pop("op", "")
     run = text.get("run", "")
-    if op not in (WATCH, UNWATCH, STOP):
+    if op not in (WATCH, UNWATCH, STOP, DUMP):
         raise ControlMessageError(
-            f"control message op must be 'watch', 'unwatch' or 'stop', got {op!r}", run=run or None
+            f"control message op must be 'watch', 'unwatch', 'stop' or 'dump', got {op!r}", run=run or None
         )
-    if op in (UNWATCH, STOP):
+    if op in (UNWATCH, STOP, DUMP):
         try:
             check_run_name(run)
         except EnvelopeError as exc:
@@ -196,6 +215,8 @@ def parse_control(fields_: Mapping[bytes, bytes]) -> ControlMessage:
         return ControlMessage(op, run, None)
     if op == STOP:
         return ControlMessage(op, run, None, _stop_order(run, text))
+    if op == DUMP:
+        return ControlMessage(op, run, None, dump=_dump_order(run, text))
     values: dict[str, Any] = {k: v for k, v in text.items() if v != ""}
     if "log" in values and not Path(values["log"]).is_absolute():
         raise ControlMessageError(f"control message log path must be absolute, got {values['log']!r}", run=run)
@@ -223,3 +244,16 @@ def _stop_order(run: str, text: Mapping[str, str]) -> StopOrder:
         )
     return StopOrder(run=run, request=request, reply_as=reply_as, reason=text.get("reason") or None,
                      by=text.get("by") or None)  # fmt: skip
+
+
+def _dump_order(run: str, text: Mapping[str, str]) -> DumpOrder:
+    anomaly, reply_as, since = text.get("anomaly", ""), text.get("reply_as", ""), text.get("since", "")
+    if not anomaly or not reply_as.startswith(DUMP_PREFIX):
+        raise ControlMessageError(
+            f"a dump message needs 'anomaly' and a 'reply_as' starting with {DUMP_PREFIX!r}", run=run
+        )
+    try:
+        when = float(since) if since else None
+    except ValueError:
+        raise ControlMessageError(f"a dump message's 'since' must be a unix time, got {since!r}", run=run) from None
+    return DumpOrder(run=run, anomaly=anomaly, rule=text.get("rule", ""), reply_as=reply_as, since=when)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import cast
 
+from trainwarden.bot import stall_messages
 from trainwarden.bot import watcher_messages as watchers
 from trainwarden.events import payloads as p
 from trainwarden.events import reading
@@ -289,14 +290,10 @@ def notification_text(
         text = launched(event)
     elif event.type == t.LAUNCH_FAILED:
         text = launch_failed(event)
-    elif event.type == t.WATCHDOG_STALLED:
-        text = watchers.watchdog_stalled(event)
-    elif event.type == t.WATCHDOG_RECOVERED:
-        text = watchers.watchdog_recovered(event)
-    elif event.type == t.COMPONENT_SILENT:
-        text = watchers.component_silent(event)
-    elif event.type == t.COMPONENT_RECOVERED:
-        text = watchers.component_recovered(event)
+    elif event.type in watchers.TEXTS:
+        text = watchers.TEXTS[event.type](event)
+    elif event.type == t.PROCESS_DUMP:
+        text = stall_messages.process_dump(event)
     return None if text is None else masked_head(text, NOTICE_MAX)
 
 

@@ -77,7 +77,7 @@ def severity(kind: str, event: Event, state: NotifyState) -> str:
     rule = cast(p.AnomalyOpenedData, event.data).get("rule") or ""
     if kind in (t.ANOMALY_OPENED, "flapping"):
         return str(event.data.get("severity") or WARNING)
-    if kind == t.ANOMALY_RESOLVED:
+    if kind in (t.ANOMALY_RESOLVED, t.PROCESS_DUMP):  # in the thread of the opening's message
         return state.severities.get(rule, WARNING)
     return SEVERITY_OF_KIND.get(kind, INFO)
 

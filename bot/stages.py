@@ -38,11 +38,11 @@ INPUT_TYPES = frozenset(
     {t.RUN_LAUNCHED, t.RUN_FINISHED, t.RUN_FAILED, t.DECISION, t.DECISION_SHADOW, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED,
      t.ANOMALY_CHARTED, t.EVIDENCE_BUILT, t.EVIDENCE_FAILED, t.STOP_REQUESTED, t.STOP_DONE, t.STOP_FAILED,
      t.STOP_CANCELLED, t.SNOOZE_SET, t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED,
-     t.COMPONENT_SILENT, t.COMPONENT_RECOVERED, t.LOG_LINE, t.RESUME_SKIPPED}
+     t.COMPONENT_SILENT, t.COMPONENT_RECOVERED, t.LOG_LINE, t.RESUME_SKIPPED, t.PROCESS_DUMP}
 )  # fmt: skip
 # Kinds that are noise control's business; decisions to STOP, stops and failures always go out (what a rule
 # in shadow mode would have decided is not one: it may be snoozed, and is not news once the run ended).
-QUIETABLE = frozenset({t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.WAIT, t.DECISION_SHADOW})
+QUIETABLE = frozenset({t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.WAIT, t.DECISION_SHADOW, t.PROCESS_DUMP})
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +152,8 @@ def dedup(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
     rule = notice.rule or ""
     if notice.kind == t.ANOMALY_OPENED and rule in state.posted_open:
         return None, "duplicate"  # the rule is already open
-    if notice.kind == t.ANOMALY_RESOLVED and rule not in state.posted_open:
-        return None, "unposted"  # a resolve whose opening was not posted
+    if notice.kind in (t.ANOMALY_RESOLVED, t.PROCESS_DUMP) and rule not in state.posted_open:
+        return None, "unposted"  # a resolve (or a stall's dump) whose opening was not posted
     return notice, ""
 
 

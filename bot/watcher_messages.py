@@ -3,9 +3,11 @@ recovery): apart from bot/messages.py, which speaks of runs. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 from trainwarden.events import payloads as p
+from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.words import said
 from trainwarden.policies.durations import fmt_duration
@@ -58,3 +60,10 @@ def workers_behind(pending: int, seconds: float) -> str:
 
 def progress_again() -> str:
     return "the dispatcher and the workers are making progress again"
+
+
+# the line for each of these events (bot/messages.py notification_text)
+TEXTS: dict[str, Callable[[Event], str]] = {
+    t.WATCHDOG_STALLED: watchdog_stalled, t.WATCHDOG_RECOVERED: watchdog_recovered,
+    t.COMPONENT_SILENT: component_silent, t.COMPONENT_RECOVERED: component_recovered,
+}  # fmt: skip

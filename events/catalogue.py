@@ -87,6 +87,12 @@ CATALOGUE: tuple[EventType, ...] = (
         "agent (agent/watcher.py)",
     ),
     EventType(
+        t.PROCESS_DUMP,
+        p.ProcessDumpData,
+        "where a stalled run is stuck: its processes' Python stacks (py-spy) or /proc state, CPU and GPU, a verdict",
+        "agent, asked by the workers when a stall anomaly opens (agent/dumper.py, workers/dump_request.py)",
+    ),
+    EventType(
         t.LOG_LINE,
         p.LogLineData,
         "a notable log line (an error, OOM, NCCL failure; a traceback grouped into one)",

@@ -18,6 +18,7 @@ from trainwarden.events.redis_types import Client, field_map, hash_fields
 
 CHART = "chart.png"
 REPORT = "report.md"
+STACKS = "stacks.txt"  # a stalled run's process dump (workers/dump_request.py)
 TTL_S = 7 * 24 * 3600
 MAX_BYTES = 2 * 1024 * 1024  # a chart is some 30 KB; a pack this large is not worth a phone's download
 

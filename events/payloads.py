@@ -206,6 +206,38 @@ class SourceStatusData(TypedDict):
     sample: NotRequired[str]  # reading, unreadable: one of those lines, secrets masked, cut to 120 characters
 
 
+class DumpGpu(TypedDict):
+    gpu: int
+    util: float | None  # % of time a kernel ran
+    mem_used_mb: float | None
+    mem_total_mb: float | None
+
+
+class ProcessDumpData(TypedDict):
+    """Where a stalled run is stuck, recorded by its agent at the workers' request (agent/dumper.py)."""
+
+    anomaly: str  # id of the stall's anomaly.opened
+    rule: str
+    method: str  # py-spy (Python stacks) | proc (/proc: kernel stack, wchan, thread states) | none
+    verdict: str  # hang (no CPU, no GPU work) | slow (busy: a slow phase) | unknown
+    processes: int  # processes dumped
+    cpu_pct: float | None  # the processes' CPU now (100 = one core), measured over the dump
+    gpus: list[DumpGpu]  # the run's GPUs (NVML), empty without
+    gpu_pct: float | None  # the busiest of them
+    text: str  # the dump, secrets masked, capped
+    where: NotRequired[str]  # what it waits in: torch.distributed.all_reduce, lock.acquire, _next_data
+    category: NotRequired[str]  # collective | dataloader | lock | io | other
+    place: NotRequired[str]  # function, file:line of that frame
+    pid: NotRequired[int]
+    rank: NotRequired[int | None]  # its RANK, when set
+    absent: NotRequired[list[str]]  # a collective: the ranks not in it (the ones the others wait for)
+    since: NotRequired[float]  # the last step (unix time)
+    stalled_s: NotRequired[float]  # since then, when dumped
+    cpu_s_since_step: NotRequired[float]  # CPU seconds the processes used since the last step
+    truncated: NotRequired[bool]  # the text was cut
+    errors: NotRequired[list[str]]  # why a process has no Python stack (py-spy's reason)
+
+
 # -- what the workers decide and do ---------------------------------------------------------------
 
 

@@ -53,6 +53,7 @@ class RunState:
     commands: list[dict[str, Any]] = field(default_factory=list)
     stops: list[dict[str, Any]] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
+    dump: dict[str, Any] | None = None  # the latest process.dump, without its text: where the run was stuck
     first_ts: float | None = None
     last_ts: float | None = None
     last_metric_ts: float | None = None
@@ -200,6 +201,15 @@ def _anomaly_opened(state: RunState, event: Event) -> None:
 @on(t.ANOMALY_RESOLVED)
 def _anomaly_resolved(state: RunState, event: Event) -> None:
     state.open_anomalies.pop(cast(p.AnomalyResolvedData, event.data).get("rule", "?"), None)
+
+
+DUMP_SUMMARY = ("where", "category", "place", "pid", "rank", "verdict", "method", "cpu_pct", "gpu_pct", "stalled_s",
+                "absent", "rule")  # fmt: skip
+
+
+@on(t.PROCESS_DUMP)
+def _dump(state: RunState, event: Event) -> None:
+    state.dump = {"id": event.id, "ts": event.ts, **{k: v for k, v in event.data.items() if k in DUMP_SUMMARY}}
 
 
 @on(t.EVIDENCE_BUILT)

@@ -14,6 +14,7 @@ METRIC = "metric"
 GPU = "gpu"
 GPU_XID = "gpu.xid"  # one NVIDIA XID error: code, meaning, severity
 HEALTH = "health"
+PROCESS_DUMP = "process.dump"  # where a stalled run's processes are stuck: stacks, CPU, GPU (agent/dumper.py)
 LOG_LINE = "log.line"
 PHASE = "phase"  # the log says an eval or a checkpoint save began (or a save ended): agent/phases.py
 AGENT_HEARTBEAT = "agent.heartbeat"

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
+from trainwarden.events.dumps import stuck_text
 from trainwarden.events.envelope import Event
 from trainwarden.events.projection import RunState, unknown_types
 from trainwarden.events.store import Malformed
@@ -79,6 +80,8 @@ def describe(event: Event) -> str:
         return f"[{said(line.get('tag'), 'line')}] {said(line.get('line'), '')}"
     if event.type == t.TICK:
         return "scheduled evaluation of a quiet run"
+    if event.type == t.PROCESS_DUMP:  # its text: stacks.txt in the latest pack, or the event itself
+        return f"{stuck_text(d)} ({said(d.get('method'))}, {said(d.get('processes'))} processes)"
     if event.type == t.POLICY_APPLIED:
         applied = cast(p.PolicyAppliedData, d)
         return (f"policy {said(applied.get('name'), '')} {said(applied.get('policy'))} evaluates from entry "
@@ -160,6 +163,8 @@ def state_lines(state: RunState) -> list[str]:
         )
     for path in state.evidence[-5:]:
         lines.append(f"evidence:   {path}")
+    if state.dump:
+        lines.append(f"stuck:      {fmt_ts(state.dump.get('ts'))} {stuck_text(state.dump)} (its process.dump)")
     unknown = unknown_types(state)
     if unknown:
         lines.append("unknown:    " + ", ".join(f"{name} x{n}" for name, n in sorted(unknown.items())))

@@ -49,8 +49,17 @@ from trainwarden.remote.errors import LaunchError, PreflightFailed
 from trainwarden.remote.fleet import Experiment
 from trainwarden.remote.stop import StopTarget
 from trainwarden.workers.chart import render_chart
-from trainwarden.workers.checkpoint import ACTION_CHART, ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
+from trainwarden.workers.checkpoint import (
+    ACTION_CHART,
+    ACTION_DUMP,
+    ACTION_EVIDENCE,
+    ACTION_RESUME,
+    ACTION_STACKS,
+    ACTION_STOP,
+    Checkpoint,
+)
 from trainwarden.workers.context import WorkerContext
+from trainwarden.workers.dump_request import add_stacks, request_dump, stacks_text
 from trainwarden.workers.evidence import Pack, build_pack, log_excerpt, triggering_metric, write_pack
 from trainwarden.workers.findings import append_note, findings_note
 
@@ -99,6 +108,12 @@ def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any]
         why: ResumeSkippedData = {"reason": skipped.reason, "fix": skipped.fix, "failure": source.id,
                                   "attempts": int(cp.run.launch.get("attempt", 1))}  # fmt: skip
         return make_event(t.RESUME_SKIPPED, run=run, host=ctx.host, producer=producer, seq=1, data=why, ts=now)
+    if action["kind"] == ACTION_DUMP:  # the agent records the outcome (process.dump); nothing to append here
+        request_dump(ctx, source, action["sid"], host=action.get("host") or cp.run.host or ctx.host, now=now)
+        return None
+    if action["kind"] == ACTION_STACKS:  # rewritten in place: safe to repeat
+        add_stacks(Path(action["pack"]), source)
+        return None
     if action["kind"] == ACTION_CHART:
         charted = chart_anomaly(ctx, cp, source)
         if charted is None:
@@ -158,8 +173,11 @@ def _build_evidence(ctx: WorkerContext, cp: Checkpoint, decision: Event) -> Evid
     tail = read.lines if read else []
     chart = draw(decision, recent, metric=metric, values=values, reason=decided.get("reason"))
     inspected = [log_path] if tail and log_path else []  # a tail was read only from a path
+    dumped = ctx.store.get(decision.run, cp.dump) if cp.dump else None
+    stacks = stacks_text(dumped) if isinstance(dumped, Event) else None
     pack = build_pack(state=cp.run, decision=decision, log_tail=tail, files_inspected=inspected,
-                      root=ctx.evidence_dir, chart=chart, log_lines=read.span if read else None)  # fmt: skip
+                      root=ctx.evidence_dir, chart=chart, log_lines=read.span if read else None,
+                      stacks=stacks)  # fmt: skip
     problems: list[tuple[Path, OSError]] = []
     pack_dir = ctx.evidence_dir / pack.relative_dir
     written: Path | None = None

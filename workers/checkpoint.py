@@ -16,6 +16,8 @@ from trainwarden.policies.engine import PolicyState
 ACTION_EVIDENCE = "evidence"
 ACTION_STOP = "stop"
 ACTION_RESUME = "resume"
+ACTION_DUMP = "dump"  # a stall: ask the run's agent where it is stuck (workers/dump_request.py)
+ACTION_STACKS = "stacks"  # a dump came: its stacks into the run's latest evidence pack (workers/dump_request.py)
 ACTION_CHART = "chart"  # a critical anomaly's chart: after every other action (workers/process.py)
 
 
@@ -27,6 +29,7 @@ class Checkpoint:
     run: RunState = field(default_factory=RunState)
     pending: list[dict[str, Any]] = field(default_factory=list)  # side effects to carry out, in order
     guard: dict[str, Any] | None = None  # a guarded STOP waiting for a person: decision id, rule, deadline
+    dump: str | None = None  # stream id of the latest process.dump: its stacks go in a STOP's pack
 
 
 def encode_checkpoint(cp: Checkpoint) -> dict[str, str]:
@@ -37,6 +40,7 @@ def encode_checkpoint(cp: Checkpoint) -> dict[str, str]:
         "run": json.dumps(cp.run.to_dict()),
         "pending": json.dumps(cp.pending),
         "guard": json.dumps(cp.guard),
+        "dump": cp.dump or "",
     }
 
 
@@ -50,6 +54,7 @@ def decode_checkpoint(fields: dict[bytes, bytes]) -> Checkpoint:
         run=RunState.from_dict(json.loads(fields[b"run"])),
         pending=json.loads(fields[b"pending"]),
         guard=json.loads(fields.get(b"guard", b"null")),
+        dump=fields.get(b"dump", b"").decode() or None,
     )
 
 

@@ -16,11 +16,22 @@ from trainwarden.events.words import shorten
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.engine import apply_policy, evaluate
 from trainwarden.policies.model import CRITICAL, Policy
-from trainwarden.workers.checkpoint import ACTION_CHART, ACTION_EVIDENCE, ACTION_RESUME, ACTION_STOP, Checkpoint
+from trainwarden.workers.checkpoint import (
+    ACTION_CHART,
+    ACTION_DUMP,
+    ACTION_EVIDENCE,
+    ACTION_RESUME,
+    ACTION_STACKS,
+    ACTION_STOP,
+    Checkpoint,
+)
+from trainwarden.workers.dump_request import asks_dump
 from trainwarden.workers.evidence import triggering_metric
 
 # Read back from the log, these may become pending actions (or settle a guarded stop).
-_ACTION_TYPES = frozenset({t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED, t.STOP_CANCELLED, t.ANOMALY_OPENED})
+_ACTION_TYPES = frozenset(
+    {t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED, t.STOP_CANCELLED, t.ANOMALY_OPENED, t.PROCESS_DUMP}
+)
 
 
 @dataclass(slots=True)
@@ -80,7 +91,7 @@ def _fold_one(policy: Policy, cp: Checkpoint, step: Step, sid: str, event: Event
     apply(run_state, event)
     typ = event.type
     if typ in _ACTION_TYPES:
-        _read_back(cp, sid, event, stopped_by_us=stopped_by_us)
+        _read_back(cp, sid, event, stopped_by_us=stopped_by_us, policy=policy)
     guard = cp.guard
     if guard is not None and not guard.get("requested") and event.ts >= guard["deadline"]:
         # nobody answered in time: the workers stop the run, whether or not the bot is up
@@ -109,7 +120,7 @@ def _fold_one(policy: Policy, cp: Checkpoint, step: Step, sid: str, event: Event
             )  # fmt: skip
 
 
-def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool) -> None:
+def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool, policy: Policy) -> None:
     """Events that call for side effects, or settle a guarded stop, as they are read from the log."""
     typ = event.type
     guard = cp.guard
@@ -130,6 +141,12 @@ def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool) -
         metric = triggering_metric(opened.get("values") or {}, list(cp.run.recent_metrics))
         if opened.get("severity") == CRITICAL and not opened.get("shadow") and metric is not None:
             cp.pending.append({"kind": ACTION_CHART, "sid": sid, "id": event.id, "rule": opened.get("rule")})
+        if asks_dump(policy, opened):  # where it is stuck, recorded by the run's agent (once per opening)
+            cp.pending.append({"kind": ACTION_DUMP, "sid": sid, "id": event.id, "host": opened.get("run_host")})
+    elif typ == t.PROCESS_DUMP:  # a STOP's pack takes its stacks; a pack written already gets them now
+        cp.dump = sid
+        if cp.run.evidence:
+            cp.pending.append({"kind": ACTION_STACKS, "sid": sid, "id": event.id, "pack": cp.run.evidence[-1]})
     elif (data := cast(DecisionData, event.data)).get("decision") == t.STOP:
         # The STOP's pack has the chart: an anomaly not charted yet (its rule's, or one beside it such as
         # grad_norm=nan with loss=nan) gets no second one: one NaN, one chart on the phone.

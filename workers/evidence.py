@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from trainwarden.events.codec import json_safe
 from trainwarden.events.envelope import Event
-from trainwarden.events.packfiles import CHART, REPORT
+from trainwarden.events.packfiles import CHART, REPORT, STACKS
 from trainwarden.events.projection import RunState
 from trainwarden.events.redact import redact, redact_text
 from trainwarden.workers.report import data_source, next_check, render_report, utc
@@ -34,10 +34,11 @@ class Pack:
     report: str
     summary: str  # the FINAL_SUMMARY line
     chart: bytes | None = None
+    stacks: str | None = None  # where a stalled run was stuck (workers/dump_request.py stacks_text)
 
     @property
     def files(self) -> list[str]:
-        return ["evidence.json", REPORT, *([CHART] if self.chart else [])]
+        return ["evidence.json", REPORT, *([CHART] if self.chart else []), *([STACKS] if self.stacks else [])]
 
 
 def triggering_metric(values: dict[str, Any], recent: list[dict[str, Any]]) -> str | None:
@@ -48,7 +49,7 @@ def triggering_metric(values: dict[str, Any], recent: list[dict[str, Any]]) -> s
 
 def build_pack(
     *, state: RunState, decision: Event, log_tail: list[str], files_inspected: list[str], root: Path,
-    chart: bytes | None = None, log_lines: str | None = None,
+    chart: bytes | None = None, log_lines: str | None = None, stacks: str | None = None,
 ) -> Pack:  # fmt: skip
     """`log_lines`: where `log_tail` is in the run's log (`lines 41-50`), cited as evidence."""
     data = decision.data
@@ -89,6 +90,8 @@ def build_pack(
                 "source": actual,  # the agent's own, in words
                 "files_inspected": files_inspected,
                 "chart": CHART if chart else None,
+                "stuck": state.dump,  # the latest process.dump's summary (its text: stacks.txt)
+                "stacks": STACKS if stacks else None,
                 "next_check": next_check(state.status, data.get("decision"), now=decision.ts, interval_s=0),
             }
         )
@@ -96,7 +99,7 @@ def build_pack(
     summary = final_summary(evidence, root / relative_dir)
     evidence["final_summary"] = summary
     return Pack(relative_dir=relative_dir, evidence=evidence, report=render_report(evidence), summary=summary,
-                chart=chart)  # fmt: skip
+                chart=chart, stacks=stacks)  # fmt: skip
 
 
 def final_summary(ev: dict[str, Any], pack_dir: Path | str) -> str:
@@ -124,6 +127,8 @@ def write_pack(root: Path, pack: Pack) -> Path:
     (tmp / REPORT).write_text(pack.report)
     if pack.chart:
         (tmp / CHART).write_bytes(pack.chart)
+    if pack.stacks:
+        (tmp / STACKS).write_text(pack.stacks)
     if target.exists():
         shutil.rmtree(target)
     os.replace(tmp, target)

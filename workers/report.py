@@ -25,7 +25,9 @@ from typing import Any
 
 from trainwarden.events import reading
 from trainwarden.events import types as t
+from trainwarden.events.dumps import stuck_text
 from trainwarden.events.metrics import at_step
+from trainwarden.events.packfiles import STACKS
 from trainwarden.events.projection import ENDED, RunState
 from trainwarden.events.words import fmt, local_time, said
 from trainwarden.policies.durations import fmt_duration
@@ -122,6 +124,8 @@ def check_facts(
         "log_lines": None,  # `lines 41-50` once read from the file
         "wandb_url": state.launch.get("wandb_url"),
         "evidence_pack": state.evidence[-1] if state.evidence else None,
+        "stuck": state.dump,  # where the latest process.dump found it (its stacks: stacks.txt in the latest pack)
+        "stacks": STACKS if state.dump and state.evidence else None,
         "data_source": source,
         "source": actual,
         "reading": state.reading,  # the agent's latest `reading` status: whether it reads the run's metrics at all
@@ -191,6 +195,10 @@ def evidence_text(ev: dict[str, Any]) -> str:
         parts.append(
             f"chart {ev['evidence_pack']}/{ev['chart']}" if ev.get("evidence_pack") else f"chart {ev['chart']}"
         )
+    if ev.get("stuck"):
+        stacks = (f"stacks {ev['evidence_pack']}/{ev['stacks']}" if ev.get("stacks") and ev.get("evidence_pack")
+                  else "stacks in the run's process.dump event (no pack written yet)")  # fmt: skip
+        parts.append(f"{stuck_text(ev['stuck'])}; {stacks}")
     parts += [f for f in ev.get("files_inspected") or [] if f != log_path]
     return "; ".join(parts) or "none recorded"
 

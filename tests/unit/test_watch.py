@@ -26,7 +26,7 @@ def test_a_watch_message_from_a_remote_launch():
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"op": "start", "run": "a", "log": "/x"}, "op must be 'watch', 'unwatch' or 'stop'"),
+        ({"op": "start", "run": "a", "log": "/x"}, "op must be 'watch', 'unwatch', 'stop' or 'dump'"),
         ({"op": "stop", "run": "a", "request": "cli/h:1"}, "needs 'request' and a 'reply_as'"),
         ({"op": "watch", "run": "a", "log": "/x", "match": "train(.py"}, "is not a regular expression"),
         ({"op": "watch", "run": "a", "log": "/x", "stop_command": "kill 1"}, "must be a JSON list"),
@@ -114,7 +114,9 @@ def test_the_guard_finds_an_offline_process_unless_its_experiment_allows_it(tmp_
     from trainwarden.agent import procfs
     from trainwarden.agent.health import ProcessHealth
 
-    proc = subprocess.Popen(["sleep", "30"], env={**os.environ, "WANDB_MODE": "offline", "WANDB_PROJECT": "p"})
+    # none of this process's WANDB_* (wandb.init in an earlier test sets WANDB_SERVICE in os.environ)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    proc = subprocess.Popen(["sleep", "30"], env={**clean, "WANDB_MODE": "offline", "WANDB_PROJECT": "p"})
     try:
         found = {}
         for allow in (False, True):
