@@ -30,7 +30,8 @@ class Expect:
     no_critical: bool = False
     trigger: str | None = None
     wait_s: float | None = None  # a run that never ends (a hang): kept this long at most, until its alert came
-    dump: str | None = None  # a regex a `process.dump` event (the stack taken when the stall opened) must match
+    dump: str | None = None  # a regex one `process.dump` (taken when the stall opened) must match, as
+    # `verdict: where (category, method)`: e.g. `hang: torch.distributed.all_reduce (collective, py-spy)`
     absent: str | None = None  # a regex no opened anomaly's `rule: reason` may match (e.g. a slowdown is no stall)
     slow_gap_s: float | None = None  # a quiet slow run's longest step gap must be longer (or it tests nothing)
 
@@ -63,12 +64,14 @@ SCENARIOS: dict[str, Expect] = {
     ),
     # the default policy's run-stalled: no step for 3x the usual gap and at least 2m, the processes idle, in a futex;
     # the stack dump taken when it opened names the blocked call
-    "hang": Expect(stop=None, anomaly=r"^run-stalled: .*hung, waiting on a lock", wait_s=150, dump=r"acquire"),
+    "hang": Expect(
+        stop=None, anomaly=r"^run-stalled: .*hung, waiting on a lock", wait_s=150, dump=r"^hang: \S*acquire"
+    ),
     # (policy stall-fast: floor 10s idle, busy_floor 20s, eval_floor 40s, save_budget 40s, first_step_budget 60s)
     # torchrun gloo, rank 1 blocks at step 10 (an Event never set), rank 0 waits in all_reduce (group timeout 30m):
     # run-stalled (WAIT) saying it hung, after the 10 s floor and long before gloo's timeout; the dump names the
     # collective rank 0 waits in
-    "rank_stuck": Expect(stop=None, anomaly=r"^run-stalled: .*hung", wait_s=60, dump=r"all_reduce"),
+    "rank_stuck": Expect(stop=None, anomaly=r"^run-stalled: .*hung", wait_s=60, dump=r"^hang: \S*all_reduce"),
     # a 25 s eval and a 25 s checkpoint save, processes idle: longer than the step budget (10 s idle, 20 s busy),
     # within the phase's (40 s): quiet, no STOP, no warning. The plain loop prints `Evaluating...` and `saving
     # checkpoint PATH`; the HF Trainer (log_level info) its `***** Running Evaluation *****` and `Saving model
@@ -139,10 +142,7 @@ class Case:
         return f"{self.framework}-{self.scenario}"
 
 
-GAPS: dict[str, str] = {  # case id -> why the product gets it wrong today (tests/conformance/GAPS.md)
-    "torch-faults-hang": "no process.dump event: the stack dump when a stall opens is issue #26's stacks work",
-    "torchrun-gloo-rank_stuck": "no process.dump event: the stack dump when a stall opens is issue #26's stacks work",
-}
+GAPS: dict[str, str] = {}  # case id -> why the product gets it wrong today (tests/conformance/GAPS.md)
 STALL_POLICY = "stall-fast"
 
 CASES: list[Case] = [

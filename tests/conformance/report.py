@@ -38,6 +38,6 @@ def stall_text(results: dict[str, Result]) -> str:
         gap = f"{r.max_gap_s:.1f} s" if r.max_gap_s is not None else "-"
         policy = f"{r.case.policy or 'default'}: {stall_budget(r.case.policy)}"
         differs = "; ".join(r.problems()) or "-"
-        alert = r.stall_reason or "-"
+        alert = (r.stall_reason or "-") + (f"; dump: {r.dumps[0]}" if r.dumps else "")
         rows.append(f"| {r.case.id} | {policy} | {delay} | {gap} | {cell(r)} | {differs} | {alert} |")
     return "\n".join(rows) + "\n" if len(rows) > 2 else ""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
-import json
 import os
 import re
 import shlex
@@ -34,7 +33,6 @@ REGISTER = threading.Lock()  # `trainwarden watch` runs in this process: one at 
 RUN_TIMEOUT_S = 150.0
 DUMP_WAIT_S = 20.0  # after the stall opened, how long its stack dump may take to arrive
 STALL_RULE = "run-stalled"
-PROCESS_DUMP = "process.dump"  # the stack dump the agent appends when a stall opens (issue #26's stacks work)
 
 
 @dataclass
@@ -47,7 +45,7 @@ class Result:
     stall_ms: float | None = None  # the last training step's event -> the run-stalled anomaly
     stall_reason: str | None = None  # the first run-stalled anomaly's reason
     max_gap_s: float | None = None  # the longest gap between two training steps' events
-    dumps: list[str] = field(default_factory=list)  # each process.dump event's data, as JSON
+    dumps: list[str] = field(default_factory=list)  # each process.dump's `verdict: where (category)`
     trigger_line: str | None = None
     stop_outcome: str | None = None
     error: str | None = None
@@ -88,7 +86,7 @@ class Result:
             if e.absent and matches(e.absent, f"{r}: {why}")
         ]
         if e.dump is not None and not any(re.search(e.dump, d) for d in self.dumps):
-            out.append(f"no {PROCESS_DUMP} event naming {e.dump!r} (the stack of the blocked call)")
+            out.append(f"no {t.PROCESS_DUMP} matching {e.dump!r} (the blocked call); dumps: {self.dumps}")
         if e.slow_gap_s is not None and (self.max_gap_s or 0) < e.slow_gap_s:
             out.append(f"its longest gap between steps was {self.max_gap_s}s, not over {e.slow_gap_s}s: the run did "
                        "not outlast the step budget, so its quiet proves nothing")  # fmt: skip
@@ -189,10 +187,17 @@ def _await_alert(proc: subprocess.Popen[bytes], store: EventStore, run: str, e: 
         if opened_at is not None and (
             e.dump is None
             or time.monotonic() - opened_at > DUMP_WAIT_S
-            or any(re.search(e.dump, json.dumps(d.data)) for d in events if d.type == PROCESS_DUMP)
+            or any(re.search(e.dump, _dump(d)) for d in events if d.type == t.PROCESS_DUMP)
         ):
             return
         time.sleep(0.5)
+
+
+def _dump(event: Event) -> str:
+    """A process.dump as the expectations read it: its verdict, where it waits, and in what (hang: lock.acquire
+    (lock))."""
+    d = event.data
+    return f"{d.get('verdict')}: {d.get('where')} ({d.get('category')}, {d.get('method')})"
 
 
 def _matches(anomaly: Event, e: Expect) -> bool:
@@ -223,7 +228,7 @@ def _read_back(result: Result, store: EventStore, run: str, seen: dict[str, floa
     if outcome:
         result.stop_outcome = f"{outcome[0].type}: {outcome[0].data.get('method', outcome[0].data.get('error'))}"
     result.trigger_line = str(seen["line"]) if "line" in seen else None
-    result.dumps = [json.dumps(d.data) for d in events if d.type == PROCESS_DUMP]
+    result.dumps = [_dump(d) for d in events if d.type == t.PROCESS_DUMP]
     _stall_timing(result, events)
     e = SCENARIOS[result.case.scenario]
     if "at" in seen:
