@@ -145,16 +145,53 @@ def run_case(case: Case, *, store: EventStore, settings: Path, root: Path) -> Re
                 result.error = f"still running after {RUN_TIMEOUT_S:.0f}s"
         _settle(store, run)
     finally:
+        tree = _descendants(proc.pid)  # torchrun starts each rank in a session of its own: not in the group
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, 9)
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
         proc.wait()
         pump.join(timeout=5)
         if proc.stdout is not None:
             proc.stdout.close()
+    left = _still_alive(tree)
+    if left and not result.error:
+        result.error = f"left processes behind after killing the run: {left}"
     result.exit_code = proc.returncode
     _read_back(result, store, run, seen)
     result.tail = console.read_text(errors="replace")[-2500:] if console.exists() else ""
     return result
+
+
+def _descendants(pid: int) -> list[int]:
+    """pid's processes below it, from /proc (killing the wrapper's process group left a hung torchrun run's
+    ranks alive, each in a session of its own: 2 processes a run, for ever)."""
+    out, todo = [], [pid]
+    while todo:
+        for children in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
+            with contextlib.suppress(OSError, ValueError):
+                kids = [int(c) for c in children.read_text().split()]
+                out += kids
+                todo += kids
+    return out
+
+
+def _still_alive(pids: list[int], wait_s: float = 5.0) -> list[int]:
+    """Those of `pids` alive (not gone, not a zombie) `wait_s` after the run was killed."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = [p for p in pids if _alive(p)]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _pump(proc: subprocess.Popen[bytes], log: Path, trigger: str | None, seen: dict[str, float | str]) -> None:
