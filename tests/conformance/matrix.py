@@ -19,7 +19,8 @@ NAN_LINE = r"(?i)\b(nan|inf)\b"
 class Expect:
     """stop: True must STOP (by one of stop_rules), False must not, None either. anomaly: a regex that
     one opened anomaly's `rule: reason` must match, with a severity in severities. clean: no anomaly
-    above info at all (a false alarm reaches a person). trigger: the bad line, where latency starts."""
+    above info at all (a false alarm reaches a person). trigger: the bad line, where latency starts (for a stall:
+    the last training step's event)."""
 
     stop: bool | None
     stop_rules: frozenset[str] = frozenset()
@@ -28,6 +29,11 @@ class Expect:
     clean: bool = False
     no_critical: bool = False
     trigger: str | None = None
+    wait_s: float | None = None  # a run that never ends (a hang): kept this long at most, until its alert came
+    dump: str | None = None  # a regex one `process.dump` (taken when the stall opened) must match, as
+    # `verdict: where (category, method)`: e.g. `hang: torch.distributed.all_reduce (collective, py-spy)`
+    absent: str | None = None  # a regex no opened anomaly's `rule: reason` may match (e.g. a slowdown is no stall)
+    slow_gap_s: float | None = None  # a quiet slow run's longest step gap must be longer (or it tests nothing)
 
 
 SCENARIOS: dict[str, Expect] = {
@@ -56,8 +62,30 @@ SCENARIOS: dict[str, Expect] = {
         severities=("critical",),
         trigger=r"iostream error|No space left",
     ),
-    # the default policy's run-stalled: no step for 3x the usual gap and at least 2m, the processes idle, in a futex
-    "hang": Expect(stop=None, anomaly=r"^run-stalled: .*hung, waiting on a lock", trigger=r"step=10 "),
+    # the default policy's run-stalled: no step for 3x the usual gap and at least 2m, the processes idle, in a futex;
+    # the stack dump taken when it opened names the blocked call
+    "hang": Expect(
+        stop=None, anomaly=r"^run-stalled: .*hung, waiting on a lock", wait_s=150, dump=r"^hang: \S*acquire"
+    ),
+    # (policy stall-fast: floor 10s idle, busy_floor 20s, eval_floor 40s, save_budget 40s, first_step_budget 60s)
+    # torchrun gloo, rank 1 blocks at step 10 (an Event never set), rank 0 waits in all_reduce (group timeout 30m):
+    # run-stalled (WAIT) saying it hung, after the 10 s floor and long before gloo's timeout; the dump names the
+    # collective rank 0 waits in
+    "rank_stuck": Expect(stop=None, anomaly=r"^run-stalled: .*hung", wait_s=60, dump=r"^hang: \S*all_reduce"),
+    # a 25 s eval and a 25 s checkpoint save, processes idle: longer than the step budget (10 s idle, 20 s busy),
+    # within the phase's (40 s): quiet, no STOP, no warning. The plain loop prints `Evaluating...` and `saving
+    # checkpoint PATH`; the HF Trainer (log_level info) its `***** Running Evaluation *****` and `Saving model
+    # checkpoint to`, a slow eval Dataset and a callback's slow on_save
+    "slow_phases": Expect(stop=False, clean=True, slow_gap_s=21),
+    # a DataLoader whose Dataset reads each sample in 2.75 s: a step every 11 s, regular, over the 10 s floor: a slow
+    # but steady run, quiet (its budget is 3x its own cadence)
+    "dataloader": Expect(stop=False, clean=True, slow_gap_s=10.5),
+    # the same reads 4x slower after 80 steps (0.3 s -> 1.2 s a step, 30 s): throughput-drop (warning) saying the
+    # throughput fell, under the policy's scaled windows (warmup 10s, window 20s, sustained 15s); no run-stalled;
+    # latency from the first slow step
+    "dataloader_slowdown": Expect(
+        stop=False, anomaly=r"^throughput-drop: throughput fell", absent=r"^run-stalled", trigger=r"^step=81 "
+    ),
     # a NaN the framework's own check raises on before any NaN is printed (stable-baselines3: the policy's logits)
     "nan_crash": Expect(stop=None, anomaly=r"^log-nan", severities=("critical",), trigger=r"found invalid values"),
 }
@@ -83,6 +111,7 @@ FRAMEWORKS: dict[str, Framework] = {
     "transformers-4": Framework(".venv-hf4", ("hf.py", "{s}")),
     "torchrun-gloo": Framework(FW, ("ddp.py", "{s}"), launcher="torchrun"),
     "torch-faults": Framework(FW, ("faults.py", "{s}")),
+    "torch-slow": Framework(FW, ("slow.py", "{s}")),
     "lightning-tqdm": Framework(FW, ("lit.py", "{s}", "tqdm")),
     "lightning-rich": Framework(FW, ("lit.py", "{s}", "rich")),
     "lightning-csv": Framework(FW, ("lit.py", "{s}", "csv"), watch="csv/version_0/metrics.csv"),
@@ -106,6 +135,7 @@ class Case:
     framework: str
     scenario: str
     gap: str | None = None  # why the product gets it wrong today: the test is xfail(strict=True)
+    policy: str | None = None  # tests/conformance/policies/NAME.yaml over the default policy (None: the default)
 
     @property
     def id(self) -> str:
@@ -113,14 +143,18 @@ class Case:
 
 
 GAPS: dict[str, str] = {}  # case id -> why the product gets it wrong today (tests/conformance/GAPS.md)
+STALL_POLICY = "stall-fast"
 
 CASES: list[Case] = [
     *(Case(fw, s) for fw in ("transformers-5", "transformers-4") for s in TRAINING),
+    Case("transformers-5", "slow_phases", policy=STALL_POLICY),
     Case("torchrun-gloo", "healthy"),
     Case("torchrun-gloo", "nan"),
     Case("torchrun-gloo", "collective_timeout"),
     Case("torchrun-gloo", "worker_killed"),
+    Case("torchrun-gloo", "rank_stuck", policy=STALL_POLICY),
     *(Case("torch-faults", s) for s in ("oom_host", "disk_full", "hang")),
+    *(Case("torch-slow", s, policy=STALL_POLICY) for s in ("slow_phases", "dataloader", "dataloader_slowdown")),
     *(Case("lightning-tqdm", s) for s in TRAINING),
     *(Case("lightning-rich", s) for s in ("healthy", "nan")),
     *(Case("lightning-csv", s) for s in ("healthy", "nan", "eval_stall")),
@@ -137,7 +171,7 @@ CASES: list[Case] = [
     *(Case(fw, s) for fw in FRAMEWORKS if fw.startswith("plain-") for s in ("healthy", "nan")),
     *(Case("plain-kv", s) for s in ("diverge", "spike", "frozen", "eval_stall")),
 ]
-CASES = [Case(c.framework, c.scenario, GAPS.get(c.id)) for c in CASES]
+CASES = [Case(c.framework, c.scenario, GAPS.get(c.id), c.policy) for c in CASES]
 
 
 def matches(pattern: str | None, text: str) -> bool:

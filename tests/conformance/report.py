@@ -20,3 +20,24 @@ def matrix_text(results: dict[str, Result]) -> str:
         cells = [cell(results[f"{fw}-{s}"]) if f"{fw}-{s}" in results else "" for s in scenarios]
         rows.append(f"| {fw} | " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
+
+
+def stall_text(results: dict[str, Result]) -> str:
+    """The stall cases: the configured budget, the measured delay (last step -> run-stalled; for a quiet case
+    the longest gap between steps, which had to outlast the step budget), the verdict."""
+    from tests.conformance.policy import stall_budget
+
+    cols = ("case", "policy: run-stalled's budget", "last step -> run-stalled", "longest step gap", "verdict",
+            "differs", "alert")  # fmt: skip
+    rows = ["| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
+    for r in results.values():
+        e = SCENARIOS[r.case.scenario]
+        if e.wait_s is None and e.slow_gap_s is None:
+            continue
+        delay = f"{r.stall_ms / 1000:.1f} s" if r.stall_ms is not None else "none"
+        gap = f"{r.max_gap_s:.1f} s" if r.max_gap_s is not None else "-"
+        policy = f"{r.case.policy or 'default'}: {stall_budget(r.case.policy)}"
+        differs = "; ".join(r.problems()) or "-"
+        alert = (r.stall_reason or "-") + (f"; dump: {r.dumps[0]}" if r.dumps else "")
+        rows.append(f"| {r.case.id} | {policy} | {delay} | {gap} | {cell(r)} | {differs} | {alert} |")
+    return "\n".join(rows) + "\n" if len(rows) > 2 else ""

@@ -1,6 +1,7 @@
 """torchrun with 2 processes on gloo (argv: SCENARIO): healthy DDP training, or a real fault:
 collective_timeout (rank 1 stops joining the all-reduce; rank 0's gloo timeout fires), worker_killed
-(rank 1 is SIGKILLed; torchrun reports its exitcode -9)."""
+(rank 1 is SIGKILLed; torchrun reports its exitcode -9), rank_stuck (rank 1 blocks for ever at step 10 and
+rank 0 waits in the all-reduce; the group's timeout is 30 minutes, so the watchdog must speak before gloo)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import datetime
 import os
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -17,7 +19,8 @@ from tiny import PLANS, STEPS, Tiny, data
 
 def main() -> None:
     scenario = sys.argv[1]
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=5))
+    timeout = datetime.timedelta(minutes=30) if scenario == "rank_stuck" else datetime.timedelta(seconds=5)
+    dist.init_process_group("gloo", timeout=timeout)
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(Tiny(PLANS.get(scenario, PLANS["healthy"])))
@@ -33,6 +36,8 @@ def main() -> None:
         opt.step()
         if step == 10 and rank == 1 and scenario == "collective_timeout":
             time.sleep(60)  # rank 0 waits in the all-reduce below until its gloo timeout
+        if step == 10 and rank == 1 and scenario == "rank_stuck":
+            threading.Event().wait()  # never set: rank 1 stops calling the collective, alive and idle
         mean = loss.detach().clone()
         dist.all_reduce(mean)  # the loss averaged over the ranks, for the log
         if rank == 0:
