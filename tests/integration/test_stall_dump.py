@@ -2,6 +2,7 @@
 one rank never comes), /proc says what it can without py-spy, and a stall anomaly brings the dump from the
 run's agent through the control stream into the log, the bot's line and the evidence pack."""
 
+import contextlib
 import io
 import os
 import socket
@@ -106,10 +107,26 @@ def started(argv, *, ready, env=None, out=None):
 
 
 def ended(proc):
+    """Kill the process and every descendant: torchrun starts each rank in a session of its own, so killing the
+    group left both ranks of the gloo case alive after the test."""
+    family = tree(proc.pid)
     os.killpg(proc.pid, 9)
+    for pid in family:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
     proc.wait(timeout=10)
     if proc.stdout is not None:
         proc.stdout.close()
+    wait_for(lambda: not [pid for pid in family if running(pid)], timeout=10, what="the run's processes gone")
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (a killed rank stays one until torchrun, killed too, is reaped by init)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
 
 
 def tree(root: int) -> tuple[int, ...]:
