@@ -19,7 +19,8 @@ from trainwarden.agent.publisher import Publisher
 from trainwarden.agent.runner import Agent, AgentConfig
 from trainwarden.agent.watch import DumpOrder, RunWatch
 from trainwarden.bot.notifier import Notifier
-from trainwarden.bot.sink import ConsoleSink
+from trainwarden.bot.sink import ConsoleSink, Message
+from trainwarden.bot.slack_sink import SlackSink
 from trainwarden.bot.stages import Pipeline
 from trainwarden.events import types as t
 from trainwarden.events.dumps import stuck_text
@@ -34,6 +35,7 @@ from trainwarden.workers.process import process_run
 from trainwarden.workers.report import check_facts, render_report
 
 from tests.helpers import events_of, wait_for
+from tests.slack_api import sink_for
 
 REPO = Path(__file__).resolve().parents[2]
 TORCHRUN = REPO / ".venv-frameworks" / "bin" / "torchrun"
@@ -205,13 +207,25 @@ def test_without_py_spy_proc_gives_the_kernel_wait_and_every_thread_state(locked
     assert "kernel stack:" in dumped["text"]  # read as root, or said to be root-only
 
 
+class Both:
+    """The console and Slack at once, as `up` shows what it posts (Slack's ts is the one threads hang on)."""
+
+    def __init__(self, console: ConsoleSink, slack: SlackSink) -> None:
+        self.console, self.slack = console, slack
+
+    def post(self, message: Message) -> str:
+        self.console.post(message)
+        return self.slack.post(message)
+
+
 @pytest.mark.redis
 def test_a_stall_brings_the_dump_from_the_agent_into_the_log_the_console_and_the_pack(
-    store, worker_ctx, tmp_path, locked
+    store, worker_ctx, tmp_path, locked, slack_api
 ):  # fmt: skip
     run = "hang01"
     notified = io.StringIO()
-    notifier = Notifier(store=store, sink=ConsoleSink(notified), consumer="n1", channel="console", host="bot",
+    both = Both(ConsoleSink(notified), sink_for(slack_api))
+    notifier = Notifier(store=store, sink=both, consumer="n1", channel="C1", host="bot",
                         pipeline=Pipeline(flap_threshold=3, flap_window_s=3600.0))  # fmt: skip
     notifier.reader.ensure_group()
     proc = started(locked, ready=1)
@@ -285,6 +299,10 @@ def test_a_stall_brings_the_dump_from_the_agent_into_the_log_the_console_and_the
         assert f"(pid {proc.pid}), 0% GPU, 0% CPU for " in stuck and "a hang" in stuck, lines
         if PYSPY is not None:
             assert "in `lock.acquire`" in stuck
+        # the same line in Slack, in the run's thread (the local Slack Web API server)
+        (posted,) = [m for m in slack_api.messages if m.text.startswith(f"STUCK {run}@gpu1")]
+        (parent,) = slack_api.parents()
+        assert posted.thread_ts == parent.ts and "a hang" in posted.text, posted
 
         state = fold(events_of(store, run))
         report = render_report(check_facts(state, now=time.time(), interval_s=60, stale_s=60, files_inspected=[]))
