@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from trainwarden.events.dumps import stuck_text
 from trainwarden.events.envelope import Event
@@ -23,7 +23,9 @@ from trainwarden.events.redis_types import field_map
 from trainwarden.events.store import redis_errors
 from trainwarden.policies.model import Policy
 from trainwarden.remote import agent_stop
-from trainwarden.workers.context import WorkerContext
+
+if TYPE_CHECKING:  # the evaluator imports this module: no worker context (rq, asyncssh) at import
+    from trainwarden.workers.context import WorkerContext
 
 log = logging.getLogger(__name__)
 

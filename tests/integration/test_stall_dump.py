@@ -103,8 +103,13 @@ def started(argv, *, ready, env=None, out=None):
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=out or subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                             env=env, text=True, start_new_session=True)  # fmt: skip
     assert proc.stdout is not None
-    seen = [proc.stdout.readline() for _ in range(ready)]
-    assert all(line.startswith("ready") for line in seen), seen
+    seen = ""
+    while seen.count("ready") < ready:  # torchrun's two ranks share the pipe: "ready 0ready 1\n" comes too
+        line = proc.stdout.readline()
+        if not line:  # it ended before saying it was ready: nothing of it may outlive the test
+            ended(proc)
+            raise AssertionError(f"never ready: {seen!r}")
+        seen += line
     return proc
 
 
