@@ -351,11 +351,6 @@ def metric_trend(name: str, values: Sequence[float]) -> str:
     return " ".join(x for x in (name, sparkline(values), f"(last {len(values)}: {number(values[-1])})") if x)
 
 
-def value_trend(values: Sequence[float]) -> str:
-    """/status's `loss` column: the last value, then its recent trend when there is one (`1.95 ▇▅▃▁`, `nan`)."""
-    return " ".join(x for x in (number(values[-1]), sparkline(values)) if x) if values else "n/a"
-
-
 def remedy(text: str) -> str:
     return f"Try: {text}"
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainwarden.bot.config import COMMANDS, NAMESPACE
-from trainwarden.bot.messages import clock
+from trainwarden.bot.messages import clock, number, sparkline
 from trainwarden.policies.durations import duration_problem, fmt_duration
 
 # -- command replies -------------------------------------------------------------------------------
@@ -156,6 +156,11 @@ def status_line(
     *, run: str, host: str, status: str, progress: str, loss: str, gpu: str, source: str, anomalies: str, age: str
 ) -> str:
     return f"{run}@{host} {status} {progress} loss {loss} gpu {gpu} src {source} anomalies {anomalies} last {age} ago"
+
+
+def value_trend(values: Sequence[float]) -> str:
+    """/status's `loss` column: the last value, then its recent trend when there is one (`1.95 ▇▅▃▁`, `nan`)."""
+    return " ".join(x for x in (number(values[-1]), sparkline(values)) if x) if values else "n/a"
 
 
 def status_detail_header(run: str, host: str, status: str) -> str:

@@ -4,7 +4,7 @@ allow-list a request is checked against; /status's loss column when the loss is 
 import math
 
 import pytest
-from trainwarden.bot import messages, replies
+from trainwarden.bot import replies
 from trainwarden.bot.authz import identify
 from trainwarden.bot.commands import Help, Snooze, Status, Stop, allow_name, parse, split_namespaced
 from trainwarden.bot.config import COMMANDS
@@ -96,4 +96,4 @@ def test_a_shortcut_is_a_status_request_about_the_run_in_the_messages_metadata()
      ([math.inf], "inf"), ([1.5], "1.5"), ([], "n/a")],
 )  # fmt: skip
 def test_the_loss_column_says_nan_not_a_row_of_marks(values, expected):
-    assert messages.value_trend(values) == expected
+    assert replies.value_trend(values) == expected
