@@ -78,6 +78,16 @@ def test_stop_on_a_stopped_run_says_so_without_a_stop_button(bot, slack_api, sto
     assert len(events_of(store, "exp01", t.STOP_REQUESTED)) == 1  # the one that stopped it
 
 
+def test_stop_now_of_a_guarded_stop_on_a_run_stopped_meanwhile_changes_nothing(bot, slack_api, store):
+    decision = event(t.DECISION, "exp01", 6, decision="STOP", rule="r", reason="x", confirm_s=300)
+    store.append([decision])
+    stopped(store, "exp01")  # by hand (the CLI), before anyone answered the guard
+    click(bot, slack_api, "tw_stop_now", {"run": "exp01", "rule": "r", "decision": decision.id})
+    (_, late) = responses(slack_api, 1)[0]
+    assert late["text"] == "exp01 has already stopped; nothing was done."
+    assert len(events_of(store, "exp01", t.STOP_REQUESTED)) == 1  # the CLI's
+
+
 def test_a_thread_has_status_snooze_and_stop_as_buttons_and_a_stale_stop_changes_nothing(bot, slack_api, store):
     store.append([anomaly("exp01", 6)])
     (posted,) = wait_for(lambda: [m for m in slack_api.messages if m.text.startswith("ANOMALY exp01")], what="post")
