@@ -1,4 +1,8 @@
-"""The slack-bolt app: slash commands and buttons routed to bot/handlers.py behind bot/authz.py.
+"""The slack-bolt app: slash commands, buttons and the message shortcut routed to bot/handlers.py
+behind bot/authz.py.
+
+`/tw SUBCOMMAND` and the old top-level names (`/status`, `/stop`, ...) share one listener and one
+parser (bot/commands.py): which of them Slack delivers is the manifest's choice (slack/manifest.yaml).
 
 HTTP mode verifies every request's signature and timestamp (bolt's RequestVerification: a forged
 signature or a timestamp over five minutes old is answered 401), then refuses a signature already
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -19,9 +24,9 @@ import redis
 from slack_bolt import Ack, App, BoltRequest, BoltResponse, Respond
 from slack_bolt.middleware import Middleware
 from slack_sdk import WebClient
-from trainwarden.bot import blocks, replies
+from trainwarden.bot import blocks, replies, threads
 from trainwarden.bot.authz import Authorize
-from trainwarden.bot.config import COMMANDS
+from trainwarden.bot.config import COMMANDS, NAMESPACE
 from trainwarden.bot.errors import CommandError
 from trainwarden.bot.handlers import Handlers, Reply
 from trainwarden.bot.limits import fit_message
@@ -71,7 +76,12 @@ def answer(respond: Respond, command: str, **message: Any) -> None:
 
 def build_app(*, client: WebClient, signing_secret: str | None, handlers: Handlers, authorize: Authorize) -> App:
     """Without a signing secret (Socket Mode), requests come over the bot's own websocket instead.
-    `authorize` holds the allow-lists (its `config`, replaced on SIGHUP)."""
+    `authorize` holds the allow-lists (its `config`, replaced on SIGHUP).
+
+    bolt reads SLACK_BOT_TOKEN from the environment even when given a client, and then warns at every
+    start that the token is unused. The client already holds the token, so the variable leaves this
+    process's environment first: the warning goes, and nothing the bot starts inherits the token."""
+    os.environ.pop("SLACK_BOT_TOKEN", None)
     app = App(
         client=client,
         signing_secret=signing_secret or "",
@@ -102,7 +112,7 @@ def build_app(*, client: WebClient, signing_secret: str | None, handlers: Handle
         if reply.then is not None:
             reply.then()
 
-    for name in COMMANDS:
+    for name in (NAMESPACE, *COMMANDS):
         app.command(f"/{name}")(on_command)
 
     buttons: dict[str, Callable[..., Reply]] = {
@@ -111,26 +121,52 @@ def build_app(*, client: WebClient, signing_secret: str | None, handlers: Handle
         blocks.ACTION_STOP_RUN: handlers.stop_run,
         blocks.ACTION_SNOOZE: handlers.snooze,
         blocks.ACTION_CANCEL: handlers.cancel,
+        blocks.ACTION_STATUS: handlers.run_status,
     }
 
     def on_button(ack: Ack, body: dict[str, Any], action: dict[str, Any], respond: Respond) -> None:
         ack()
         user = str((body.get("user") or {}).get("id"))
-        try:
+
+        def handle() -> Reply:
             value = json.loads(action.get("value") or "{}")
-            reply = buttons[action["action_id"]](value if isinstance(value, dict) else {}, user=user)
-        except CommandError as exc:
-            respond(text=exc.args[0], response_type="ephemeral", replace_original=False)
-            return
-        except Exception:
-            log.exception("button %s failed", action.get("action_id"))
-            respond(text=replies.internal_error(), response_type="ephemeral", replace_original=False)
-            return
-        # A private prompt (/stop's) is replaced by the outcome; a channel message keeps its buttons.
-        private = (body.get("container") or {}).get("is_ephemeral", False)
-        respond(text=fit_message(reply.text, None)[0], response_type="in_channel" if reply.in_channel else "ephemeral",
-                replace_original=bool(private))  # fmt: skip
+            return buttons[action["action_id"]](value if isinstance(value, dict) else {}, user=user)
+
+        # A private prompt (/stop's, a run's panel) is replaced by the outcome, unless that goes to the
+        # channel (a snooze); a channel message keeps its buttons.
+        private = bool((body.get("container") or {}).get("is_ephemeral", False))
+        interact(respond, handle, what=f"button {action.get('action_id')}", private=private)
 
     for action_id in blocks.ACTIONS:
         app.action(action_id)(on_button)
+
+    @app.shortcut(blocks.SHORTCUT_RUN_ACTIONS)
+    def on_shortcut(ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        """A message's "Run actions": the run of its thread, privately, with Snooze and Stop."""
+        ack()
+        user = str((body.get("user") or {}).get("id"))
+        channel = (body.get("channel") or {}).get("id")
+
+        def handle() -> Reply:
+            run = threads.thread_run(client, channel=channel, message=body.get("message") or {})
+            return handlers.run_panel(run, user=user)
+
+        interact(respond, handle, what="the Run actions shortcut", private=False)
+
     return app
+
+
+def interact(respond: Respond, handle: Callable[[], Reply], *, what: str, private: bool) -> None:
+    """A click's or a shortcut's reply through its response_url; refusals and failures privately."""
+    try:
+        reply = handle()
+    except CommandError as exc:
+        respond(text=exc.args[0], response_type="ephemeral", replace_original=False)
+        return
+    except Exception:
+        log.exception("%s failed", what)
+        respond(text=replies.internal_error(), response_type="ephemeral", replace_original=False)
+        return
+    text, fitted = fit_message(reply.text, reply.blocks)
+    respond(text=text, blocks=fitted or None, response_type="in_channel" if reply.in_channel else "ephemeral",
+            replace_original=private and not reply.in_channel)  # fmt: skip

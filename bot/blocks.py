@@ -18,7 +18,9 @@ ACTION_KEEP_RUNNING = "tw_keep_running"  # guarded stop: cancel it and snooze th
 ACTION_STOP_RUN = "tw_stop_run"  # anomaly or /stop: stop the run (after Slack's confirm dialog)
 ACTION_SNOOZE = "tw_snooze"  # anomaly: snooze its rule
 ACTION_CANCEL = "tw_cancel"  # /stop: dismiss
-ACTIONS = (ACTION_STOP_NOW, ACTION_KEEP_RUNNING, ACTION_STOP_RUN, ACTION_SNOOZE, ACTION_CANCEL)
+ACTION_STATUS = "tw_status"  # a thread message: the run's status with its Stop and Snooze, privately
+ACTIONS = (ACTION_STOP_NOW, ACTION_KEEP_RUNNING, ACTION_STOP_RUN, ACTION_SNOOZE, ACTION_CANCEL, ACTION_STATUS)
+SHORTCUT_RUN_ACTIONS = "tw_run_actions"  # the message shortcut (slack/manifest.yaml): what ACTION_STATUS shows
 WITH_BUTTONS = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT, t.DECISION_SHADOW})
 
 
@@ -75,6 +77,7 @@ def notice_blocks(
             button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN,
                    {**value, "reason": shorten(notice.text, commands.MAX_TEXT)},  # the stop's reason, whole words
                    style="danger", confirm=stop_confirm_dialog(run)),
+            status_button(run),
         ]})  # fmt: skip
     elif notice.kind == GUARD:
         blocks.append(guard_actions(value))
@@ -86,6 +89,22 @@ def guard_actions(value: dict[str, Any]) -> dict[str, Any]:
         button(messages.BUTTON_STOP_NOW, ACTION_STOP_NOW, value, style="danger"),
         button(messages.BUTTON_KEEP_RUNNING, ACTION_KEEP_RUNNING, value, style="primary"),
     ]}  # fmt: skip
+
+
+def status_button(run: str) -> dict[str, Any]:
+    return button(messages.BUTTON_STATUS, ACTION_STATUS, {"run": run})
+
+
+def run_panel(run: str, text: str, *, ended: bool, snooze_s: float) -> list[dict[str, Any]]:
+    """A run's status with its actions (the Status button's and the shortcut's private reply): Snooze,
+    and Stop run while the run has not ended (a stopped run offers no Stop)."""
+    value = {"run": run, "rule": None}
+    actions = [button(messages.button_snooze(snooze_s), ACTION_SNOOZE, {**value, "seconds": snooze_s})]
+    if not ended:
+        actions.append(button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN,
+                              {**value, "reason": commands.DEFAULT_STOP_REASON}, style="danger",
+                              confirm=stop_confirm_dialog(run)))  # fmt: skip
+    return [section(text), {"type": "actions", "elements": actions}]
 
 
 def text_blocks(text: str) -> list[dict[str, Any]]:

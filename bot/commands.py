@@ -1,5 +1,9 @@
 """Slash-command text in, a validated command out; pure, nothing runs here.
 
+One registry: the subcommands are `config.COMMANDS` (the allow-list names too). Slack's slash commands
+are not namespaced, so the bot ships one command, `/tw SUBCOMMAND ...` (`NAMESPACE`); the old
+top-level names (`/status`, `/stop`, ...) reach the same parser with the subcommand as the name.
+
 Refused before anything else: text that looks like a secret (never echoed back), text over 200
 characters, control characters, and shell metacharacters (no command of the bot needs them;
 refusing them keeps every name and reason inert wherever it later travels: tmux session names,
@@ -14,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from trainwarden.bot import replies
+from trainwarden.bot.config import COMMANDS, HELP, NAMESPACE
 from trainwarden.bot.errors import BadInput
 from trainwarden.events.envelope import RUN_NAME_RE
 from trainwarden.events.redact import looks_secret
@@ -55,7 +60,25 @@ class Snooze:
     seconds: float
 
 
-Command = Status | Launch | Stop | Snooze
+@dataclass(frozen=True, slots=True)
+class Help:
+    """`/tw help`: what each subcommand does."""
+
+
+Command = Status | Launch | Stop | Snooze | Help
+
+
+def split_namespaced(text: str) -> tuple[str, str]:
+    """`/tw`'s text as (subcommand, the rest): ("stop", "exp01 lr too high"); a bare `/tw` is help."""
+    head, _, rest = text.strip().partition(" ")
+    return (head.lower() or HELP), rest.strip()
+
+
+def allow_name(command: str, text: str) -> str:
+    """The allow-list a slash command is checked against: `/tw stop ...` and `/stop ...` both `stop`;
+    `/tw help` and an unknown `/tw` subcommand `help` (answered to anyone: they run nothing)."""
+    name = split_namespaced(text)[0] if command == NAMESPACE else command
+    return name if name in COMMANDS else HELP
 
 
 def check_text(text: str) -> None:
@@ -100,8 +123,15 @@ def _name(text: str, usage: str) -> str:
 
 
 def parse(command: str, text: str) -> Command:
-    """`command` without its slash ("stop"), `text` as Slack sent it."""
+    """`command` without its slash ("tw", or an old name like "stop"), `text` as Slack sent it."""
     check_text(text)
+    if command == NAMESPACE:
+        sub, rest = split_namespaced(text)
+        if sub == HELP:
+            return Help()
+        if sub not in COMMANDS:
+            raise BadInput(replies.unknown_subcommand(sub, closest(sub, (*COMMANDS, HELP))))
+        return parse(sub, rest)
     words = text.split()
     usage = replies.usage(command)
     if command == "status" and words == [STATUS_ALL]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-COMMANDS = ("status", "launch", "stop", "snooze")
+COMMANDS = ("status", "launch", "stop", "snooze")  # the subcommands of /tw, and their allow-list names
+NAMESPACE = "tw"  # the one slash command the manifest ships: `/tw status|launch|stop|snooze|help`
+HELP = "help"  # `/tw help` (and a bare `/tw`): the list of subcommands; needs no allow-list
 RATE_PER_S = 1.0  # messages per second per channel (Slack allows about one, with short bursts)
 BURST = 4  # messages a channel may take at once before the rate applies
 FLAP_THRESHOLD = 3  # openings of one (run, rule) within FLAP_WINDOW_S before it is reported as flapping

@@ -19,8 +19,10 @@ from trainwarden.bot.errors import BadInput
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.projection import ENDED
 from trainwarden.events.redact import redact_text
 from trainwarden.events.redis_types import stream_entries
+from trainwarden.events.run_view import run_state
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
 from trainwarden.events.words import shorten
 from trainwarden.remote.fleet import Fleet
@@ -72,10 +74,17 @@ class Handlers:
     def _run(self, name: str) -> str:
         return commands.check_name("run", name, status.known_runs(self.store))
 
+    def _ended(self, run: str) -> str | None:
+        """The run's status if it has ended (stopped, finished, failed): there is nothing left to stop."""
+        state = run_state(self.store, run).status
+        return state if state in ENDED else None
+
     # -- slash commands ---------------------------------------------------------------------------
 
     def command(self, name: str, text: str, *, user: str) -> Reply:
         cmd = commands.parse(name, text)
+        if isinstance(cmd, commands.Help):
+            return Reply(replies.help_text())
         if isinstance(cmd, commands.Status):
             if cmd.run is None:
                 return Reply(status.overview(self.store, everything=cmd.everything))
@@ -84,6 +93,8 @@ class Handlers:
             return self.launch(cmd, user=user)
         if isinstance(cmd, commands.Stop):
             run = self._run(cmd.run)
+            if ended := self._ended(run):
+                return Reply(replies.already_ended(run, ended))  # and no Stop button
             reason = redact_text(cmd.reason)
             return Reply(replies.stop_confirm(run, reason), blocks=blocks.stop_prompt(run, reason))
         run = self._run(cmd.run)
@@ -118,6 +129,8 @@ class Handlers:
 
     def stop_run(self, value: dict[str, Any], *, user: str) -> Reply:
         run = self._run(str(value.get("run")))
+        if ended := self._ended(run):  # a stale button: the run ended since it was posted
+            return Reply(replies.already_ended(run, ended))
         reason = shorten(redact_text(str(value.get("reason") or commands.DEFAULT_STOP_REASON)), commands.MAX_TEXT)
         asked: p.StopRequestedData = {"by": "slack", "user": user, "reason": reason, "decision": value.get("decision")}
         self._append(t.STOP_REQUESTED, run, asked)
@@ -138,11 +151,29 @@ class Handlers:
         decision = str(value.get("decision"))
         if self.guard_outcome(run, decision) is not None:
             return Reply(replies.guard_already_closed(run))
+        if ended := self._ended(run):
+            return Reply(replies.already_ended(run, ended))
         reason = f"{messages.BUTTON_STOP_NOW}: {value.get('rule')}"
         asked: p.StopRequestedData = {"by": "slack", "user": user, "reason": reason, "decision": decision,
                                       "rule": value.get("rule")}  # fmt: skip
         self._append(t.STOP_REQUESTED, run, asked)
         return Reply(replies.stop_requested(run, user))
+
+    def run_status(self, value: dict[str, Any], *, user: str) -> Reply:
+        """The Status button on a run's thread messages."""
+        return self.run_panel(str(value.get("run")), user=user)
+
+    def run_panel(self, run: str | None, *, user: str) -> Reply:
+        """One run's status with Snooze and (unless it ended) Stop: what a thread has instead of
+        `/tw status RUN` and `/tw stop RUN`, which Slack does not deliver from threads. `run` is None
+        when the message the shortcut was used on is not in a run's thread."""
+        if run is None:
+            raise BadInput(replies.not_in_a_run_thread())
+        run = self._run(run)
+        text = status.detail(self.store, run)
+        panel = blocks.run_panel(run, text, ended=self._ended(run) is not None,
+                                 snooze_s=self.config.keep_running_snooze_s)  # fmt: skip
+        return Reply(text, blocks=panel)
 
     def keep_running(self, value: dict[str, Any], *, user: str) -> Reply:
         run = self._run(str(value.get("run")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainwarden.bot import replies
 from trainwarden.events.envelope import Event
 from trainwarden.remote.first_seconds import WINDOW_S
 from trainwarden.remote.launch import RemoteLauncher
@@ -28,6 +29,6 @@ class FleetLauncher:
         hold = self.launcher.plan_hold(experiment)
         if hold is None:
             return None
-        text = plan_refusal(hold, f"/launch {experiment} --force")
+        text = plan_refusal(hold, f"{replies.slash('launch')} {experiment} --force")
         self.launcher.refuse_held(hold, text)
         return text

@@ -44,13 +44,16 @@ def clock(ts: float) -> str:
 
 
 def sparkline(values: Sequence[float]) -> str:
-    """Recent values as block characters; a non-finite value shows as '!'."""
+    """The finite values among `values` as block characters; "" when fewer than two are finite.
+
+    A non-finite value is left out, not drawn: the number printed beside the line already says `nan`
+    or `inf`, and a row of placeholder characters read as noise, not as "the loss went NaN"."""
     finite = [v for v in values if math.isfinite(v)]
-    if not finite:
-        return "!" * len(values)
+    if len(finite) < 2:
+        return ""
     low, high = min(finite), max(finite)
     span = (high - low) or 1.0
-    return "".join(SPARK[int((v - low) / span * (len(SPARK) - 1))] if math.isfinite(v) else "!" for v in values)
+    return "".join(SPARK[int((v - low) / span * (len(SPARK) - 1))] for v in finite)
 
 
 def progress_bar(done: int, total: int) -> str:
@@ -345,7 +348,7 @@ def guard_outcome_kept(by: str | None) -> str:
 
 
 def metric_trend(name: str, values: Sequence[float]) -> str:
-    return f"{name} {sparkline(values)} (last {len(values)}: {number(values[-1])})"
+    return " ".join(x for x in (name, sparkline(values), f"(last {len(values)}: {number(values[-1])})") if x)
 
 
 def remedy(text: str) -> str:
@@ -375,6 +378,8 @@ BUTTON_STOP_NOW = "Stop now"
 BUTTON_KEEP_RUNNING = "Keep running"
 BUTTON_STOP_RUN = "Stop run"
 BUTTON_CANCEL = "Cancel"
+# the run's status, privately, with its Stop and Snooze (slash commands do not work in threads)
+BUTTON_STATUS = "Status"
 
 
 def button_snooze(seconds: float) -> str:

@@ -10,7 +10,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trainwarden.bot.messages import clock
+from trainwarden.bot.config import COMMANDS, NAMESPACE
+from trainwarden.bot.messages import clock, number, sparkline
 from trainwarden.policies.durations import duration_problem, fmt_duration
 
 # -- command replies -------------------------------------------------------------------------------
@@ -40,13 +41,37 @@ def control_chars() -> str:
     return "it contains control characters"
 
 
+SYNOPSIS = {
+    "status": ("[RUN | all]", "active runs, the most urgent first; `all` adds ended runs; or one run in detail"),
+    "launch": ("EXPERIMENT [SERVER] [--force]", "launch a configured experiment on its server"),
+    "stop": ("RUN [REASON]", "stop a run (asks for confirmation)"),
+    "snooze": ("RUN [RULE] DURATION", "silence a run's anomalies (or one rule) for a while, like 30m, 1h30m, 2d"),
+}
+
+
+def slash(command: str) -> str:
+    """How a subcommand is typed: `/tw stop`."""
+    return f"/{NAMESPACE} {command}"
+
+
 def usage(command: str) -> str:
-    return {
-        "status": "Usage: /status [RUN | all]",
-        "launch": "Usage: /launch EXPERIMENT [SERVER] [--force]",
-        "stop": "Usage: /stop RUN [REASON]",
-        "snooze": "Usage: /snooze RUN [RULE] DURATION (like 30m, 1h30m, 2d)",
-    }.get(command, f"Unknown command {command}")
+    args, what = SYNOPSIS[command]
+    return f"Usage: {slash(command)} {args} ({what})"
+
+
+def help_text() -> str:
+    """`/tw help`: every subcommand, and where the thread actions are (slash commands do not work in threads)."""
+    lines = [f"`{slash(name)} {SYNOPSIS[name][0]}`: {SYNOPSIS[name][1]}" for name in COMMANDS]
+    threads = (
+        "In a run's thread (where slash commands do not work): the buttons on its messages, or the "
+        "message shortcut *Run actions* (a message's ⋮ menu) for the run's status, Stop and Snooze."
+    )
+    return "\n".join([f"*/{NAMESPACE}* commands:", *lines, f"`{slash('help')}`: this list", threads])
+
+
+def unknown_subcommand(name: str, closest: Sequence[str]) -> str:
+    hint = f" Did you mean {' or '.join(slash(c) for c in closest)}?" if closest else ""
+    return f"Unknown command {slash(name)}.{hint}\n{help_text()}"
 
 
 def unknown_name(kind: str, name: str, closest: Sequence[str], known: Sequence[str]) -> str:
@@ -84,6 +109,16 @@ def stop_confirm(run: str, reason: str) -> str:
     return f"Stop {run}? Reason: {reason}"
 
 
+def already_ended(run: str, status: str) -> str:
+    """/tw stop, or a Stop button clicked late, on a run that has ended: nothing to stop."""
+    return f"{run} has already {status}; nothing was done."
+
+
+def not_in_a_run_thread() -> str:
+    return (f"This message is not in a run's thread, so there is no run to act on. Use it on a message in a "
+            f"run's thread, or {slash('status')} for every run.")  # fmt: skip
+
+
 def stop_requested(run: str, user: str) -> str:
     return f"Stop of {run} requested by <@{user}>; the outcome goes to the run's thread."
 
@@ -110,17 +145,22 @@ def no_active_runs() -> str:
 
 
 def status_more(count: int) -> str:
-    return f"… and {count} more: /status RUN for one run"
+    return f"… and {count} more: {slash('status')} RUN for one run"
 
 
 def status_ended_hidden(count: int) -> str:
-    return f"{count} ended {'run' if count == 1 else 'runs'} not shown: /status all"
+    return f"{count} ended {'run' if count == 1 else 'runs'} not shown: {slash('status')} all"
 
 
 def status_line(
     *, run: str, host: str, status: str, progress: str, loss: str, gpu: str, source: str, anomalies: str, age: str
 ) -> str:
     return f"{run}@{host} {status} {progress} loss {loss} gpu {gpu} src {source} anomalies {anomalies} last {age} ago"
+
+
+def value_trend(values: Sequence[float]) -> str:
+    """/status's `loss` column: the last value, then its recent trend when there is one (`1.95 ▇▅▃▁`, `nan`)."""
+    return " ".join(x for x in (number(values[-1]), sparkline(values)) if x) if values else "n/a"
 
 
 def status_detail_header(run: str, host: str, status: str) -> str:

@@ -67,7 +67,7 @@ def progress(state: RunState) -> str:
 
 def line(store: EventStore, state: RunState, now: float) -> str:
     losses = loss_values(state)
-    loss = f"{messages.number(losses[-1])} {messages.sparkline(losses)}" if losses else "n/a"
+    loss = replies.value_trend(losses)
     gpu = last_gpu_util(store, state.run)
     return replies.status_line(
         run=state.run,

@@ -113,6 +113,16 @@ def click(bot: SlackBot | str, api: SlackAPI, action_id: str, value: dict[str, A
     return post(bot, urllib.parse.urlencode({"payload": json.dumps(payload)}))
 
 
+def shortcut(bot: SlackBot | str, api: SlackAPI, message: dict[str, Any], *, user: str = ADMIN,
+             callback_id: str = "tw_run_actions") -> tuple[int, dict[str, Any]]:  # fmt: skip
+    """A message shortcut used on `message` (a message of channel C1, as Slack's payload carries it)."""
+    payload = {"type": "message_action", "callback_id": callback_id, "user": {"id": user}, "channel": {"id": "C1"},
+               "team": {"id": "T1"}, "api_app_id": "A1", "token": "x", "trigger_id": trigger_id(),
+               "response_url": api.response_url("shortcut"), "message_ts": message.get("ts"),
+               "message": message}  # fmt: skip
+    return post(bot, urllib.parse.urlencode({"payload": json.dumps(payload)}))
+
+
 def responses(api: SlackAPI, n: int) -> list[tuple[str, dict[str, Any]]]:
     """The response_url posts of clicks (not of slash commands), once there are at least `n`."""
 

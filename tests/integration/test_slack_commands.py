@@ -129,7 +129,7 @@ def test_stop_asks_for_confirmation_then_requests_the_stop(bot, slack_api, store
         ("launch", "demo-exp gpu2", "Refused, nothing was run: demo-exp runs on gpu1 (its experiment file says so)"),
         ("stop", "exp01 " + "x" * 200, "Refused, nothing was run: the text is 206 characters long; the limit is 200"),
         ("stop", "exp01 a\x1b[31mred", "Refused, nothing was run: it contains control characters"),
-        ("snooze", "exp01 loss 5 minutes", "Usage: /snooze RUN [RULE] DURATION"),
+        ("snooze", "exp01 loss 5 minutes", "Usage: /tw snooze RUN [RULE] DURATION"),
         ("snooze", "exp01 loss 5x", "'5x' is not a duration"),
     ],
 )

@@ -96,7 +96,7 @@ def test_one_thread_per_run_with_phone_readable_lines(store, slack_api):
     assert lines[0].startswith("loss █") and lines[0].endswith("▁ (last 7: 2.3)")  # falling loss, last value
     assert "Try: lower the learning rate" in lines
     actions = next(b for b in blocks if b["type"] == "actions")
-    assert [e["action_id"] for e in actions["elements"]] == ["tw_snooze", "tw_stop_run"]
+    assert [e["action_id"] for e in actions["elements"]] == ["tw_snooze", "tw_stop_run", "tw_status"]
     assert json.loads(actions["elements"][0]["value"])["rule"] == "loss-spike"
     assert "confirm" in actions["elements"][1]
     # exactly-once bookkeeping is in the run's log: one intent and one sent per message

@@ -67,14 +67,14 @@ def test_status_with_400_runs_acks_at_once_and_lists_the_active_runs_on_one_scre
         assert " stopping " in lines[0] and "anomalies loss-spike, grad-norm " in lines[1]
         assert all(int(run[3:]) % 4 != 1 for run in runs)  # active runs only
         assert lines[SCREEN_LINES:] == [
-            "… and 285 more: /status RUN for one run",
-            "100 ended runs not shown: /status all",
+            "… and 285 more: /tw status RUN for one run",
+            "100 ended runs not shown: /tw status all",
         ]
 
         started = time.perf_counter()
         _, everything = command(bot.url, slack_api, "status", "all")
         print(f"/status all over {RUNS} runs (views snapshotted): reply after {time.perf_counter() - started:.2f} s")
         lines = everything["text"].splitlines()
-        assert len(lines) == SCREEN_LINES + 1 and lines[-1] == "… and 385 more: /status RUN for one run"
+        assert len(lines) == SCREEN_LINES + 1 and lines[-1] == "… and 385 more: /tw status RUN for one run"
         _, one = command(bot.url, slack_api, "status", "run001")
         assert one["text"].startswith("*run001@gpu1* is finished")

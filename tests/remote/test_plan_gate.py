@@ -74,12 +74,12 @@ def test_a_child_of_a_failed_parent_is_blocked_and_slack_is_told(
     with running_bot(redis_server.url, slack_api, fleet=launcher.fleet, launcher=FleetLauncher(launcher)) as bot:
         _, body = command(bot, slack_api, "launch", "e2")
         assert body == {"response_type": "ephemeral", "text": "Refused, nothing was run: e2 is blocked in plan p1: "
-                        "e1 failed; fix e1 and run the plan again, or `/launch e2 --force` to launch outside the "
+                        "e1 failed; fix e1 and run the plan again, or `/tw launch e2 --force` to launch outside the "
                         "plan."}  # fmt: skip
         assert events_of(store, "e2", t.RUN_LAUNCHED) == []
         (said,) = events_of(store, "e2", t.LAUNCH_REFUSED)
         assert said.data["check"] == "plan" and said.data["reason"].endswith(
-            "`/launch e2 --force` to launch outside the plan"
+            "`/tw launch e2 --force` to launch outside the plan"
         )
         _, body = command(bot, slack_api, "launch", "e2 --force")
         assert body["text"] == "Launching e2 on gpu1; the outcome goes to the run's thread."
