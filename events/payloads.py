@@ -388,7 +388,7 @@ PolicyAppliedData = TypedDict(
 class CommandData(TypedDict):
     """`command.received` and `command.denied`."""
 
-    command: str  # /stop, /snooze, ... or a button's action
+    command: str  # as typed (/tw stop, or an old name: /stop), or a button's action
     user: str  # the Slack user
     channel: str | None  # Slack channel id (None when Slack's request names none)
     via: str  # slash, or the button's action id
