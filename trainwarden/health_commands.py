@@ -34,8 +34,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("health", help="every daemon's heartbeat in one table; exit 1 when a part is silent")
     s.add_argument("--json", action="store_true", help="one JSON object per component, in a list")
     s.add_argument("--forget", metavar="COMPONENT", help="stop expecting a component (role@host) that is gone")
-    s.add_argument("--here", action="store_true", help="only the daemons of this host (the host setting, TRAINWARDEN_HOST, "
-                   "else the hostname): a container's health check")  # fmt: skip
+    s.add_argument("--here", action="store_true", help="only the daemons of this host (the host setting, "
+                   "TRAINWARDEN_HOST, else the hostname): a container's health check")  # fmt: skip
     s.set_defaults(func=cmd_health)
 
 

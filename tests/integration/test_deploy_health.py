@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import redis
-
-from tests.conftest import cli_argv
 from trainwarden.events.heartbeat import Heartbeat
 from trainwarden.events.keys import Keys
+
+from tests.conftest import cli_argv
 
 HERE = "testhost"  # the settings_file fixture's host
 
