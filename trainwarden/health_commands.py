@@ -3,7 +3,8 @@
 Expected parts are those seen within the heartbeat retention (a week: the hash expires then, or
 `--forget COMPONENT` drops a retired one at once); a part is SILENT when its last beat is older than
 three of its own intervals (events/heartbeat.py), STOPPED when it was stopped on purpose (no alarm
-is raised for it; health still exits 1, since it watches nothing).
+is raised for it; health still exits 1, since it watches nothing). `--here` judges only this host's
+components: a container's health check (deploy/docker-compose.yml), where one daemon runs per host name.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("health", help="every daemon's heartbeat in one table; exit 1 when a part is silent")
     s.add_argument("--json", action="store_true", help="one JSON object per component, in a list")
     s.add_argument("--forget", metavar="COMPONENT", help="stop expecting a component (role@host) that is gone")
+    s.add_argument("--here", action="store_true", help="only the daemons of this host (the host setting, "
+                   "TRAINWARDEN_HOST, else the hostname): a container's health check")  # fmt: skip
     s.set_defaults(func=cmd_health)
 
 
@@ -99,7 +102,8 @@ def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
     now = time.time()
     with redis_errors("read the heartbeats"):
         refused = write_refusal(store.redis, store.keys)
-        rows = [row(b, now) for b in read_beats(store.redis, store.keys)]  # type: ignore[arg-type]
+        beats = read_beats(store.redis, store.keys)  # type: ignore[arg-type]
+    rows = [row(b, now) for b in beats if not args.here or b.host == settings.host]
     healthy = bool(rows) and all(r["status"] == OK for r in rows) and refused is None
     if refused:  # first: it is why every daemon's heartbeat stalls (they are writes) and why events wait
         print(f"{refused}; the daemons wait (the agents spool) and catch up once it takes writes again",
@@ -107,7 +111,8 @@ def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
-        print("no daemon has sent a heartbeat (start the agent, dispatcher, worker and bot)")
+        print(f"no daemon on {settings.host} has sent a heartbeat (start one there)" if args.here else
+              "no daemon has sent a heartbeat (start the agent, dispatcher, worker and bot)")  # fmt: skip
     else:
         print(table(rows, now))
         silent = [r["component"] for r in rows if r["status"] == SILENT]

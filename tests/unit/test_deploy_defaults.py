@@ -5,34 +5,30 @@ the Dockerfile line by line, and the settings' defaults are resolved against the
 data directory (TRAINWARDEN_DATA_DIR).
 """
 
+import shlex
 from pathlib import PurePosixPath
 
-import yaml
-
-from tests.conftest import REPO
+from tests.deploy_files import compose, dockerfile, interpolate
 from trainwarden.settings import DATA_DIR_ENV, load_settings
 
-IMAGE_SERVICES = ("dispatcher", "worker", "bot")
+
+def image_services() -> list[str]:
+    return [name for name, service in compose()["services"].items() if "build" in service]
 
 
-def dockerfile() -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for line in (REPO / "Dockerfile").read_text().splitlines():
-        if line and not line.startswith("#"):
-            word, _, rest = line.partition(" ")
-            out.setdefault(word, []).append(rest.strip())
-    return out
+def instructions(word: str) -> list[str]:
+    return [i.args for i in dockerfile() if i.word == word]
 
 
-def compose() -> dict:
-    return yaml.safe_load((REPO / "deploy" / "docker-compose.yml").read_text())
+def image_env() -> dict[str, str]:
+    return dict(pair.split("=", 1) for args in instructions("ENV") for pair in shlex.split(args))
 
 
 def mounts(service: dict) -> list[tuple[str, str, bool]]:
     """(source, target, read-only) of each short-syntax volume."""
     out = []
     for spec in service.get("volumes", []):
-        parts = spec.split(":")
+        parts = interpolate(spec, {"HOME": "/home/someone"}).split(":")
         out.append((parts[0], parts[1], parts[2:] == ["ro"]))
     return out
 
@@ -43,20 +39,20 @@ def covering(path: PurePosixPath, service: dict) -> tuple[str, str, bool] | None
 
 
 def test_the_image_runs_in_a_declared_volume_owned_by_its_user():
-    d = dockerfile()
-    workdir = PurePosixPath(d["WORKDIR"][-1])
-    assert d["USER"][-1] == "trainwarden"
-    assert f'["{workdir}"]' in d["VOLUME"] or str(workdir) in d["VOLUME"]
-    assert any(f"chown trainwarden {workdir}" in run for run in d["RUN"])
+    workdir = PurePosixPath(instructions("WORKDIR")[-1])
+    assert instructions("USER")[-1] == "trainwarden"
+    assert f'["{workdir}"]' in instructions("VOLUME") or str(workdir) in instructions("VOLUME")
+    assert any(f"chown trainwarden:0 {workdir}" in run for run in instructions("RUN"))
+    assert any(f"chmod 2775 {workdir}" in run for run in instructions("RUN")), "writable by group 0 (any uid)"
 
 
 def test_default_write_paths_resolve_onto_the_writable_data_volume():
-    image_env = dict(line.split("=", 1) for line in dockerfile()["ENV"])
-    settings = load_settings(env=image_env)  # the settings file leaves the paths unset: the image's defaults
-    assert str(settings.data_dir) == image_env[DATA_DIR_ENV]
+    env = image_env()
+    settings = load_settings(env=env)  # the settings file leaves the paths unset: the image's defaults
+    assert str(settings.data_dir) == env[DATA_DIR_ENV]
     services = compose()["services"]
     declared = set(compose()["volumes"])
-    for name in IMAGE_SERVICES:
+    for name in image_services():
         service = services[name]
         config = PurePosixPath(service["environment"]["TRAINWARDEN_CONFIG"])
         for path in (settings.evidence_dir, settings.findings_file, settings.archive_dir):
