@@ -33,7 +33,7 @@ from typing import IO, TextIO
 
 import redis
 
-from trainwarden import wiring
+from trainwarden import metrics_server, wiring
 from trainwarden.errors import UpError
 from trainwarden.events.heartbeat import component_name, read_beats
 from trainwarden.events.lease import process_alive
@@ -57,6 +57,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--redis", action="store_true", help="start a redis-server (AOF on, data in DATA_DIR/redis) "
                    "when none answers at the Redis URL and that URL is on this machine")  # fmt: skip
     s.add_argument("--logs", type=Path, metavar="DIR", help="where each daemon's log goes (default: DATA_DIR/logs)")
+    order = ", ".join(f"{name} on BASE+{i}" for i, name in enumerate(DAEMONS))
+    s.add_argument("--metrics-port", type=int, metavar="BASE",
+                   help=f"serve each daemon's /metrics, /healthz and /readyz: {order} (off by default)")  # fmt: skip
+    s.add_argument("--metrics-host", default=metrics_server.HOST, metavar="ADDR",
+                   help=f"address the daemons' endpoints bind (default {metrics_server.HOST})")  # fmt: skip
     s.set_defaults(func=cmd_up)
 
 
@@ -174,7 +179,16 @@ def daemon_argv(args: argparse.Namespace, name: str) -> list[str]:
         argv += ["--config", str(Path(args.config).resolve())]
     if args.redis_url:
         argv += ["--redis-url", args.redis_url]
-    return [*argv, "--log-level", args.log_level, name]
+    argv += ["--log-level", args.log_level, "--log-format", getattr(args, "log_format", "text"), name]
+    if (port := metrics_port(args, name)) is not None:
+        argv += ["--metrics-port", str(port), "--metrics-host", args.metrics_host]
+    return argv
+
+
+def metrics_port(args: argparse.Namespace, name: str) -> int | None:
+    """Daemon `name`'s endpoint port under `--metrics-port BASE`: BASE + its place in DAEMONS."""
+    base = getattr(args, "metrics_port", None)
+    return None if base is None else base + DAEMONS.index(name)
 
 
 def local_redis(url: str) -> tuple[int, str | None] | None:
@@ -262,11 +276,19 @@ def _supervise(supervisor: Supervisor, settings: Settings, logs: Path, *, stop: 
     supervisor.start()
     started = ", ".join(f"{c.name} (pid {c.proc.pid})" for c in supervisor.children if c.proc is not None)
     supervisor.say("up", f"started {started}; logs in {logs}/NAME.log")
+    if endpoints := [f"{c.name} {metrics_url(c.argv)}" for c in supervisor.children if "--metrics-port" in c.argv]:
+        supervisor.say("up", f"metrics, /healthz and /readyz: {', '.join(endpoints)}")
     ready = Readiness(wiring.store(settings), settings.host, supervisor.children)
     try:
         return supervisor.run(stop=stop, hurry=hurry, news=ready.check, hup=hup)
     finally:
         ready.store.redis.close()
+
+
+def metrics_url(argv: list[str]) -> str:
+    """Pure: the /metrics URL a daemon's command line serves."""
+    host, port = argv[argv.index("--metrics-host") + 1], argv[argv.index("--metrics-port") + 1]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
 
 
 @dataclass(slots=True)
