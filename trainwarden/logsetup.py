@@ -86,6 +86,13 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False, default=str)
 
 
+def json_line(daemon: str, message: str, *, logger: str, level: int = logging.INFO) -> str:
+    """One JSON log line written outside logging (`up`'s line at the head of a daemon's log file)."""
+    record = logging.makeLogRecord({"name": logger, "levelno": level, "levelname": logging.getLevelName(level),
+                                    "msg": message})  # fmt: skip
+    return JsonFormatter(daemon).format(record)
+
+
 def _masked(value: object) -> str | None:
     return None if value is None else redact_text(str(value))
 

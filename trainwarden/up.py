@@ -33,7 +33,7 @@ from typing import IO, TextIO
 
 import redis
 
-from trainwarden import metrics_server, wiring
+from trainwarden import logsetup, metrics_server, wiring
 from trainwarden.errors import UpError
 from trainwarden.events.heartbeat import component_name, read_beats
 from trainwarden.events.lease import process_alive
@@ -107,8 +107,7 @@ class Supervisor:
         assert child.proc is not None and child.proc.stdout is not None
         stream: IO[bytes] = child.proc.stdout
         with stream, open(child.log_path, "ab") as log:
-            log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} started by trainwarden up, pid {child.proc.pid}\n"
-                      .encode())  # fmt: skip
+            log.write(f"{start_line(child)}\n".encode())
             for line in iter(stream.readline, b""):
                 log.write(line)
                 log.flush()
@@ -170,6 +169,15 @@ class Supervisor:
         for child in self.children:
             if child.pump is not None:
                 child.pump.join(timeout=5)
+
+
+def start_line(child: Child) -> str:
+    """The line `up` writes into a daemon's log file as it starts it, in the daemon's log format."""
+    pid = child.proc.pid if child.proc is not None else None
+    argv = child.argv
+    if "--log-format" in argv and argv[argv.index("--log-format") + 1] == "json":
+        return logsetup.json_line("up", f"{child.name} started by trainwarden up, pid {pid}", logger=__name__)
+    return f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} started by trainwarden up, pid {pid}"
 
 
 def daemon_argv(args: argparse.Namespace, name: str) -> list[str]:

@@ -5,6 +5,10 @@ test stops: `/readyz` turns 503 and says why while `/healthz` stays 200, and bot
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -12,13 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from trainwarden.events.heartbeat import SILENT_INTERVALS
 
-from tests.conftest import spawn, stop_process
+from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import wait_for
 from trainwarden.redis_server import RedisServer, free_port
+from trainwarden.up import DAEMONS as UP_ORDER
 
 COMMANDS = ("dispatcher", "worker", "bot")
 INTERVAL_S = 1.0  # heartbeat interval: /healthz fails after SILENT_INTERVALS of them without a pass
@@ -117,3 +123,41 @@ def test_probes_and_paths(running: Running) -> None:
         assert running.all_answer("/healthz", 200), [get(port, "/healthz") for port in running.ports.values()]
     running.restart_redis()
     wait_for(lambda: running.all_answer("/readyz", 200), timeout=60, what=f"ready again\n{running.logs()}")
+
+
+def free_ports(n: int) -> int:
+    """A base port with the n ports from it free now."""
+    for _ in range(50):
+        base = free_port()
+        try:
+            for port in range(base, base + n):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise AssertionError(f"no {n} consecutive free ports")
+
+
+def test_up_gives_each_daemon_its_port_and_its_json_log(settings_file: Path, r: redis.Redis, tmp_path: Path) -> None:
+    base, logs, out = free_ports(4), tmp_path / "logs", tmp_path / "up.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TRAINWARDEN_LOG_"))}
+    argv = cli_argv(settings_file, "--log-level", "info", "--log-format", "json",  # the last --log-level wins
+                    "up", "--logs", str(logs), "--metrics-port", str(base))  # fmt: skip
+    with open(out, "ab") as sink:
+        up = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              start_new_session=True, env=env, cwd=REPO)  # fmt: skip
+    try:
+        urls = ", ".join(f"{name} http://127.0.0.1:{base + i}/metrics" for i, name in enumerate(UP_ORDER))
+        wait_for(lambda: f"metrics, /healthz and /readyz: {urls}" in out.read_text(), timeout=30, what="the URLs")
+        ports = [base + i for i in range(len(UP_ORDER))]
+        wait_for(lambda: all(get(port, "/readyz")[0] == 200 for port in ports), timeout=60,
+                 what=f"every daemon of up ready\n{out.read_text()[-3000:]}")  # fmt: skip
+        assert [get(port, "/healthz")[1].split(":")[0] for port in ports] == [
+            "agent@testhost", "dispatcher@testhost", "worker@testhost", "notifier@testhost"]  # fmt: skip
+    finally:
+        stop_process(up)
+    for name in UP_ORDER:
+        lines = (logs / f"{name}.log").read_text().splitlines()
+        parsed = [json.loads(line) for line in lines]  # every line of the file, up's own first line included
+        assert parsed[0]["daemon"] == "up" and {p["daemon"] for p in parsed[1:]} == {name}, lines
