@@ -19,6 +19,7 @@ restarts. For restarts run `up` (or each daemon) under systemd or another superv
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -83,12 +84,14 @@ class Supervisor:
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     lock: threading.Lock = field(default_factory=threading.Lock)
     console: bool = True  # False once `out` cannot be written: a pump that died there would block its daemon
+    json_log: bool = False  # --log-format json: the console is JSON lines too, without name prefixes
 
     def say(self, name: str, text: str) -> None:
+        line = console_line(name, text) if self.json_log else f"{name:<{PREFIX_WIDTH}} | {text}"
         with self.lock:
             if self.console:
                 try:
-                    print(f"{name:<{PREFIX_WIDTH}} | {text}", file=self.out, flush=True)
+                    print(line, file=self.out, flush=True)
                 except (OSError, ValueError):  # the console went away (a closed pipe, a hung-up terminal)
                     self.console = False  # the log files go on
 
@@ -169,6 +172,18 @@ class Supervisor:
         for child in self.children:
             if child.pump is not None:
                 child.pump.join(timeout=5)
+
+
+def console_line(name: str, text: str) -> str:
+    """Pure: one JSON line on `up`'s console: a daemon's own JSON line as it is; up's words, or a line a
+    daemon wrote outside its log (a crash's traceback, a startup error), as a record of its own."""
+    if name != "up" and text.startswith("{"):
+        try:
+            if isinstance(json.loads(text), dict):
+                return text
+        except ValueError:
+            pass
+    return logsetup.json_line(name, text, logger="trainwarden.up" if name == "up" else "stderr")
 
 
 def start_line(child: Child) -> str:
@@ -262,7 +277,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     signal.signal(signal.SIGHUP, lambda *_: hup.set())  # passed on by the supervisor's loop: see the docstring
     logs = (args.logs or settings.data_dir / LOGS_DIR).resolve()
     children = [Child(name, daemon_argv(args, name), logs / f"{name}.log") for name in DAEMONS]
-    supervisor = Supervisor(children, out=sys.stdout)
+    supervisor = Supervisor(children, out=sys.stdout, json_log=getattr(args, "log_format", "text") == "json")
     supervisor.say("up", f"data directory: {settings.data_dir} (evidence, findings.md, agent state)")
     server = ensure_redis(settings, start=args.redis, say=lambda text: supervisor.say("up", text))
     try:

@@ -157,6 +157,8 @@ def test_up_gives_each_daemon_its_port_and_its_json_log(settings_file: Path, r: 
             "agent@testhost", "dispatcher@testhost", "worker@testhost", "notifier@testhost"]  # fmt: skip
     finally:
         stop_process(up)
+    console = [json.loads(line) for line in out.read_text().splitlines()]  # up's console: JSON lines, no prefixes
+    assert {line["daemon"] for line in console} == {"up", *UP_ORDER}
     for name in UP_ORDER:
         lines = (logs / f"{name}.log").read_text().splitlines()
         parsed = [json.loads(line) for line in lines]  # every line of the file, up's own first line included

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import re
 import sys
@@ -24,6 +25,7 @@ from trainwarden.up import (
     Child,
     Supervisor,
     already_running,
+    console_line,
     daemon_argv,
     ensure_redis,
     local_redis,
@@ -133,3 +135,13 @@ def test_a_console_that_goes_away_does_not_block_the_daemons(tmp_path: Path):
             out.close()
     assert sup.children[0].proc is not None and sup.children[0].proc.returncode == 0  # 300 KB: not blocked on a pipe
     assert (tmp_path / "talker.log").read_text().count("y" * 99) == 3000
+
+
+def test_a_json_console_passes_json_lines_on_and_wraps_the_rest():
+    own = '{"time": "2026-01-01T00:00:00.000Z", "daemon": "worker", "message": "x"}'
+    assert console_line("worker", own) == own
+    wrapped = json.loads(console_line("worker", "Traceback (most recent call last):"))
+    assert wrapped["message"] == "Traceback (most recent call last):"
+    assert (wrapped["daemon"], wrapped["logger"]) == ("worker", "stderr")
+    said = json.loads(console_line("up", "{not json"))
+    assert (said["daemon"], said["logger"], said["level"]) == ("up", "trainwarden.up", "INFO")
