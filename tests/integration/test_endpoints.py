@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 import yaml
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 from trainwarden.events.heartbeat import SILENT_INTERVALS
 
@@ -103,6 +104,11 @@ def test_metrics_are_all_there_before_the_first_event(running: Running) -> None:
         assert one == 1.0 and build["version"] and build["python"].count(".") == 2, command
         assert found["process_resident_memory_bytes"][0][1] > 0, command
         assert "python_info" in found and "python_gc_objects_collected_total" in found, command
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                         headers={"Accept": "application/openmetrics-text; version=1.0.0"})  # fmt: skip
+        with urllib.request.urlopen(request, timeout=10) as response:
+            strict = list(openmetrics_families(response.read().decode()))  # the stricter format's parser: valid too
+        assert {"trainwarden_build_info", "trainwarden_dead_letters"} <= {f.name for f in strict}, command
 
 
 def test_probes_and_paths(running: Running) -> None:
