@@ -237,11 +237,12 @@ def global_options(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
         p.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('trainwarden')}")
     g.add_argument("--config", type=Path, help="settings YAML (default: $TRAINWARDEN_CONFIG)", **dflt)
     g.add_argument("--redis-url", help="event-log Redis (default: $REDIS_URL or the settings file)", **dflt)
-    g.add_argument("--log-level", type=logsetup.log_level, metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR, any "
-                   f"case (default ${logsetup.LEVEL_ENV} or INFO; RQ's per-job lines and asyncssh's only at DEBUG)",
+    g.add_argument("--log-level", type=logsetup.log_level, choices=logsetup.LOG_LEVELS, metavar="LEVEL",
+                   help=f"DEBUG, INFO, WARNING or ERROR, any case (default ${logsetup.LEVEL_ENV} or INFO; RQ's "
+                   "per-job lines and asyncssh's only at DEBUG)",
                    **(dflt or {"default": logsetup.default_level()}))  # fmt: skip
-    g.add_argument("--log-format", type=logsetup.log_format, metavar="FORMAT", help="text, or json: one JSON object "
-                   f"per line (default ${logsetup.FORMAT_ENV} or text)",
+    g.add_argument("--log-format", type=logsetup.log_format, choices=logsetup.LOG_FORMATS, metavar="FORMAT",
+                   help=f"text, or json: one JSON object per line (default ${logsetup.FORMAT_ENV} or text)",
                    **(dflt or {"default": logsetup.default_format()}))  # fmt: skip
 
 
@@ -254,8 +255,8 @@ def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
 
 
 def metrics_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port "
-                   "(off by default; needs the `metrics` extra)")  # fmt: skip
+    p.add_argument("--metrics-port", type=int, metavar="PORT", help="serve /metrics (Prometheus), /healthz and "
+                   "/readyz on this port (off by default; needs the `metrics` extra)")  # fmt: skip
     p.add_argument("--metrics-host", default=metrics_server.HOST, metavar="ADDR",
                    help=f"address the metrics endpoint binds (default {metrics_server.HOST})")  # fmt: skip
     p.add_argument("--ready-max-lag", type=float, default=probes.READY_MAX_LAG_S, metavar="SECONDS",
