@@ -39,6 +39,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import StoreUnavailable
 from trainwarden.events.heartbeat import NOT_AN_ERROR
+from trainwarden.events.logcontext import log_context
 from trainwarden.events.payloads import GpuProcessData, RunWatchedData, SourceStatusData
 from trainwarden.events.silence import Pulse
 
@@ -210,10 +211,11 @@ class Agent:
             return len(events)
         claimed = {w.wandb.run_dir for w in self.watchers.values() if w.wandb.run_dir is not None}
         for watcher in self.watchers.values():
-            try:
-                events.extend(watcher.poll(now, claimed))
-            except Exception as exc:  # this run only (its log and W&B are each guarded inside too)
-                self.errors.failed(f"{watcher.run} sources", exc)
+            with log_context(run=watcher.run):  # what reading its log and W&B logs names the run
+                try:
+                    events.extend(watcher.poll(now, claimed))
+                except Exception as exc:  # this run only (its log and W&B are each guarded inside too)
+                    self.errors.failed(f"{watcher.run} sources", exc)
         if self.watchers and self._due_now("process", cfg.process_interval_s, now):
             procs = procfs.snapshot()
             for watcher in self.watchers.values():

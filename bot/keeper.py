@@ -88,6 +88,8 @@ class Keeper:
             self._withheld = True
             return
         self._withheld = False
+        if self.pulse is not None:
+            self.pulse.heartbeat.passing()  # alive (`/healthz`), a standby included
         if self.lease is not None:
             if self.lease.token is None:
                 return  # standing by: the holder beats

@@ -41,6 +41,7 @@ from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import NOTIFY_GROUP, RECLAIM_IDLE_S, FeedEntry, GroupReader, parse_feed_entry
 from trainwarden.events.heartbeat import SILENT_INTERVALS, Liveness
 from trainwarden.events.lease import Lease, Unfenced
+from trainwarden.events.logcontext import log_context
 from trainwarden.events.loop import run_loop
 from trainwarden.events.payloads import AnomalyChartedData, AnomalyOpenedData, DecisionData
 from trainwarden.events.projection import RunState
@@ -178,12 +179,14 @@ class Notifier:
                     continue
                 if entry.types & INPUT_TYPES:
                     try:
-                        self._handle_entry(entry, fresh=fresh)
+                        with log_context(run=entry.run, event_id=entry.last):  # its lines name the run
+                            self._handle_entry(entry, fresh=fresh)
                     except (SlackUnavailable, SlackRejected) as exc:
                         if isinstance(exc, SlackRejected) and not exc.setup:
                             raise  # bot/delivery.py handles refusals of one message; anything else is a bug
                         self.delivery.flush()  # what was posted before the outage stays recorded
-                        log.warning("Slack unavailable (%s); %s stays pending and is retried", exc, fid)
+                        log.warning("Slack unavailable (%s); %s stays pending and is retried", exc, fid,
+                                    extra={"run": entry.run, "event_id": entry.last})  # fmt: skip
                         self.states.pop(entry.run, None)  # reload from the checkpoint: nothing counted twice
                         self._own_pending = True
                         pause = min(5.0, self.reclaim_idle_ms / 10000)

@@ -196,6 +196,16 @@ class Heartbeat:
     stopped_at: float | None = None  # set by `stopped()`: no beat is written after it
     _next: float = 0.0
     last_written: float | None = None
+    passed: float = field(default_factory=time.monotonic)  # the loop's last pass (monotonic), Redis up or not
+
+    def passing(self) -> None:
+        """The loop made a pass (a step, or a wait out of a Redis outage): it is alive (`/healthz`)."""
+        self.passed = time.monotonic()
+
+    def stale_s(self) -> float | None:
+        """Seconds since the loop's last pass, when over `SILENT_INTERVALS` intervals (a hung loop); else None."""
+        age = time.monotonic() - self.passed
+        return age if age > SILENT_INTERVALS * self.interval_s else None
 
     @property
     def component(self) -> str:

@@ -50,12 +50,21 @@ class Outage:
         self.refused = False
 
 
-def run_loop(step: Callable[[int | None], int], *, name: str, burst: bool, stop: threading.Event | None) -> None:
+def run_loop(
+    step: Callable[[int | None], int],
+    *,
+    name: str,
+    burst: bool,
+    stop: threading.Event | None,
+    passing: Callable[[], None] | None = None,
+) -> None:
     """Call `step(block_ms)` until `stop` is set; `step` returns how many items it handled.
 
     With `burst=True`, return as soon as a step handles nothing (and let errors propagate, so a
     test or a one-shot command sees them). Otherwise keep going through Redis outages: every
     transient Redis error (events/redis_errors.py), wrapped as StoreUnavailable or escaping raw.
+    `passing` is called after each pass, a failed one included: the loop is alive while it waits out an
+    outage (`/healthz` stays 200; `/readyz` says Redis is away).
     """
     stop = stop or threading.Event()
     outage = Outage(name)
@@ -65,8 +74,12 @@ def run_loop(step: Callable[[int | None], int], *, name: str, burst: bool, stop:
         except Exception as exc:
             if burst or not transient(exc):
                 raise
+            if passing is not None:
+                passing()
             stop.wait(outage.failed(exc))
             continue
+        if passing is not None:
+            passing()
         outage.succeeded(wrote=handled > 0)
         if burst and handled == 0:
             return

@@ -100,6 +100,7 @@ class Pulse:
 
     def tick(self, *, lag_s: float | None = None, force: bool = False) -> None:
         hb = self.heartbeat
+        hb.passing()
         if lag_s is not None:
             hb.lag_s = round(max(0.0, lag_s), 3)
         if not force and time.monotonic() < hb.due:
@@ -114,6 +115,7 @@ class Pulse:
 
         def loop() -> None:
             while not stop.is_set():
+                self.heartbeat.passing()  # its process is alive, also while Redis is away (measure fails)
                 try:
                     self.tick(lag_s=measure(), force=True)
                 except Exception as exc:  # a beat never kills the process; the next one tries again

@@ -21,8 +21,10 @@ from trainwarden import (
     cli_remote,
     health_commands,
     launch_commands,
+    logsetup,
     metrics_server,
     policy_commands,
+    probes,
     reload,
     render,
     replay_commands,
@@ -37,9 +39,10 @@ from trainwarden.agent.watch import RunWatch
 from trainwarden.errors import ConfigError, TrainwardenError
 from trainwarden.events.errors import StoreAuthFailed, StoreError, StoreUnavailable
 from trainwarden.events.heartbeat import Heartbeat, last_words
-from trainwarden.events.redact import MaskingFilter, redact_text
+from trainwarden.events.redact import redact_text
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
+from trainwarden.logsetup import library_level
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import reload_on_sighup, stop_on_signals
 
@@ -129,7 +132,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     pulse = wiring.pulse(settings, "worker", ctx.store)
     pulse.backlog = lambda: queue.count
     _serve_metrics(args, "worker", pulse.heartbeat, ctx.store, queue_length=lambda: queue.count,
-                   jobs=lambda: {"ok": worker.successful_job_count, "failed": worker.failed_job_count})  # fmt: skip
+                   jobs=lambda: {"ok": worker.successful_job_count, "failed": worker.failed_job_count},
+                   rules=lambda: [rule.id for rule in ctx.policies.policy.rules])  # fmt: skip
     beating = threading.Event()
     beater = pulse.run_in_thread(beating, measure=lambda: wiring.queue_wait(queue))
     log.info("worker taking jobs from queue %r (%s)", settings.queue, "forked" if args.fork else "in this process")
@@ -181,7 +185,8 @@ def _serve_metrics(args: argparse.Namespace, command: str, heartbeat: Heartbeat,
     """The Prometheus endpoint, when `--metrics-port` asks for one."""
     if args.metrics_port is None:
         return
-    sources = metrics_server.Sources(client=store.redis, keys=store.keys, heartbeat=heartbeat, **extra)
+    sources = metrics_server.Sources(client=store.redis, keys=store.keys, heartbeat=heartbeat,
+                                     max_lag_s=args.ready_max_lag, **extra)  # fmt: skip
     metrics_server.serve(command, sources, port=args.metrics_port, host=args.metrics_host)
 
 
@@ -220,7 +225,6 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     return run_demo(nan_at=args.nan_at, keep=args.keep)
 
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 DAEMONS = frozenset({"agent", "dispatcher", "worker", "bot"})  # they answer SIGHUP (trainwarden/reload.py)
 
 
@@ -233,8 +237,13 @@ def global_options(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
         p.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('trainwarden')}")
     g.add_argument("--config", type=Path, help="settings YAML (default: $TRAINWARDEN_CONFIG)", **dflt)
     g.add_argument("--redis-url", help="event-log Redis (default: $REDIS_URL or the settings file)", **dflt)
-    g.add_argument("--log-level", choices=LOG_LEVELS, help="log level (default INFO; RQ's per-job lines and asyncssh's "
-                   "only at DEBUG)", **(dflt or {"default": "INFO"}))  # fmt: skip
+    g.add_argument("--log-level", type=logsetup.log_level, choices=logsetup.LOG_LEVELS, metavar="LEVEL",
+                   help=f"DEBUG, INFO, WARNING or ERROR, any case (default ${logsetup.LEVEL_ENV} or INFO; RQ's "
+                   "per-job lines and asyncssh's only at DEBUG)",
+                   **(dflt or {"default": logsetup.default_level()}))  # fmt: skip
+    g.add_argument("--log-format", type=logsetup.log_format, choices=logsetup.LOG_FORMATS, metavar="FORMAT",
+                   help=f"text, or json: one JSON object per line (default ${logsetup.FORMAT_ENV} or text)",
+                   **(dflt or {"default": logsetup.default_format()}))  # fmt: skip
 
 
 def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
@@ -245,17 +254,13 @@ def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
                 _global_options_everywhere(child)
 
 
-def library_level(level: str) -> str:
-    """RQ's and asyncssh's level: RQ logs ~4 INFO lines per job (thousands an hour), asyncssh each connection,
-    channel and remote command (~25 a preflight, a launch's shell snippet), so INFO is WARNING for them."""
-    return "WARNING" if level == "INFO" else level
-
-
 def metrics_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port "
-                   "(off by default; needs the `metrics` extra)")  # fmt: skip
+    p.add_argument("--metrics-port", type=int, metavar="PORT", help="serve /metrics (Prometheus), /healthz and "
+                   "/readyz on this port (off by default; needs the `metrics` extra)")  # fmt: skip
     p.add_argument("--metrics-host", default=metrics_server.HOST, metavar="ADDR",
                    help=f"address the metrics endpoint binds (default {metrics_server.HOST})")  # fmt: skip
+    p.add_argument("--ready-max-lag", type=float, default=probes.READY_MAX_LAG_S, metavar="SECONDS",
+                   help="/readyz answers 503 while this daemon's lag is over this (default %(default)gs)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -335,11 +340,7 @@ def _main(argv: list[str]) -> int:
     if args.func is launch_commands.cmd_launch:
         args.stray = [*args.stray, *unknown]  # words before `--` (argparse leaves some unmatched): cmd_launch says so
         args.training_command = training_command or []
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    for chatty in ("rq", "asyncssh"):
-        logging.getLogger(chatty).setLevel(library_level(args.log_level))
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(MaskingFilter())  # daemon logs never hold a secret, tracebacks included
+    logsetup.configure(level=args.log_level, fmt=args.log_format, daemon=args.command)
     if args.command in DAEMONS:  # until the daemon installs its reload: SIGHUP's default would end it
         reload_on_sighup(args.command, lambda: "is still starting: nothing reloaded (send it again once it runs)")
     settings: Settings | None = None

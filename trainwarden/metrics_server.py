@@ -5,22 +5,37 @@ process's own counters (events/heartbeat.py: Slack posts, decisions, stops) and 
 cheap Redis reads every daemon can answer: the feed's groups (lag, pending), dead letters, RQ's queue,
 and the age of every component's heartbeat. So any one daemon's endpoint shows the others' silence:
 an alert on `trainwarden_component_up == 0` fires while the notifier itself is down.
+
+Present from the first scrape, before any event: the process counters with every label set known at
+start (each rule of the policy, each outcome) at 0, so a dashboard's `rate()` and an alert have a
+series to read; `trainwarden_build_info{version,python}`; and prometheus-client's process, platform
+(`python_info`) and gc collectors. Paths: `/metrics`, `/healthz` and `/readyz` (trainwarden/probes.py);
+any other path is a 404, so a typo in a scrape config shows instead of scraping the wrong page.
 """
 
 from __future__ import annotations
 
 import logging
+import platform
+import socket
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
+from trainwarden import probes
 from trainwarden.errors import ConfigError
 from trainwarden.events import counters
 from trainwarden.events import heartbeat as hb
+from trainwarden.events import types as t
 from trainwarden.events.heartbeat import Heartbeat
 from trainwarden.events.keys import Keys
+from trainwarden.events.redis_errors import describe
 from trainwarden.extras import require
+from trainwarden.policies.model import DECISIONS
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +46,8 @@ DECLARED: dict[str, dict[str, list[str]]] = {
     "worker": {"decisions": ["rule", "decision"], "stop_requests": ["rule"], "stops": ["outcome"]},
     "notifier": {"slack_posts": [], "slack_post_failures": ["error"]},
 }
+STOP_OUTCOMES = tuple(kind.rpartition(".")[2] for kind in (t.STOP_DONE, t.STOP_FAILED))
+SLACK_ERRORS = ("SlackRejected", "SlackUnavailable")  # bot/errors.py: what a post raises (others are counted too)
 
 
 @dataclass
@@ -42,6 +59,23 @@ class Sources:
     heartbeat: Heartbeat
     queue_length: Callable[[], int] | None = None  # RQ's queue, where the process has one
     jobs: Callable[[], dict[str, int]] | None = None  # this worker's jobs by outcome
+    rules: Callable[[], Sequence[str]] | None = None  # the policy's rule ids (the worker's counters' label sets)
+    max_lag_s: float = probes.READY_MAX_LAG_S  # `/readyz`: lag above this is not ready
+
+
+def initial_series(role: str, rules: Iterable[str]) -> Iterator[tuple[str, counters.Labels]]:
+    """Pure: the label sets of the role's process counters known before anything is counted (listed at 0)."""
+    if role == "worker":
+        for rule in rules:
+            for decision in DECISIONS:
+                yield "decisions", (("decision", decision), ("rule", rule))
+            yield "stop_requests", (("rule", rule),)
+        for outcome in STOP_OUTCOMES:
+            yield "stops", (("outcome", outcome),)
+    elif role == "notifier":
+        yield "slack_posts", ()
+        for error in SLACK_ERRORS:
+            yield "slack_post_failures", (("error", error),)
 
 
 def collect(sources: Sources) -> Iterator[Any]:
@@ -63,9 +97,15 @@ def collect(sources: Sources) -> Iterator[Any]:
         family(GaugeMetricFamily, "spool_bytes", "bytes of events waiting in the agent's spool", ["host"]).add_metric(
             [beat.host], float(beat.backlog or 0)
         )
+    family(GaugeMetricFamily, "build_info", "1, labelled with the trainwarden and Python versions this daemon runs",
+           ["version", "python"]).add_metric([beat.version, platform.python_version()], 1.0)  # fmt: skip
     for name, names in DECLARED.get(beat.role, {}).items():
         family(CounterMetricFamily, name, name.replace("_", " "), names)
-    for kind, items in ((CounterMetricFamily, counters.counters()), (GaugeMetricFamily, counters.gauges())):
+    counted = list(counters.counters())
+    seen = {(name, labels) for name, labels, _ in counted}
+    zeros = [(name, labels, 0.0) for name, labels in initial_series(beat.role, sources.rules() if sources.rules else ())
+             if (name, labels) not in seen]  # fmt: skip
+    for kind, items in ((CounterMetricFamily, [*zeros, *counted]), (GaugeMetricFamily, list(counters.gauges()))):
         for name, labels, value in items:
             found = family(kind, name, name.replace("_", " "), [k for k, _ in labels])
             given = dict(labels)  # in the order of the family's label names (a declared family has its own)
@@ -114,10 +154,59 @@ def _redis_metrics(sources: Sources, family: Callable[..., Any]) -> None:
             jobs.add_metric([outcome], float(n))
 
 
-def serve(command: str, sources: Sources, *, port: int, host: str = HOST) -> None:
+def probe(path: str, sources: Sources) -> probes.Verdict:
+    """`/healthz` or `/readyz` for this process (one PING to Redis for the latter)."""
+    beat = sources.heartbeat
+    if path == "/healthz":
+        return probes.health(beat, stale_s=beat.stale_s())
+    try:
+        sources.client.ping()
+        error = None
+    except Exception as exc:  # any failure to answer is "not ready", said in words
+        error = describe(exc)
+    return probes.readiness(beat, redis_error=error, max_lag_s=sources.max_lag_s)
+
+
+def app(registry: Any, sources: Sources) -> Callable[..., Iterable[bytes]]:
+    """The WSGI app: prometheus-client's for `/metrics` (content negotiation, gzip), the probes, else 404."""
+    from prometheus_client import make_wsgi_app
+
+    metrics = make_wsgi_app(registry)
+
+    def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == "/metrics":
+            return metrics(environ, start_response)
+        if path in ("/healthz", "/readyz"):
+            verdict = probe(path, sources)
+            status, body = f"{verdict.status} {'OK' if verdict.ok else 'Service Unavailable'}", verdict.reason
+        else:
+            status, body = "404 Not Found", f"no such page {path!r}: /metrics, /healthz or /readyz"
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Cache-Control", "no-store")])
+        return [f"{body}\n".encode()]
+
+    return route
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    """One thread per request (a slow scrape never holds up a probe); the threads end with the process."""
+
+    daemon_threads = True
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes and probes every few seconds: not logged."""
+
+
+def serve(command: str, sources: Sources, *, port: int, host: str = HOST) -> WSGIServer:
     """Start the endpoint in a background thread (MissingExtra without prometheus-client)."""
     require(command, "prometheus_client")
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
     class _Collector:
         def collect(self) -> Iterator[Any]:
@@ -125,8 +214,14 @@ def serve(command: str, sources: Sources, *, port: int, host: str = HOST) -> Non
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector())
+    ProcessCollector(registry=registry)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
+    PlatformCollector(registry=registry)  # python_info
+    GCCollector(registry=registry)  # python_gc_*
     try:
-        start_http_server(port, addr=host, registry=registry)
+        server_class = _Server6 if ":" in host else _Server
+        server = make_server(host, port, app(registry, sources), server_class=server_class, handler_class=_Quiet)
     except OSError as exc:
         raise ConfigError(f"--metrics-port {port}: cannot listen on {host}:{port}: {exc.strerror}") from None
-    log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
+    threading.Thread(target=server.serve_forever, name=f"metrics-{command}", daemon=True).start()
+    log.info("Prometheus metrics on http://%s:%d/metrics (and /healthz, /readyz)", host, port)
+    return server

@@ -19,6 +19,7 @@ restarts. For restarts run `up` (or each daemon) under systemd or another superv
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -33,7 +34,7 @@ from typing import IO, TextIO
 
 import redis
 
-from trainwarden import wiring
+from trainwarden import logsetup, metrics_server, wiring
 from trainwarden.errors import UpError
 from trainwarden.events.heartbeat import component_name, read_beats
 from trainwarden.events.lease import process_alive
@@ -57,6 +58,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--redis", action="store_true", help="start a redis-server (AOF on, data in DATA_DIR/redis) "
                    "when none answers at the Redis URL and that URL is on this machine")  # fmt: skip
     s.add_argument("--logs", type=Path, metavar="DIR", help="where each daemon's log goes (default: DATA_DIR/logs)")
+    order = ", ".join(f"{name} on BASE+{i}" for i, name in enumerate(DAEMONS))
+    s.add_argument("--metrics-port", type=int, metavar="BASE",
+                   help=f"serve each daemon's /metrics, /healthz and /readyz: {order} (off by default)")  # fmt: skip
+    s.add_argument("--metrics-host", default=metrics_server.HOST, metavar="ADDR",
+                   help=f"address the daemons' endpoints bind (default {metrics_server.HOST})")  # fmt: skip
     s.set_defaults(func=cmd_up)
 
 
@@ -78,12 +84,14 @@ class Supervisor:
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     lock: threading.Lock = field(default_factory=threading.Lock)
     console: bool = True  # False once `out` cannot be written: a pump that died there would block its daemon
+    json_log: bool = False  # --log-format json: the console is JSON lines too, without name prefixes
 
     def say(self, name: str, text: str) -> None:
+        line = console_line(name, text) if self.json_log else f"{name:<{PREFIX_WIDTH}} | {text}"
         with self.lock:
             if self.console:
                 try:
-                    print(f"{name:<{PREFIX_WIDTH}} | {text}", file=self.out, flush=True)
+                    print(line, file=self.out, flush=True)
                 except (OSError, ValueError):  # the console went away (a closed pipe, a hung-up terminal)
                     self.console = False  # the log files go on
 
@@ -102,8 +110,7 @@ class Supervisor:
         assert child.proc is not None and child.proc.stdout is not None
         stream: IO[bytes] = child.proc.stdout
         with stream, open(child.log_path, "ab") as log:
-            log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} started by trainwarden up, pid {child.proc.pid}\n"
-                      .encode())  # fmt: skip
+            log.write(f"{start_line(child)}\n".encode())
             for line in iter(stream.readline, b""):
                 log.write(line)
                 log.flush()
@@ -167,6 +174,27 @@ class Supervisor:
                 child.pump.join(timeout=5)
 
 
+def console_line(name: str, text: str) -> str:
+    """Pure: one JSON line on `up`'s console: a daemon's own JSON line as it is; up's words, or a line a
+    daemon wrote outside its log (a crash's traceback, a startup error), as a record of its own."""
+    if name != "up" and text.startswith("{"):
+        try:
+            if isinstance(json.loads(text), dict):
+                return text
+        except ValueError:
+            pass
+    return logsetup.json_line(name, text, logger="trainwarden.up" if name == "up" else "stderr")
+
+
+def start_line(child: Child) -> str:
+    """The line `up` writes into a daemon's log file as it starts it, in the daemon's log format."""
+    pid = child.proc.pid if child.proc is not None else None
+    argv = child.argv
+    if "--log-format" in argv and argv[argv.index("--log-format") + 1] == "json":
+        return logsetup.json_line("up", f"{child.name} started by trainwarden up, pid {pid}", logger=__name__)
+    return f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} started by trainwarden up, pid {pid}"
+
+
 def daemon_argv(args: argparse.Namespace, name: str) -> list[str]:
     """The command a supervisor would run for daemon `name`, with this command's global options."""
     argv = [sys.executable, "-m", "trainwarden"]
@@ -174,7 +202,16 @@ def daemon_argv(args: argparse.Namespace, name: str) -> list[str]:
         argv += ["--config", str(Path(args.config).resolve())]
     if args.redis_url:
         argv += ["--redis-url", args.redis_url]
-    return [*argv, "--log-level", args.log_level, name]
+    argv += ["--log-level", args.log_level, "--log-format", getattr(args, "log_format", "text"), name]
+    if (port := metrics_port(args, name)) is not None:
+        argv += ["--metrics-port", str(port), "--metrics-host", args.metrics_host]
+    return argv
+
+
+def metrics_port(args: argparse.Namespace, name: str) -> int | None:
+    """Daemon `name`'s endpoint port under `--metrics-port BASE`: BASE + its place in DAEMONS."""
+    base = getattr(args, "metrics_port", None)
+    return None if base is None else base + DAEMONS.index(name)
 
 
 def local_redis(url: str) -> tuple[int, str | None] | None:
@@ -240,7 +277,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     signal.signal(signal.SIGHUP, lambda *_: hup.set())  # passed on by the supervisor's loop: see the docstring
     logs = (args.logs or settings.data_dir / LOGS_DIR).resolve()
     children = [Child(name, daemon_argv(args, name), logs / f"{name}.log") for name in DAEMONS]
-    supervisor = Supervisor(children, out=sys.stdout)
+    supervisor = Supervisor(children, out=sys.stdout, json_log=getattr(args, "log_format", "text") == "json")
     supervisor.say("up", f"data directory: {settings.data_dir} (evidence, findings.md, agent state)")
     server = ensure_redis(settings, start=args.redis, say=lambda text: supervisor.say("up", text))
     try:
@@ -262,11 +299,19 @@ def _supervise(supervisor: Supervisor, settings: Settings, logs: Path, *, stop: 
     supervisor.start()
     started = ", ".join(f"{c.name} (pid {c.proc.pid})" for c in supervisor.children if c.proc is not None)
     supervisor.say("up", f"started {started}; logs in {logs}/NAME.log")
+    if endpoints := [f"{c.name} {metrics_url(c.argv)}" for c in supervisor.children if "--metrics-port" in c.argv]:
+        supervisor.say("up", f"metrics, /healthz and /readyz: {', '.join(endpoints)}")
     ready = Readiness(wiring.store(settings), settings.host, supervisor.children)
     try:
         return supervisor.run(stop=stop, hurry=hurry, news=ready.check, hup=hup)
     finally:
         ready.store.redis.close()
+
+
+def metrics_url(argv: list[str]) -> str:
+    """Pure: the /metrics URL a daemon's command line serves."""
+    host, port = argv[argv.index("--metrics-host") + 1], argv[argv.index("--metrics-port") + 1]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
 
 
 @dataclass(slots=True)

@@ -155,7 +155,14 @@ class Dispatcher:
         """Dispatch until `stop` is set; with `burst=True`, return when the feed has nothing new."""
         self.setup()
         try:
-            run_loop(lambda block_ms: self.step(block_ms=block_ms), name="dispatcher", burst=burst, stop=stop)
+            passing = self.pulse.heartbeat.passing if self.pulse is not None else None
+            run_loop(
+                lambda block_ms: self.step(block_ms=block_ms),
+                name="dispatcher",
+                burst=burst,
+                stop=stop,
+                passing=passing,
+            )
         finally:
             # what is left pending without a job is claimed again by the next dispatcher anyway
             with contextlib.suppress(StoreUnavailable):
@@ -169,7 +176,8 @@ class Dispatcher:
                 entry = parse_feed_entry(fid, fields)
             except DecodeError as exc:
                 self.store.dead_letter(source=self.reader.stream, sid=fid, reason=str(exc), fields=fields)
-                log.warning("dead-lettered feed entry %s: %s", fid, exc)
+                run = fields.get(b"r", b"").decode("utf-8", "replace") or None
+                log.warning("dead-lettered feed entry %s: %s", fid, exc, extra={"run": run, "event_id": fid})
                 ack_now.append(fid)
                 continue
             if entry.types <= WORKER_OUTPUT_TYPES:

@@ -26,6 +26,7 @@ from trainwarden.events.counters import count
 from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import ack_feed
+from trainwarden.events.logcontext import log_context
 from trainwarden.events.payloads import DecisionData, StopRequestedData
 from trainwarden.events.redis_errors import describe, transient
 from trainwarden.events.redis_types import field_map, hash_fields
@@ -48,7 +49,8 @@ def process_run(run: str, feed_ids: list[str]) -> dict[str, int]:
     """RQ entry point for one run (referenced as trainwarden.workers.process.process_run)."""
     ctx = current()
     record_policy_events(ctx)
-    summary = _bring_up_to_date(ctx, run)
+    with log_context(run=run):
+        summary = _bring_up_to_date(ctx, run)
     ack_feed(ctx.redis, stream=ctx.store.keys.feed(), group=ctx.feed_group, ids=feed_ids)
     return summary
 
@@ -71,7 +73,8 @@ def process_runs(work: Sequence[Sequence[Any]]) -> dict[str, int]:
     try:
         for index, (run, feed_ids) in enumerate(work):
             try:
-                total.update(_bring_up_to_date(ctx, run))
+                with log_context(run=run):  # the lines of its turn carry the run, the failure's below too
+                    total.update(_bring_up_to_date(ctx, run))
             except JobTimeoutException:
                 raise
             except Exception as exc:  # one run's failure (a bug, a busy lock, Redis) must not hold up the others
@@ -79,10 +82,12 @@ def process_runs(work: Sequence[Sequence[Any]]) -> dict[str, int]:
                     exc
                 ):  # Redis is away: the runs after it would fail alike, so one line, not a traceback each
                     log.warning("Redis failed the processing of run %s (%s); the job's %d remaining runs stay "
-                                "pending and are retried", run, describe(exc), len(work) - index)  # fmt: skip
+                                "pending and are retried", run, describe(exc), len(work) - index,
+                                extra={"run": run})  # fmt: skip
                     failed.update({later: f"{type(exc).__name__}: {exc}" for later, _ in work[index:]})
                     break
-                log.exception("processing run %s failed; its feed entries stay pending and are retried", run)
+                log.exception("processing run %s failed; its feed entries stay pending and are retried", run,
+                              extra={"run": run})  # fmt: skip
                 failed[run] = f"{type(exc).__name__}: {exc}"
                 continue
             done.extend(feed_ids)
@@ -191,7 +196,8 @@ class RunProcessor:
             self.ctx.store.flush([self.run])
             failpoint("after-commit", self.ctx.redis, self.keys)
             for bad in step.dead:
-                log.warning("dead-lettered entry %s of run %s: %s", bad.sid, self.run, bad.reason)
+                log.warning("dead-lettered entry %s of run %s: %s", bad.sid, self.run, bad.reason,
+                            extra={"event_id": bad.sid})  # fmt: skip
             count_outputs(step.outputs)
             self.summary["events"] += len(entries)
             self.summary["outputs"] += len(step.outputs)
@@ -214,7 +220,8 @@ class RunProcessor:
                 if first is None:
                     return  # only charts are left (drawn once the lock is released), or actions awaiting others
                 action: dict[str, Any] = cp.pending.pop(first)
-                result = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())
+                with log_context(event_id=action.get("id")):  # the event whose action this is (a decision, ...)
+                    result = perform(self.ctx, self.run, cp, action, now=self.ctx.clock())
                 awaiting = isinstance(result, Awaiting)
                 if isinstance(result, Awaiting):
                     event = None

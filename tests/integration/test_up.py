@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import re
 import sys
@@ -19,7 +20,17 @@ from trainwarden.events.store import EventStore
 from trainwarden.errors import UpError
 from trainwarden.redis_server import free_port
 from trainwarden.settings import Settings
-from trainwarden.up import Child, Supervisor, already_running, daemon_argv, ensure_redis, local_redis
+from trainwarden.up import (
+    DAEMONS,
+    Child,
+    Supervisor,
+    already_running,
+    console_line,
+    daemon_argv,
+    ensure_redis,
+    local_redis,
+    metrics_url,
+)
 
 
 def supervisor(tmp_path: Path, **argvs: list[str]) -> tuple[Supervisor, io.StringIO]:
@@ -66,9 +77,20 @@ def test_daemons_get_the_same_settings_as_up():
     args = argparse.Namespace(config=Path("conf/tw.yaml"), redis_url="redis://h:1/0", log_level="WARNING")
     assert daemon_argv(args, "worker") == [sys.executable, "-m", "trainwarden", "--config",
                                            str(Path("conf/tw.yaml").resolve()), "--redis-url", "redis://h:1/0",
-                                           "--log-level", "WARNING", "worker"]  # fmt: skip
-    bare = argparse.Namespace(config=None, redis_url=None, log_level="INFO")
-    assert daemon_argv(bare, "bot")[3:] == ["--log-level", "INFO", "bot"]
+                                           "--log-level", "WARNING", "--log-format", "text", "worker"]  # fmt: skip
+    bare = argparse.Namespace(config=None, redis_url=None, log_level="INFO", log_format="json")
+    assert daemon_argv(bare, "bot")[3:] == ["--log-level", "INFO", "--log-format", "json", "bot"]
+
+
+def test_each_daemon_gets_its_own_metrics_port_in_the_documented_order():
+    args = argparse.Namespace(config=None, redis_url=None, log_level="INFO", log_format="text", metrics_port=9400,
+                              metrics_host="127.0.0.1")  # fmt: skip
+    ports = {name: daemon_argv(args, name)[-3] for name in DAEMONS}
+    assert ports == {"agent": "9400", "dispatcher": "9401", "worker": "9402", "bot": "9403"}
+    assert daemon_argv(args, "worker")[-5:] == ["worker", "--metrics-port", "9402", "--metrics-host", "127.0.0.1"]
+    assert metrics_url(daemon_argv(args, "bot")) == "http://127.0.0.1:9403/metrics"
+    args.metrics_host = "::1"
+    assert metrics_url(daemon_argv(args, "agent")) == "http://[::1]:9400/metrics"
 
 
 def test_only_a_plain_redis_on_this_machine_is_started():
@@ -113,3 +135,13 @@ def test_a_console_that_goes_away_does_not_block_the_daemons(tmp_path: Path):
             out.close()
     assert sup.children[0].proc is not None and sup.children[0].proc.returncode == 0  # 300 KB: not blocked on a pipe
     assert (tmp_path / "talker.log").read_text().count("y" * 99) == 3000
+
+
+def test_a_json_console_passes_json_lines_on_and_wraps_the_rest():
+    own = '{"time": "2026-01-01T00:00:00.000Z", "daemon": "worker", "message": "x"}'
+    assert console_line("worker", own) == own
+    wrapped = json.loads(console_line("worker", "Traceback (most recent call last):"))
+    assert wrapped["message"] == "Traceback (most recent call last):"
+    assert (wrapped["daemon"], wrapped["logger"]) == ("worker", "stderr")
+    said = json.loads(console_line("up", "{not json"))
+    assert (said["daemon"], said["logger"], said["level"]) == ("up", "trainwarden.up", "INFO")
