@@ -250,6 +250,7 @@ def _global_options_everywhere(parser: argparse.ArgumentParser) -> None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in dict.fromkeys(action.choices.values()):  # an alias names the same parser
+                child.allow_abbrev = False  # a command's own `--log` is not an abbreviation of --log-level|format
                 global_options(child, sub=True)
                 _global_options_everywhere(child)
 
@@ -264,7 +265,9 @@ def metrics_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="trainwarden", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="trainwarden", description=__doc__, allow_abbrev=False
+    )  # `policy backtest --log`: not --log-level|format
     global_options(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
