@@ -40,6 +40,7 @@ from trainwarden.events.heartbeat import Heartbeat, last_words
 from trainwarden.events.redact import MaskingFilter, redact_text
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
+from trainwarden.mcp_server import command as mcp_command
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import reload_on_sighup, stop_on_signals
 
@@ -302,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_dead_letters)
 
     cli_remote.register(sub)
+    mcp_command.register(sub)
 
     s = sub.add_parser("simulate", help="synthetic runs publishing metric events at a fixed rate (load tests)")
     simulate.add_arguments(s)
