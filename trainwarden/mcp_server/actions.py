@@ -48,7 +48,7 @@ def caller(identity: str | None, client_name: str | None) -> str:
     else `mcp:unknown`. An identity in the settings is the operator's word; a client's name is only its claim."""
     if identity:
         return CALLER_PREFIX + identity
-    name = re.sub(r"[^A-Za-z0-9._@-]+", "-", client_name or "").strip("-.")[:64]
+    name = re.sub(r"[^A-Za-z0-9._@-]+", "-", client_name or "").strip("-._@")[:64]
     return CALLER_PREFIX + (name if name and IDENTITY_RE.match(name) else UNKNOWN_CLIENT)
 
 
