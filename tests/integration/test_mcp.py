@@ -3,11 +3,14 @@ stdio (and once on streamable HTTP), a real redis-server, runs whose events the 
 carrying out a stop in real tmux. Reads say what the CLI says; a stop is audited with the caller's identity, shows up
 in `replay`, and is refused (audited, nothing else done) when the settings do not allow it."""
 
+import json
 import os
 import re
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 import yaml
@@ -116,6 +119,7 @@ def test_a_stop_through_mcp_is_carried_out_and_shows_in_replay_with_the_callers_
         timeline = client.text("replay", run="exp30")
         earlier = client.text("replay", run="exp30", as_of=f"{before:.3f}")
         again = client.call("stop", run="exp30")
+    print(timeline)  # shown when the test fails
     (asked,) = events_of(store, "exp30", t.STOP_REQUESTED)
     assert said.startswith(f"stop requested for exp30 by mcp:research-agent (request {asked.id})")
     assert asked.data == {"by": "mcp", "user": "mcp:research-agent", "reason": "eval loss flat for 3 checks"}
@@ -177,6 +181,18 @@ def test_replay_and_policy_backtest_through_mcp(store, settings_file, worker_ctx
     assert bad_time.is_error and "as_of" in mcp_client.text_of(bad_time)
 
 
+def post(port, headers):
+    """A ping to the HTTP server with these headers: (status, body)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=body, method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
 def test_streamable_http_on_loopback(store, settings_file, tmp_path):
     Run(store, "exp50", log_path=tmp_path / "exp50.log").source("log")
     port = free_port()
@@ -191,6 +207,21 @@ def test_streamable_http_on_loopback(store, settings_file, tmp_path):
         with mcp_client.http(f"http://127.0.0.1:{port}/mcp") as client:
             assert {tool.name for tool in client.tools()} == TOOLS
             assert [r["run"] for r in client.data("runs")] == ["exp50"]
+        rebound = post(port, {"Host": "evil.example"})  # a web page's DNS rebinding: refused
+        assert rebound == (421, "Invalid Host header")
+        assert post(port, {"Origin": "http://evil.example"}) == (403, "Invalid Origin header")
     finally:
         stop_process(server)
         print(log.read_text()[-3000:])
+
+
+def test_an_unreachable_redis_is_said_per_call_with_the_fix(tmp_path):
+    settings = tmp_path / "tw.yaml"
+    settings.write_text(f"redis_url: redis://127.0.0.1:{free_port()}/0\nhost: testhost\n")
+    with mcp_client.stdio(settings, tmp_path / "mcp.log") as client:  # the server starts all the same
+        runs = client.call("runs")
+        check = client.call("check", run="exp01")
+    for result in (runs, check):
+        assert result.is_error
+        said = mcp_client.text_of(result)
+        assert "Redis unreachable" in said and "is Redis running there?" in said, said

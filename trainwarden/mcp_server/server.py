@@ -15,6 +15,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
+from trainwarden.cli import remedy_for
 from trainwarden.errors import TrainwardenError, UnknownRun
 from trainwarden.events.store import EventStore
 from trainwarden.mcp_server import messages, reads
@@ -36,7 +37,8 @@ def said(call: Callable[[], T]) -> T:
     except UnknownRun as exc:
         raise ToolError(messages.unknown_run(exc.run)) from exc
     except TrainwardenError as exc:
-        raise ToolError(str(exc)) from exc
+        remedy = remedy_for(exc)  # Redis unreachable: is it running, which URL
+        raise ToolError(f"{exc}; {remedy}" if remedy else str(exc)) from exc
 
 
 def client_name(ctx: Context[Any, Any]) -> str | None:
