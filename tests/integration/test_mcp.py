@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -137,6 +138,27 @@ def test_a_stop_through_mcp_is_carried_out_and_shows_in_replay_with_the_callers_
     assert asked_line.search(by_cli.stdout), by_cli.stdout + by_cli.stderr
     assert again.is_error and "has ended already (stopped)" in mcp_client.text_of(again)
     assert len(events_of(store, "exp30", t.STOP_REQUESTED)) == 1
+
+
+def test_a_stop_that_waits_says_the_outcome(store, settings_file, worker_ctx, tmp_path, tmux_socket):
+    allow(settings_file, allow_actions=True)
+    target = launched(store, tmp_path, tmux_socket, "exp32")
+
+    def worker():  # a worker that takes the request up once it is there, while the tool call waits
+        wait_for(lambda: events_of(store, "exp32", t.STOP_REQUESTED), timeout=30, what="stop.requested")
+        process_run("exp32", [])
+
+    carrying_out = threading.Thread(target=worker)
+    carrying_out.start()
+    try:
+        with mcp_client.stdio(settings_file, tmp_path / "mcp.log") as client:
+            said = client.text("stop", run="exp32", wait_s=60)
+    finally:
+        carrying_out.join(timeout=60)
+    assert said.startswith("stopped exp32: sent Ctrl-C to train-exp32; it exited after "), said
+    assert not LocalTmuxController().is_running(target)
+    (asked,) = events_of(store, "exp32", t.STOP_REQUESTED)
+    assert asked.data["user"] == "mcp:pytest-agent" and asked.data["reason"] == "stopped by an agent over MCP"
 
 
 def test_actions_are_refused_unless_the_settings_allow_them_and_the_refusal_is_audited(
