@@ -166,7 +166,7 @@ def test_actions_are_refused_unless_the_settings_allow_them_and_the_refusal_is_a
 ):
     target = launched(store, tmp_path, tmux_socket, "exp31")
     with mcp_client.stdio(settings_file, tmp_path / "mcp.log", name="Claude Code") as client:
-        stop = client.call("stop", run="exp31", reason="looks bad")
+        stop = client.call("stop", run="exp31", reason="looks bad HF_TOKEN=hf_abcdefghijklmnop1234")
         launch = client.call("launch", experiment="exp-new")
         still = client.text("check", run="exp31")
     assert stop.is_error and launch.is_error
@@ -180,6 +180,7 @@ def test_actions_are_refused_unless_the_settings_allow_them_and_the_refusal_is_a
     audited = [e for e in events_of(store, "exp31") if e.type.startswith("command.")]
     audit = [(e.type, e.data["command"], e.data["user"]) for e in audited]
     assert audit == [(t.COMMAND_RECEIVED, "stop", "mcp:Claude-Code"), (t.COMMAND_DENIED, "stop", "mcp:Claude-Code")]
+    assert {e.data["text"] for e in audited} == {"stop exp31 looks bad HF_TOKEN=***"}  # a secret is never recorded
     system = [(e.type, e.data["text"]) for e in events_of(store, t.SYSTEM_RUN) if e.type.startswith("command.")]
     assert system == [(t.COMMAND_RECEIVED, "launch exp-new"), (t.COMMAND_DENIED, "launch exp-new")]  # no such run
 
