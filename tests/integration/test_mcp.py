@@ -25,6 +25,7 @@ from tests.conftest import REPO, cli_argv, stop_process
 from tests.helpers import events_of, wait_for
 from tests.integration.test_check_cli import Run, training_log
 from tests.report_format import skill_fields
+from tests.unit.test_plan_gate import plan_events
 from trainwarden.redis_server import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux]
@@ -248,3 +249,31 @@ def test_an_unreachable_redis_is_said_per_call_with_the_fix(tmp_path):
         assert result.is_error
         said = mcp_client.text_of(result)
         assert "Redis unreachable" in said and "is Redis running there?" in said, said
+
+
+def test_a_launch_a_plan_holds_back_is_refused_in_the_tools_words_and_force_goes_on_to_the_wandb_guard(
+    store, settings_file, tmp_path
+):
+    """No SSH is needed: the plan and the W&B guard refuse before the server is reached (it is not there)."""
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(yaml.safe_dump({"servers": [{"name": "gpu1", "host": "127.0.0.1", "port": free_port(),
+                                                    "user": "nobody", "work_dir": str(tmp_path)}]}))  # fmt: skip
+    (tmp_path / "experiments").mkdir()
+    offline = {"server": "gpu1", "command": "python train.py", "env": {"WANDB_MODE": "offline"}}
+    for name in ("exp1", "exp2"):
+        (tmp_path / "experiments" / f"exp-{name}.yaml").write_text(yaml.safe_dump({"name": name, **offline}))
+    body = yaml.safe_load(settings_file.read_text())
+    body.update(servers_file=str(servers), experiments_dir=str(tmp_path / "experiments"),
+                mcp={"allow_actions": ["launch"], "identity": "orchestrator"})  # fmt: skip
+    settings_file.write_text(yaml.safe_dump(body))
+    store.append(plan_events("P", time.time() - 100, ("exp1", "running", {})))  # exp2 waits for exp1 in plan P
+    with mcp_client.stdio(settings_file, tmp_path / "mcp.log") as client:
+        held = client.call("launch", experiment="exp2")
+        forced = client.call("launch", experiment="exp2", force=True)
+    assert held.is_error and forced.is_error
+    assert "exp2 waits for exp1 in plan P" in mcp_client.text_of(held)
+    assert "or `launch experiment=exp2 force=true` to launch outside the plan" in mcp_client.text_of(held)
+    assert "W&B would not record this run (env sets WANDB_MODE=offline)" in mcp_client.text_of(forced)
+    assert [e.data["check"] for e in events_of(store, "exp2", t.LAUNCH_REFUSED)] == ["plan", "wandb_guard"]
+    assert [e.data["user"] for e in events_of(store, "exp2", t.LAUNCH_FAILED)] == ["mcp:orchestrator"]  # the forced one
+    assert events_of(store, "exp2", t.RUN_LAUNCHED) == []

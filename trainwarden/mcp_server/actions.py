@@ -28,8 +28,9 @@ from trainwarden.extras import require
 from trainwarden.launch_commands import stop_asked
 from trainwarden.mcp_server import messages
 from trainwarden.mcp_server.config import CALLER_PREFIX, IDENTITY_RE, LAUNCH, STOP
-from trainwarden.remote.errors import LaunchError
+from trainwarden.remote.errors import LaunchError, PlanHeld
 from trainwarden.remote.first_seconds import WINDOW_S
+from trainwarden.remote.plan_gate import plan_refusal
 from trainwarden.run_commands import request_stop, wait_outcome
 from trainwarden.settings import Settings
 
@@ -84,6 +85,10 @@ class Actions:
         require("mcp", "asyncssh")  # the server extra: launches go over SSH
         launcher = wiring.remote_launcher(self.settings, fleet, self.store)
         experiment_ = launcher.experiment(experiment)  # an unknown name says which are known
+        if not force and (hold := launcher.plan_hold(experiment_.name)) is not None:  # the fix in the tool's words
+            text = plan_refusal(hold, messages.force_launch(experiment_.name))
+            launcher.refuse_held(hold, text)  # launch.refused, as the CLI's and /launch's refusals
+            raise PlanHeld(text, run=experiment_.name, hold=hold)
         try:
             launched = launcher.launch(experiment_.name, extra={"requested_by": who}, force=force, by=who)
             early = launcher.first_seconds(launched, within_s=check_s) if check_s > 0 else None

@@ -64,6 +64,11 @@ def no_experiments() -> str:
     )
 
 
+def force_launch(experiment: str) -> str:
+    """The call that launches what a plan holds back (said inside a plan's refusal)."""
+    return f"launch experiment={experiment} force=true"
+
+
 def launched(run: str, server: str, gpus: object, session: str, log: str) -> str:
     return (
         f"launched {run} on {server} GPUs {gpus} in tmux session {session}; log: {server}:{log}. Its agent follows "
