@@ -35,12 +35,13 @@ from trainwarden import (
 )
 from trainwarden.agent.watch import RunWatch
 from trainwarden.errors import ConfigError, TrainwardenError
-from trainwarden.events.errors import StoreAuthFailed, StoreError, StoreUnavailable
+from trainwarden.events.errors import StoreAuthFailed
 from trainwarden.events.heartbeat import Heartbeat, last_words
 from trainwarden.events.redact import MaskingFilter, redact_text
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
 from trainwarden.mcp_server import command as mcp_command
+from trainwarden.remedies import remedy_for
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import reload_on_sighup, stop_on_signals
 
@@ -381,15 +382,6 @@ def auth_failed(exc: Exception, settings: Settings | None) -> str:
         f"trainwarden: error: Redis at {where} refused the credentials ({reply}); put the right password in the "
         "URL (redis://:PASSWORD@host:port/0, or redis://USER:PASSWORD@... for an ACL user) via REDIS_URL or --redis-url"
     )
-
-
-def remedy_for(exc: TrainwardenError) -> str | None:
-    """What to do, for errors raised where the command line's options are not known (the event log)."""
-    if isinstance(exc, StoreUnavailable):
-        return "is Redis running there? Start it, or point trainwarden at yours with --redis-url or REDIS_URL"
-    if isinstance(exc, StoreError):
-        return "check the Redis URL (password, a primary that accepts writes) and that Redis has memory left"
-    return None
 
 
 if __name__ == "__main__":

@@ -15,11 +15,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from trainwarden.cli import remedy_for
 from trainwarden.errors import TrainwardenError, UnknownRun
 from trainwarden.events.store import EventStore
 from trainwarden.mcp_server import messages, reads
 from trainwarden.mcp_server.actions import Actions, caller
+from trainwarden.remedies import remedy_for
 from trainwarden.remote.first_seconds import WINDOW_S
 from trainwarden.settings import Settings
 
