@@ -48,3 +48,17 @@ def test_an_agent_launches_through_the_wandb_guard_and_the_preflight(remote_sett
     assert received == ["launch offline", "launch a", "launch nope"]  # none of them was a run before
 
     assert unknown.is_error and "unknown experiment 'nope'; known: a, b, long, offline" in mcp_client.text_of(unknown)
+
+
+def test_a_launch_whose_command_fails_at_once_is_reported_with_its_last_lines(remote_settings, store, tmp_path):
+    allow_launch(remote_settings)
+    add_experiment(tmp_path, "retF", env={"FAIL_AT": "3", "STEP_S": "0.5"})  # step 1, 2, 3 -> exit 3 after ~1 s
+    with mcp_client.stdio(remote_settings, tmp_path / "mcp.log", env=KEY) as client:
+        failed = client.call("launch", experiment="retF")  # the first seconds watched, as `trainwarden launch` does
+    assert failed.is_error
+    head, *lines = mcp_client.text_of(failed).splitlines()
+    assert "retF exited with code 3 within 1 s of launch; log: gpu1:/" in head and head.endswith("; last lines:")
+    assert lines[-1] == "  step=3 loss=1.3333"
+    (ended,) = events_of(store, "retF", t.RUN_FAILED)
+    assert ended.data["exit_code"] == 3
+    assert events_of(store, "retF", t.RUN_LAUNCHED)[0].data["requested_by"] == "mcp:research-agent"

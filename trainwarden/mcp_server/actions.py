@@ -84,18 +84,18 @@ class Actions:
             raise UsageError(messages.no_experiments())
         require("mcp", "asyncssh")  # the server extra: launches go over SSH
         launcher = wiring.remote_launcher(self.settings, fleet, self.store)
-        experiment_ = launcher.experiment(experiment)  # an unknown name says which are known
-        if not force and (hold := launcher.plan_hold(experiment_.name)) is not None:  # the fix in the tool's words
-            text = plan_refusal(hold, messages.force_launch(experiment_.name))
+        exp = launcher.experiment(experiment)  # an unknown name says which are known
+        if not force and (hold := launcher.plan_hold(exp.name)) is not None:  # the fix in the tool's words
+            text = plan_refusal(hold, messages.force_launch(exp.name))
             launcher.refuse_held(hold, text)  # launch.refused, as the CLI's and /launch's refusals
-            raise PlanHeld(text, run=experiment_.name, hold=hold)
+            raise PlanHeld(text, run=exp.name, hold=hold)
         try:
-            launched = launcher.launch(experiment_.name, extra={"requested_by": who}, force=force, by=who)
+            launched = launcher.launch(exp.name, extra={"requested_by": who}, force=force, by=who)
             early = launcher.first_seconds(launched, within_s=check_s) if check_s > 0 else None
         except TrainwardenError as exc:  # refusals (plan, W&B guard, preflight) were recorded by the launcher too
-            failed: p.LaunchFailedData = {"by": VIA, "server": experiment_.server, "user": who,
+            failed: p.LaunchFailedData = {"by": VIA, "server": exp.server, "user": who,
                                           "error": redact_text(str(exc))}  # fmt: skip
-            self._append(t.LAUNCH_FAILED, experiment_.name, failed)
+            self._append(t.LAUNCH_FAILED, exp.name, failed)
             raise
         d = cast(p.RunLaunchedData, launched.data)
         where = f"{d['server']}:{d['log_path']}"
@@ -105,7 +105,7 @@ class Actions:
             return messages.launched_and_finished(launched.run, where)
         if stopped := stop_asked(self.store, launched.run, after=launched.ts):
             return messages.launched_and_stopped(launched.run, stopped)
-        raise LaunchError("\n".join(failed_at_launch(launched.run, early, where)), run=launched.run)
+        raise LaunchError("\n".join(failed_at_launch(launched.run, early, where)))  # names the run itself
 
     def _admit(self, who: str, action: str, target: str, text: str) -> None:
         """Record the call, then refuse it (recorded as denied) unless the settings allow `action`."""
