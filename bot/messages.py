@@ -70,7 +70,10 @@ def step(value: int | None) -> str:
 
 
 def who(user: object) -> str:
-    """A Slack mention of the user, or words when none was recorded."""
+    """A Slack mention of the user, or words when none was recorded. A caller of another surface
+    (`mcp:research-agent`, an agent over MCP) is no Slack id: it is said as it is, not mentioned."""
+    if user and ":" in str(user):
+        return str(user)
     return f"<@{user}>" if user else "someone"
 
 

@@ -169,8 +169,9 @@ CATALOGUE: tuple[EventType, ...] = (
     EventType(
         t.STOP_REQUESTED,
         p.StopRequestedData,
-        "someone asked for the run to be stopped: the policy, a person in Slack, or `trainwarden stop`",
-        "worker (workers/evaluate.py), bot (bot/handlers.py), CLI (trainwarden/run_commands.py)",
+        "someone asked for the run to be stopped: the policy, a person in Slack, `trainwarden stop`, or an agent "
+        "over MCP",
+        "worker (workers/evaluate.py), bot (bot/handlers.py), CLI (trainwarden/run_commands.py), `trainwarden mcp`",
     ),
     EventType(
         t.STOP_DONE,
@@ -214,15 +215,15 @@ CATALOGUE: tuple[EventType, ...] = (
     EventType(
         t.COMMAND_RECEIVED,
         p.CommandData,
-        "a Slack command or button press, for the audit trail",
-        "bot (bot/authz.py)",
+        "a Slack command or button press, or an MCP action (stop, launch), for the audit trail",
+        "bot (bot/authz.py); `trainwarden mcp` (trainwarden/mcp_server/actions.py)",
         log=f"the target run's log, else {SYSTEM}",
     ),
     EventType(
         t.COMMAND_DENIED,
         p.CommandData,
-        "a Slack command refused by the allow-lists",
-        "bot (bot/authz.py)",
+        "a Slack command refused by the allow-lists, or an MCP action mcp.allow_actions does not allow",
+        "bot (bot/authz.py); `trainwarden mcp` (trainwarden/mcp_server/actions.py)",
         log=f"the target run's log, else {SYSTEM}",
     ),
     EventType(
@@ -238,7 +239,10 @@ CATALOGUE: tuple[EventType, ...] = (
         "bot (bot/handlers.py)",
     ),
     EventType(
-        t.LAUNCH_FAILED, p.LaunchFailedData, "a /launch from Slack was refused or failed", "bot (bot/handlers.py)"
+        t.LAUNCH_FAILED,
+        p.LaunchFailedData,
+        "a /launch from Slack, or a launch by an agent over MCP, was refused or failed",
+        "bot (bot/handlers.py); `trainwarden mcp` (trainwarden/mcp_server/actions.py)",
     ),
     EventType(
         t.NOTIFICATION_INTENT,

@@ -328,8 +328,8 @@ class EvidenceFailedData(TypedDict):
 
 
 class StopRequestedData(TypedDict, total=False):
-    by: str  # policy | slack | cli
-    user: str  # who asked (Slack user, or the login name for the CLI)
+    by: str  # policy | slack | cli | mcp
+    user: str  # who asked (Slack user, the login name for the CLI, mcp:<identity> for an agent over MCP)
     rule: str | None  # the rule behind it, if any
     reason: str
     decision: str | None  # id of the decision it carries out; None for a /stop or a CLI stop tied to none
@@ -347,7 +347,7 @@ class StopResultData(TypedDict):
     detail: NotRequired[str]
     error: NotRequired[str]  # why it failed
     hint: NotRequired[str]  # the command to stop it by hand, when there is one
-    by: NotRequired[str]  # who asked: policy | slack | cli
+    by: NotRequired[str]  # who asked: policy | slack | cli | mcp
 
 
 class ResumeSkippedData(TypedDict):
@@ -388,10 +388,10 @@ PolicyAppliedData = TypedDict(
 class CommandData(TypedDict):
     """`command.received` and `command.denied`."""
 
-    command: str  # as typed (/tw stop, or an old name: /stop), or a button's action
-    user: str  # the Slack user
-    channel: str | None  # Slack channel id (None when Slack's request names none)
-    via: str  # slash, or the button's action id
+    command: str  # as typed (/tw stop, or an old name: /stop), a button's action; stop or launch over MCP
+    user: str  # the Slack user, or mcp:<identity> for an agent over MCP
+    channel: str | None  # Slack channel id (None when Slack's request names none, and over MCP)
+    via: str  # slash, the button's action id, or mcp
     text: str  # the command's text, secrets masked
 
 
@@ -413,9 +413,9 @@ class StopCancelledData(TypedDict):
 
 
 class LaunchFailedData(TypedDict):
-    by: str  # slack
+    by: str  # slack | mcp
     server: str
-    user: str  # the Slack user
+    user: str  # the Slack user, or mcp:<identity> for an agent over MCP
     error: str  # why the launch failed
 
 

@@ -37,12 +37,14 @@ from trainwarden import (
 )
 from trainwarden.agent.watch import RunWatch
 from trainwarden.errors import ConfigError, TrainwardenError
-from trainwarden.events.errors import StoreAuthFailed, StoreError, StoreUnavailable
+from trainwarden.events.errors import StoreAuthFailed
 from trainwarden.events.heartbeat import Heartbeat, last_words
 from trainwarden.events.redact import redact_text
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
 from trainwarden.logsetup import library_level
+from trainwarden.mcp_server import command as mcp_command
+from trainwarden.remedies import remedy_for
 from trainwarden.settings import Settings, load_settings
 from trainwarden.signals import reload_on_sighup, stop_on_signals
 
@@ -310,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_dead_letters)
 
     cli_remote.register(sub)
+    mcp_command.register(sub)
 
     s = sub.add_parser("simulate", help="synthetic runs publishing metric events at a fixed rate (load tests)")
     simulate.add_arguments(s)
@@ -383,15 +386,6 @@ def auth_failed(exc: Exception, settings: Settings | None) -> str:
         f"trainwarden: error: Redis at {where} refused the credentials ({reply}); put the right password in the "
         "URL (redis://:PASSWORD@host:port/0, or redis://USER:PASSWORD@... for an ACL user) via REDIS_URL or --redis-url"
     )
-
-
-def remedy_for(exc: TrainwardenError) -> str | None:
-    """What to do, for errors raised where the command line's options are not known (the event log)."""
-    if isinstance(exc, StoreUnavailable):
-        return "is Redis running there? Start it, or point trainwarden at yours with --redis-url or REDIS_URL"
-    if isinstance(exc, StoreError):
-        return "check the Redis URL (password, a primary that accepts writes) and that Redis has memory left"
-    return None
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   ├── RedisServerError         a private redis-server could not be started
     │   ├── DemoError                the demo's run did not go as it should
     │   ├── UpError                  `trainwarden up` cannot start the daemons (no Redis, or they run already)
+    │   ├── ActionNotAllowed         `trainwarden mcp`: the settings do not allow an agent this action (audited)
     │   └── SimulateError            a `trainwarden simulate` producer process failed
     ├── EventLogError                (events.errors) the event log
     │   ├── EventError               an event or envelope that breaks the schema
@@ -110,6 +111,7 @@ class UnknownRun(CliError):
     """The run has no events in the log."""
 
     def __init__(self, run: str) -> None:
+        self.run = run
         super().__init__(f"unknown run {run!r}: it has no events (see `trainwarden runs`)")
 
 
@@ -131,6 +133,10 @@ class DemoError(CliError):
 
 class UpError(CliError):
     """`trainwarden up` cannot start the daemons of this machine (says what to start first)."""
+
+
+class ActionNotAllowed(CliError):
+    """An MCP client asked for an action (stop, launch) that `mcp.allow_actions` does not allow; nothing was done."""
 
 
 class SimulateError(CliError):

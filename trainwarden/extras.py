@@ -18,6 +18,7 @@ EXTRA_OF = {
     "wandb": "wandb",
     "tensorboard": "tensorboard",
     "prometheus_client": "metrics",
+    "mcp": "mcp",
 }
 # Imported through the module that wraps it: asyncssh through remote/ssh.py, which drops the warning
 # cryptography 47+ gives when asyncssh is imported (noise on every daemon's stderr, an error under pytest).

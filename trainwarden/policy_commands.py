@@ -19,6 +19,7 @@ from trainwarden.agent.tail import LogTail
 from trainwarden.agent.wandb_source import history_events
 from trainwarden.archive.history import load_history
 from trainwarden.corpus import read_manifest
+from trainwarden.errors import UsageError
 from trainwarden.events.envelope import Event
 from trainwarden.events.metrics import at_step
 from trainwarden.events.store import Malformed
@@ -102,7 +103,8 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _policy(name: str) -> Policy:
+def named_policy(name: str) -> Policy:
+    """'default' (the policy shipped with trainwarden), else a policy file's path."""
     return default_policy() if name == "default" else read_policy_file(Path(name))
 
 
@@ -137,25 +139,35 @@ def wandb_events(run_dir: Path) -> Iterator[Event]:
 
 
 def cmd_backtest(args: argparse.Namespace, settings: Settings) -> int:
-    policy = _policy(args.policy)
+    policy = named_policy(args.policy)
     if args.corpus:
         return corpus_scorecard(policy, args.corpus, interval=args.interval, gpus=args.gpus, as_json=args.json,
                                 report_only=args.report_only)  # fmt: skip
-    if args.run:
-        entries = load_history(wiring.store(settings), args.run).entries  # archived files too
-        events: Iterator[Event] = (e for _, e in entries if not isinstance(e, Malformed))
-        source = f"run {args.run}"
-    elif args.log:
-        events, source = log_events(args.log, interval=args.interval), f"log {args.log} ({args.interval:g}s per line)"
-    else:
-        events, source = wandb_events(args.wandb_dir), f"W&B run {args.wandb_dir}"
-    result = backtest(policy, events)
+    result, source = backtest_one(policy, settings, run=args.run, log=args.log, wandb_dir=args.wandb_dir,
+                                  interval=args.interval)  # fmt: skip
     if args.json:
         print(json.dumps(backtest_json(result, source=source, gpus=args.gpus), indent=2))
         return 0
     for line in backtest_lines(result, source=source, gpus=args.gpus):
         print(line)
     return 0
+
+
+def backtest_one(policy: Policy, settings: Settings, *, run: str | None = None, log: Path | None = None,
+                 wandb_dir: Path | None = None, interval: float = 10.0) -> tuple[Backtest, str]:  # fmt: skip
+    """`policy` over one recorded history (a run in the event log, a log file, or a W&B run directory; the
+    first given), and the words that name that source."""
+    if run:
+        entries = load_history(wiring.store(settings), run).entries  # archived files too
+        events: Iterator[Event] = (e for _, e in entries if not isinstance(e, Malformed))
+        source = f"run {run}"
+    elif log:
+        events, source = log_events(log, interval=interval), f"log {log} ({interval:g}s per line)"
+    elif wandb_dir:
+        events, source = wandb_events(wandb_dir), f"W&B run {wandb_dir}"
+    else:
+        raise UsageError("give the history to backtest: a run, a log file or a W&B run directory")
+    return backtest(policy, events), source
 
 
 def backtest_json(result: Backtest, *, source: str, gpus: float) -> dict[str, Any]:

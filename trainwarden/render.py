@@ -61,7 +61,8 @@ def describe(event: Event) -> str:
         return f"not resumed: {said(skipped.get('reason'), 'no reason recorded')}{fix}"
     if event.type == t.STOP_REQUESTED:
         asked = cast(p.StopRequestedData, d)
-        who = asked.get("by") or asked.get("user") or "?"
+        by, user = asked.get("by"), asked.get("user")
+        who = f"{by} ({user})" if by and user else by or user or "?"  # who asked, through what: "cli (ana)"
         return (
             f"by {who}"
             + (f" ({asked['rule']})" if asked.get("rule") else "")

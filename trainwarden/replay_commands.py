@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import cast
 
@@ -34,6 +35,7 @@ from trainwarden.workers.report import check_facts, render_report
 from trainwarden.workers.verify import verify_run
 
 CHECK_TAIL_LINES = 10
+TIME_OPTIONS = {"since": "--since", "until": "--until", "as_of": "--as-of"}  # how an error names each time
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -101,29 +103,37 @@ def _selected(item: Event | Malformed, types: list[str] | None, since: float | N
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
     history = _history(store, args.run, args.sources)
-    run, entries = history.run, history.entries
     if args.verify:
-        return _verify(store, run, entries, args.policy)
-    now = time.time()
-    since = parse_time(args.since, now=now, option="--since") if args.since else None
-    until = parse_time(args.until, now=now, option="--until") if args.until else None
-    as_of = parse_time(args.as_of, now=now, option="--as-of") if args.as_of else None
-    if as_of is not None:
-        until = as_of if until is None else min(until, as_of)
-    state = fold(e for _, e in entries if isinstance(e, Event) and (as_of is None or e.ts <= as_of))
-    if args.json:
-        print(json.dumps(state.to_dict(), default=str, indent=2))
-        return 0
-    shown = [(sid, item) for sid, item in entries if _selected(item, args.type, since, until)]
-    archived = f"; {history.archived} from {len(history.files)} archive file(s)" if history.files else ""
-    print(f"Timeline of {run} ({len(shown)} of {len(entries)} entries{archived})")
-    for sid, item in shown:
-        print("  " + render.timeline_line(sid, item))
-    print(f"State as of {render.fmt_ts(as_of)} (folded from the log alone)" if as_of is not None
-          else "Final state (folded from the log alone)")  # fmt: skip
-    for line in render.state_lines(state):
-        print("  " + line)
+        return _verify(store, history.run, history.entries, args.policy)
+    for line in replay_lines(history, types=args.type, since=args.since, until=args.until, as_of=args.as_of,
+                             as_json=args.json):  # fmt: skip
+        print(line)
     return 0
+
+
+def replay_lines(history: History, *, types: list[str] | None = None, since: str | None = None,
+                 until: str | None = None, as_of: str | None = None, as_json: bool = False,
+                 names: Mapping[str, str] = TIME_OPTIONS) -> list[str]:  # fmt: skip
+    """The timeline (filtered) and the state folded from the log (as of a time); `as_json`: the state alone.
+    Times in any form `parse_time` reads; `names` says each time's parameter in an error (the CLI's options)."""
+    run, entries = history.run, history.entries
+    now = time.time()
+    since_ts = parse_time(since, now=now, option=names["since"]) if since else None
+    until_ts = parse_time(until, now=now, option=names["until"]) if until else None
+    as_of_ts = parse_time(as_of, now=now, option=names["as_of"]) if as_of else None
+    if as_of_ts is not None:
+        until_ts = as_of_ts if until_ts is None else min(until_ts, as_of_ts)
+    state = fold(e for _, e in entries if isinstance(e, Event) and (as_of_ts is None or e.ts <= as_of_ts))
+    if as_json:
+        return [json.dumps(state.to_dict(), default=str, indent=2)]
+    shown = [(sid, item) for sid, item in entries if _selected(item, types, since_ts, until_ts)]
+    archived = f"; {history.archived} from {len(history.files)} archive file(s)" if history.files else ""
+    lines = [f"Timeline of {run} ({len(shown)} of {len(entries)} entries{archived})"]
+    lines += ["  " + render.timeline_line(sid, item) for sid, item in shown]
+    lines.append(f"State as of {render.fmt_ts(as_of_ts)} (folded from the log alone)" if as_of_ts is not None
+                 else "Final state (folded from the log alone)")  # fmt: skip
+    lines += ["  " + line for line in render.state_lines(state)]
+    return lines
 
 
 class RecordedPolicies:
@@ -182,27 +192,31 @@ def _verify(store: EventStore, run: str, entries: list[tuple[str, Event | Malfor
 
 
 def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
-    """The training-check report on the run's state now; a stopped run's ends with its FINAL_SUMMARY."""
-    store = wiring.store(settings)
-    entries = _history(store, args.run).entries
+    print(check_report(_history(wiring.store(settings), args.run), settings, interval=args.interval))
+    return 0
+
+
+def check_report(history: History, settings: Settings, *, interval: str | None = None,
+                 option: str = "--interval") -> str:  # fmt: skip
+    """The training-check report on the run's state now; a stopped run's ends with its FINAL_SUMMARY.
+    `interval` (a duration, default workers.check_interval_s) sets Next check; `option` names it in an error."""
+    run, entries = history.run, history.entries
     state = fold(e for _, e in entries if isinstance(e, Event))
     if state.event_count == 0:
-        raise UnknownRun(args.run)
-    interval = settings.check_interval_s if args.interval is None else parse_duration(args.interval)
-    if interval is None or interval <= 0:
-        raise UsageError(
-            f"--interval: {duration_problem(args.interval) or repr(args.interval) + ' is not more than 0s'}"
-        )
-    facts = check_facts(state, now=time.time(), interval_s=interval, stale_s=settings.agent_wandb_stale_s,
-                        files_inspected=[f"event log of {args.run} ({state.event_count} events)"])  # fmt: skip
+        raise UnknownRun(run)
+    every = settings.check_interval_s if interval is None else parse_duration(interval)
+    if every is None or every <= 0:
+        problem = duration_problem(interval) if interval is not None else None
+        raise UsageError(f"{option}: {problem or repr(interval) + ' is not more than 0s'}")
+    facts = check_facts(state, now=time.time(), interval_s=every, stale_s=settings.agent_wandb_stale_s,
+                        files_inspected=[f"event log of {run} ({state.event_count} events)"])  # fmt: skip
     if read := log_excerpt(facts["log_path"], lines=CHECK_TAIL_LINES):
         facts["log_lines"] = read.span
         if not facts["log_tail"]:
             facts["log_tail"] = read.lines  # no notable line recorded: the log's own last lines
     if state.status == "stopped":
         facts["final_summary"] = recorded_summary(entries) or final_summary(facts, facts["evidence_pack"] or "none")
-    print(render_report(facts))
-    return 0
+    return render_report(facts)
 
 
 def recorded_summary(entries: list[Entry]) -> str | None:

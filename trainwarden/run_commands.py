@@ -125,32 +125,13 @@ def _how(w: RunWatchedData) -> str:
 
 def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
-    if store.length(args.run) == 0:
-        raise UnknownRun(args.run)
-    state = run_state(store, args.run)  # the read model: archived runs too, and no fold of a long log
-    if state.status in ENDED:
-        raise NotStoppable(f"{args.run} has ended already ({state.status}): there is nothing to stop")
-    means = stop_means(state.launch, state.watched)
-    if means is None:
-        raise NotStoppable(
-            f"trainwarden has no way to stop {args.run}: it was not launched by trainwarden and its watch names no "
-            f"pid, match, tmux session or stop command; add one with `trainwarden watch {args.run} --log FILE "
-            "--pid PID` (the agent keeps watching it)"
-        )
-    if means == AGENT:
-        host = (state.watched.get("host") if state.watched else None) or state.host
-        absent = agent_absent(store, host, now=time.time())
-        if absent is not None:
-            raise NotStoppable(f"{args.run} can only be stopped by the agent on its host, but {absent}")
     asked: StopRequestedData = {"by": "cli", "user": getpass.getuser(), "reason": redact_text(args.reason)}
-    event = make_event(t.STOP_REQUESTED, run=args.run, host=settings.host, producer=f"cli/{settings.host}",
-                       seq=time_seq(), data=asked)  # fmt: skip
-    sid = store.append_one(event)
+    event, sid = request_stop(store, settings, args.run, asked)
     if not args.wait:
         print(f"stop requested for {args.run}; the workers will carry it out (see `trainwarden replay {args.run}`)")
         return 0
     print(f"stop requested for {args.run}; waiting up to {args.timeout:g}s for the outcome", flush=True)
-    outcome = _wait_outcome(store, args.run, event.id, sid, args.timeout)
+    outcome = wait_outcome(store, args.run, event.id, sid, args.timeout)
     if outcome is None:
         print(f"trainwarden: error: no outcome within {args.timeout:g}s: are `trainwarden dispatcher` and "
               "`trainwarden worker` running?", file=sys.stderr)  # fmt: skip
@@ -164,7 +145,34 @@ def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
     return 1
 
 
-def _wait_outcome(store: EventStore, run: str, request: str, after: str | None, timeout: float) -> Event | None:
+def request_stop(store: EventStore, settings: Settings, run: str, asked: StopRequestedData) -> tuple[Event, str | None]:
+    """Append `stop.requested` for `run` (the event and its stream id); the workers carry it out. Refused first,
+    with nothing appended, what cannot be stopped: an unknown run, one that ended, one that nothing recorded
+    says how to stop, one only its host's agent can stop while that agent is absent. The CLI's `stop` and the
+    MCP server's share it, so both refuse alike."""
+    if store.length(run) == 0:
+        raise UnknownRun(run)
+    state = run_state(store, run)  # the read model: archived runs too, and no fold of a long log
+    if state.status in ENDED:
+        raise NotStoppable(f"{run} has ended already ({state.status}): there is nothing to stop")
+    means = stop_means(state.launch, state.watched)
+    if means is None:
+        raise NotStoppable(
+            f"trainwarden has no way to stop {run}: it was not launched by trainwarden and its watch names no "
+            f"pid, match, tmux session or stop command; add one with `trainwarden watch {run} --log FILE "
+            "--pid PID` (the agent keeps watching it)"
+        )
+    if means == AGENT:
+        host = (state.watched.get("host") if state.watched else None) or state.host
+        absent = agent_absent(store, host, now=time.time())
+        if absent is not None:
+            raise NotStoppable(f"{run} can only be stopped by the agent on its host, but {absent}")
+    producer = f"{asked.get('by') or 'cli'}/{settings.host}"
+    event = make_event(t.STOP_REQUESTED, run=run, host=settings.host, producer=producer, seq=time_seq(), data=asked)
+    return event, store.append_one(event)
+
+
+def wait_outcome(store: EventStore, run: str, request: str, after: str | None, timeout: float) -> Event | None:
     deadline = time.monotonic() + timeout
     while True:
         for _sid, event in store.iter_run(run, after=after):

@@ -24,6 +24,7 @@ from trainwarden.events.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from trainwarden.events.keys import NAMESPACE
 from trainwarden.events.limits import MAX_HOST_CHARS
 from trainwarden.events.yamlfile import Context, Reader, Schema, compose, document_schema, empty_mapping
+from trainwarden.mcp_server.config import McpConfig, read_mcp
 from trainwarden.slack_settings import read_slack
 from trainwarden.workers import config as workers_config
 
@@ -114,6 +115,7 @@ class Settings:
     job_timeout_s: int = workers_config.JOB_TIMEOUT_S
     runs_per_job: int = workers_config.RUNS_PER_JOB
     slack: BotConfig = field(default_factory=BotConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)  # `trainwarden mcp`: what an agent may do
     servers_file: Path | None = None  # servers.yaml: remote runs over SSH
     experiments_dir: Path | None = None  # holds experiments/exp-*.yaml
     policy_path: Path | None = None  # None: the default policy shipped with trainwarden
@@ -169,6 +171,7 @@ def read_settings(top: Reader, base: Path) -> dict[str, Any]:
         values[key] = w.integer(key, minimum=1)
     w.finish()
     values["slack"] = read_slack(top.section("slack", "slack"))
+    values["mcp"] = read_mcp(top.section("mcp", "mcp"))
     top.finish()
     return {k: v for k, v in values.items() if v is not None}
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO
 
-OPTIONAL = ("rq", "asyncssh", "matplotlib", "slack_bolt", "slack_sdk", "wandb", "pynvml", "tensorboard")
+OPTIONAL = ("rq", "asyncssh", "matplotlib", "slack_bolt", "slack_sdk", "wandb", "pynvml", "tensorboard", "mcp")
 RUN_HIDDEN = """
 import runpy, sys
 hidden, tried = set(sys.argv[1].split(",")), set()
@@ -48,6 +48,7 @@ def run_hidden(hidden: tuple[str, ...], *args: str, env: dict[str, str] | None =
         (("bot",), {"SLACK_BOT_TOKEN": "xoxb-x"}, "slack_bolt", "bot"),
         (("launch", "exp1", "--config", "tw.yaml"), {}, "asyncssh", "server"),  # remote: servers configured
         (("plan", "status", "p.yaml"), {}, "asyncssh", "server"),
+        (("mcp",), {}, "mcp", "mcp"),
     ],
 )
 def test_a_missing_extra_is_one_line_naming_it(args, env, hidden, extra, tmp_path):

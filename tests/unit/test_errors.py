@@ -14,8 +14,8 @@ import pytest
 from trainwarden.events.errors import StoreError, StoreUnavailable
 
 from trainwarden import errors
-from trainwarden.cli import remedy_for
 from trainwarden.errors import TrainwardenError
+from trainwarden.remedies import remedy_for
 
 TREE_LINE = re.compile(r"^    (?P<indent>(?:[│ ]   )*)[├└]── (?P<name>\w+)\s")
 

@@ -1,0 +1,16 @@
+"""What to do about an error raised where the command line's options are not known (the event log), said
+after its message by the CLI and by the MCP server alike."""
+
+from __future__ import annotations
+
+from trainwarden.errors import TrainwardenError
+from trainwarden.events.errors import StoreError, StoreUnavailable
+
+
+def remedy_for(exc: TrainwardenError) -> str | None:
+    """What to do, for errors raised where the command line's options are not known (the event log)."""
+    if isinstance(exc, StoreUnavailable):
+        return "is Redis running there? Start it, or point trainwarden at yours with --redis-url or REDIS_URL"
+    if isinstance(exc, StoreError):
+        return "check the Redis URL (password, a primary that accepts writes) and that Redis has memory left"
+    return None
