@@ -24,9 +24,9 @@ from trainwarden import (
     metrics_server,
     policy_commands,
     reload,
-    render,
     replay_commands,
     run_commands,
+    runs_command,
     schemas,
     simulate,
     up,
@@ -34,6 +34,7 @@ from trainwarden import (
     writable,
 )
 from trainwarden.agent.watch import RunWatch
+from trainwarden.cli_parser import Parser, unrecognized
 from trainwarden.errors import ConfigError, TrainwardenError
 from trainwarden.events.errors import StoreAuthFailed, StoreError, StoreUnavailable
 from trainwarden.events.heartbeat import Heartbeat, last_words
@@ -190,15 +191,6 @@ def _serve_notifier_metrics(args: argparse.Namespace, notifier: Notifier) -> Non
         _serve_metrics(args, "bot", notifier.pulse.heartbeat, notifier.store)
 
 
-def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
-    runs = wiring.store(settings).runs()
-    if not runs:
-        print("no runs yet")
-    for run, ts in runs:
-        print(f"{run:40} last event {render.fmt_ts(ts)}")
-    return 0
-
-
 def cmd_dead_letters(args: argparse.Namespace, settings: Settings) -> int:
     letters = wiring.store(settings).dead_letters(count=args.count)
     if not letters:
@@ -259,7 +251,8 @@ def metrics_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="trainwarden", description=__doc__)
+    # Every subparser is a Parser too (argparse makes them of their parent's class): suggestions and examples
+    p: argparse.ArgumentParser = Parser(prog="trainwarden", description=__doc__, extras_allowed=True)  # see _main
     global_options(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -294,8 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     for commands in (run_commands, replay_commands, archive_commands, policy_commands, schemas, health_commands, up):
         commands.register(sub)
 
-    s = sub.add_parser("runs", help="list known runs")
-    s.set_defaults(func=cmd_runs)
+    runs_command.register(sub)
 
     s = sub.add_parser("dead-letters", help="show entries that could not be decoded")
     s.add_argument("--count", type=int, default=20)
@@ -331,7 +323,7 @@ def _main(argv: list[str]) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(options)
     if unknown and args.func is not launch_commands.cmd_launch:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        parser.error(unrecognized(unknown, parser._option_string_actions))
     if args.func is launch_commands.cmd_launch:
         args.stray = [*args.stray, *unknown]  # words before `--` (argparse leaves some unmatched): cmd_launch says so
         args.training_command = training_command or []

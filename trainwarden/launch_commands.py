@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, cast
 from trainwarden import cli_remote, wiring
 from trainwarden.agent.health import log_tail
 from trainwarden.bot.launch_messages import failed_at_launch
+from trainwarden.cli_parser import unrecognized
 from trainwarden.errors import UsageError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
         usage="%(prog)s RUN [OPTIONS] [-- COMMAND ...]",
         help="start a run: `launch EXP` (an experiment from experiments_dir, on its server over SSH) or "
         "`launch RUN [OPTIONS] -- COMMAND...` (on this host)",
-        description="Options go anywhere before `--`; everything after the first `--` is the training command.",
+        extras_allowed=True,  # words before `--` that no option takes: cmd_launch says what to do with them
     )
     s.add_argument("run", help="experiment name (remote) or run name (with -- COMMAND, local)")
     cli_remote.launch_args(s)
@@ -48,7 +48,7 @@ def register(sub: Any) -> None:
                    help=f"wait this long for a command that fails at once; it is then reported with its "
                    f"exit status and the log's last lines, exit 1 (default {WINDOW_S:g}; 0: do not wait)")  # fmt: skip
     s.add_argument("stray", nargs="*", metavar="-- COMMAND", help="the training command and its arguments, after --")
-    s.set_defaults(func=cmd_launch)
+    s.set_defaults(func=cmd_launch, known_options=tuple(s._option_string_actions))  # for "did you mean"
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -91,8 +91,8 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
     from trainwarden.remote.wrapper import EXIT_SUFFIX
 
     if args.stray:  # words before `--` that are no option of launch: a command without `--`, or a typo
-        given = shlex.join(args.stray)
-        unknown = f"unrecognized arguments: {given}; " if any(w.startswith("-") for w in args.stray) else ""
+        options = any(w.startswith("-") for w in args.stray)
+        unknown = f"{unrecognized(args.stray, args.known_options)}; " if options else ""
         raise UsageError(f"{unknown}give the training command after --, options before it: "
                          f"trainwarden launch {args.run} [OPTIONS] -- COMMAND...")  # fmt: skip
     command: list[str] = args.training_command
