@@ -347,7 +347,7 @@ def _main(argv: list[str]) -> int:
         return 1
     except TrainwardenError as exc:
         print(f"trainwarden: error: {exc}", file=sys.stderr)
-        if remedy := remedy_for(exc):
+        if remedy := remedy_for(exc, start_here=first_start(args, settings)):
             print(f"trainwarden: {remedy}", file=sys.stderr)
         last_words(f"exited: {exc}")
         return 1
@@ -373,8 +373,19 @@ def auth_failed(exc: Exception, settings: Settings | None) -> str:
     )
 
 
-def remedy_for(exc: TrainwardenError) -> str | None:
-    """What to do, for errors raised where the command line's options are not known (the event log)."""
+def first_start(args: argparse.Namespace, settings: Settings | None) -> bool:
+    """Whether a Redis that does not answer may just not be started yet: a command run by hand (`launch`,
+    `health`: not a daemon, which a supervisor starts) with a Redis URL on this machine, which `up --redis` serves."""
+    return args.command not in DAEMONS and settings is not None and up.local_redis(settings.redis_url) is not None
+
+
+def remedy_for(exc: TrainwardenError, *, start_here: bool = False) -> str | None:
+    """What to do, for errors raised where the command line's options are not known (the event log).
+    `start_here`: nothing may run yet on this machine, so the pointer is the command that starts it all."""
+    if isinstance(exc, StoreUnavailable) and start_here:
+        return ("nothing runs yet? `trainwarden up --redis` starts Redis and the agent, dispatcher, worker and bot "
+                "on this machine (README: Quick start); or point trainwarden at your Redis with --redis-url or "
+                "REDIS_URL")  # fmt: skip
     if isinstance(exc, StoreUnavailable):
         return "is Redis running there? Start it, or point trainwarden at yours with --redis-url or REDIS_URL"
     if isinstance(exc, StoreError):

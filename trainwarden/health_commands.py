@@ -107,7 +107,10 @@ def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
-        print("no daemon has sent a heartbeat (start the agent, dispatcher, worker and bot)")
+        print(
+            "no daemon has sent a heartbeat: nothing watches runs yet. `trainwarden up` starts the agent, "
+            "dispatcher, worker and bot on this machine (`trainwarden up --redis` with a Redis of its own)"
+        )
     else:
         print(table(rows, now))
         silent = [r["component"] for r in rows if r["status"] == SILENT]
