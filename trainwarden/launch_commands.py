@@ -158,21 +158,22 @@ def launch_remote(args: argparse.Namespace, settings: Settings) -> int:
         event = launcher.launch(args.run, gpu_ids=cli_remote.gpus_arg(args.gpus), resume=args.resume,
                                 preflight=not args.no_preflight, force=args.force, by=local_user())  # fmt: skip
     except KeyboardInterrupt:  # in the preflight or over SSH: the log says whether the launch got recorded
-        return said_interrupted(args.run, started=launched_since(wiring.store(settings), args.run, since))
+        recorded = launched_since(wiring.store(settings), args.run, since)
+        log = remote_log(recorded) if recorded is not None else None
+        return said_interrupted(args.run, started=recorded is not None, log=log)
     d = cast(RunLaunchedData, event.data)
     if forced := d.get("forced"):
         print(f"--force: launching outside plan {forced['plan']}, which holds it back: {forced['overrode']}")
     try:
         early = launcher.first_seconds(event, within_s=args.check_s) if args.check_s > 0 else None
     except KeyboardInterrupt:
-        return said_interrupted(args.run, started=True, log=f"{d['server']}:{d['log_path']}")
+        return said_interrupted(args.run, started=True, log=remote_log(event))
 
     def going() -> None:
         print(f"launched {args.run} on {d['server']} GPUs {d['gpus']} in tmux session {d['session']} (pid {d['pid']})")
-        print(f"log: {d['server']}:{d['log_path']}")
+        print(f"log: {remote_log(event)}")
 
-    return first_seconds_said(args.run, early, event, wiring.store(settings), log=f"{d['server']}:{d['log_path']}",
-                              going=going)  # fmt: skip
+    return first_seconds_said(args.run, early, event, wiring.store(settings), log=remote_log(event), going=going)
 
 
 def said_interrupted(run: str, *, started: bool, log: str | None = None) -> int:
@@ -191,9 +192,15 @@ def agent_running(store: EventStore, host: str) -> bool:
     return any(b.role == "agent" and b.host == host and b.stopped_at is None and not b.silent(now) for b in beats)
 
 
-def launched_since(store: EventStore, run: str, since: float) -> bool:
-    """Whether a launch of `run` was recorded since `since` (read after a Ctrl-C cut a remote launch short)."""
-    return any(isinstance(e, Event) and e.type == t.RUN_LAUNCHED and e.ts >= since for _, e in store.iter_run(run))
+def launched_since(store: EventStore, run: str, since: float) -> Event | None:
+    """The launch of `run` recorded since `since`, if any (read after a Ctrl-C cut a remote launch short)."""
+    found = [e for _, e in store.iter_run(run) if isinstance(e, Event) and e.type == t.RUN_LAUNCHED and e.ts >= since]
+    return found[-1] if found else None
+
+
+def remote_log(launched: Event) -> str:
+    d = cast(RunLaunchedData, launched.data)
+    return f"{d['server']}:{d['log_path']}"
 
 
 def local_user() -> str:
