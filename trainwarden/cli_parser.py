@@ -35,9 +35,17 @@ def paragraph(text: str) -> str:
     return textwrap.fill(text, width=max(width, 40))
 
 
+# Words other tools use for what a command here does: no spelling is close ("run" is nearest "runs", "help" "health")
+SYNONYMS = {"run": "launch", "start": "up", "serve": "up", "status": "runs", "list": "runs", "ls": "runs",
+            "ps": "runs", "kill": "stop", "logs": "replay", "history": "replay", "doctor": "health"}  # fmt: skip
+
+
 def unknown_command(word: str, commands: Iterable[str], prog: str) -> str:
     """Pure: the error for a command that does not exist, with the one that was probably meant."""
-    if (meant := closest(word, commands)) is not None:
+    names = list(commands)
+    synonym = SYNONYMS.get(word.lower())
+    meant = synonym if synonym in names else None if word.lower() == "help" else closest(word, names)
+    if meant is not None:
         return f"unknown command {word!r}; did you mean {meant!r}?"
     return f"unknown command {word!r}; `{prog} --help` lists the commands"
 

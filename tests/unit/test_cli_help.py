@@ -75,6 +75,11 @@ def test_messages():
     assert unknown_command("lauch", ["launch", "up"], "trainwarden") == said
     said = "unknown command 'xyz'; `trainwarden --help` lists the commands"
     assert unknown_command("xyz", ["launch"], "trainwarden") == said
+    said = "unknown command 'help'; `trainwarden --help` lists the commands"  # not "did you mean 'health'?"
+    assert unknown_command("help", ["health", "launch"], "trainwarden") == said
+    assert unknown_command("run", ["runs", "launch"], "trainwarden") == "unknown command 'run'; did you mean 'launch'?"
+    assert unknown_command("start", ["up"], "trainwarden") == "unknown command 'start'; did you mean 'up'?"
+    assert unknown_command("start", ["check"], "trainwarden policy").endswith("lists the commands")  # not there
     assert unrecognized(["--reds"], ["--redis", "-h"]) == "unrecognized arguments: --reds; did you mean --redis?"
     assert unrecognized(["--reds", "--lgos", "x y"], ["--redis", "--logs"]) == (
         "unrecognized arguments: --reds --lgos 'x y'; --reds: did you mean --redis?; --lgos: did you mean --logs?"
