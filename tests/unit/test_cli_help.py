@@ -4,6 +4,7 @@ command or option is answered with the one that was meant (trainwarden/cli_parse
 from __future__ import annotations
 
 import argparse
+import shlex
 import subprocess
 
 import pytest
@@ -12,6 +13,7 @@ from tests.conftest import REPO
 from trainwarden import cli_help
 from trainwarden.cli import build_parser, main
 from trainwarden.cli_parser import closest, unknown_command, unrecognized
+from trainwarden.launch_commands import split_command
 
 
 def commands(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> list[tuple[str, argparse.ArgumentParser]]:
@@ -131,3 +133,16 @@ def test_dev_sh_names_an_unknown_command(word, said):
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[0] == said
     assert "./dev.sh demo" in proc.stderr and "set -euo" not in proc.stderr  # the usage: the header comment alone
+
+
+EXAMPLES = [line for said in cli_help.HELP.values() for line in said.examples]
+
+
+@pytest.mark.parametrize("line", EXAMPLES)
+def test_every_example_parses(line):
+    """An example a user copies is a command line the parser takes (shell parts aside: VAR=value, > FILE, #)."""
+    words = shlex.split(line.partition(" # ")[0].partition(" > ")[0])
+    words = words[words.index("trainwarden") :]  # after any VAR=value
+    assert line.startswith("trainwarden") or all("=" in w for w in line.split("trainwarden ")[0].split()), line
+    options, _training_command = split_command(words[1:])  # `launch ... -- COMMAND`: as cli.main splits it
+    assert build_parser().parse_args(options).func is not None  # argparse exits 2 on what it does not take
