@@ -117,3 +117,22 @@ def test_ctrl_c_during_the_remote_start_check_says_the_run_was_started_and_is_fo
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "trainwarden: interrupted: long was started and is being followed" in err and "log: gpu1:/" in err
     assert events_of(store, "long", t.RUN_FAILED) == [] and events_of(store, "long", t.RUN_FINISHED) == []
+
+
+def test_ctrl_c_in_the_preflight_says_the_run_was_not_started(remote_settings, store, gpu_server):
+    reached = gpu_server.root / "preflight-reached"
+    slow = gpu_server.venv / "bin" / "nvidia-smi"  # the GPU check hangs: Ctrl-C comes while it waits
+    slow.write_text(f"#!/bin/sh\ntouch {reached}\nsleep 10\n")
+    proc = subprocess.Popen(cli_argv(remote_settings, "launch", "long"), cwd=REPO, env={**os.environ, **KEY},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_for(reached.exists, timeout=60, what="the preflight's GPU check")
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.splitlines()[-1] == "trainwarden: interrupted: long was not started (nothing was recorded, nothing runs)"
+    assert events_of(store, "long", t.RUN_LAUNCHED) == []
