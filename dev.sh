@@ -112,6 +112,20 @@ ensure_frameworks() {
   [ -z "$failed" ]
 }
 
+usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; }  # the header comment
+
+COMMANDS="demo test bench frameworks help"
+unknown_command() {  # unknown_command WORD: say so, with the command most like it (difflib, as the CLI does)
+  local meant=""
+  meant=$(python3 -c 'import difflib, sys; print(*difflib.get_close_matches(sys.argv[1], sys.argv[2:], n=1))' \
+          "$1" $COMMANDS 2>/dev/null) || meant=""
+  if [ -n "$meant" ]; then
+    printf "dev.sh: unknown command '%s'; did you mean '%s'?\n" "$1" "$meant" >&2
+  else
+    printf "dev.sh: unknown command '%s'\n" "$1" >&2
+  fi
+}
+
 cmd=${1:-help}
 shift || true
 case "$cmd" in
@@ -138,7 +152,10 @@ case "$cmd" in
     done ;;
   frameworks)
     ensure_frameworks ;;
+  help|-h|--help)
+    usage ;;
   *)
-    sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
-    [ "$cmd" = help ] || exit 2 ;;
+    unknown_command "$cmd"
+    usage >&2
+    exit 2 ;;
 esac

@@ -21,3 +21,20 @@ def failed_at_launch(run: str, early: EarlyExit, log: str) -> list[str]:
 
 def indented(lines: Sequence[str]) -> list[str]:
     return [f"  {line}" for line in lines]
+
+
+def interrupted(run: str, *, started: bool, log: str | None = None) -> str:
+    """Ctrl-C during `trainwarden launch`: whether the run is going (it was recorded, so the agent follows it) or
+    nothing was started, and what to do next."""
+    if not started:
+        return f"interrupted: {run} was not started (nothing was recorded, nothing runs)"
+    where = f"; log: {log}" if log else ""
+    return (
+        f"interrupted: {run} was started and is being followed; Ctrl-C only cut short the check for a command "
+        f"that fails at once{where}. `trainwarden check {run}` for its state, `trainwarden stop {run}` to stop it"
+    )
+
+
+def holding(run: str) -> str:
+    """A Ctrl-C while a run is started and recorded (one step): why the command does not stop at once."""
+    return f"trainwarden: Ctrl-C: starting {run} and recording it are one step; it ends in a moment"

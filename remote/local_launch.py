@@ -108,7 +108,9 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     )  # fmt: skip
     # No -L/-S: the server the caller's own tmux picks ($TMUX inside tmux, else the default), which tmux names
     # in its answer (with the pane's pid) atomically with the start; the record addresses that server alone.
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL, check=False)
+    # A session of its own: the terminal's Ctrl-C cannot kill the tmux client between the start and its answer
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=15, stdin=subprocess.DEVNULL, check=False,
+                          start_new_session=True)  # fmt: skip
     if proc.returncode != 0:
         raise LaunchError(f"tmux could not start session {session}: {proc.stderr.strip()}", run=spec.run)
     socket, pid = started(proc.stdout, spec.tmux_socket)

@@ -26,9 +26,9 @@ from trainwarden import (
     policy_commands,
     probes,
     reload,
-    render,
     replay_commands,
     run_commands,
+    runs_command,
     schemas,
     simulate,
     up,
@@ -36,6 +36,7 @@ from trainwarden import (
     writable,
 )
 from trainwarden.agent.watch import RunWatch
+from trainwarden.cli_parser import Parser, unrecognized
 from trainwarden.errors import ConfigError, TrainwardenError
 from trainwarden.events.errors import StoreAuthFailed
 from trainwarden.events.heartbeat import Heartbeat, last_words
@@ -197,15 +198,6 @@ def _serve_notifier_metrics(args: argparse.Namespace, notifier: Notifier) -> Non
         _serve_metrics(args, "bot", notifier.pulse.heartbeat, notifier.store)
 
 
-def cmd_runs(args: argparse.Namespace, settings: Settings) -> int:
-    runs = wiring.store(settings).runs()
-    if not runs:
-        print("no runs yet")
-    for run, ts in runs:
-        print(f"{run:40} last event {render.fmt_ts(ts)}")
-    return 0
-
-
 def cmd_dead_letters(args: argparse.Namespace, settings: Settings) -> int:
     letters = wiring.store(settings).dead_letters(count=args.count)
     if not letters:
@@ -267,9 +259,10 @@ def metrics_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="trainwarden", description=__doc__, allow_abbrev=False
-    )  # `policy backtest --log`: not --log-level|format
+    # Every subparser is a Parser too (argparse makes them of their parent's class): suggestions and examples
+    p: argparse.ArgumentParser = Parser(
+        prog="trainwarden", description=__doc__, extras_allowed=True, allow_abbrev=False
+    )  # see _main; `policy backtest --log`: not --log-level|format
     global_options(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -304,8 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     for commands in (run_commands, replay_commands, archive_commands, policy_commands, schemas, health_commands, up):
         commands.register(sub)
 
-    s = sub.add_parser("runs", help="list known runs")
-    s.set_defaults(func=cmd_runs)
+    runs_command.register(sub)
 
     s = sub.add_parser("dead-letters", help="show entries that could not be decoded")
     s.add_argument("--count", type=int, default=20)
@@ -342,7 +334,7 @@ def _main(argv: list[str]) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(options)
     if unknown and args.func is not launch_commands.cmd_launch:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        parser.error(unrecognized(unknown, parser._option_string_actions))
     if args.func is launch_commands.cmd_launch:
         args.stray = [*args.stray, *unknown]  # words before `--` (argparse leaves some unmatched): cmd_launch says so
         args.training_command = training_command or []
@@ -362,7 +354,7 @@ def _main(argv: list[str]) -> int:
         return 1
     except TrainwardenError as exc:
         print(f"trainwarden: error: {exc}", file=sys.stderr)
-        if remedy := remedy_for(exc):
+        if remedy := remedy_for(exc, start_here=first_start(args, settings)):
             print(f"trainwarden: {remedy}", file=sys.stderr)
         last_words(f"exited: {exc}")
         return 1
@@ -386,6 +378,12 @@ def auth_failed(exc: Exception, settings: Settings | None) -> str:
         f"trainwarden: error: Redis at {where} refused the credentials ({reply}); put the right password in the "
         "URL (redis://:PASSWORD@host:port/0, or redis://USER:PASSWORD@... for an ACL user) via REDIS_URL or --redis-url"
     )
+
+
+def first_start(args: argparse.Namespace, settings: Settings | None) -> bool:
+    """Whether a Redis that does not answer may just not be started yet: a command run by hand (`launch`,
+    `health`: not a daemon, which a supervisor starts) with a Redis URL on this machine, which `up --redis` serves."""
+    return args.command not in DAEMONS and settings is not None and up.local_redis(settings.redis_url) is not None
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import TextIO, cast
 
 import yaml
 
-from trainwarden import render, wiring
+from trainwarden import render, wiring, writable
 from trainwarden.bot.sink import ConsoleSink
 from trainwarden.errors import DemoError
 from trainwarden.events import payloads as p
@@ -41,10 +41,10 @@ KEPT_EVIDENCE = "trainwarden-demo-evidence"  # where the evidence pack outlives 
 
 
 class Demo:
-    def __init__(self, *, nan_at: int, workdir: Path, out: TextIO, evidence_home: Path) -> None:
+    def __init__(self, *, nan_at: int, workdir: Path, out: TextIO, evidence_dir: Path) -> None:
         self.nan_at = nan_at
         self.workdir = workdir
-        self.evidence_home = evidence_home
+        self.evidence_dir = evidence_dir  # written there at once: every line that names a pack names one that stays
         self.out = out
         self.tmux_socket = f"trainwarden-demo-{os.getpid()}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -70,7 +70,8 @@ class Demo:
         body = {
             "redis_url": redis_url,
             "host": socket.gethostname(),
-            "data_dir": str(self.workdir),  # evidence, findings.md, the agent's state: never the user's data dir
+            "data_dir": str(self.workdir),  # findings.md, the agent's state: never the user's data dir
+            "evidence_dir": str(self.evidence_dir),
             "agent": {"poll_interval_s": 0.02, "watch": [{"run": RUN, "log": "train.log"}]},
             "workers": {"reclaim_idle_s": 5},
         }  # fmt: skip
@@ -154,7 +155,7 @@ class Demo:
         if stop:
             print(f"    decision:      {render.describe(stop)}", file=self.out)
         for path in state.evidence:
-            kept = self._keep(Path(path))
+            kept = Path(path)
             print(f"    evidence pack: {kept}", file=self.out)
             for f in sorted(kept.iterdir()):
                 print(f"                   - {f.name} ({f.stat().st_size} bytes)", file=self.out)
@@ -169,16 +170,6 @@ class Demo:
         ok = bool(anomaly and stop and done and done.type == t.STOP_DONE and state.evidence and not alive)
         self.say("demo passed: NaN caught, run stopped, evidence saved" if ok else "demo FAILED (see above)")
         return 0 if ok else 1
-
-    def _keep(self, pack: Path) -> Path:
-        """A copy of the pack that outlives the demo's directory (removed at the end without --keep)."""
-        kept = self.evidence_home / RUN / pack.name
-        try:
-            shutil.copytree(pack, kept, dirs_exist_ok=True)
-        except OSError as exc:
-            print(f"    (could not keep a copy in {self.evidence_home}: {exc}; use --keep)", file=self.out)
-            return pack
-        return kept
 
     def _log_tail(self, name: str) -> str:
         path = self.workdir / "logs" / f"{name}.log"
@@ -202,12 +193,16 @@ def run_demo(*, nan_at: int = 25, keep: bool = False, out: TextIO | None = None)
     if shutil.which("tmux") is None:
         raise DemoError("tmux not found on PATH; install it (Debian: sudo apt-get install tmux) or use ./dev.sh demo")
     workdir = Path(tempfile.mkdtemp(prefix="trainwarden-demo-"))
+    evidence_dir = Path.cwd() / KEPT_EVIDENCE
+    if problem := writable.write_problem(evidence_dir, directory=True):  # then the pack stays in the kept workdir
+        print(f"==> ./{KEPT_EVIDENCE} {problem}: the evidence pack goes to {workdir}, which is kept", file=out)
+        evidence_dir, keep = workdir / "evidence", True
     try:
-        return Demo(nan_at=nan_at, workdir=workdir, out=out, evidence_home=Path.cwd() / KEPT_EVIDENCE).run()
+        return Demo(nan_at=nan_at, workdir=workdir, out=out, evidence_dir=evidence_dir).run()
     finally:
         if keep:
             print(f"==> kept {workdir}", file=out)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
             print(f"==> removed {workdir} (logs, Redis data; --keep keeps them); the evidence pack stays in "
-                  f"./{KEPT_EVIDENCE}", file=out)  # fmt: skip
+                  f"{evidence_dir}", file=out)  # fmt: skip

@@ -112,7 +112,9 @@ def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps(rows, indent=2))
     elif not rows:
         print(f"no daemon on {settings.host} has sent a heartbeat (start one there)" if args.here else
-              "no daemon has sent a heartbeat (start the agent, dispatcher, worker and bot)")  # fmt: skip
+              "no daemon has sent a heartbeat: nothing watches runs yet. `trainwarden up` starts the agent, "
+              "dispatcher, worker and bot on this machine (`trainwarden up --redis` with a Redis of its "
+              "own)")  # fmt: skip
     else:
         print(table(rows, now))
         silent = [r["component"] for r in rows if r["status"] == SILENT]

@@ -9,24 +9,29 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import shlex
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+import redis
+
 from trainwarden import cli_remote, wiring
 from trainwarden.agent.health import log_tail
-from trainwarden.bot.launch_messages import failed_at_launch
+from trainwarden.bot.launch_messages import failed_at_launch, holding, interrupted
+from trainwarden.cli_parser import unrecognized
 from trainwarden.errors import UsageError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
+from trainwarden.events.heartbeat import read_beats
 from trainwarden.events.payloads import RunLaunchedData, StopRequestedData
 from trainwarden.events.store import EventStore
 from trainwarden.events.words import said
 from trainwarden.extras import require
 from trainwarden.remote.first_seconds import TAIL_LINES, WINDOW_S, EarlyExit
 from trainwarden.settings import Settings
+from trainwarden.signals import sigint_deferred
 
 
 def register(sub: Any) -> None:
@@ -35,7 +40,7 @@ def register(sub: Any) -> None:
         usage="%(prog)s RUN [OPTIONS] [-- COMMAND ...]",
         help="start a run: `launch EXP` (an experiment from experiments_dir, on its server over SSH) or "
         "`launch RUN [OPTIONS] -- COMMAND...` (on this host)",
-        description="Options go anywhere before `--`; everything after the first `--` is the training command.",
+        extras_allowed=True,  # words before `--` that no option takes: cmd_launch says what to do with them
     )
     s.add_argument("run", help="experiment name (remote) or run name (with -- COMMAND, local)")
     cli_remote.launch_args(s)
@@ -48,7 +53,7 @@ def register(sub: Any) -> None:
                    help=f"wait this long for a command that fails at once; it is then reported with its "
                    f"exit status and the log's last lines, exit 1 (default {WINDOW_S:g}; 0: do not wait)")  # fmt: skip
     s.add_argument("stray", nargs="*", metavar="-- COMMAND", help="the training command and its arguments, after --")
-    s.set_defaults(func=cmd_launch)
+    s.set_defaults(func=cmd_launch, known_options=tuple(s._option_string_actions))  # for "did you mean"
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -91,8 +96,8 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
     from trainwarden.remote.wrapper import EXIT_SUFFIX
 
     if args.stray:  # words before `--` that are no option of launch: a command without `--`, or a typo
-        given = shlex.join(args.stray)
-        unknown = f"unrecognized arguments: {given}; " if any(w.startswith("-") for w in args.stray) else ""
+        options = any(w.startswith("-") for w in args.stray)
+        unknown = f"{unrecognized(args.stray, args.known_options)}; " if options else ""
         raise UsageError(f"{unknown}give the training command after --, options before it: "
                          f"trainwarden launch {args.run} [OPTIONS] -- COMMAND...")  # fmt: skip
     command: list[str] = args.training_command
@@ -115,9 +120,18 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
         wandb=False if args.no_wandb else None,
     )
     store = wiring.store(settings)
-    event = launch_local(spec, store=store, host=settings.host)
+    event: Event | None = None
+
+    def held() -> None:
+        print(holding(args.run), file=sys.stderr, flush=True)
+
+    try:
+        with sigint_deferred(held):  # started and recorded, or neither: a Ctrl-C in between lands after both
+            event = launch_local(spec, store=store, host=settings.host)
+        code = early_exit(spec, within_s=max(0.0, args.check_s))
+    except KeyboardInterrupt:
+        return said_interrupted(args.run, started=event is not None, log=str(spec.log_path))
     launched = cast(RunLaunchedData, event.data)
-    code = early_exit(spec, within_s=max(0.0, args.check_s))
     early = None
     if code is not None:
         exit_file = Path(f"{spec.log_path}{EXIT_SUFFIX}")
@@ -126,8 +140,12 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
 
     def going() -> None:
         print(f"launched {args.run} in tmux session {launched['session']}; log: {launched['log_path']}")
-        print(f"this host's agent follows it: `trainwarden check {args.run}` for its state, "
-              f"`trainwarden stop {args.run}` to stop it")  # fmt: skip
+        then = f"`trainwarden check {args.run}` for its state, `trainwarden stop {args.run}` to stop it"
+        if agent_running(store, settings.host):
+            print(f"this host's agent follows it: {then}")
+        else:  # launched before anything runs: the control stream keeps the run for the agent to come
+            print(f"no agent runs on this host yet: `trainwarden up` starts it (with the dispatcher, worker and bot) "
+                  f"and it follows {args.run} from the log's first line; then {then}")  # fmt: skip
 
     return first_seconds_said(args.run, early, event, store, log=launched["log_path"], going=going)
 
@@ -135,19 +153,54 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
 def launch_remote(args: argparse.Namespace, settings: Settings) -> int:
     """`launch EXP`: a plan that holds EXP back refuses it (unless --force); then its first seconds."""
     launcher = cli_remote.experiment_launcher(settings)
-    event = launcher.launch(args.run, gpu_ids=cli_remote.gpus_arg(args.gpus), resume=args.resume,
-                            preflight=not args.no_preflight, force=args.force, by=local_user())  # fmt: skip
+    since = time.time()
+    try:
+        event = launcher.launch(args.run, gpu_ids=cli_remote.gpus_arg(args.gpus), resume=args.resume,
+                                preflight=not args.no_preflight, force=args.force, by=local_user())  # fmt: skip
+    except KeyboardInterrupt:  # in the preflight or over SSH: the log says whether the launch got recorded
+        recorded = launched_since(wiring.store(settings), args.run, since)
+        log = remote_log(recorded) if recorded is not None else None
+        return said_interrupted(args.run, started=recorded is not None, log=log)
     d = cast(RunLaunchedData, event.data)
     if forced := d.get("forced"):
         print(f"--force: launching outside plan {forced['plan']}, which holds it back: {forced['overrode']}")
-    early = launcher.first_seconds(event, within_s=args.check_s) if args.check_s > 0 else None
+    try:
+        early = launcher.first_seconds(event, within_s=args.check_s) if args.check_s > 0 else None
+    except KeyboardInterrupt:
+        return said_interrupted(args.run, started=True, log=remote_log(event))
 
     def going() -> None:
         print(f"launched {args.run} on {d['server']} GPUs {d['gpus']} in tmux session {d['session']} (pid {d['pid']})")
-        print(f"log: {d['server']}:{d['log_path']}")
+        print(f"log: {remote_log(event)}")
 
-    return first_seconds_said(args.run, early, event, wiring.store(settings), log=f"{d['server']}:{d['log_path']}",
-                              going=going)  # fmt: skip
+    return first_seconds_said(args.run, early, event, wiring.store(settings), log=remote_log(event), going=going)
+
+
+def said_interrupted(run: str, *, started: bool, log: str | None = None) -> int:
+    """Ctrl-C during a launch: one line on whether the run is going, no traceback; 130 as after SIGINT."""
+    print(f"trainwarden: {interrupted(run, started=started, log=log)}", file=sys.stderr)
+    return 130
+
+
+def agent_running(store: EventStore, host: str) -> bool:
+    """Whether an agent of `host` beats (a launch before anything runs is followed once one starts: say how)."""
+    try:
+        beats = read_beats(store.redis, store.keys)  # type: ignore[arg-type]
+    except redis.RedisError:
+        return True  # the launch is recorded; a note about the agent is not worth an error
+    now = time.time()
+    return any(b.role == "agent" and b.host == host and b.stopped_at is None and not b.silent(now) for b in beats)
+
+
+def launched_since(store: EventStore, run: str, since: float) -> Event | None:
+    """The launch of `run` recorded since `since`, if any (read after a Ctrl-C cut a remote launch short)."""
+    found = [e for _, e in store.iter_run(run) if isinstance(e, Event) and e.type == t.RUN_LAUNCHED and e.ts >= since]
+    return found[-1] if found else None
+
+
+def remote_log(launched: Event) -> str:
+    d = cast(RunLaunchedData, launched.data)
+    return f"{d['server']}:{d['log_path']}"
 
 
 def local_user() -> str:

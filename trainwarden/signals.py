@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 log = logging.getLogger("trainwarden")
 
@@ -38,3 +39,25 @@ def reload_on_sighup(daemon: str, reload: Callable[[], str] | None) -> None:
         log.warning("SIGHUP: %s %s", daemon, said)
 
     signal.signal(signal.SIGHUP, lambda *_: threading.Thread(target=run, name="sighup", daemon=True).start())
+
+
+@contextmanager
+def sigint_deferred(held: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) until the block is done, then raise it: for steps that must not be cut in two,
+    like starting a run and recording it (cut between, the run would go on unwatched). `held` is called at the
+    first Ctrl-C, to say why nothing happens yet. An error the block raises goes on as it is: the step did not
+    happen, and its error says so. Main thread only."""
+    caught: list[int] = []
+
+    def hold(signum: int, _frame: object) -> None:
+        if not caught and held is not None:
+            held()
+        caught.append(signum)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt

@@ -255,14 +255,16 @@ def ensure_redis(settings: Settings, *, start: bool, say: Callable[[str], None])
 
 
 def already_running(store: EventStore, host: str) -> list[str]:
-    """The single-instance daemons (an agent for `host`, the notifier) that beat recently from a live local pid."""
+    """The single-instance daemons (an agent for `host`, the bot) that beat recently from a live local pid, named
+    as `up` names its children (the bot's heartbeat is written under the role `notifier`)."""
     now = time.time()
+    daemon = {role: name for name, role in BEAT_ROLE.items()}
     found = []
     for beat in read_beats(store.redis, store.keys):  # type: ignore[arg-type]
         mine = beat.role == "notifier" or beat.host == host
         running = beat.stopped_at is None and not beat.silent(now) and process_alive(beat.pid)
         if beat.role in SINGLE and mine and running:
-            found.append(f"{beat.component} (pid {beat.pid})")
+            found.append(f"{daemon.get(beat.role, beat.role)} (pid {beat.pid} on {beat.host})")
     return found
 
 

@@ -12,6 +12,7 @@ from rq import SimpleWorker
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP, GroupReader, parse_feed_entry
 from trainwarden.events.keys import Keys
+from trainwarden.events.run_view import run_states
 from trainwarden.events.store import EventStore
 from trainwarden.remote.stop import LocalTmuxController
 from trainwarden.workers import context
@@ -23,6 +24,7 @@ from tests.helpers import events_of, metric, nan_metric
 from trainwarden import wiring
 from trainwarden.errors import ConfigError
 from trainwarden.redis_server import RedisClusterServers
+from trainwarden.runs_command import rows
 from trainwarden.settings import Settings
 
 pytestmark = pytest.mark.redis
@@ -199,3 +201,13 @@ def test_archive_and_replay_on_the_cluster(cstore: EventStore, cluster: RedisClu
     assert done.returncode == 0, done.stdout + done.stderr
     assert cstore.length("exp07") == 0
     assert cli("replay", "exp07", "--json").stdout == before.stdout
+
+
+def test_runs_reads_every_runs_view_in_pipelines_across_the_masters(cstore: EventStore):
+    """`trainwarden runs` reads the views of runs on every master in one pipeline (the cluster splits it by slot)."""
+    for run in RUNS:
+        cstore.append([metric(run, 1, step=1, loss=1.0)])
+    states = run_states(cstore, RUNS)
+    assert {run: (s.status, s.step) for run, s in states.items()} == dict.fromkeys(RUNS, ("running", 1))
+    assert {r.run: r.status for r in rows(cstore)} == dict.fromkeys(RUNS, "running")
+    assert run_states(cstore, RUNS)[RUNS[0]].step == 1  # from the snapshots the first read saved

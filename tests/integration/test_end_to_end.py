@@ -2,8 +2,10 @@
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from trainwarden.events import catalogue
@@ -79,10 +81,32 @@ def test_demo_command_passes(tmp_path):
     # the pack outlives the demo's temporary directory, in the directory the demo ran in
     (kept,) = (tmp_path / "trainwarden-demo-evidence" / "demo-nan").iterdir()
     assert f"evidence pack: {kept}" in out and (kept / "report.md").exists() and (kept / "chart.png").exists()
+    # and every line that names it names that copy: Slack's EVIDENCE and STOPPED lines, the FINAL_SUMMARY
+    lines = {"EVIDENCE": r"\] EVIDENCE demo-nan@.*Pack: (\S+)", "STOPPED": r"\] STOPPED demo-nan@.*Evidence: (\S+)",
+             "FINAL_SUMMARY": r"FINAL_SUMMARY run=demo-nan .* evidence=(\S+)"}  # fmt: skip
+    named = {word: re.search(pattern, out) for word, pattern in lines.items()}
+    assert {word: m and Path(m[1]) for word, m in named.items()} == dict.fromkeys(named, kept), out
+    assert "removed /" in out  # the demo's own directory is gone: the paths above are not in it
     assert "FINAL_SUMMARY run=demo-nan host=" in out and " step=6 reason='loss=nan at step 6'" in out
     assert "None" not in out, out
     assert "tmux session:  train-demo-nan gone" in out
     assert "demo passed" in out
+
+
+def test_demo_that_cannot_keep_the_pack_here_keeps_its_directory(tmp_path):
+    """./trainwarden-demo-evidence cannot be written (here: a file of that name): the pack is written in the
+    demo's own directory, which is then kept, so the paths printed still exist."""
+    (tmp_path / "trainwarden-demo-evidence").write_text("not a directory")
+    proc = subprocess.run([sys.executable, "-m", "trainwarden", "demo", "--nan-at", "4"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, check=False)  # fmt: skip
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "./trainwarden-demo-evidence exists and is not a directory: the evidence pack goes to" in out
+    kept = re.search(r"\] STOPPED demo-nan@.*Evidence: (\S+)", out)
+    assert kept and (Path(kept[1]) / "report.md").exists(), out
+    workdir = re.search(r"==> kept (\S+)", out)
+    assert workdir and Path(kept[1]).is_relative_to(workdir[1])
+    shutil.rmtree(workdir[1])
 
 
 def test_replay_cli_prints_timeline_and_final_state(store, settings_file, worker_ctx):

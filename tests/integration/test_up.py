@@ -110,15 +110,16 @@ def test_without_redis_up_says_how_to_start_one(tmp_path: Path):
         ensure_redis(remote, start=True, say=print)  # --redis starts only a local one
 
 
-def test_a_second_agent_or_notifier_on_this_host_is_refused(store: EventStore):
+def test_a_second_agent_or_bot_on_this_host_is_refused(store: EventStore):
     beat = Heartbeat(store.redis, store.keys, role="agent", host="h1", version="t")
     beat.beat(force=True)  # this test's pid: alive, on this machine
     Heartbeat(store.redis, store.keys, role="worker", host="h1", version="t").beat(force=True)  # workers: many is fine
     Heartbeat(store.redis, store.keys, role="agent", host="h2", version="t").beat(force=True)  # another host's
-    assert already_running(store, "h1") == [f"agent@h1 (pid {os.getpid()})"]
+    assert already_running(store, "h1") == [f"agent (pid {os.getpid()} on h1)"]
     Heartbeat(store.redis, store.keys, role="notifier", host="h2", version="t").beat(force=True)
-    assert already_running(store, "h1") == [f"agent@h1 (pid {os.getpid()})", f"notifier@h2 (pid {os.getpid()})"]
-    assert already_running(store, "h3") == [f"notifier@h2 (pid {os.getpid()})"]
+    # the bot is named as `up` names it ("bot | ..." lines), not by its heartbeat's role
+    assert already_running(store, "h1") == [f"agent (pid {os.getpid()} on h1)", f"bot (pid {os.getpid()} on h2)"]
+    assert already_running(store, "h3") == [f"bot (pid {os.getpid()} on h2)"]
 
 
 def test_a_console_that_goes_away_does_not_block_the_daemons(tmp_path: Path):

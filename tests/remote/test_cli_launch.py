@@ -3,13 +3,16 @@ checked like a local launch's, a plan that holds EXP back refuses it (unless --f
 4-experiment plan runs as docs/remote.md shows it."""
 
 import getpass
+import os
+import signal
+import subprocess
 import time
 
 import pytest
 import yaml
 from trainwarden.events import types as t
 
-from tests.conftest import spawn, stop_process
+from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
 from tests.remote import test_cli_remote
 from tests.remote.test_cli_remote import KEY, cli
@@ -95,3 +98,41 @@ def test_the_docs_four_experiment_plan_runs_in_order_through_the_cli(remote_sett
     assert "  exp4                     finished   (after exp2)" in status.stdout.splitlines()
     # the plan ended with exp3 launched by it: a launch of exp3 now is the user's own, not held back
     assert "waits for" not in cli(remote_settings, "launch", "exp3", "--check-s", "0", env=KEY).stderr
+
+
+def test_ctrl_c_during_the_remote_start_check_says_the_run_was_started_and_is_followed(remote_settings, store):
+    """Ctrl-C while launch waits on the server for a command that fails at once: no traceback; the run goes on.
+    (A Ctrl-C just before the check, once the launch is recorded, is said the same: the log is read then.)"""
+    proc = subprocess.Popen(cli_argv(remote_settings, "launch", "long", "--check-s", "60"), cwd=REPO,
+                            env={**os.environ, **KEY}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        wait_for(lambda: events_of(store, "long", t.RUN_STARTED), timeout=60, what="long started (the check begins)")
+        os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C in its terminal sends it
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "trainwarden: interrupted: long was started and is being followed" in err and "log: gpu1:/" in err
+    assert events_of(store, "long", t.RUN_FAILED) == [] and events_of(store, "long", t.RUN_FINISHED) == []
+
+
+def test_ctrl_c_in_the_preflight_says_the_run_was_not_started(remote_settings, store, gpu_server):
+    reached = gpu_server.root / "preflight-reached"
+    slow = gpu_server.venv / "bin" / "nvidia-smi"  # the GPU check hangs: Ctrl-C comes while it waits
+    slow.write_text(f"#!/bin/sh\ntouch {reached}\nsleep 10\n")
+    proc = subprocess.Popen(cli_argv(remote_settings, "launch", "long"), cwd=REPO, env={**os.environ, **KEY},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        wait_for(reached.exists, timeout=60, what="the preflight's GPU check")
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.splitlines()[-1] == "trainwarden: interrupted: long was not started (nothing was recorded, nothing runs)"
+    assert events_of(store, "long", t.RUN_LAUNCHED) == []

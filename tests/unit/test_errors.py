@@ -110,3 +110,6 @@ def test_the_cli_says_what_to_do_about_an_event_log_error() -> None:
     assert "--redis-url" in (remedy_for(StoreUnavailable("Redis unreachable")) or "")
     assert "Redis URL" in (remedy_for(StoreError("Redis refused to append: NOAUTH")) or "")
     assert remedy_for(TrainwardenError("says it already")) is None
+    first = remedy_for(StoreUnavailable("Redis unreachable"), start_here=True) or ""  # nothing may run yet here
+    assert "`trainwarden up --redis` starts Redis" in first and "--redis-url" in first
+    assert "up --redis" not in (remedy_for(StoreError("NOAUTH"), start_here=True) or "")  # it answers: not that

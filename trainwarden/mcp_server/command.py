@@ -17,17 +17,10 @@ from trainwarden.settings import Settings
 
 log = logging.getLogger(__name__)
 
-DESCRIPTION = """Serve trainwarden to an AI agent over the Model Context Protocol: the reads `check` (the
-training-check report), `status`, `runs`, `replay` and `policy_backtest`, and the actions `stop` and `launch`,
-which are refused unless the settings allow them (mcp.allow_actions) and are recorded with the caller's
-identity either way. The default transport is stdio, for an MCP client that starts the server itself; --http
-serves streamable HTTP at http://HOST:PORT/mcp instead (loopback only, unless --host says otherwise).
-Example: claude mcp add trainwarden -- trainwarden mcp (docs/agents.md)."""
-
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("mcp", help="serve checks, status, replay and (if allowed) stop and launch to an AI agent "
-                       "over the Model Context Protocol (stdio, or --http)", description=DESCRIPTION)  # fmt: skip
+                       "over the Model Context Protocol (stdio, or --http)")  # fmt: skip
     s.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     s.add_argument("--host", default=HTTP_HOST, metavar="ADDR",
                    help=f"with --http: the address to bind (default {HTTP_HOST}: this machine only)")  # fmt: skip
