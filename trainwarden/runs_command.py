@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from trainwarden import render, wiring
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
+from trainwarden.events.projection import RunState
 from trainwarden.events.run_view import run_states
 from trainwarden.events.store import EventStore
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
@@ -29,6 +30,7 @@ class Row:
     status: str
     host: str
     last_ts: float
+    state: RunState | None = None  # the run's view (none for the system run and plans)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,7 +48,7 @@ def rows(store: EventStore, *, everything: bool = False) -> list[Row]:
     out = []
     for run, ts in known:
         if run in states:
-            out.append(Row(run, states[run].status, states[run].host or "-", ts))
+            out.append(Row(run, states[run].status, states[run].host or "-", ts, states[run]))
         elif run == t.SYSTEM_RUN:
             out.append(Row(run, SYSTEM, "-", ts))
         else:

@@ -9,12 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainwarden import policy_commands, render
+from trainwarden import policy_commands, render, runs_command
 from trainwarden.archive.history import load_history
 from trainwarden.bot import status
 from trainwarden.errors import UnknownRun
-from trainwarden.events import types as t
-from trainwarden.events.run_view import run_state
 from trainwarden.events.store import EventStore
 from trainwarden.mcp_server import messages
 from trainwarden.replay_commands import check_report, replay_lines
@@ -40,15 +38,15 @@ def status_text(store: EventStore, *, run: str | None = None, everything: bool =
 
 def runs(store: EventStore) -> list[dict[str, Any]]:
     """Every run (not trainwarden's own system log), most recently active first, with what an agent
-    picks one by: its status, host, step, open anomalies and last decision."""
+    picks one by: its status, host, step, open anomalies and last decision (`trainwarden runs`'s rows)."""
     out: list[dict[str, Any]] = []
-    for run, last in store.runs():
-        if run == t.SYSTEM_RUN:
-            continue
-        state = run_state(store, run)
-        out.append({"run": run, "status": state.status, "host": state.host or None, "step": state.step,
-                    "open_anomalies": sorted(state.open_anomalies), "decision": state.decision,
-                    "last_event": render.fmt_ts(last)})  # fmt: skip
+    for row in runs_command.rows(store):
+        state = row.state
+        out.append({"run": row.run, "status": row.status, "host": state.host or None if state else None,
+                    "step": state.step if state else None,
+                    "open_anomalies": sorted(state.open_anomalies) if state else [],
+                    "decision": state.decision if state else None,
+                    "last_event": render.fmt_ts(row.last_ts)})  # fmt: skip
     return out
 
 
