@@ -9,6 +9,15 @@ from trainwarden.bot.launch_messages import interrupted
 from trainwarden.signals import sigint_deferred
 
 
+@pytest.fixture(autouse=True)
+def python_default_sigint():
+    """Python's own Ctrl-C handler while each test runs: a command an earlier test ran in this process
+    (`stop_on_signals`) may have left its handler, which the assertions below would take for a leak."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def test_a_ctrl_c_in_the_block_lands_after_it():
     done = []
     with pytest.raises(KeyboardInterrupt), sigint_deferred(lambda: done.append("said why")):
