@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import yaml
-from clusterkit import ClusterBench, keys_per_master
+from clusterkit import ClusterBench, feed_master, keys_per_master
 from harness import private_redis
 from load import Bench, Drain, Procs, Row, doubling_ratios, print_table, raw_baseline
 from redis.cluster import RedisCluster
@@ -87,6 +87,7 @@ def main() -> None:
     rows: list[Row] = []
     drains: dict[int, Drain] = {}
     single: dict[int, Drain] = {}
+    hot = ""
     with (
         tempfile.TemporaryDirectory(prefix="tw-cluster-") as d,
         RedisClusterServers(Path(d) / "cluster", masters=args.masters) as cluster,
@@ -101,6 +102,7 @@ def main() -> None:
         events = RedisCluster.from_url(cluster.url.replace("redis+cluster://", "redis://"), socket_timeout=30)
         baseline = raw_baseline(events, args.runs, 100_000)
         spread = keys_per_master(events, [run_name(SimSpec(runs=args.runs, rate_hz=1), i) for i in range(args.runs)])
+        hot = feed_master(events)
         procs = Procs(config, work)
         bench = ClusterBench(events=events, jobs=rq_server.client(), procs=procs, args=args)
         try:
@@ -126,6 +128,10 @@ def main() -> None:
         print_table(f"1) {args.runs:,} runs at {args.rate:g} Hz (window {args.duration - args.warmup:g} s after "
                     f"{args.warmup:g} s warm-up)", rows)  # fmt: skip
         for r in rows:
+            masters = ", ".join(f"{k.removeprefix('master ')} {v:.2f}" for k, v in sorted(r.cpu.items())
+                                if k.startswith("master "))  # fmt: skip
+            print(f"  {r.workers} worker(s): CPU per master (the feed is on {hot}): {masters}")
+        for r in rows:
             print(
                 f"  {r.workers} worker(s): {'keeps up' if r.keeps_up else 'does NOT keep up'} "
                 f"(lag slope {r.lag_growth:+.3f} s/s, {r.processed_eps:,.0f} of {r.offered_eps:,.0f} events/s)"
@@ -141,6 +147,11 @@ def main() -> None:
             us = "/".join(f"{cost.get(k, 0.0):.0f}" for k in ("redis", "dispatcher", "worker"))
             print(f"  {dr.workers:>7}  {dr.eps:>8,.0f}  {dr.seconds:>7.1f}  {cpu:>32}  {dr.machine_busy:>12.0%}  "
                   f"{us:>20}")  # fmt: skip
+        print(f"  CPU per master (cores; the feed is on {hot}):")
+        for dr in drains.values():
+            masters = ", ".join(f"{k.removeprefix('master ')} {v:.2f}" for k, v in sorted(dr.cpu.items())
+                                if k.startswith("master "))  # fmt: skip
+            print(f"    {dr.workers} worker(s): {masters}")
         print("  throughput per doubling of workers, T(2k)/(2 T(k)) (1.0 = linear):")
         for k, k2, speedup, eff in doubling_ratios({dr.workers: dr.eps for dr in drains.values()}):
             print(f"    {k} -> {k2} workers: {speedup:.2f}x, ratio {eff:.2f}")

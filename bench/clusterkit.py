@@ -27,7 +27,8 @@ from trainwarden.events.store import EventStore
 from trainwarden.simulate import SimSpec, run_name
 
 QUEUE = "trainwarden"
-Mark = tuple[float, int, dict[str, float], float, tuple[float, float]]  # wall, processed, CPU per role, Redis, machine
+# wall, processed, CPU per role, CPU per master, machine
+Mark = tuple[float, int, dict[str, float], dict[str, float], tuple[float, float]]
 
 
 @contextmanager
@@ -44,13 +45,17 @@ def as_host(host: str) -> Iterator[None]:
             os.environ["TRAINWARDEN_HOST"] = before
 
 
-def masters_cpu(client: RedisCluster) -> float:
-    """CPU seconds every master has used (user + sys): Redis's share, over all its cores."""
-    total = 0.0
+def masters_cpu(client: RedisCluster) -> dict[str, float]:
+    """CPU seconds each master has used (user + sys), by its address: the feed's master may be busier."""
+    out = {}
     for node in client.get_primaries():
         info = client.get_redis_connection(node).info("cpu")
-        total += float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
-    return total
+        out[node.name] = float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+    return out
+
+
+def feed_master(client: RedisCluster) -> str:
+    return client.get_node_from_key(KEYS.feed()).name
 
 
 def keys_per_master(client: RedisCluster, runs: list[str]) -> dict[str, int]:
@@ -188,5 +193,7 @@ def _fill(row: Row, start: Mark, end: Mark) -> None:
     span = end[0] - start[0]
     row.processed_eps = (end[1] - start[1]) / span
     row.cpu = {role: (end[2].get(role, 0.0) - start[2].get(role, 0.0)) / span for role in end[2]}
-    row.cpu["redis"] = (end[3] - start[3]) / span
+    per_master = {node: (end[3][node] - start[3].get(node, 0.0)) / span for node in end[3]}
+    row.cpu["redis"] = sum(per_master.values())
+    row.cpu.update({f"master {node}": cores for node, cores in per_master.items()})
     row.machine_busy = (end[4][0] - start[4][0]) / max(1, end[4][1] - start[4][1])
