@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
-import redis
-
 from trainwarden.agent.publisher import Publisher
 from trainwarden.errors import SimulateError, UsageError
 from trainwarden.events import types as t
@@ -33,6 +31,7 @@ from trainwarden.events.envelope import Event, check_run_name, make_event
 from trainwarden.events.errors import EnvelopeError
 from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
+from trainwarden.wiring import events_redis_at
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +311,7 @@ def _child(job: _Job, counters: Any, stop: Any) -> None:
     local_stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: local_stop.set())
-    client = redis.Redis.from_url(job.redis_url, socket_timeout=30, socket_connect_timeout=5)
+    client = events_redis_at(job.redis_url)  # one Redis or a Redis Cluster, as the daemons connect
     shard = Shard(job.spec, job.index)
     publisher = Publisher(EventStore(client, keys=Keys(job.namespace)))
 

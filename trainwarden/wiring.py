@@ -66,13 +66,15 @@ CLUSTER_SCHEME = "redis+cluster://"
 def events_redis(settings: Settings) -> redis.Redis | RedisCluster:
     """The event log's Redis: one server (`redis://`), or a Redis Cluster (`redis+cluster://` and
     any one node's address; the client discovers the others)."""
-    if settings.redis_url.startswith(CLUSTER_SCHEME):
-        return RedisCluster.from_url(
-            "redis://" + settings.redis_url.removeprefix(CLUSTER_SCHEME), socket_timeout=30, socket_connect_timeout=5
-        )
-    return redis.Redis.from_url(
-        settings.redis_url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30
-    )
+    return events_redis_at(settings.redis_url)
+
+
+def events_redis_at(url: str) -> redis.Redis | RedisCluster:
+    """The event log's client for a URL alone: for processes given a URL, not settings (simulate's producers)."""
+    if url.startswith(CLUSTER_SCHEME):
+        return RedisCluster.from_url("redis://" + url.removeprefix(CLUSTER_SCHEME), socket_timeout=30,
+                                     socket_connect_timeout=5)  # fmt: skip
+    return redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30)
 
 
 def rq_redis(settings: Settings) -> redis.Redis:

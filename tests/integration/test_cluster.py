@@ -211,3 +211,27 @@ def test_runs_reads_every_runs_view_in_pipelines_across_the_masters(cstore: Even
     assert {run: (s.status, s.step) for run, s in states.items()} == dict.fromkeys(RUNS, ("running", 1))
     assert {r.run: r.status for r in rows(cstore)} == dict.fromkeys(RUNS, "running")
     assert run_states(cstore, RUNS)[RUNS[0]].step == 1  # from the snapshots the first read saved
+
+
+def test_simulate_publishes_to_the_cluster_from_each_producer_process(cstore: EventStore, cluster, tmp_path: Path):
+    """`trainwarden simulate` with a cluster URL: each producer process connects to the cluster, as an agent does."""
+    import subprocess
+
+    import yaml
+
+    from tests.conftest import REPO, cli_argv
+
+    settings = tmp_path / "tw.yaml"
+    settings.write_text(yaml.safe_dump({"redis_url": cluster.url}))
+    argv = cli_argv(settings, "simulate", "--runs", "6", "--rate", "5", "--duration", "1", "--processes", "2",
+                    "--prefix", "csim", "--host", "box")  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stored 30, duplicates 0" in done.stdout
+    runs = [f"csim-{i:05d}" for i in range(6)]
+    assert sorted(run for run, _ in cstore.runs()) == runs
+    assert len({node_of(cstore.redis, cstore.keys.log(run)) for run in runs}) > 1
+    for i, run in enumerate(runs):
+        assert [(e.seq, e.host) for e in events_of(cstore, run, t.METRIC)] == [
+            (s, f"box-p{i % 2}") for s in range(1, 6)
+        ]
