@@ -14,6 +14,7 @@ never made, and a restart must read them again.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -332,9 +333,12 @@ class Agent:
         stop = stop or threading.Event()
         outage_since: float | None = None
         stepped = True  # False while a step is under way: a step that raised leaves offsets past unmade events
+        if not burst:
+            gc.freeze()  # what start-up made lives as long as the agent: no collection walks it again
         try:
             while not stop.is_set():
                 stepped = False
+                started = time.monotonic()
                 made = self.step()
                 stepped = True
                 try:
@@ -351,13 +355,18 @@ class Agent:
                                     extra=NOT_AN_ERROR)  # fmt: skip
                         outage_since = None
                 self._beat()
-                if made == 0:
-                    if burst:
+                if burst:
+                    if made == 0:
                         return
-                    stop.wait(self.config.poll_interval_s)
+                elif not self.behind():  # one step per interval; a log read only in part is read on at once
+                    stop.wait(max(0.0, self.config.poll_interval_s - (time.monotonic() - started)))
         finally:
             if self.publisher.durable and stepped:
                 self.save_state(force=True)
+
+    def behind(self) -> bool:
+        """Whether a log's last read stopped short of its end (more than one read's worth was waiting)."""
+        return any(w.log.behind for w in self.watchers.values())
 
     def _beat(self) -> None:
         """The daemon heartbeat: lag = how long events have waited in the spool, backlog = its bytes."""

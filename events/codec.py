@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -76,9 +75,9 @@ def encode(event: Event) -> bytes:
     producer, _, seq = event.id.rpartition(":")
     if "$" in producer or seq != str(event.seq):  # not an id make_event builds: keep every field
         return encode_full(event)
-    short = _abbreviator(event.run)(producer)
+    short, own_host = _short(event.run, producer, event.host)
     obj: dict[str, Any] = {"i": f"{short}:{seq}"}
-    if "/" in event.host or not short.startswith(event.host + "/"):
+    if not own_host:
         obj["h"] = event.host
     if event.type != DEFAULT_TYPE:
         obj["t"] = event.type
@@ -91,8 +90,11 @@ def encode(event: Event) -> bytes:
 
 
 @functools.lru_cache(maxsize=4096)
-def _abbreviator(run: str) -> Callable[[str], str]:
-    return functools.partial(re.compile(re.escape(run)).sub, "$r")
+def _short(run: str, producer: str, host: str) -> tuple[str, bool]:
+    """The producer with `$r` for the run, and whether it starts with the host (then the host is left out). A
+    producer makes many events: worked out once per (run, producer, host)."""
+    short = producer.replace(run, "$r")
+    return short, "/" not in host and short.startswith(host + "/")
 
 
 def encode_full(event: Event) -> bytes:
