@@ -29,7 +29,6 @@ from trainwarden.agent.format_samples import SAMPLES, Sample
 from trainwarden.agent.line_parsers import json_line
 from trainwarden.agent.pairs import Metrics, parse_number
 from trainwarden.agent.prefixes import strip_prefix
-from trainwarden.agent.shapes import ShapeCache
 
 __all__ = ["FORMATS", "Format", "Metrics", "json_line", "parse_metrics", "parse_number", "read_line"]
 
@@ -104,7 +103,7 @@ def parse_metrics(line: str) -> Metrics:
     if "\x1b" in line:
         line = ANSI_RE.sub("", line)
     try:
-        return _shaped(strip_prefix(line))[0]
+        return _read(strip_prefix(line))[0]
     except (ValueError, OverflowError):  # a numeral too long to convert (`iter 999...9:`): not a metrics line
         return {}
 
@@ -114,7 +113,7 @@ def read_line(line: str) -> tuple[Metrics, Format | None]:
     if "\x1b" in line:
         line = ANSI_RE.sub("", line)
     try:
-        return _shaped(strip_prefix(line))
+        return _read(strip_prefix(line))
     except (ValueError, OverflowError):  # a numeral too long to convert (`iter 999...9:`): not a metrics line
         return {}, None
 
@@ -130,8 +129,3 @@ def _read(line: str) -> tuple[Metrics, Format | None]:
                 return found, fmt
     found = lp.general(line)
     return found, GENERAL if found else None
-
-
-# formats whose values are the line's numerals as printed: their lines' shapes are learned (agent.shapes)
-LEARNED = frozenset({"general", "python dict", "json", "iter phrases", "pipe separated", "step: loss"})
-_shaped = ShapeCache(_read, lambda fmt: fmt.name in LEARNED)
