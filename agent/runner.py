@@ -86,6 +86,7 @@ class Agent:
         self.gpu_samples: list[GpuSample] = []  # the last, for a dump
         self._due: dict[str, float] = {}
         self._saved_at = 0.0
+        self._saved: bytes | None = None  # what the last save wrote (None: nothing yet, or it failed)
         self._reconfigured: dict[str, RunWatch] | None = None  # configured runs a SIGHUP read, for the next step
         self.state_error: str | None = None  # why the offsets cannot be saved now (a full disk), else None
         self.state_save_failures = 0
@@ -311,7 +312,7 @@ class Agent:
             if position is not None:
                 self.state.wandb[run] = position
         try:
-            agent_state.save(self.state_path, self.state)
+            self._saved = agent_state.save(self.state_path, self.state, unless=self._saved)
         except OSError as exc:  # a full disk: the offsets stay in memory; a restart meanwhile reads the logs again
             self.state_save_failures += 1
             if self.state_error is None:
