@@ -146,7 +146,8 @@ agent.run(stop=stop)
 # cost about 1 us a call, a few tenths of a percent of one core in all
 PROFILED = (("runner", "Agent", "step"), ("watcher", "RunWatcher", "poll"), ("logsource", "RunLog", "poll"),
             ("logsource", "RunLog", "_lines"), ("tail", "LogTail", "poll"), ("sidecar", "RunSidecar", "poll"),
-            ("wandb_source", "RunWandb", "poll"), ("watcher", "RunWatcher", "wandb_use"), ("arbiter", "Arbiter", "step"),
+            ("wandb_source", "RunWandb", "poll"), ("watcher", "RunWatcher", "wandb_use"),
+            ("arbiter", "Arbiter", "step"),
             ("runner", "Agent", "_read_control"), ("runner", "Agent", "_gpu_events"), ("runner", "Agent", "flush"),
             ("store", "EventStore", "_script_args"), ("runner", "Agent", "save_state"))  # fmt: skip
 PROFILE = """
@@ -168,9 +169,11 @@ for mod, cls, name in {parts!r}:
 cpu0, wall0 = time.process_time(), time.monotonic()
 def report():
     wall, cpu = time.monotonic() - wall0, time.process_time() - cpu0
-    print(f"  profile: {{cpu / wall * 100:.2f}}% of one core over {{wall:.0f}}s (CPU time per part, each with what it calls)")
+    print(f"  profile: {{cpu / wall * 100:.2f}}% of one core over {{wall:.0f}}s "
+          "(CPU time per part, each with what it calls)")
     for key, s in spent.most_common():
-        print(f"    {{key:24s}} {{s / wall * 100:5.2f}}%  {{calls[key]:6d}} calls  {{s / calls[key] * 1e6:7.1f}} us a call")
+        print(f"    {{key:24s}} {{s / wall * 100:5.2f}}%  {{calls[key]:6d}} calls  "
+              f"{{s / calls[key] * 1e6:7.1f}} us a call")
 atexit.register(report)
 """
 
