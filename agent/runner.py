@@ -366,8 +366,8 @@ class Agent:
                 self.save_state(force=True)
 
     def behind(self) -> bool:
-        """Whether a log's last read stopped short of its end (more than one read's worth was waiting)."""
-        return any(w.log.behind for w in self.watchers.values())
+        """Whether a log's (or a sidecar's) last read stopped short of its end (more than a read's worth waited)."""
+        return any(w.log.behind or w.sidecar.tail.behind for w in self.watchers.values())
 
     def _beat(self) -> None:
         """The daemon heartbeat: lag = how long events have waited in the spool, backlog = its bytes."""
