@@ -107,6 +107,11 @@ class RunLog:
         pending = self.grouper.pending_start
         return self.tail.offset if pending is None else min(pending, self.tail.offset)
 
+    @property
+    def behind(self) -> bool:
+        """Whether the last poll stopped short of the log's end (agent.tail)."""
+        return self.tail.behind
+
     def poll(self, now: float) -> list[Item]:
         lines = self.tail.poll(now=now)
         out = self._lines(lines, now)

@@ -85,6 +85,7 @@ class MetricFileLog:
         self.errors = errors or SourceErrors()
         self.last_line_at: float | None = None
         self.lines_read = 0
+        self.behind = False  # the last poll found records: poll again at once (a reader reads a chunk at a time)
 
     @property
     def safe_offset(self) -> int:
@@ -92,6 +93,7 @@ class MetricFileLog:
 
     def poll(self, now: float) -> list[Item]:
         records = self.tail.poll()
+        self.behind = bool(records)
         out: list[Item] = []
         for record in records:
             ts = record.ts if record.ts and math.isfinite(record.ts) else now

@@ -14,6 +14,7 @@ never made, and a restart must read them again.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -85,6 +86,7 @@ class Agent:
         self.gpu_samples: list[GpuSample] = []  # the last, for a dump
         self._due: dict[str, float] = {}
         self._saved_at = 0.0
+        self._saved: bytes | None = None  # what the last save wrote (None: nothing yet, or it failed)
         self._reconfigured: dict[str, RunWatch] | None = None  # configured runs a SIGHUP read, for the next step
         self.state_error: str | None = None  # why the offsets cannot be saved now (a full disk), else None
         self.state_save_failures = 0
@@ -310,7 +312,7 @@ class Agent:
             if position is not None:
                 self.state.wandb[run] = position
         try:
-            agent_state.save(self.state_path, self.state)
+            self._saved = agent_state.save(self.state_path, self.state, unless=self._saved)
         except OSError as exc:  # a full disk: the offsets stay in memory; a restart meanwhile reads the logs again
             self.state_save_failures += 1
             if self.state_error is None:
@@ -332,9 +334,12 @@ class Agent:
         stop = stop or threading.Event()
         outage_since: float | None = None
         stepped = True  # False while a step is under way: a step that raised leaves offsets past unmade events
+        if not burst:
+            gc.freeze()  # what start-up made lives as long as the agent: no collection walks it again
         try:
             while not stop.is_set():
                 stepped = False
+                started = time.monotonic()
                 made = self.step()
                 stepped = True
                 try:
@@ -351,13 +356,18 @@ class Agent:
                                     extra=NOT_AN_ERROR)  # fmt: skip
                         outage_since = None
                 self._beat()
-                if made == 0:
-                    if burst:
+                if burst:
+                    if made == 0:
                         return
-                    stop.wait(self.config.poll_interval_s)
+                elif not self.behind():  # one step per interval; a log read only in part is read on at once
+                    stop.wait(max(0.0, self.config.poll_interval_s - (time.monotonic() - started)))
         finally:
             if self.publisher.durable and stepped:
                 self.save_state(force=True)
+
+    def behind(self) -> bool:
+        """Whether a log's (or a sidecar's) last read stopped short of its end (more than a read's worth waited)."""
+        return any(w.log.behind or w.sidecar.tail.behind for w in self.watchers.values())
 
     def _beat(self) -> None:
         """The daemon heartbeat: lag = how long events have waited in the spool, backlog = its bytes."""

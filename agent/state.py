@@ -82,12 +82,17 @@ def load(path: Path | None) -> AgentState:
         return AgentState()
 
 
-def save(path: Path | None, state: AgentState) -> None:
-    """Write the state atomically; raises OSError (a full disk) with the file as it was and no temporary left."""
+def save(path: Path | None, state: AgentState, *, unless: bytes | None = None) -> bytes | None:
+    """Write the state atomically, unless it is `unless` (what the last save wrote: a quiet agent rewrites
+    nothing); returns what the file now holds. Raises OSError (a full disk) with the file as it was and no
+    temporary left."""
     if path is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, state.to_json().encode())
+        return None
+    data = state.to_json().encode()
+    if data != unless:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data)
+    return data
 
 
 def write_atomic(path: Path, data: bytes) -> None:

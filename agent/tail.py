@@ -74,6 +74,7 @@ class LogTail:
         self.read_to = offset  # the size seen at the last read: the bytes from `offset` on are a partial line
         self._grew_at: float | None = None  # when `read_to` last grew, by the caller's clock
         self._partial_sent: tuple[int, int, int, bool] | None = None  # generation, start, end, final: the last partial
+        self.behind = False  # the last poll read a full chunk: more may be waiting (the agent reads on at once)
 
     @property
     def exists(self) -> bool:
@@ -86,6 +87,7 @@ class LogTail:
 
     def poll(self, *, max_bytes: int = READ_CHUNK, now: float | None = None, final: bool = False) -> list[Line]:
         """New complete lines; with `now`, also a partial last line that has settled; with `final`, any."""
+        self.behind = False
         due = final or (self.pending() and self._settled(now))
         f = open_if_changed(self.path, inode=self.inode, offset=self.offset if due else self.read_to)
         if f is None:
@@ -129,6 +131,7 @@ class LogTail:
         chunk = f.read(max_bytes)
         if not chunk:
             return []
+        self.behind = len(chunk) == max_bytes
         if not drain and self.offset + len(chunk) > self.read_to:
             self.read_to = self.offset + len(chunk)
             self._grew_at = now

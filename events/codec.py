@@ -25,8 +25,8 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 from collections.abc import Callable, Mapping
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from trainwarden.events.envelope import ENVELOPE_VERSION, Event
@@ -45,7 +45,20 @@ from trainwarden.events.types import POLICY_LOADED
 FIELD = "e"
 FIELD_BYTES = b"e"
 
-_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=True, ensure_ascii=False).encode
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=True, ensure_ascii=False)
+# the C encoder made once: `JSONEncoder.encode` builds one (and a float formatter) per call, which costs more than
+# encoding an agent's metric event; no circular-reference check (events hold JSON values only)
+_C_ENCODE = (
+    c_make_encoder(None, _ENCODER.default, encode_basestring, None, ":", ",", False, False, True)
+    if c_make_encoder is not None
+    else None
+)
+
+
+def _dumps(obj: Any) -> str:
+    return "".join(_C_ENCODE(obj, 0)) if _C_ENCODE is not None else _ENCODER.encode(obj)
+
+
 _DECODER = json.JSONDecoder()  # accepts NaN/Infinity like json.loads, without its per-call checks
 
 
@@ -76,9 +89,9 @@ def encode(event: Event) -> bytes:
     producer, _, seq = event.id.rpartition(":")
     if "$" in producer or seq != str(event.seq):  # not an id make_event builds: keep every field
         return encode_full(event)
-    short = _abbreviator(event.run)(producer)
+    short, own_host = _short(event.run, producer, event.host)
     obj: dict[str, Any] = {"i": f"{short}:{seq}"}
-    if "/" in event.host or not short.startswith(event.host + "/"):
+    if not own_host:
         obj["h"] = event.host
     if event.type != DEFAULT_TYPE:
         obj["t"] = event.type
@@ -91,8 +104,11 @@ def encode(event: Event) -> bytes:
 
 
 @functools.lru_cache(maxsize=4096)
-def _abbreviator(run: str) -> Callable[[str], str]:
-    return functools.partial(re.compile(re.escape(run)).sub, "$r")
+def _short(run: str, producer: str, host: str) -> tuple[str, bool]:
+    """The producer with `$r` for the run, and whether it starts with the host (then the host is left out). A
+    producer makes many events: worked out once per (run, producer, host)."""
+    short = producer.replace(run, "$r")
+    return short, "/" not in host and short.startswith(host + "/")
 
 
 def encode_full(event: Event) -> bytes:

@@ -48,7 +48,7 @@ def envelope_problem(event_id: str, event_type: str, host: str) -> str | None:
 
 def names_fit(names: Iterable[str]) -> bool:
     """Every name within MAX_NAME_CHARS (the producers' fast path)."""
-    return all(len(n) <= MAX_NAME_CHARS for n in names)
+    return max(map(len, names), default=0) <= MAX_NAME_CHARS  # one C-speed pass: every metric event asks
 
 
 def size_problem(chars: int, *, limit: int = MAX_ENTRY_CHARS) -> str | None:

@@ -108,3 +108,16 @@ def test_rename_rotation_while_the_agent_was_stopped(tmp_path):
     resumed = LogTail(log, offset=saved[0], generation=saved[1], inode=saved[2])
     texts = [line.text for line in resumed.poll()] + [line.text for line in resumed.poll()]
     assert texts == ["a=2", "b=1"]
+
+
+def test_a_read_that_stops_at_a_full_chunk_says_more_is_waiting(tmp_path):
+    """`behind` lets the agent read a backlog back to back instead of one chunk per poll interval."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"step={i} loss=2.5\n" for i in range(100)))
+    tail = LogTail(log)
+    lines = tail.poll(max_bytes=200)
+    assert lines and tail.behind
+    while tail.behind:
+        lines += tail.poll(max_bytes=200)
+    assert [line.text for line in lines] == [f"step={i} loss=2.5" for i in range(100)]
+    assert tail.poll() == [] and not tail.behind
