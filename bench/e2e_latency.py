@@ -17,6 +17,7 @@ same path is timed while the dispatcher and the workers (`--workers`) also carry
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import statistics
@@ -110,6 +111,7 @@ def main() -> None:
             threading.Thread(target=healthy, daemon=True).start()
             time.sleep(max(2.0, args.warmup if args.background else 0.0))  # every process up, the load steady
             a, b, c, n = [], [], [], []
+            posted: list[tuple[str, float]] = []  # (decision id, t0): notifications looked up at the end
             rng = random.Random(1)
             for i in range(args.injections):
                 run = rng.choice(runs)
@@ -117,7 +119,7 @@ def main() -> None:
                 t0 = write(run, "nan")
                 deadline = time.monotonic() + args.deadline
                 found: dict[str, float] = {}
-                wanted = {"metric", "decision", "done", "notified"}
+                wanted = {"metric", "decision", "done"}  # the notification is not waited for: a notifier behind
                 while time.monotonic() < deadline and not wanted <= found.keys():
                     for sid, e in store.iter_run(run, after=None, start=f"{int(launched.ts * 1000)}-0"):
                         if not isinstance(e, Event):
@@ -129,10 +131,7 @@ def main() -> None:
                             found["decision_id"] = e.id  # type: ignore[assignment]
                         elif "done" not in found and e.type == t.STOP_DONE:
                             found["done"] = sid_seconds(sid)
-                    key = found.get("decision_id")
-                    if key is not None and key in api.post_times:
-                        found["notified"] = api.post_times[key] + perf_to_wall  # type: ignore[index]
-                    time.sleep(0.005)
+                    time.sleep(0.005)  # (the load's feed) would hold up every injection; (d) is read at the end
                 if not wanted <= found.keys():
                     tails = {name: (work / f"{name}.log").read_text()[-800:] for name, _ in commands}
                     raise SystemExit(f"injection {i} into {run}: only {sorted(found)} within {args.deadline:g} s; "
@@ -142,10 +141,14 @@ def main() -> None:
                 a.append(found["metric"] - t0)
                 b.append(found["decision"] - t0)
                 c.append(found["done"] - t0)
-                n.append(found["notified"] - t0)
+                posted.append((str(found["decision_id"]), t0))
                 if (i + 1) % 50 == 0:
                     print(f"  {i + 1}/{args.injections} injections", file=sys.stderr)
             simulated = (work / "simulate.log").read_text().strip().splitlines()[-1:] if args.background else []
+            settle = time.monotonic() + args.deadline  # the notifications still on their way
+            while time.monotonic() < settle and not all(key in api.post_times for key, _ in posted):
+                time.sleep(0.1)
+            n = [api.post_times[key] + perf_to_wall - t0 for key, t0 in posted if key in api.post_times]
         finally:
             stop_writing.set()
             for proc in procs:
@@ -161,8 +164,9 @@ def main() -> None:
         print(f"  simulate: {last.strip()}")
     for label, values in (("(a) metric event in Redis", a), ("(b) STOP decision", b),
                           ("(c) stop done (tmux session gone)", c), ("(d) Slack notification", n)):  # fmt: skip
-        ms = [1000 * v for v in values]
-        print(f"  {label:36} p50 {statistics.median(ms):7.1f} ms   p99 {percentile(ms, 0.99):7.1f} ms")
+        ms = [1000 * v for v in values] or [math.nan]
+        count = "" if len(values) == len(b) else f"   ({len(values)} of {len(b)} arrived within the deadline)"
+        print(f"  {label:36} p50 {statistics.median(ms):7.1f} ms   p99 {percentile(ms, 0.99):7.1f} ms{count}")
     print(f"  target: STOP decision p99 <= 1000 ms: {'met' if percentile(b, 0.99) <= 1.0 else 'NOT met'}")
 
 
