@@ -2,7 +2,7 @@
 
 Every change is an event in the run's log (`snooze.set`, `stop.requested`, `stop.cancelled`,
 `launch.failed`); the workers carry out stops, the notifier posts outcomes in the run's thread.
-Methods return a `Reply`; `then`, when set, runs after the reply was sent (launches).
+Methods return a `Reply`; `then`, when set, runs after the reply was sent (launches, /status's view writes).
 """
 
 from __future__ import annotations
@@ -87,7 +87,9 @@ class Handlers:
             return Reply(replies.help_text())
         if isinstance(cmd, commands.Status):
             if cmd.run is None:
-                return Reply(status.overview(self.store, everything=cmd.everything))
+                later: list[Callable[[], None]] = []
+                text = status.overview(self.store, everything=cmd.everything, later=later)
+                return Reply(text, then=later[0] if later else None)
             return Reply(status.detail(self.store, self._run(cmd.run)))
         if isinstance(cmd, commands.Launch):
             return self.launch(cmd, user=user)

@@ -1,33 +1,46 @@
 """/status: each run's state read from the projections (the run view of events/run_view.py, and a
 plan's fold), rendered one line per run.
 
+Reads are batched, whatever the number of runs: every run's view comes from `run_states` (two pipelined round
+trips, then the moved snapshots written back), and the shown lines' GPU samples from one more pipeline, so /status
+at hundreds of runs costs a few round trips, not a few per run (bench/status.py).
+
 The overview fits one screen however many runs the store holds: active runs only (finished ones with
 `/status all`), the most urgent first (a stop under way, then the most open anomalies), at most
 `SCREEN_LINES` lines and a last line saying how many were left out. Only the lines shown read the
-run's recent events for a GPU sample; the others cost one read of the run's view.
+run's recent events for a GPU sample.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from trainwarden.bot import messages, replies
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
+from trainwarden.events.codec import FIELD_BYTES
 from trainwarden.events.metrics import first_of
 from trainwarden.events.payloads import PlanStartedData
 from trainwarden.events.projection import RunState, is_finite_number
 from trainwarden.events.redis_types import stream_entries
-from trainwarden.events.run_view import run_state
+from trainwarden.events.run_view import Moved, read_states, run_state, save_views
 from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
 
+from trainwarden.errors import TrainwardenError
+
+log = logging.getLogger(__name__)
+
 ACTIVE = frozenset({"launched", "running", "stopping"})  # the rest: stopped, finished, failed (or unknown)
 SCREEN_LINES = 15  # run and plan lines in one /status reply (about one phone screen)
 GPU_SCAN = 500  # entries read back to find the last gpu sample
+GPU_FIRST = 25  # of which read first, for all the shown runs at once
 GPU_KEYS = ("util", "gpu_util", "utilization")
+GPU_MARK = f'"{t.GPU}"'.encode()  # in every stored GPU sample's bytes: entries without it are not decoded
 SPARK_POINTS = 12
 
 
@@ -35,10 +48,33 @@ def known_runs(store: EventStore) -> list[str]:
     return [run for run, _ in store.runs() if run != SYSTEM_RUN]
 
 
-def last_gpu_util(store: EventStore, run: str) -> float | None:
-    with redis_errors("read a run's recent events", run=run):
-        entries = stream_entries(store.redis.xrevrange(store.keys.log(run), count=GPU_SCAN))
-    for _sid, item in decode_entries(entries, run):
+def gpu_utils(store: EventStore, runs: Sequence[str]) -> dict[str, float | None]:
+    """Each run's last GPU utilisation (None: no sample in its last GPU_SCAN entries). The runs' newest GPU_FIRST
+    entries are read in one pipelined round trip (a sampled GPU is nearly always among them), the rest of the scan
+    in one more for the runs whose sample was not; only entries that can be GPU samples are decoded."""
+    found: dict[str, float | None] = {}
+    todo: dict[str, str] = {run: "+" for run in runs}  # run -> the newest id still to read
+    for count in (GPU_FIRST, GPU_SCAN - GPU_FIRST):
+        if not todo:
+            break
+        with redis_errors("read the runs' recent events"):
+            pipe = store.redis.pipeline(transaction=False)
+            for run, end in todo.items():
+                pipe.xrevrange(store.keys.log(run), max=end, count=count)
+            pages = [stream_entries(reply) for reply in pipe.execute()]
+        left: dict[str, str] = {}
+        for run, page in zip(todo, pages, strict=True):
+            found[run] = _last_gpu(page, run)
+            if found[run] is None and len(page) == count:
+                left[run] = f"({page[-1][0].decode()}"
+        todo = left
+    return found
+
+
+def _last_gpu(entries: list[tuple[bytes, dict[bytes, bytes]]], run: str) -> float | None:
+    """Pure: the utilisation of the newest GPU sample among `entries` (newest first)."""
+    maybe = [(sid, fields) for sid, fields in entries if GPU_MARK in fields.get(FIELD_BYTES, b"")]
+    for _sid, item in decode_entries(maybe, run):
         if isinstance(item, Malformed) or item.type != t.GPU:
             continue
         for key in GPU_KEYS:
@@ -65,10 +101,9 @@ def progress(state: RunState) -> str:
     return messages.step(state.step)
 
 
-def line(store: EventStore, state: RunState, now: float) -> str:
+def line(state: RunState, now: float, gpu: float | None) -> str:
     losses = loss_values(state)
     loss = replies.value_trend(losses)
-    gpu = last_gpu_util(store, state.run)
     return replies.status_line(
         run=state.run,
         host=state.host or "?",
@@ -103,27 +138,33 @@ def urgency(state: RunState) -> tuple[int, int, float, str]:
     return (rank, -len(state.open_anomalies), 0.0, state.run)
 
 
-def overview(store: EventStore, *, everything: bool = False, now: float | None = None,
-             limit: int = SCREEN_LINES) -> str:  # fmt: skip
-    """Active runs (every run with `everything`) and plans under way, at most `limit` lines and a tail line."""
+def overview(store: EventStore, *, everything: bool = False, now: float | None = None, limit: int = SCREEN_LINES,
+             later: list[Callable[[], None]] | None = None) -> str:  # fmt: skip
+    """Active runs (every run with `everything`) and plans under way, at most `limit` lines and a tail line.
+    With `later`, the views that moved are saved by the callable added to it (run once the reply is out: the
+    person waits for the list, not for the cache), else before returning."""
     now = time.time() if now is None else now
     states: list[RunState] = []
     plans: list[str] = []
     hidden = 0  # ended runs left out of an active-only overview
-    for run in known_runs(store):
-        if run.startswith(PLAN_PREFIX):
-            plan = plan_line(store, run)
-            if plan is not None:
-                plans.append(plan)
-            continue
-        state = run_state(store, run)
+    names = known_runs(store)
+    for stream in names:
+        if stream.startswith(PLAN_PREFIX) and (plan := plan_line(store, stream)) is not None:
+            plans.append(plan)
+    read, moved = read_states(store, [run for run in names if not run.startswith(PLAN_PREFIX)])
+    if later is None:
+        save_views(store, moved)
+    else:
+        later.append(lambda: _save_quietly(store, moved))
+    for state in read.values():
         if everything or state.status in ACTIVE:
             states.append(state)
         else:
             hidden += 1
     states.sort(key=urgency)
     shown = states[:limit]
-    lines = [line(store, state, now) for state in shown] + plans[: max(0, limit - len(shown))]
+    gpus = gpu_utils(store, [state.run for state in shown])
+    lines = [line(state, now, gpus[state.run]) for state in shown] + plans[: max(0, limit - len(shown))]
     more = len(states) + len(plans) - len(lines)
     if not lines:
         lines.append(replies.no_active_runs())
@@ -134,13 +175,21 @@ def overview(store: EventStore, *, everything: bool = False, now: float | None =
     return "\n".join(lines)
 
 
+def _save_quietly(store: EventStore, moved: list[Moved]) -> None:
+    """After the reply: a view not saved is only folded again by the next read."""
+    try:
+        save_views(store, moved)
+    except TrainwardenError as exc:
+        log.warning("could not save the runs' views after /status (%s); the next read folds them again", exc)
+
+
 def detail(store: EventStore, run: str, *, now: float | None = None) -> str:
     now = time.time() if now is None else now
     state = run_state(store, run)
     return "\n".join(
         [
             replies.status_detail_header(run, state.host or "?", state.status),
-            line(store, state, now),
+            line(state, now, gpu_utils(store, [run])[run]),
             replies.status_decisions(state.decisions[-5:]),
             replies.status_report(state.evidence[-1] if state.evidence else None),
         ]

@@ -57,12 +57,22 @@ def run_state(store: EventStore, run: str) -> RunState:
     return state
 
 
+Moved = tuple[str, str | None, str, RunState]  # run, the snapshot's `after` read, the last id folded, the state
+
+
 def run_states(store: EventStore, runs: Sequence[str]) -> dict[str, RunState]:
-    """Many runs' states at once (`trainwarden runs`): the same fold as `run_state`, read in two pipelined round
-    trips whatever the number of runs (the snapshots, then the events after them) rather than two per run. Only
-    the snapshots that moved are written back, one call each: once saved, a later read moves none."""
+    """Many runs' states at once (`trainwarden runs`): `read_states`, then the moved snapshots written back."""
+    states, moved = read_states(store, runs)
+    save_views(store, moved)
+    return states
+
+
+def read_states(store: EventStore, runs: Sequence[str]) -> tuple[dict[str, RunState], list[Moved]]:
+    """The same fold as `run_state` for many runs, read in two pipelined round trips whatever their number (the
+    snapshots, then the events after them) rather than two per run; and the snapshots that moved, for `save_views`
+    (now, or once a reply is out: /status). Once saved, a later read moves none."""
     if not runs:
-        return {}
+        return {}, []
     with redis_errors("read the runs' views"):
         pipe = store.redis.pipeline(transaction=False)
         for run in runs:
@@ -73,7 +83,7 @@ def run_states(store: EventStore, runs: Sequence[str]) -> dict[str, RunState]:
             pipe.xrange(store.keys.log(run), min="-" if after is None else next_id(after), count=PAGE)
         pages = [stream_entries(reply) for reply in pipe.execute()]
     states: dict[str, RunState] = {}
-    moved: list[tuple[str, str | None, str, RunState]] = []
+    moved: list[Moved] = []
     for run, (state, after), page in zip(runs, snapshots, pages, strict=True):
         items = decode_entries(page, run)
         if len(page) == PAGE:  # more than one page since the snapshot: the rest run by run
@@ -84,7 +94,23 @@ def run_states(store: EventStore, runs: Sequence[str]) -> dict[str, RunState]:
         states[run] = state
         if items:
             moved.append((run, after, items[-1][0], state))
-    for run, after, last, state in moved:  # one by one: a Redis Cluster's pipeline takes no EVAL
+    return states, moved
+
+
+def save_views(store: EventStore, moved: Sequence[Moved]) -> None:
+    """Write back the snapshots that moved: in one pipelined round trip on one Redis (with live runs every view
+    moves between two reads), one call each on a cluster, whose pipeline takes no EVAL."""
+    args = [(run, store.keys.view(run), after or "", last, json.dumps(state.to_dict()))
+            for run, after, last, state in moved]  # fmt: skip
+    if not args:
+        return
+    if not store.cluster:
+        with redis_errors("save the runs' views"):
+            pipe = store.redis.pipeline(transaction=False)
+            for _run, *call in args:
+                pipe.eval(_SAVE, 1, *call)
+            pipe.execute()
+        return
+    for run, *call in args:
         with redis_errors("save a run's view", run=run):
-            store.redis.eval(_SAVE, 1, store.keys.view(run), after or "", last, json.dumps(state.to_dict()))
-    return states
+            store.redis.eval(_SAVE, 1, *call)

@@ -7,10 +7,11 @@ and the age of every component's heartbeat. So any one daemon's endpoint shows t
 an alert on `trainwarden_component_up == 0` fires while the notifier itself is down.
 
 Present from the first scrape, before any event: the process counters with every label set known at
-start (each rule of the policy, each outcome) at 0, so a dashboard's `rate()` and an alert have a
-series to read; `trainwarden_build_info{version,python}`; and prometheus-client's process, platform
-(`python_info`) and gc collectors. Paths: `/metrics`, `/healthz` and `/readyz` (trainwarden/probes.py);
-any other path is a 404, so a typo in a scrape config shows instead of scraping the wrong page.
+start (each rule of the policy, each outcome) at 0, and the worker's `decision_latency_seconds` histogram (per
+decision) empty, so a dashboard's `rate()` and an alert have a series to read; `trainwarden_build_info{version,
+python}`; and prometheus-client's process, platform (`python_info`) and gc collectors. Paths: `/metrics`, `/healthz`
+and `/readyz` (trainwarden/probes.py); any other path is a 404, so a typo in a scrape config shows instead of
+scraping the wrong page.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from trainwarden import probes
 from trainwarden.errors import ConfigError
-from trainwarden.events import counters
+from trainwarden.events import counters, latency
 from trainwarden.events import heartbeat as hb
 from trainwarden.events import types as t
 from trainwarden.events.heartbeat import Heartbeat
@@ -46,6 +47,7 @@ DECLARED: dict[str, dict[str, list[str]]] = {
     "worker": {"decisions": ["rule", "decision"], "stop_requests": ["rule"], "stops": ["outcome"]},
     "notifier": {"slack_posts": [], "slack_post_failures": ["error"]},
 }
+HISTOGRAM_DOCS = {latency.DECISION_LATENCY: "seconds from an event's timestamp to the decision it caused, committed"}
 STOP_OUTCOMES = tuple(kind.rpartition(".")[2] for kind in (t.STOP_DONE, t.STOP_FAILED))
 SLACK_ERRORS = ("SlackRejected", "SlackUnavailable")  # bot/errors.py: what a post raises (others are counted too)
 
@@ -110,6 +112,7 @@ def collect(sources: Sources) -> Iterator[Any]:
             found = family(kind, name, name.replace("_", " "), [k for k, _ in labels])
             given = dict(labels)  # in the order of the family's label names (a declared family has its own)
             found.add_metric([given.get(label, "") for label in found._labelnames], value)
+    _histograms(beat.role, family)
     up = family(GaugeMetricFamily, "redis_up", "1 when this scrape could read Redis", [])
     try:
         _redis_metrics(sources, family)
@@ -118,6 +121,21 @@ def collect(sources: Sources) -> Iterator[Any]:
         log.debug("metrics: Redis not readable: %s", exc)
         up.add_metric([], 0.0)
     yield from families.values()
+
+
+def _histograms(role: str, family: Callable[..., Any]) -> None:
+    """The process's histograms; a worker's decision latency by decision at 0 until its first decision."""
+    from prometheus_client.core import HistogramMetricFamily
+
+    found = {(name, labels): hist for name, labels, hist in counters.histograms()}
+    if role == "worker":
+        for decision in DECISIONS:
+            found.setdefault((latency.DECISION_LATENCY, (("decision", decision),)), counters.Histogram(latency.BUCKETS))
+    for (name, labels), hist in found.items():
+        doc = HISTOGRAM_DOCS.get(name, name.replace("_", " "))
+        family(HistogramMetricFamily, name, doc, [k for k, _ in labels]).add_metric(
+            [v for _, v in labels], hist.cumulative(), sum_value=hist.total
+        )
 
 
 def _redis_metrics(sources: Sources, family: Callable[..., Any]) -> None:

@@ -26,6 +26,7 @@ from trainwarden.events.counters import count
 from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import ack_feed
+from trainwarden.events.latency import observe_decisions
 from trainwarden.events.logcontext import log_context
 from trainwarden.events.payloads import DecisionData, StopRequestedData
 from trainwarden.events.redis_errors import describe, transient
@@ -198,7 +199,7 @@ class RunProcessor:
             for bad in step.dead:
                 log.warning("dead-lettered entry %s of run %s: %s", bad.sid, self.run, bad.reason,
                             extra={"event_id": bad.sid})  # fmt: skip
-            count_outputs(step.outputs)
+            count_outputs(step.outputs, entries, now=self.ctx.clock())
             self.summary["events"] += len(entries)
             self.summary["outputs"] += len(step.outputs)
             self.summary["dead_letters"] += len(step.dead)
@@ -297,8 +298,10 @@ class RunProcessor:
         return any(isinstance(e, Malformed) or e.type not in t.WORKER_OUTPUT_TYPES for _, e in entries)
 
 
-def count_outputs(outputs: Sequence[Event]) -> None:
-    """Decisions and the stops they ask for, by rule, for the Prometheus endpoint."""
+def count_outputs(outputs: Sequence[Event], inputs: Sequence[tuple[str, Event | Malformed]], *, now: float) -> None:
+    """Decisions and the stops they ask for, by rule, and each decision's latency from its input (committed at
+    `now`), for the Prometheus endpoint."""
+    observe_decisions(outputs, inputs, now=now)
     for event in outputs:
         if event.type == t.DECISION:
             decided = cast(DecisionData, event.data)

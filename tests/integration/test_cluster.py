@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from redis.cluster import RedisCluster
 from rq import SimpleWorker
+from trainwarden.bot import status
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP, GroupReader, parse_feed_entry
 from trainwarden.events.keys import Keys
@@ -235,3 +236,19 @@ def test_simulate_publishes_to_the_cluster_from_each_producer_process(cstore: Ev
         assert [(e.seq, e.host) for e in events_of(cstore, run, t.METRIC)] == [
             (s, f"box-p{i % 2}") for s in range(1, 6)
         ]
+
+
+def test_status_reads_the_views_across_the_masters_and_saves_them_after_the_reply(cstore: EventStore):
+    """/status's batched read on a cluster: pipelines split by slot, the moved views saved one call each (a cluster
+    pipeline takes no EVAL), once the reply is out."""
+    for run in RUNS:
+        cstore.append([metric(run, 1, step=1, loss=1.0), metric(run, 2, step=2, loss=0.9)])
+    later: list = []
+    lines = status.overview(cstore, later=later).splitlines()
+    assert [line.split(" ")[:2] for line in lines[:15]] == [[f"{run}@gpu1", "running"] for run in RUNS[:15]]
+    assert lines[15:] == ["… and 9 more: /tw status RUN for one run"]
+    assert not any(cstore.redis.exists(cstore.keys.view(run)) for run in RUNS)  # nothing written before the reply
+    [save] = later
+    save()
+    lasts = [cstore.redis.xrevrange(cstore.keys.log(run), count=1)[0][0] for run in RUNS]
+    assert [cstore.redis.hget(cstore.keys.view(run), "after") for run in RUNS] == lasts

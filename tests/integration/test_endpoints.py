@@ -6,6 +6,7 @@ test stops: `/readyz` turns 503 and says why while `/healthz` stays 200, and bot
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -20,7 +21,12 @@ import redis
 import yaml
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
 from trainwarden.events.heartbeat import SILENT_INTERVALS
+from trainwarden.events.keys import Keys
+from trainwarden.events.latency import BUCKETS
+from trainwarden.events.store import EventStore
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import wait_for
@@ -95,6 +101,8 @@ def test_metrics_are_all_there_before_the_first_event(running: Running) -> None:
     rules = {rule for rule, _ in decisions}
     assert {labels["rule"] for labels, _ in worker["trainwarden_stop_requests_total"]} == rules
     assert worker["trainwarden_stops_total"] == [({"outcome": "done"}, 0.0), ({"outcome": "failed"}, 0.0)]
+    latency = worker["trainwarden_decision_latency_seconds_count"]
+    assert sorted(latency, key=str) == [({"decision": "STOP"}, 0.0), ({"decision": "WAIT"}, 0.0)]
     bot = samples(get(running.ports["bot"], "/metrics")[1])
     assert bot["trainwarden_slack_posts_total"] == [({}, 0.0)]
     assert ({"error": "SlackRejected"}, 0.0) in bot["trainwarden_slack_post_failures_total"]
@@ -169,3 +177,28 @@ def test_up_gives_each_daemon_its_port_and_its_json_log(settings_file: Path, r: 
         lines = (logs / f"{name}.log").read_text().splitlines()
         parsed = [json.loads(line) for line in lines]  # every line of the file, up's own first line included
         assert parsed[0]["daemon"] == "up" and {p["daemon"] for p in parsed[1:]} == {name}, lines
+
+
+def test_decision_latency_is_observed_from_the_events_timestamp(running: Running) -> None:
+    """A NaN metric stamped 2 s before it is appended: the worker's STOP is observed at 2 s or more (the event's
+    timestamp, not the append or the job, starts the clock), in the Grafana buckets, the sum in seconds."""
+    wait_for(lambda: running.all_answer("/readyz", 200), timeout=60, what=f"every /readyz 200\n{running.logs()}")
+    store = EventStore(running.redis_server.client(), keys=Keys())
+    nan = make_event(t.METRIC, run="late", host="gpu1", producer="gpu1/log/late/g0", seq=1,
+                     data={"step": 1, "loss": math.nan}, ts=time.time() - 2.0)  # fmt: skip
+    store.append([nan])
+    port = running.ports["worker"]
+
+    def stop_counted() -> bool:
+        counts = dict((s[0]["decision"], s[1]) for s in samples(get(port, "/metrics")[1]).get(
+            "trainwarden_decision_latency_seconds_count", []))  # fmt: skip
+        return counts.get("STOP") == 1.0
+
+    wait_for(stop_counted, timeout=60, what=f"the STOP's latency observed\n{running.logs()}")
+    found = samples(get(port, "/metrics")[1])
+    buckets = {labels["le"]: value for labels, value in found["trainwarden_decision_latency_seconds_bucket"]
+               if labels["decision"] == "STOP"}  # fmt: skip
+    assert [float(le) for le in buckets if le != "+Inf"] == list(BUCKETS)
+    assert buckets["1.0"] == 0.0 and buckets["+Inf"] == 1.0
+    [(_, total)] = [s for s in found["trainwarden_decision_latency_seconds_sum"] if s[0]["decision"] == "STOP"]
+    assert 2.0 <= total < 60.0
