@@ -4,12 +4,14 @@ A private redis-server; R runs each get one metric event per step through the ag
 the real dispatcher turns the feed into jobs (32 runs a job, as under load), and an in-process RQ
 worker (`trainwarden worker`'s class) drains them in burst mode: each job sees about one event per
 run, as at 1 Hz. First the steps are timed without the profiler (worker CPU ms per event, the
-figure bench/load.py measures across processes), then profiled. Printed: the top functions by
-cumulative and by self time (CPU time: waiting on Redis is not the worker's cost), and the worker's time per event grouped: RQ's bookkeeping, Redis
-round trips (redis-py called by the jobs, and by RQ), decode, fold + policy, checkpoint
-encode/decode. The groups are cumulative times of named entry points, so they do not overlap;
-what is left is the job's own glue. A burst `work()` per step registers a worker each time (about
-a millisecond a step, spread over all of its events).
+figure bench/load.py measures across processes), then profiled in CPU time (waiting on Redis is
+not the worker's cost). Printed: the top functions by cumulative and by self time, and the worker's
+time per event grouped: RQ's bookkeeping, Redis round trips (redis-py called by the jobs, and by
+RQ), decode, fold + policy, checkpoint encode/decode. The groups are cumulative times of named
+entry points, so they do not overlap; what is left is the job's own glue. A burst `work()` per step
+registers a worker each time (about a millisecond a step, spread over all of its events). One worker
+process holds every run's checkpoint after its first turn (workers/batch.py's cache); with W worker
+processes about 1/W of the turns find theirs: `--no-cache` shows the other end.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from trainwarden.agent.publisher import Publisher
 from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
 from trainwarden.remote.stop import LocalTmuxController
-from trainwarden.workers import context
+from trainwarden.workers import batch, context
 from trainwarden.workers.context import WorkerContext
 from trainwarden.workers.dispatcher import Dispatcher
 from trainwarden.workers.policy_source import PolicySource
@@ -54,6 +56,14 @@ def _in(path: str, package: str) -> bool:
 def _rq_side(path: str) -> bool:
     """RQ's code, and this project's RQ worker class around it (workers/rq_worker.py)."""
     return _in(path, "rq") or path.endswith("workers/rq_worker.py")
+
+
+def _job_side(path: str) -> bool:
+    return not _rq_side(path) and "/site-packages/" not in path
+
+
+def _job_side(path: str) -> bool:
+    return not _rq_side(path) and "/site-packages/" not in path
 
 
 def redis_time(stats: dict[Func, tuple], *, caller_is: Callable[[str], bool]) -> float:
@@ -90,7 +100,10 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=3, help="steps (events per run) before measuring")
     p.add_argument("--steps", type=int, default=10, help="steps timed, then as many profiled")
     p.add_argument("--top", type=int, default=20, help="functions listed by cumulative and by self time")
+    p.add_argument("--no-cache", action="store_true", help="hold no checkpoint (every turn decodes the stored one)")
     args = p.parse_args()
+    if args.no_cache:
+        batch.CACHE.max_runs = 0
     with private_redis() as server, tempfile.TemporaryDirectory() as tmp:
         client = server.client()
         store = EventStore(client, keys=Keys())
@@ -127,7 +140,8 @@ def main() -> None:
         profiled_cpu, _ = work_steps(args.steps, profiler)
     per_event = 1000 * plain_cpu / events
     print(f"profile_worker: {args.runs:,} runs, one event per run per job turn (as at 1 Hz), 32 runs a job, "
-          f"in-process RQ worker; {args.steps} steps timed, {args.steps} profiled")  # fmt: skip
+          f"in-process RQ worker, {'no' if args.no_cache else 'with the'} checkpoint cache; {args.steps} steps timed, "
+          f"{args.steps} profiled")  # fmt: skip
     print(f"  worker CPU per event, no profiler: {per_event:.3f} ms ({events:,} events, {plain_cpu:.2f} s)")
     print(f"  with cProfile: {1000 * profiled_cpu / events:.3f} ms (profiler overhead included below)")
     stats = pstats.Stats(profiler)
@@ -137,8 +151,7 @@ def main() -> None:
     groups = [
         ("RQ bookkeeping (work loop, job records, registries) without its Redis", 0.0),
         ("Redis round trips made by RQ (redis-py, from rq/)", redis_time(raw, caller_is=_rq_side)),
-        ("Redis round trips made by the job (redis-py, from trainwarden)",
-         redis_time(raw, caller_is=lambda f: not _rq_side(f) and "/site-packages/" not in f)),  # fmt: skip
+        ("Redis round trips made by the job (redis-py, from trainwarden)", redis_time(raw, caller_is=_job_side)),
         *[(label, cumulative(raw, match)) for label, match in ENTRY_GROUPS],
     ]
     groups[0] = (groups[0][0], total - job - groups[1][1])
