@@ -124,6 +124,8 @@ class Row:
     window_bytes_per_event: float = 0.0  # used_memory growth over the window / events stored in it
     window_rq_bytes_per_event: float = 0.0  # of which RQ's keys
     window_feed_bytes_per_event: float = 0.0  # of which the feed
+    window_stream_bytes_per_event: float = 0.0  # of which the run streams
+    window_checkpoint_bytes_per_event: float = 0.0  # of which the checkpoints
     cpu: dict[str, float] = field(default_factory=dict)  # cores, over the window
     machine_busy: float = 0.0  # share of all cores busy over the window
 
@@ -274,13 +276,18 @@ class MemorySample:
     entries: int  # entries in the run streams
     rq: int  # MEMORY USAGE of RQ's keys
     feed: int  # MEMORY USAGE of the feed
+    streams: int  # MEMORY USAGE of the run streams
+    checkpoints: int  # MEMORY USAGE of the workers' checkpoints (they grow until the windows are full)
 
 
 def memory_sample(client: redis.Redis, runs: list[str]) -> MemorySample:
     pipe = client.pipeline(transaction=False)
     for run in runs:
         pipe.xlen(KEYS.log(run))
-    entries = sum(pipe.execute())
+        pipe.memory_usage(KEYS.log(run), samples=0)
+        pipe.memory_usage(KEYS.cursor(run), samples=0)
+    replies = [v or 0 for v in pipe.execute()]
+    entries, streams, checkpoints = sum(replies[0::3]), sum(replies[1::3]), sum(replies[2::3])
     rq_keys = list(client.scan_iter(match="rq:*", count=1000))
     pipe = client.pipeline(transaction=False)
     for key in rq_keys:
@@ -288,12 +295,14 @@ def memory_sample(client: redis.Redis, runs: list[str]) -> MemorySample:
     pipe.memory_usage(KEYS.feed(), samples=0)
     *rq_sizes, feed = pipe.execute()
     used = int(client.info("memory")["used_memory"])
-    return MemorySample(used=used, entries=entries, rq=sum(v or 0 for v in rq_sizes), feed=feed or 0)
+    return MemorySample(used=used, entries=entries, rq=sum(v or 0 for v in rq_sizes), feed=feed or 0, streams=streams,
+                        checkpoints=checkpoints)  # fmt: skip
 
 
 def notify_stand_in(client: redis.Redis, stop: threading.Event) -> None:
     """Read and acknowledge the feed's `notify` group, as the bot's notifier does (without posting)."""
     reader = GroupReader(client, stream=KEYS.feed(), group=NOTIFY_GROUP, consumer="bench-notifier")
+    reader.ensure_group()
     while not stop.is_set():
         entries = reader.read(count=1000, block_ms=200)
         reader.ack([fid for fid, _ in entries])
@@ -440,6 +449,8 @@ class Bench:
         row.window_bytes_per_event = (mem_end.used - mem_start.used) / stored
         row.window_rq_bytes_per_event = (mem_end.rq - mem_start.rq) / stored
         row.window_feed_bytes_per_event = (mem_end.feed - mem_start.feed) / stored
+        row.window_stream_bytes_per_event = (mem_end.streams - mem_start.streams) / stored
+        row.window_checkpoint_bytes_per_event = (mem_end.checkpoints - mem_start.checkpoints) / stored
         row.lag_end_s = feed_lag(self.client, time.time())
         if sim.wait(timeout=60) != 0:
             raise SystemExit(f"simulate failed: {(self.procs.work / 'simulate.log').read_text()[-2000:]}")
@@ -641,7 +652,10 @@ def main() -> None:
             ("used_memory growth, all of it", r.window_bytes_per_event),
             ("of which RQ's keys (jobs, results, registries)", r.window_rq_bytes_per_event),
             ("of which the feed (trimmed by the dispatcher once consumed)", r.window_feed_bytes_per_event),
-        ):
+            ("of which the run streams", r.window_stream_bytes_per_event),
+            ("of which the checkpoints (rule windows, recent metrics: full after ~20-50 events)",
+             r.window_checkpoint_bytes_per_event),
+        ):  # fmt: skip
             print(f"  {label:72} {per:6,.0f} B = {per * 1e6 / 2**20:5,.0f} MiB per 1M events")
     print(f"  total {time.monotonic() - started:.0f} s")
 

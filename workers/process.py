@@ -72,7 +72,7 @@ def process_runs(work: Sequence[Sequence[Any]]) -> dict[str, int]:
     failed: dict[str, str] = {}
     done: list[str] = []  # feed entries of runs whose work is committed, acknowledged together (one round trip)
     try:
-        if batched(ctx):
+        if batched(ctx) and len(work) > 1:  # one run gains little (5 round trips, not 7): its own turn serves it
             work = _batch_first(ctx, work, total, done)
         for index, (run, feed_ids) in enumerate(work):
             try:
