@@ -30,7 +30,7 @@ from trainwarden.agent.publisher import Publisher
 from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
 from trainwarden.remote.stop import LocalTmuxController
-from trainwarden.workers import batch, context
+from trainwarden.workers import context
 from trainwarden.workers.context import WorkerContext
 from trainwarden.workers.dispatcher import Dispatcher
 from trainwarden.workers.policy_source import PolicySource
@@ -103,6 +103,8 @@ def main() -> None:
     p.add_argument("--no-cache", action="store_true", help="hold no checkpoint (every turn decodes the stored one)")
     args = p.parse_args()
     if args.no_cache:
+        from trainwarden.workers import batch
+
         batch.CACHE.max_runs = 0
     with private_redis() as server, tempfile.TemporaryDirectory() as tmp:
         client = server.client()
