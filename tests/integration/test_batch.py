@@ -175,7 +175,7 @@ def test_worker_killed_in_a_batched_commit(failpoint, store, r, tmp_path, settin
         return r.xpending(store.keys.feed(), "dispatch")["pending"] == 0
 
     # the dead worker's locks expire after the tests' lock_timeout_s (2 s); its entries are claimed again
-    wait_for(recovered, timeout=60, what="the dead job's runs to be redone and acknowledged")
+    wait_for(recovered, timeout=90, what="the dead job's runs to be redone and acknowledged")
     for run in RUNS:
         assert folded_metrics(store, run) == 3
         assert [e.data["decision"] for e in events_of(store, run, t.DECISION)] == [t.CONTINUE]
