@@ -82,8 +82,9 @@ def cumulative(stats: dict[Func, tuple], match: Callable[[Func], bool]) -> float
     return sum(ct for func, (_cc, _nc, _tt, ct, _callers) in stats.items() if match(func))
 
 
-def publish_step(publisher: Publisher, shard: Shard, step: int, runs: int) -> None:
-    publisher.publish(shard.events(step * runs, (step + 1) * runs, time.time()))
+def publish_step(publisher: Publisher, shard: Shard, step: int, runs: int, *, t0: float) -> None:
+    """One event per run, stamped a second after the last (as at 1 Hz: time-based rules see real spacing)."""
+    publisher.publish(shard.events(step * runs, (step + 1) * runs, t0 + step))
     publisher.flush()
 
 
@@ -118,12 +119,13 @@ def main() -> None:
         shard = Shard(spec, 0)
         publisher = Publisher(store)
         step = 0
+        t0 = time.time() - 3600  # event time: an hour ago, a second a step
 
         def work_steps(n: int, profiler: cProfile.Profile | None) -> tuple[float, int]:
             nonlocal step
             cpu = 0.0
             for _ in range(n):
-                publish_step(publisher, shard, step, args.runs)
+                publish_step(publisher, shard, step, args.runs, t0=t0)
                 step += 1
                 dispatch_all(dispatcher)
                 worker = InProcessWorker([queue], connection=client)
