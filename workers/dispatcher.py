@@ -50,18 +50,16 @@ HEARTBEAT_INTERVAL_S = 1.0  # the bot's dead-man's switch reads it (bot/deadman.
 RESULT_TTL_S = 0  # nobody reads a job's return value: RQ deletes a finished job at once (no result, no registry)
 FAILURE_TTL_S = 7 * 24 * 3600
 SPREAD_JOBS = 8  # an idle queue gets a read's runs in at least this many jobs (while there are that many runs)
-SPREAD_MIN_RUNS = 8  # ... of at least this many runs: a job of 1-2 runs costs more in RQ than its evaluation
 
 Work = list[tuple[str, list[str]]]  # (run, feed entry ids) per run, in the order they came
 
 
-def chunk_runs(work: Work, *, runs_per_job: int, spread: int = 1, min_runs: int = 1) -> list[Work]:
+def chunk_runs(work: Work, *, runs_per_job: int, spread: int = 1) -> list[Work]:
     """Pure: split runs into jobs of at most `runs_per_job`, and into at least `spread` jobs while
-    each still gets `min_runs` (so that idle workers share a burst, and a trickle is not a job a run:
-    at 1,000 runs x 1 Hz with workers keeping up, each read of the feed brings a few runs)."""
+    there are that many runs (so that idle workers share a burst)."""
     if not work:
         return []
-    size = max(1, min(runs_per_job, max(min_runs, len(work) // max(1, spread))))
+    size = max(1, min(runs_per_job, len(work) // max(1, spread)))
     return [work[i : i + size] for i in range(0, len(work), size)]
 
 
@@ -249,7 +247,7 @@ class Dispatcher:
         self.gathering.work.clear()  # only once enqueued: after a failure they go out with the next try
 
     def _enqueue_jobs(self, work: Work, *, spread: int) -> None:
-        jobs = chunk_runs(work, runs_per_job=self.runs_per_job, spread=spread, min_runs=SPREAD_MIN_RUNS)
+        jobs = chunk_runs(work, runs_per_job=self.runs_per_job, spread=spread)
         if not jobs:
             return
         datas = [

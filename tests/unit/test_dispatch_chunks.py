@@ -8,10 +8,6 @@ def test_chunk_runs_fills_jobs_and_spreads_bursts_over_idle_workers():
     assert [len(job) for job in chunk_runs(work, runs_per_job=32)] == [32, 32, 32, 4]
     assert [len(job) for job in chunk_runs(work, runs_per_job=32, spread=8)] == [12] * 8 + [4]
     assert [len(job) for job in chunk_runs(work[:5], runs_per_job=32, spread=8)] == [1] * 5
-    # a trickle is not a job a run: jobs of at least `min_runs` (8 in the dispatcher) while spreading
-    assert [len(job) for job in chunk_runs(work[:5], runs_per_job=32, spread=8, min_runs=8)] == [5]
-    assert [len(job) for job in chunk_runs(work[:20], runs_per_job=32, spread=8, min_runs=8)] == [8, 8, 4]
-    assert [len(job) for job in chunk_runs(work, runs_per_job=32, spread=8, min_runs=8)] == [12] * 8 + [4]
     assert chunk_runs([], runs_per_job=32) == []
     jobs = chunk_runs(work, runs_per_job=7, spread=3)
     assert [item for job in jobs for item in job] == work  # every run once, in order
