@@ -13,7 +13,11 @@ the warm-up:
 - RQ queue depth (jobs; a job covers up to 32 runs), sampled;
 - decision latency: NaN metric event's timestamp -> its STOP decision's stream id (Redis clock);
 - Redis memory: used_memory growth / events stored, and the event store alone (MEMORY USAGE of
-  every trainwarden key) per event; a run stream's MEMORY USAGE / XLEN;
+  every trainwarden key) per event; a run stream's MEMORY USAGE / XLEN; and the steady cost, over
+  the window: used_memory growth / events stored in it, with the part of it in RQ's keys (jobs,
+  results, registries) and in the feed. A stand-in for the bot's notifier reads and acknowledges
+  the `notify` group (as a deployed bot does), so that the dispatcher's trim drops consumed entries;
+- worker CPU per event: the workers' cores / processed events/s;
 - CPU of Redis, the dispatcher, the workers (with their forked work horses) and the simulator, in
   cores, to name what saturated.
 
@@ -40,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +57,7 @@ from rq.registry import StartedJobRegistry
 from trainwarden.agent.publisher import Publisher
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.feed import DISPATCH_GROUP
+from trainwarden.events.feed import DISPATCH_GROUP, NOTIFY_GROUP, GroupReader
 from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore, Malformed
 
@@ -116,8 +121,17 @@ class Row:
     used_memory_per_event: float = 0.0
     store_memory_per_event: float = 0.0
     stream_bytes_per_entry: float = 0.0
+    window_bytes_per_event: float = 0.0  # used_memory growth over the window / events stored in it
+    window_rq_bytes_per_event: float = 0.0  # of which RQ's keys
+    window_feed_bytes_per_event: float = 0.0  # of which the feed
+    window_stream_bytes_per_event: float = 0.0  # of which the run streams
+    window_checkpoint_bytes_per_event: float = 0.0  # of which the checkpoints
     cpu: dict[str, float] = field(default_factory=dict)  # cores, over the window
     machine_busy: float = 0.0  # share of all cores busy over the window
+
+    @property
+    def worker_ms_per_event(self) -> float:
+        return 1000 * self.cpu.get("worker", 0.0) / self.processed_eps if self.processed_eps else math.nan
 
     @property
     def keeps_up(self) -> bool:
@@ -256,6 +270,44 @@ def trainwarden_memory(client: redis.Redis) -> tuple[int, int, int]:
     return total, streams, entries
 
 
+@dataclass(frozen=True, slots=True)
+class MemorySample:
+    used: int  # used_memory
+    entries: int  # entries in the run streams
+    rq: int  # MEMORY USAGE of RQ's keys
+    feed: int  # MEMORY USAGE of the feed
+    streams: int  # MEMORY USAGE of the run streams
+    checkpoints: int  # MEMORY USAGE of the workers' checkpoints (they grow until the windows are full)
+
+
+def memory_sample(client: redis.Redis, runs: list[str]) -> MemorySample:
+    pipe = client.pipeline(transaction=False)
+    for run in runs:
+        pipe.xlen(KEYS.log(run))
+        pipe.memory_usage(KEYS.log(run), samples=0)
+        pipe.memory_usage(KEYS.cursor(run), samples=0)
+    replies = [v or 0 for v in pipe.execute()]
+    entries, streams, checkpoints = sum(replies[0::3]), sum(replies[1::3]), sum(replies[2::3])
+    rq_keys = list(client.scan_iter(match="rq:*", count=1000))
+    pipe = client.pipeline(transaction=False)
+    for key in rq_keys:
+        pipe.memory_usage(key, samples=0)
+    pipe.memory_usage(KEYS.feed(), samples=0)
+    *rq_sizes, feed = pipe.execute()
+    used = int(client.info("memory")["used_memory"])
+    return MemorySample(used=used, entries=entries, rq=sum(v or 0 for v in rq_sizes), feed=feed or 0, streams=streams,
+                        checkpoints=checkpoints)  # fmt: skip
+
+
+def notify_stand_in(client: redis.Redis, stop: threading.Event) -> None:
+    """Read and acknowledge the feed's `notify` group, as the bot's notifier does (without posting)."""
+    reader = GroupReader(client, stream=KEYS.feed(), group=NOTIFY_GROUP, consumer="bench-notifier")
+    reader.ensure_group()
+    while not stop.is_set():
+        entries = reader.read(count=1000, block_ms=200)
+        reader.ack([fid for fid, _ in entries])
+
+
 def stop_latencies(store: EventStore, spec: SimSpec, since: float) -> tuple[list[float], int]:
     """NaN event ts -> STOP decision (stream id time) for NaN runs whose NaN came after `since`."""
     latencies, asked = [], 0
@@ -367,6 +419,10 @@ class Bench:
         runs = [run_name(spec, i) for i in range(args.runs)]
         self.procs.start("dispatcher", "dispatcher")
         memory_before = int(self.client.info("memory")["used_memory"])
+        notifying = threading.Event()
+        notifier = threading.Thread(target=notify_stand_in, args=(self.client, notifying), daemon=True)
+        notifier.start()
+        mem_start: MemorySample | None = None
         sim = self.procs.start(
             "simulate", "simulate", "--runs", str(args.runs), "--rate", str(rate), "--duration", str(args.duration),
             "--processes", str(processes), "--nan-fraction", str(args.nan_fraction), "--nan-after", str(args.warmup),
@@ -382,11 +438,19 @@ class Bench:
             now = time.time()
             if now >= window_start:
                 start = start or self._mark(runs)
+                mem_start = mem_start or memory_sample(self.client, runs)
                 lags.append((now, feed_lag(self.client, now)))
                 depths.append(queue.count)
             time.sleep(0.5)
-        assert start is not None
+        assert start is not None and mem_start is not None
         end = self._mark(runs)
+        mem_end = memory_sample(self.client, runs)
+        stored = max(1, mem_end.entries - mem_start.entries)
+        row.window_bytes_per_event = (mem_end.used - mem_start.used) / stored
+        row.window_rq_bytes_per_event = (mem_end.rq - mem_start.rq) / stored
+        row.window_feed_bytes_per_event = (mem_end.feed - mem_start.feed) / stored
+        row.window_stream_bytes_per_event = (mem_end.streams - mem_start.streams) / stored
+        row.window_checkpoint_bytes_per_event = (mem_end.checkpoints - mem_start.checkpoints) / stored
         row.lag_end_s = feed_lag(self.client, time.time())
         if sim.wait(timeout=60) != 0:
             raise SystemExit(f"simulate failed: {(self.procs.work / 'simulate.log').read_text()[-2000:]}")
@@ -409,6 +473,8 @@ class Bench:
                 break
             time.sleep(0.5)
         self.procs.stop("dispatcher")
+        notifying.set()
+        notifier.join(timeout=5)
         total, streams, entries = trainwarden_memory(self.client)
         row.events_stored = entries
         row.used_memory_per_event = (int(self.client.info("memory")["used_memory"]) - memory_before) / max(1, entries)
@@ -467,7 +533,7 @@ def _batches(items, size: int):  # type: ignore[no-untyped-def]
 def print_table(title: str, rows: list[Row]) -> None:
     print(f"\n{title}")
     print("  workers  runs x Hz  offered/s  processed/s  lag mean/max/end s  growth  queue mean/max  "
-          "STOP p50/p99 ms (n)   CPU redis/disp/workers/sim  keeps up")  # fmt: skip
+          "STOP p50/p99 ms (n)   CPU redis/disp/workers/sim  worker ms/event  keeps up")  # fmt: skip
     notes = []
     for r in rows:
         ms = [1000 * v for v in r.stop_latency_s]
@@ -476,7 +542,7 @@ def print_table(title: str, rows: list[Row]) -> None:
         lag = f"{r.lag_mean_s:.1f}/{r.lag_max_s:.1f}/{r.lag_end_s:.1f}"
         print(f"  {r.workers:>7}  {r.runs:>5} x {r.rate:<3g}{r.offered_eps:>9,.0f}  {r.processed_eps:>11,.0f}  "
               f"{lag:>18}  {r.lag_growth:>6.2f}  {r.queue_mean:>7.0f}/{r.queue_max:<6d}  {stops:>19}  {cpu:>26}  "
-              f"{'yes' if r.keeps_up else 'NO'}")  # fmt: skip
+              f"{r.worker_ms_per_event:>15.3f}  {'yes' if r.keeps_up else 'NO'}")  # fmt: skip
         if not r.keeps_up:
             notes.append(f"  {r.workers} worker(s) at {r.rate:g} Hz: {r.bottleneck}")
         if r.published_eps < 0.97 * r.offered_eps:
@@ -579,6 +645,17 @@ def main() -> None:
             ("every trainwarden key (logs, checkpoints, marks, the untrimmed feed)", r.store_memory_per_event),
             ("the run streams alone (MEMORY USAGE / XLEN)", r.stream_bytes_per_entry),
         ):
+            print(f"  {label:72} {per:6,.0f} B = {per * 1e6 / 2**20:5,.0f} MiB per 1M events")
+        print("  steady cost over the window (used_memory growth / entries stored in it; per-run checkpoints, "
+              "already there, not in it):")  # fmt: skip
+        for label, per in (
+            ("used_memory growth, all of it", r.window_bytes_per_event),
+            ("of which RQ's keys (jobs, results, registries)", r.window_rq_bytes_per_event),
+            ("of which the feed (trimmed by the dispatcher once consumed)", r.window_feed_bytes_per_event),
+            ("of which the run streams", r.window_stream_bytes_per_event),
+            ("of which the checkpoints (rule windows, recent metrics: full after ~20-50 events)",
+             r.window_checkpoint_bytes_per_event),
+        ):  # fmt: skip
             print(f"  {label:72} {per:6,.0f} B = {per * 1e6 / 2**20:5,.0f} MiB per 1M events")
     print(f"  total {time.monotonic() - started:.0f} s")
 

@@ -7,6 +7,7 @@ before the commit leaves no trace and a job that dies after it is not repeated.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +34,10 @@ class Checkpoint:
 
 
 def encode_checkpoint(cp: Checkpoint) -> dict[str, str]:
+    """The hash fields; `v` is a fresh version, so that a process that kept the checkpoint it wrote can
+    tell whether the stored one is still that one (workers/batch.py's cache) without reading it."""
     return {
+        "v": uuid.uuid4().hex,
         "after": cp.after or "",
         "emitted": str(cp.emitted),
         "policy": json.dumps(cp.policy.to_dict()),
@@ -63,3 +67,38 @@ def awaiting_due(pending: list[dict[str, Any]]) -> float | None:
     again without news; None: none is."""
     dues = [float(a["due"]) for a in pending if "due" in a]
     return min(dues) if dues else None
+
+
+class CheckpointCache:
+    """Checkpoints this process committed, by run, with the version (`v`) written with them: a job that
+    finds the run's stored version unchanged evaluates on from the object it holds instead of decoding
+    the stored one again (about 0.2 ms a run: JSON of the rule windows and recent metrics).
+
+    Every full write of a checkpoint (`encode_checkpoint`) writes a new version; a write of the pending
+    actions alone does not, so a cached checkpoint is used only while the stored `pending` is empty, as
+    it was when cached. A checkpoint is taken out while it is evaluated (it is changed in place) and
+    put back only once its commit succeeded. At most `max_runs`, the least recently put dropped first.
+    """
+
+    def __init__(self, *, max_runs: int) -> None:
+        self.max_runs = max_runs
+        self._items: dict[str, tuple[str, Checkpoint]] = {}
+
+    def version(self, run: str) -> str:
+        """The version of the checkpoint held for `run`; '' when none is."""
+        item = self._items.get(run)
+        return item[0] if item is not None else ""
+
+    def take(self, run: str, version: str) -> Checkpoint | None:
+        """The checkpoint held for `run` if it is `version`, no longer held (put it back after the commit)."""
+        item = self._items.pop(run, None)
+        return item[1] if item is not None and item[0] == version else None
+
+    def put(self, run: str, version: str, cp: Checkpoint) -> None:
+        self._items.pop(run, None)
+        self._items[run] = (version, cp)
+        while len(self._items) > self.max_runs:
+            del self._items[next(iter(self._items))]
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -8,6 +8,7 @@ LOCK_TIMEOUT_S = 30.0  # seconds a worker may hold a run's lock between progress
 EVIDENCE_TIMEOUT_S = 10.0  # seconds an evidence pack may take before the STOP goes on without it (a hung mount)
 JOB_TIMEOUT_S = 600  # seconds an RQ job may run
 RUNS_PER_JOB = 32  # runs one RQ job may cover (the dispatcher fills jobs this full while workers are busy)
+CHECKPOINT_CACHE_RUNS = 4096  # runs whose last committed checkpoint a worker process keeps (workers/batch.py)
 LINGER_S = 0.1  # seconds the dispatcher gathers runs into a job while the queue is not empty
 TICK_CHECK_S = 5.0  # seconds between the dispatcher's looks at the tick schedule
 TICK_STARTUP_S = 60.0  # seconds between ticks of a quiet run in its startup phase

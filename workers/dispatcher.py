@@ -43,11 +43,11 @@ from trainwarden.workers.schedule import Ticker
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TRIM_INTERVAL_S = 30.0
+DEFAULT_TRIM_INTERVAL_S = 2.0  # the feed grows ~1,000 entries/s at 1,000 runs x 1 Hz: keep only the unconsumed part
 OUTBOX_SWEEP_S = 10.0  # Redis Cluster: how often outboxes a dead writer left are carried out
 READ_COUNT = 1000
 HEARTBEAT_INTERVAL_S = 1.0  # the bot's dead-man's switch reads it (bot/deadman.py)
-RESULT_TTL_S = 60
+RESULT_TTL_S = 0  # nobody reads a job's return value: RQ deletes a finished job at once (no result, no registry)
 FAILURE_TTL_S = 7 * 24 * 3600
 SPREAD_JOBS = 8  # an idle queue gets a read's runs in at least this many jobs (while there are that many runs)
 
