@@ -31,6 +31,7 @@ import redis
 from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
 from trainwarden.events.redis_types import field_map
+from trainwarden.events.store import Malformed
 from trainwarden.events.turns import lock_runs, read_runs, release_runs
 from trainwarden.workers.checkpoint import Checkpoint, CheckpointCache, decode_checkpoint, encode_checkpoint
 from trainwarden.workers.config import CHECKPOINT_CACHE_RUNS
@@ -50,6 +51,7 @@ class BatchResult:
     rest: list[str] = field(default_factory=list)  # runs the per-run turn must take on (their work so far committed)
     summary: Counter[str] = field(default_factory=Counter)
     outputs: list[Event] = field(default_factory=list)  # committed here, for the Prometheus counts
+    inputs: list[tuple[str, Event | Malformed]] = field(default_factory=list)  # what they were decided on (latency)
 
 
 @dataclass(slots=True)
@@ -57,7 +59,7 @@ class _Turn:
     run: str
     cp: Checkpoint
     step: Step
-    entries: int
+    inputs: list[tuple[str, Event | Malformed]]
     now: float
     version: str  # written with the checkpoint by the commit
     hand_on: bool  # outputs to read back or actions pending: the per-run turn goes on after the commit
@@ -101,7 +103,7 @@ def process_batch(ctx: WorkerContext, runs: Sequence[str]) -> BatchResult:
                 now = ctx.clock()
                 step = evaluate_entries(ctx.policies.policy, cp, read.entries, run=run, host=ctx.host, now=now)
                 hand_on = bool(step.outputs or cp.pending)
-                turns.append(_Turn(run, cp, step, len(read.entries), now, version="", hand_on=hand_on))
+                turns.append(_Turn(run, cp, step, list(read.entries), now, version="", hand_on=hand_on))
             if turns and not _commit(ctx, pipe, turns):
                 result.rest.extend(turn.run for turn in turns)
                 turns = []
@@ -115,7 +117,8 @@ def process_batch(ctx: WorkerContext, runs: Sequence[str]) -> BatchResult:
             log.warning("dead-lettered entry %s of run %s: %s", bad.sid, turn.run, bad.reason,
                         extra={"event_id": bad.sid, "run": turn.run})  # fmt: skip
         result.outputs.extend(turn.step.outputs)
-        result.summary.update(events=turn.entries, outputs=len(turn.step.outputs), dead_letters=len(turn.step.dead))
+        result.inputs.extend(turn.inputs)
+        result.summary.update(events=len(turn.inputs), outputs=len(turn.step.outputs), dead_letters=len(turn.step.dead))
     return result
 
 

@@ -117,7 +117,7 @@ def _batch_first(ctx: WorkerContext, work: Sequence[Sequence[Any]], total: Count
                     describe(exc) if away else f"{type(exc).__name__}: {exc}", exc_info=not away)  # fmt: skip
         return work
     total.update(result.summary)
-    count_outputs(result.outputs)
+    count_outputs(result.outputs, result.inputs, now=ctx.clock())
     finished = set(result.done)
     done.extend(fid for run, feed_ids in work if run in finished for fid in feed_ids)
     return [item for item in work if item[0] not in finished]
