@@ -99,9 +99,10 @@ def process_runs(work: Sequence[Sequence[Any]]) -> dict[str, int]:
 
 
 def _bring_up_to_date(ctx: WorkerContext, run: str) -> dict[str, int]:
-    # The flag goes before the read: events whose feed entries the dispatcher acknowledged as covered
-    # by this job were appended before the dispatcher saw the flag, so the read below includes them.
-    ctx.redis.delete(ctx.store.keys.queued(run))
+    # The flags go before the read: events whose feed entries the dispatcher acknowledged as covered
+    # by a waiting job (of either lane) were appended before the dispatcher saw its flag, so the read
+    # below includes them; a job of the other lane still waiting reads again (finding little or nothing).
+    ctx.redis.delete(ctx.store.keys.queued(run), ctx.store.keys.fast(run))
     return RunProcessor(ctx, run).process()
 
 
