@@ -59,12 +59,12 @@ from loadkit import (
     processed,
     publish_backlog,
     raw_baseline,
+    record_stops,
     slope,
-    stop_latencies,
     trainwarden_memory,
 )
 from rq import Queue, Worker
-from rq.registry import StartedJobRegistry
+from rq.registry import FinishedJobRegistry, StartedJobRegistry
 from trainwarden.events.store import EventStore
 
 from trainwarden.simulate import SimSpec, run_name
@@ -161,11 +161,12 @@ class Bench:
         store = EventStore(self.client, keys=KEYS)
         drain_until = time.monotonic() + args.drain
         while True:  # STOPs still on their way are waited for a little, so slow ones are measured too
-            row.stop_latency_s, row.stops_asked = stop_latencies(store, spec, since=window_start)
+            record_stops(row, store, spec, since=window_start)
             if len(row.stop_latency_s) >= row.stops_asked or time.monotonic() > drain_until:
                 break
             time.sleep(0.5)
         self.neighbour.stop()
+        row.fast_jobs = fast_jobs(Queue(FAST_QUEUE, connection=self.client))
         self.procs.stop("dispatcher")
         total, streams, entries = trainwarden_memory(self.client)
         row.events_stored = entries
@@ -181,6 +182,9 @@ class Bench:
         while len(row.stop_latency_s) < self.args.nan_samples and row.windows < MAX_WINDOWS:
             more = self.measure(rate, workers)
             row.stop_latency_s += more.stop_latency_s
+            row.stored_latency_s += more.stored_latency_s
+            row.evidence_s += more.evidence_s
+            row.fast_jobs += more.fast_jobs
             row.stops_asked += more.stops_asked
             row.windows += 1
             print(f"  window {row.windows}: {len(row.stop_latency_s)} NaN -> STOP samples", file=sys.stderr)
@@ -223,6 +227,17 @@ class Bench:
 # -- report -------------------------------------------------------------------------------------
 
 
+def fast_jobs(queue: Queue) -> list[tuple[float, float]]:
+    """(seconds waiting for a worker, seconds running) of the fast lane's finished jobs still kept."""
+    out = []
+    ids = FinishedJobRegistry(queue=queue).get_job_ids()
+    for job in queue.job_class.fetch_many(ids, connection=queue.connection):
+        if job is not None and job.enqueued_at and job.started_at and job.ended_at:
+            waited, ran = job.started_at - job.enqueued_at, job.ended_at - job.started_at
+            out.append((waited.total_seconds(), ran.total_seconds()))
+    return out
+
+
 def print_table(title: str, rows: list[Row]) -> None:
     print(f"\n{title}")
     print("  workers  runs x Hz  offered/s  processed/s  lag mean/max/end s  growth  queue mean/max  "
@@ -230,6 +245,8 @@ def print_table(title: str, rows: list[Row]) -> None:
     notes = []
     for r in rows:
         ms = [1000 * v for v in r.stop_latency_s]
+        stored = [1000 * v for v in r.stored_latency_s]
+        packs = [1000 * v for v in r.evidence_s]
         stops = f"{percentile(ms, 0.5):5.0f}/{percentile(ms, 0.99):5.0f} ({len(ms)}/{r.stops_asked})"
         cpu = "/".join(f"{r.cpu.get(k, 0.0):.2f}" for k in ("redis", "dispatcher", "worker", "simulate"))
         lag = f"{r.lag_mean_s:.1f}/{r.lag_max_s:.1f}/{r.lag_end_s:.1f}"
@@ -243,8 +260,15 @@ def print_table(title: str, rows: list[Row]) -> None:
         notes.append(
             f"  NaN -> STOP decision, {r.workers} worker(s) at {r.runs:,} x {r.rate:g} Hz: p50 "
             f"{percentile(ms, 0.5):.0f} / p90 {percentile(ms, 0.9):.0f} / p99 {percentile(ms, 0.99):.0f} / "
-            f"max {max(ms, default=math.nan):.0f} ms over {len(ms)} samples in {r.windows} window(s)"
+            f"max {max(ms, default=math.nan):.0f} ms over {len(ms)} samples in {r.windows} window(s); of which "
+            f"until the NaN was in Redis p50 {percentile(stored, 0.5):.0f} / p99 {percentile(stored, 0.99):.0f} ms; "
+            f"a worker on each evidence pack p50 {percentile(packs, 0.5):.0f} / p99 {percentile(packs, 0.99):.0f} ms"
         )
+        if r.fast_jobs:
+            waits, spans = ([1000 * job[k] for job in r.fast_jobs] for k in (0, 1))
+            notes.append(f"  fast lane: {len(r.fast_jobs)} jobs waited p50 {percentile(waits, 0.5):.0f} / p99 "
+                         f"{percentile(waits, 0.99):.0f} ms for a worker, ran p50 {percentile(spans, 0.5):.0f} / p99 "
+                         f"{percentile(spans, 0.99):.0f} ms")  # fmt: skip
     print("\n".join(notes))
 
 

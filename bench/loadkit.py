@@ -26,7 +26,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.feed import DISPATCH_GROUP
 from trainwarden.events.keys import Keys
-from trainwarden.events.store import EventStore, Malformed
+from trainwarden.events.store import EventStore
 
 from trainwarden.simulate import Shard, SimSpec, metric_data, nan_onsets, run_name
 
@@ -80,6 +80,9 @@ class Row:
     queue_mean: float = 0.0
     queue_max: int = 0
     stop_latency_s: list[float] = field(default_factory=list)
+    stored_latency_s: list[float] = field(default_factory=list)  # of each, until the NaN event was in Redis
+    evidence_s: list[float] = field(default_factory=list)  # STOP decision -> its evidence pack's result
+    fast_jobs: list[tuple[float, float]] = field(default_factory=list)  # fast lane: (wait, run) seconds per job
     stops_asked: int = 0
     events_stored: int = 0
     used_memory_per_event: float = 0.0
@@ -243,25 +246,32 @@ def trainwarden_memory(client: redis.Redis) -> tuple[int, int, int]:
     return total, streams, entries
 
 
-def stop_latencies(store: EventStore, spec: SimSpec, since: float) -> tuple[list[float], int]:
-    """NaN event ts -> STOP decision (stream id time) for NaN runs whose NaN came after `since`."""
-    latencies, asked = [], 0
+def record_stops(row: Row, store: EventStore, spec: SimSpec, since: float) -> None:
+    """Into `row`, for the NaN runs whose NaN came after `since`: how many; NaN event ts -> STOP decision
+    (stream id time); of that, the part until the NaN event was in Redis; decision -> its evidence pack's
+    result (the time a worker spends on the pack, during which it takes no other job)."""
+    row.stop_latency_s, row.stored_latency_s, row.evidence_s, row.stops_asked = [], [], [], 0
     for run in nan_onsets(spec):
         entries = list(store.iter_run(run))
         by_id = {e.id: e for _, e in entries if isinstance(e, Event)}
+        sids = {e.id: sid for sid, e in entries if isinstance(e, Event)}
         first_nan = next((e for _, e in entries if isinstance(e, Event) and e.type == t.METRIC
                           and isinstance(e.data.get("loss"), float) and math.isnan(e.data["loss"])), None)  # fmt: skip
         if first_nan is None or first_nan.ts < since:
             continue
-        asked += 1
-        for sid, e in entries:
-            if isinstance(e, Malformed) or e.type != t.DECISION or e.data.get("decision") != t.STOP:
-                continue
-            trigger = by_id.get(e.data.get("trigger", ""))
-            if trigger is not None:
-                latencies.append(sid_seconds(sid) - trigger.ts)
-            break
-    return latencies, asked
+        row.stops_asked += 1
+        stop = next(((sid, e) for sid, e in entries if isinstance(e, Event) and e.type == t.DECISION
+                     and e.data.get("decision") == t.STOP), None)  # fmt: skip
+        if stop is None:
+            continue
+        decided, trigger = stop[0], by_id.get(stop[1].data.get("trigger", ""))
+        if trigger is not None:
+            row.stop_latency_s.append(sid_seconds(decided) - trigger.ts)
+            row.stored_latency_s.append(sid_seconds(sids[trigger.id]) - trigger.ts)
+        built = next((sid for sid, e in entries if isinstance(e, Event)
+                      and e.type in (t.EVIDENCE_BUILT, t.EVIDENCE_FAILED)), None)  # fmt: skip
+        if built is not None:
+            row.evidence_s.append(sid_seconds(built) - sid_seconds(decided))
 
 
 @dataclass(slots=True)
