@@ -106,7 +106,7 @@ class Dispatcher:
     ) -> None:
         self.store = store
         self.queue = queue
-        self.fast_queue = fast_queue or fast_lane(queue)
+        self.fast_queue = fast_queue  # by default `queue`'s fast lane, made when first needed
         self.reclaim_idle_ms = reclaim_idle_ms
         self.job_timeout_s = job_timeout_s
         self.trim_interval_s = trim_interval_s
@@ -231,6 +231,8 @@ class Dispatcher:
                 jobs.append((run, self.gathering.work.pop(run, []) + fids))
             elif not reclaimed:
                 covered.extend(fids)
+        if self.fast_queue is None:
+            self.fast_queue = fast_lane(self.queue)
         self._enqueue_jobs(jobs, spread=SPREAD_JOBS, queue=self.fast_queue)
         return covered
 
