@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, cast
@@ -37,6 +38,7 @@ from trainwarden.workers.checkpoint import ACTION_CHART, awaiting_due, decode_ch
 from trainwarden.workers.context import WorkerContext, current
 from trainwarden.workers.errors import RunBusy, RunsFailed
 from trainwarden.workers.evaluate import evaluate_entries
+from trainwarden.workers.lanes import yield_to_fast_lane
 from trainwarden.workers.schedule import next_tick
 
 log = logging.getLogger(__name__)
@@ -70,8 +72,11 @@ def process_runs(work: Sequence[Sequence[Any]]) -> dict[str, int]:
     total: Counter[str] = Counter()
     failed: dict[str, str] = {}
     done: list[str] = []  # feed entries of runs whose work is committed, acknowledged together (one round trip)
+    started = time.monotonic()
     try:
         for index, (run, feed_ids) in enumerate(work):
+            if index and yield_to_fast_lane(work[index:], started=started):  # a NaN run waits: the rest, to a new job
+                break
             try:
                 with log_context(run=run):  # the lines of its turn carry the run, the failure's below too
                     total.update(_bring_up_to_date(ctx, run))

@@ -4,8 +4,10 @@ import math
 
 import pytest
 from rq import Queue
+from rq.registry import FinishedJobRegistry
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP
+from trainwarden.workers import lanes as lanes_module
 from trainwarden.workers.dispatcher import Dispatcher
 from trainwarden.workers.lanes import fast_lane, lanes
 from trainwarden.workers.process import process_runs
@@ -125,3 +127,27 @@ def test_critical_log_lines_and_failed_runs_take_the_fast_lane_and_routine_ones_
     dispatcher.step()
     assert sorted(run for job in jobs_of(fast_lane(queue)) for run, _ in job) == ["crashed", "inf", "oom"]
     assert list(dispatcher.gathering.work) == ["noisy"]
+
+
+def test_a_normal_job_hands_its_remaining_runs_to_a_new_job_while_a_fast_job_waits(
+    store, queue, worker_ctx, monkeypatch
+):
+    monkeypatch.setattr(lanes_module, "YIELD_AFTER_S", 0.0)  # yield after every run (a job yields after 50 ms)
+    dispatcher = dispatcher_for(store, queue, linger_s=3600)
+    queue.enqueue(process_runs, [])
+    store.append([metric(run, 1, step=1, loss=2.0) for run in ("a", "b", "c")])
+    dispatcher.step()
+    dispatcher.step()  # quiet: one job for a, b and c
+    assert jobs_of(queue)[-1] == [("a", 1), ("b", 1), ("c", 1)]
+    fast_lane(queue).enqueue(process_runs, [])  # waits all along: this worker serves only the normal queue
+    store.append([metric("b", 2, step=2, loss=2.1)])
+    dispatcher.step()  # b's job has not begun: the new entry is covered by it
+    assert pending(store) == 3
+    InProcessWorker([queue], connection=queue.connection).work(burst=True, logging_level="WARNING")
+    assert FinishedJobRegistry(queue=queue).count == 1 + 3  # a, then b, then c: each yielded what was left
+    for run in ("a", "b", "c"):
+        assert decisions(store, run) == [t.CONTINUE] and evaluated_to_end(store, run)
+        assert not store.redis.exists(store.keys.queued(run))
+    assert [e.data["step"] for e in events_of(store, "b", t.METRIC)] == [1, 2]
+    assert pending(store) == 0
+    assert len(fast_lane(queue)) == 1
