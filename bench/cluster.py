@@ -32,7 +32,8 @@ from pathlib import Path
 import yaml
 from clusterkit import ClusterBench, feed_master, keys_per_master
 from harness import private_redis
-from load import Bench, Drain, Procs, Row, doubling_ratios, print_table, raw_baseline
+from load import Bench, print_table
+from loadkit import Drain, Procs, Row, doubling_ratios, raw_baseline
 from redis.cluster import RedisCluster
 
 from trainwarden.redis_server import RedisClusterServers

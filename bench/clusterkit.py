@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import redis
-from load import KEYS, Drain, Procs, Row, feed_lag, machine_cpu, processed, publish_backlog, slope, stop_latencies
+from loadkit import KEYS, Drain, Procs, Row, feed_lag, machine_cpu, processed, publish_backlog, record_stops, slope
 from redis.cluster import RedisCluster
 from rq import Queue, Worker
 from rq.registry import StartedJobRegistry
@@ -154,7 +154,7 @@ class ClusterBench:
         store = EventStore(self.events, keys=KEYS)
         drain_until = time.monotonic() + args.drain
         while True:  # STOPs still on their way are waited for a little, so slow ones are measured too
-            row.stop_latency_s, row.stops_asked = stop_latencies(store, spec, since=window_start)
+            record_stops(row, store, spec, since=window_start)
             if len(row.stop_latency_s) >= row.stops_asked or time.monotonic() > drain_until:
                 break
             time.sleep(0.5)

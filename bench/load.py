@@ -12,6 +12,8 @@ the warm-up:
   or not yet read by it), sampled every 0.5 s;
 - RQ queue depth (jobs; a job covers up to 32 runs), sampled;
 - decision latency: NaN metric event's timestamp -> its STOP decision's stream id (Redis clock);
+  `--nan-samples N` repeats the window until N are in (one window of 1,000 runs gives 20), and
+  `--neighbour` keeps one core busy during each window, as other work on a shared machine does;
 - Redis memory: used_memory growth / events stored, and the event store alone (MEMORY USAGE of
   every trainwarden key) per event; a run stream's MEMORY USAGE / XLEN; and the steady cost, over
   the window: used_memory growth / events stored in it, with the part of it in RQ's keys (jobs,
@@ -35,343 +37,50 @@ with 2 cores, workers past 2 share the same CPUs.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
 import yaml
-from harness import percentile, private_redis, sid_seconds
+from harness import percentile, private_redis
+from loadkit import (
+    KEYS,
+    Drain,
+    MemorySample,
+    Neighbour,
+    Procs,
+    Row,
+    batches,
+    doubling_ratios,
+    feed_lag,
+    machine_cpu,
+    memory_sample,
+    notify_stand_in,
+    processed,
+    publish_backlog,
+    raw_baseline,
+    record_stops,
+    slope,
+    trainwarden_memory,
+)
 from rq import Queue, Worker
 from rq.registry import StartedJobRegistry
-from trainwarden.agent.publisher import Publisher
-from trainwarden.events import types as t
-from trainwarden.events.envelope import Event
-from trainwarden.events.feed import DISPATCH_GROUP, NOTIFY_GROUP, GroupReader
-from trainwarden.events.keys import Keys
-from trainwarden.events.store import EventStore, Malformed
+from trainwarden.events.store import EventStore
 
-from trainwarden.simulate import Shard, SimSpec, metric_data, nan_onsets, run_name
+from trainwarden.simulate import SimSpec, run_name
 
-REPO = Path(__file__).resolve().parent.parent
 QUEUE = "trainwarden"
-KEYS = Keys()
-TYPE_COUNT_METRIC = re.compile(rb'"type_counts": \{[^}]*"metric": (\d+)')
+FAST_QUEUE = f"{QUEUE}-fast"  # the workers' fast lane (empty, and harmless to empty, where there is none)
+MAX_WINDOWS = 60  # windows one figure may take to gather --nan-samples
 SIM_EVENTS_PER_PROCESS = 6000  # events/s one simulate process is given (it manages ~15,000 alone)
-
-
-# -- pure helpers -------------------------------------------------------------------------------
-
-
-def metric_count(run_json: bytes | None) -> int:
-    """Metric events a checkpoint has folded, read from its run state without parsing all of it."""
-    if not run_json:
-        return 0
-    match = TYPE_COUNT_METRIC.search(run_json)
-    return int(match.group(1)) if match else 0
-
-
-def slope(points: list[tuple[float, float]]) -> float:
-    """Least-squares slope of y over x (how many seconds the lag grows per second)."""
-    if len(points) < 2:
-        return 0.0
-    mx = statistics.fmean(x for x, _ in points)
-    my = statistics.fmean(y for _, y in points)
-    var = sum((x - mx) ** 2 for x, _ in points)
-    return sum((x - mx) * (y - my) for x, y in points) / var if var else 0.0
-
-
-def doubling_ratios(throughput: dict[int, float]) -> list[tuple[int, int, float, float]]:
-    """(k, 2k, T(2k)/T(k), T(2k)/(2 T(k))) for each doubling of workers measured."""
-    out = []
-    for k in sorted(throughput):
-        if 2 * k in throughput and throughput[k] > 0:
-            speedup = throughput[2 * k] / throughput[k]
-            out.append((k, 2 * k, speedup, speedup / 2))
-    return out
-
-
-@dataclass(slots=True)
-class Row:
-    runs: int
-    rate: float
-    workers: int
-    offered_eps: float = 0.0
-    published_eps: float = 0.0
-    processed_eps: float = 0.0
-    lag_mean_s: float = 0.0
-    lag_max_s: float = 0.0
-    lag_end_s: float = 0.0  # at the end of the window
-    lag_growth: float = 0.0  # seconds of lag gained per second over the window (0: steady)
-    queue_mean: float = 0.0
-    queue_max: int = 0
-    stop_latency_s: list[float] = field(default_factory=list)
-    stops_asked: int = 0
-    events_stored: int = 0
-    used_memory_per_event: float = 0.0
-    store_memory_per_event: float = 0.0
-    stream_bytes_per_entry: float = 0.0
-    window_bytes_per_event: float = 0.0  # used_memory growth over the window / events stored in it
-    window_rq_bytes_per_event: float = 0.0  # of which RQ's keys
-    window_feed_bytes_per_event: float = 0.0  # of which the feed
-    window_stream_bytes_per_event: float = 0.0  # of which the run streams
-    window_checkpoint_bytes_per_event: float = 0.0  # of which the checkpoints
-    cpu: dict[str, float] = field(default_factory=dict)  # cores, over the window
-    machine_busy: float = 0.0  # share of all cores busy over the window
-
-    @property
-    def worker_ms_per_event(self) -> float:
-        return 1000 * self.cpu.get("worker", 0.0) / self.processed_eps if self.processed_eps else math.nan
-
-    @property
-    def keeps_up(self) -> bool:
-        """Processed what was offered, and the lag did not keep growing: a fitted growth of over 0.15 s a
-        second that the lag at the end of the window confirms (the window is short, the lag noisy)."""
-        growing = self.lag_growth > 0.15 and self.lag_end_s > self.lag_mean_s + 0.5
-        return not growing and self.processed_eps >= 0.85 * self.offered_eps
-
-    @property
-    def bottleneck(self) -> str:
-        redis_cpu = self.cpu.get("redis", 0.0)
-        if redis_cpu >= 0.9:
-            return f"Redis (one core: {redis_cpu:.2f})"
-        if self.cpu.get("dispatcher", 0.0) >= 0.9:
-            return f"dispatcher (one core: {self.cpu['dispatcher']:.2f})"
-        if self.machine_busy >= 0.85:
-            share = ", ".join(f"{k} {v:.2f}" for k, v in sorted(self.cpu.items(), key=lambda kv: -kv[1]))
-            return f"CPU: all {os.cpu_count()} cores busy ({share} cores)"
-        if self.keeps_up:
-            return "none"
-        return (f"the workers: {self.workers} process(es) at {self.cpu.get('worker', 0.0):.2f} cores, waiting on "
-                f"Redis round trips while {1 - self.machine_busy:.0%} of the CPU is idle: more workers")  # fmt: skip
-
-
-# -- processes ----------------------------------------------------------------------------------
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU of a process and every descendant alive now, plus what its reaped children used."""
-    tick = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(")") + 2 :].split()
-        stats[int(entry.name)] = fields
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    total, todo = 0.0, [pid]
-    while todo:
-        p = todo.pop()
-        if p in stats:
-            f = stats[p]
-            total += sum(int(x) for x in f[11:15]) / tick  # utime stime cutime cstime
-        todo.extend(children.get(p, []))
-    return total
-
-
-def machine_cpu() -> tuple[float, float]:
-    """(busy, total) jiffies of all cores."""
-    parts = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = parts[3] + parts[4]
-    return sum(parts) - idle, sum(parts)
-
-
-class Procs:
-    def __init__(self, config: Path, work: Path) -> None:
-        self.config = config
-        self.work = work
-        self.started: dict[str, list[subprocess.Popen[bytes]]] = {}
-
-    def start(self, role: str, *args: str) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, "-m", "trainwarden", "--config", str(self.config), "--log-level", "WARNING", *args]
-        with open(self.work / f"{role}.log", "ab") as sink:
-            proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, cwd=REPO)  # fmt: skip
-        self.started.setdefault(role, []).append(proc)
-        return proc
-
-    def cpu(self) -> dict[str, float]:
-        return {role: sum(cpu_seconds(p.pid) for p in procs) for role, procs in self.started.items()}
-
-    def stop(self, role: str) -> None:
-        procs = self.started.pop(role, [])
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-
-    def stop_all(self) -> None:
-        for role in list(self.started):
-            self.stop(role)
-
-
-# -- measuring ----------------------------------------------------------------------------------
-
-
-def feed_lag(client: redis.Redis, now: float) -> float:
-    """Age of the oldest feed entry the dispatch group has not finished: pending, or not read yet."""
-    feed = KEYS.feed()
-    oldest: float | None = None
-    summary = client.xpending(feed, DISPATCH_GROUP)
-    if summary["pending"]:
-        oldest = sid_seconds(summary["min"])
-    for info in client.xinfo_groups(feed):
-        if info["name"].decode() == DISPATCH_GROUP:
-            unread = client.xrange(feed, min=f"({info['last-delivered-id'].decode()}", max="+", count=1)
-            if unread:
-                first = sid_seconds(unread[0][0])
-                oldest = first if oldest is None else min(oldest, first)
-    return 0.0 if oldest is None else max(0.0, now - oldest)
-
-
-def processed(client: redis.Redis, runs: list[str]) -> int:
-    pipe = client.pipeline(transaction=False)
-    for run in runs:
-        pipe.hget(KEYS.cursor(run), "run")
-    return sum(metric_count(raw) for raw in pipe.execute())
-
-
-def trainwarden_memory(client: redis.Redis) -> tuple[int, int, int]:
-    """(bytes of every trainwarden key, bytes of the run streams, entries in them)."""
-    total = streams = entries = 0
-    keys = list(client.scan_iter(match=f"{KEYS.namespace}:*", count=1000))
-    pipe = client.pipeline(transaction=False)
-    for key in keys:
-        pipe.memory_usage(key, samples=0)
-    sizes = pipe.execute()
-    pipe = client.pipeline(transaction=False)
-    logs = [(key, size) for key, size in zip(keys, sizes, strict=True) if key.endswith(b":log")]
-    for key, _ in logs:
-        pipe.xlen(key)
-    for (_, size), length in zip(logs, pipe.execute(), strict=True):
-        streams += size or 0
-        entries += length
-    total = sum(size or 0 for size in sizes)
-    return total, streams, entries
-
-
-@dataclass(frozen=True, slots=True)
-class MemorySample:
-    used: int  # used_memory
-    entries: int  # entries in the run streams
-    rq: int  # MEMORY USAGE of RQ's keys
-    feed: int  # MEMORY USAGE of the feed
-    streams: int  # MEMORY USAGE of the run streams
-    checkpoints: int  # MEMORY USAGE of the workers' checkpoints (they grow until the windows are full)
-
-
-def memory_sample(client: redis.Redis, runs: list[str]) -> MemorySample:
-    pipe = client.pipeline(transaction=False)
-    for run in runs:
-        pipe.xlen(KEYS.log(run))
-        pipe.memory_usage(KEYS.log(run), samples=0)
-        pipe.memory_usage(KEYS.cursor(run), samples=0)
-    replies = [v or 0 for v in pipe.execute()]
-    entries, streams, checkpoints = sum(replies[0::3]), sum(replies[1::3]), sum(replies[2::3])
-    rq_keys = list(client.scan_iter(match="rq:*", count=1000))
-    pipe = client.pipeline(transaction=False)
-    for key in rq_keys:
-        pipe.memory_usage(key, samples=0)
-    pipe.memory_usage(KEYS.feed(), samples=0)
-    *rq_sizes, feed = pipe.execute()
-    used = int(client.info("memory")["used_memory"])
-    return MemorySample(used=used, entries=entries, rq=sum(v or 0 for v in rq_sizes), feed=feed or 0, streams=streams,
-                        checkpoints=checkpoints)  # fmt: skip
-
-
-def notify_stand_in(client: redis.Redis, stop: threading.Event) -> None:
-    """Read and acknowledge the feed's `notify` group, as the bot's notifier does (without posting)."""
-    reader = GroupReader(client, stream=KEYS.feed(), group=NOTIFY_GROUP, consumer="bench-notifier")
-    reader.ensure_group()
-    while not stop.is_set():
-        entries = reader.read(count=1000, block_ms=200)
-        reader.ack([fid for fid, _ in entries])
-
-
-def stop_latencies(store: EventStore, spec: SimSpec, since: float) -> tuple[list[float], int]:
-    """NaN event ts -> STOP decision (stream id time) for NaN runs whose NaN came after `since`."""
-    latencies, asked = [], 0
-    for run in nan_onsets(spec):
-        entries = list(store.iter_run(run))
-        by_id = {e.id: e for _, e in entries if isinstance(e, Event)}
-        first_nan = next((e for _, e in entries if isinstance(e, Event) and e.type == t.METRIC
-                          and isinstance(e.data.get("loss"), float) and math.isnan(e.data["loss"])), None)  # fmt: skip
-        if first_nan is None or first_nan.ts < since:
-            continue
-        asked += 1
-        for sid, e in entries:
-            if isinstance(e, Malformed) or e.type != t.DECISION or e.data.get("decision") != t.STOP:
-                continue
-            trigger = by_id.get(e.data.get("trigger", ""))
-            if trigger is not None:
-                latencies.append(sid_seconds(sid) - trigger.ts)
-            break
-    return latencies, asked
-
-
-@dataclass(slots=True)
-class Drain:
-    workers: int
-    events: int
-    seconds: float
-    cpu: dict[str, float]  # cores
-    machine_busy: float
-
-    @property
-    def eps(self) -> float:
-        return self.events / self.seconds
-
-
-def publish_backlog(client: redis.Redis, runs: int, per_run: int) -> int:
-    """Each run's events as the agent would send them one a flush (one feed entry each), all at once."""
-    spec = SimSpec(runs=runs, rate_hz=1.0, duration_s=float(per_run), generation=int(time.time()))
-    shard = Shard(spec, 0)
-    publisher = Publisher(EventStore(client, keys=KEYS))
-    for step in range(per_run):
-        publisher.publish(shard.events(step * runs, (step + 1) * runs, time.time()))
-        publisher.flush()
-    return publisher.appended
-
-
-def raw_baseline(client: redis.Redis, runs: int, events: int) -> float:
-    """Pipelined XADD of the same JSON envelopes over the same streams: what Redis takes from one client."""
-    names = [run_name(SimSpec(runs=runs, rate_hz=1), i) for i in range(runs)]
-    payloads = [
-        json.dumps({"id": f"sim/log/{names[i % runs]}/g1:{i // runs + 1}", "type": "metric", "v": 1,
-                    "run": names[i % runs], "host": "sim", "ts": time.time(), "seq": i // runs + 1,
-                    "data": metric_data(i // runs, nan=False)}, separators=(",", ":"))
-        for i in range(events)
-    ]  # fmt: skip
-    keys = [f"bench:raw:{{{name}}}" for name in names]
-    start = time.perf_counter()
-    for lo in range(0, events, 1000):
-        pipe = client.pipeline(transaction=False)
-        for i in range(lo, min(events, lo + 1000)):
-            pipe.xadd(keys[i % runs], {"e": payloads[i]})
-        pipe.execute()
-    rate = events / (time.perf_counter() - start)
-    client.delete(*keys)
-    return rate
 
 
 @dataclass(slots=True)
@@ -380,6 +89,7 @@ class Bench:
     procs: Procs
     args: argparse.Namespace
     fork: bool
+    neighbour: Neighbour
     workers_up: int = 0
 
     def ensure_workers(self, count: int) -> None:
@@ -398,14 +108,15 @@ class Bench:
         self.workers_up = count
 
     def reset(self) -> None:
-        """Empty the queue, let running jobs finish, drop every trainwarden key."""
+        """Empty the queues, let running jobs finish, drop every trainwarden key."""
+        Queue(FAST_QUEUE, connection=self.client).empty()
         queue = Queue(QUEUE, connection=self.client)
         queue.empty()
         started = StartedJobRegistry(queue=queue)
         deadline = time.monotonic() + 30
         while started.get_job_count(cleanup=True) and time.monotonic() < deadline:
             time.sleep(0.1)
-        for keys in _batches(self.client.scan_iter(match=f"{KEYS.namespace}:*", count=1000), 1000):
+        for keys in batches(self.client.scan_iter(match=f"{KEYS.namespace}:*", count=1000), 1000):
             self.client.delete(*keys)
 
     def measure(self, rate: float, workers: int) -> Row:
@@ -432,25 +143,21 @@ class Bench:
         window_start, window_end = sim_start + args.warmup, sim_start + args.duration
         lags: list[tuple[float, float]] = []
         depths: list[int] = []
-        queue = Queue(QUEUE, connection=self.client)
+        queues = [Queue(name, connection=self.client) for name in (FAST_QUEUE, QUEUE)]
         start: tuple[float, int, dict[str, float], float, tuple[float, float]] | None = None
         while time.time() < window_end:
             now = time.time()
             if now >= window_start:
+                if args.neighbour:
+                    self.neighbour.start()
                 start = start or self._mark(runs)
                 mem_start = mem_start or memory_sample(self.client, runs)
                 lags.append((now, feed_lag(self.client, now)))
-                depths.append(queue.count)
+                depths.append(sum(q.count for q in queues))
             time.sleep(0.5)
         assert start is not None and mem_start is not None
         end = self._mark(runs)
-        mem_end = memory_sample(self.client, runs)
-        stored = max(1, mem_end.entries - mem_start.entries)
-        row.window_bytes_per_event = (mem_end.used - mem_start.used) / stored
-        row.window_rq_bytes_per_event = (mem_end.rq - mem_start.rq) / stored
-        row.window_feed_bytes_per_event = (mem_end.feed - mem_start.feed) / stored
-        row.window_stream_bytes_per_event = (mem_end.streams - mem_start.streams) / stored
-        row.window_checkpoint_bytes_per_event = (mem_end.checkpoints - mem_start.checkpoints) / stored
+        memory_sample(self.client, runs).per_event(mem_start, row)
         row.lag_end_s = feed_lag(self.client, time.time())
         if sim.wait(timeout=60) != 0:
             raise SystemExit(f"simulate failed: {(self.procs.work / 'simulate.log').read_text()[-2000:]}")
@@ -468,10 +175,11 @@ class Bench:
         store = EventStore(self.client, keys=KEYS)
         drain_until = time.monotonic() + args.drain
         while True:  # STOPs still on their way are waited for a little, so slow ones are measured too
-            row.stop_latency_s, row.stops_asked = stop_latencies(store, spec, since=window_start)
+            record_stops(row, store, spec, since=window_start)
             if len(row.stop_latency_s) >= row.stops_asked or time.monotonic() > drain_until:
                 break
             time.sleep(0.5)
+        self.neighbour.stop()
         self.procs.stop("dispatcher")
         notifying.set()
         notifier.join(timeout=5)
@@ -480,6 +188,20 @@ class Bench:
         row.used_memory_per_event = (int(self.client.info("memory")["used_memory"]) - memory_before) / max(1, entries)
         row.store_memory_per_event = total / max(1, entries)
         row.stream_bytes_per_entry = streams / max(1, entries)
+        return row
+
+    def sample(self, rate: float, workers: int) -> Row:
+        """`measure`, repeated until `--nan-samples` NaN -> STOP latencies are in (each window gives
+        runs x nan-fraction); the first window's throughput, lag and memory, every window's latencies."""
+        row = self.measure(rate, workers)
+        while len(row.stop_latency_s) < self.args.nan_samples and row.windows < MAX_WINDOWS:
+            more = self.measure(rate, workers)
+            row.stop_latency_s += more.stop_latency_s
+            row.stored_latency_s += more.stored_latency_s
+            row.evidence_s += more.evidence_s
+            row.stops_asked += more.stops_asked
+            row.windows += 1
+            print(f"  window {row.windows}: {len(row.stop_latency_s)} NaN -> STOP samples", file=sys.stderr)
         return row
 
     def drain(self, workers: int) -> Drain:
@@ -516,18 +238,8 @@ class Bench:
         return time.time(), processed(self.client, runs), self.procs.cpu(), redis_cpu, machine_cpu()
 
 
-def _batches(items, size: int):  # type: ignore[no-untyped-def]
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 # -- report -------------------------------------------------------------------------------------
+
 
 
 def print_table(title: str, rows: list[Row]) -> None:
@@ -537,6 +249,8 @@ def print_table(title: str, rows: list[Row]) -> None:
     notes = []
     for r in rows:
         ms = [1000 * v for v in r.stop_latency_s]
+        stored = [1000 * v for v in r.stored_latency_s]
+        packs = [1000 * v for v in r.evidence_s]
         stops = f"{percentile(ms, 0.5):5.0f}/{percentile(ms, 0.99):5.0f} ({len(ms)}/{r.stops_asked})"
         cpu = "/".join(f"{r.cpu.get(k, 0.0):.2f}" for k in ("redis", "dispatcher", "worker", "simulate"))
         lag = f"{r.lag_mean_s:.1f}/{r.lag_max_s:.1f}/{r.lag_end_s:.1f}"
@@ -547,6 +261,13 @@ def print_table(title: str, rows: list[Row]) -> None:
             notes.append(f"  {r.workers} worker(s) at {r.rate:g} Hz: {r.bottleneck}")
         if r.published_eps < 0.97 * r.offered_eps:
             notes.append(f"  {r.workers} worker(s) at {r.rate:g} Hz: simulate published only {r.published_eps:,.0f}/s")
+        notes.append(
+            f"  NaN -> STOP decision, {r.workers} worker(s) at {r.runs:,} x {r.rate:g} Hz: p50 "
+            f"{percentile(ms, 0.5):.0f} / p90 {percentile(ms, 0.9):.0f} / p99 {percentile(ms, 0.99):.0f} / "
+            f"max {max(ms, default=math.nan):.0f} ms over {len(ms)} samples in {r.windows} window(s); of which "
+            f"until the NaN was in Redis p50 {percentile(stored, 0.5):.0f} / p99 {percentile(stored, 0.99):.0f} ms; "
+            f"a worker on each evidence pack p50 {percentile(packs, 0.5):.0f} / p99 {percentile(packs, 0.99):.0f} ms"
+        )
     print("\n".join(notes))
 
 
@@ -565,6 +286,18 @@ def main() -> None:
     p.add_argument("--drain", type=float, default=10.0, help="seconds to wait after a window for STOPs on their way")
     p.add_argument("--fork", action="store_true", help="forking workers (trainwarden worker --fork)")
     p.add_argument("--parts", default="1,2,3", help="which parts to run")
+    p.add_argument(
+        "--nan-samples",
+        type=int,
+        default=0,
+        help="repeat each window until this many NaN -> STOP "
+        "latencies are in (at least 100 for a p99 that is not the maximum)",
+    )
+    p.add_argument(
+        "--neighbour",
+        action="store_true",
+        help="a process keeps one core busy during each window (other work sharing the machine)",
+    )
     args = p.parse_args()
     worker_counts = [int(w) for w in args.workers.split(",")]
     parts = {int(x) for x in args.parts.split(",")}
@@ -580,11 +313,11 @@ def main() -> None:
         client = server.client()
         baseline = raw_baseline(client, args.runs, 100_000)
         procs = Procs(config, work)
-        bench = Bench(client=client, procs=procs, args=args, fork=args.fork)
+        bench = Bench(client=client, procs=procs, args=args, fork=args.fork, neighbour=Neighbour())
 
         def measure(rate: float, workers: int) -> Row:
             if (rate, workers) not in results:
-                results[rate, workers] = bench.measure(rate, workers)
+                results[rate, workers] = bench.sample(rate, workers)
                 print(f"  measured {workers} worker(s) at {args.runs} x {rate:g} Hz "
                       f"({time.monotonic() - started:.0f}s so far)", file=sys.stderr)  # fmt: skip
             return results[rate, workers]
@@ -605,11 +338,14 @@ def main() -> None:
                     if not ramp[-1].keeps_up:
                         break
         finally:
+            bench.neighbour.stop()
             procs.stop_all()
     kind = "forking (--fork)" if args.fork else "non-forking (default)"
     window = args.duration - args.warmup
     print(f"load: {args.runs:,} synthetic runs, real publisher, dispatcher and {kind} RQ workers; "
           f"{os.cpu_count()} cores; window {window:g} s after {args.warmup:g} s warm-up")  # fmt: skip
+    if args.neighbour:
+        print("  --neighbour: a process kept one core busy during every window")
     print(f"  raw baseline: redis-py pipelined XADD of the same envelopes over {args.runs:,} streams: "
           f"{baseline:,.0f} events/s")  # fmt: skip
     if 1 in parts:

@@ -1,6 +1,7 @@
 """Consuming the feed through Redis consumer groups: at-least-once delivery with recovery.
 
-Each append batch adds one feed entry `{r: run, f: first id, l: last id, t: types}`. A consumer
+Each append batch adds one feed entry `{r: run, f: first id, l: last id, t: types}`, and `u: 1`
+when the batch stored an event that can only mean trouble (events/urgency.py: the fast lane). A consumer
 reads entries with XREADGROUP, acknowledges them once their work is done, and anything a dead
 consumer left pending is taken over with XAUTOCLAIM after `min_idle_ms`.
 """
@@ -34,6 +35,7 @@ class FeedEntry:
     first: str
     last: str
     types: frozenset[str]
+    urgent: bool = False  # `u=1`: the run's job takes the workers' fast lane
 
 
 def parse_feed_entry(fid: str, fields: dict[bytes, bytes]) -> FeedEntry:
@@ -44,6 +46,7 @@ def parse_feed_entry(fid: str, fields: dict[bytes, bytes]) -> FeedEntry:
             first=fields[b"f"].decode(),
             last=fields[b"l"].decode(),
             types=frozenset(fields[b"t"].decode().split(",")),
+            urgent=fields.get(b"u") == b"1",
         )
     except (KeyError, UnicodeDecodeError) as exc:
         raise DecodeError(f"feed entry lacks or garbles field {exc}", event_id=fid) from None

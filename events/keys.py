@@ -46,6 +46,10 @@ class Keys:
         """Set while a processing job for the run waits in the queue (dispatcher dedup)."""
         return f"{self.namespace}:{{{run}}}:queued"
 
+    def fast(self, run: str) -> str:
+        """Set while a processing job for the run waits in the fast lane (dispatcher dedup, workers/lanes.py)."""
+        return f"{self.namespace}:{{{run}}}:fast"
+
     def outbox(self, run: str) -> str:
         """List of writes to shared keys waiting to follow the run's committed writes (Redis Cluster only)."""
         return f"{self.namespace}:{{{run}}}:outbox"

@@ -24,13 +24,17 @@ from trainwarden.events.keys import Keys
 from trainwarden.events.outbox import Outbox, encode_item, new_nonce
 from trainwarden.events.redis_errors import redis_errors
 from trainwarden.events.redis_types import Client, scored_members, stream_entries
+from trainwarden.events.urgency import urgency_marks
 
 # KEYS: log, hwm, then feed and runs (one Redis) or outbox (cluster).
 # ARGV: run, last_ts, then the batch as four newline-joined lists: producers, seqs, types,
 # payloads (none can hold a raw newline: producers and types are validated, seqs are digits,
-# and JSON escapes newlines), and 'ids' or 'count': the reply is the stream id of
-# each event (0 for a duplicate), or only how many were stored. Six arguments per batch instead of
-# four per event, and a one-number reply for the agent, keep redis-py's packing and parsing cheap.
+# and JSON escapes newlines), 'ids' or 'count': the reply is the stream id of each event (0 for
+# a duplicate), or only how many were stored, and the urgency marks: one '1' or '0' per event
+# (events/urgency.py), '' for none. A feed entry that stored an urgent event gets `u=1`, the
+# dispatcher's cue for the fast lane (two bytes, on the rare entry that has it). Seven arguments
+# per batch instead of four per event, and a one-number reply for the agent, keep redis-py's
+# packing and parsing cheap.
 # A seq is stored only if it is above the producer's high-water mark; seqs are compared as
 # decimal strings (length first) because Lua numbers are doubles and lose precision past 2^53.
 _APPEND_BODY = """
@@ -49,7 +53,7 @@ local function split(s)
 end
 local producers, seqs, kinds, payloads = split(ARGV[3]), split(ARGV[4]), split(ARGV[5]), split(ARGV[6])
 local marks, changed, out, types, seen = {}, {}, {}, {}, {}
-local first, last, stored = nil, nil, 0
+local first, last, stored, urgent = nil, nil, 0, false
 for i = 1, #producers do
   local producer, seq = producers[i], seqs[i]
   local mark = marks[producer]
@@ -66,6 +70,7 @@ for i = 1, #producers do
     if not seen[t] then seen[t] = true; types[#types + 1] = t end
     out[#out + 1] = sid
     stored = stored + 1
+    if string.sub(ARGV[8], i, i) == '1' then urgent = true end
   else
     marks[producer] = mark
     out[#out + 1] = 0
@@ -76,6 +81,8 @@ for producer, _ in pairs(changed) do
 end
 if first ~= nil then
   table.sort(types)
+  local entry = {'r', ARGV[1], 'f', first, 'l', last, 't', table.concat(types, ',')}
+  if urgent then entry[#entry + 1] = 'u'; entry[#entry + 1] = '1' end
   SHARED_WRITES
 end
 if ARGV[7] == 'count' then return stored end
@@ -85,17 +92,17 @@ return out
 APPEND_LUA = _APPEND_BODY.replace(
     "SHARED_WRITES",
     """
-  redis.call('XADD', KEYS[3], '*', 'r', ARGV[1], 'f', first, 'l', last, 't', table.concat(types, ','))
+  redis.call('XADD', KEYS[3], '*', unpack(entry))
   redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])""",
 )
 # Redis Cluster: KEYS are the run's only (log, hwm, outbox); the shared writes go to the outbox
-# (events/outbox.py) with the first stream id as nonce; ARGV[8], ARGV[9] name the feed and runs keys.
+# (events/outbox.py) with the first stream id as nonce; ARGV[9], ARGV[10] name the feed and runs keys.
 APPEND_CLUSTER_LUA = _APPEND_BODY.replace(
     "SHARED_WRITES",
     """
   redis.call('RPUSH', KEYS[3], cjson.encode({n = first, c = {
-    {'XADD', ARGV[8], '*', 'r', ARGV[1], 'f', first, 'l', last, 't', table.concat(types, ',')},
-    {'ZADD', ARGV[9], ARGV[2], ARGV[1]}}}))""",
+    {'XADD', ARGV[9], '*', unpack(entry)},
+    {'ZADD', ARGV[10], ARGV[2], ARGV[1]}}}))""",
 )
 APPEND_SHA = hashlib.sha1(APPEND_LUA.encode()).hexdigest()
 APPEND_CLUSTER_SHA = hashlib.sha1(APPEND_CLUSTER_LUA.encode()).hexdigest()
@@ -227,6 +234,7 @@ class EventStore:
             "\n".join([e.type for e in batch]),
             b"\n".join([encode(e) for e in batch]),
             reply,
+            urgency_marks(batch),
         ]  # fmt: skip
         return [*args, k.feed(), k.runs()] if self.cluster else args
 

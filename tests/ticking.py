@@ -9,6 +9,7 @@ import redis
 from rq import Queue, SimpleWorker
 from trainwarden.events.store import EventStore
 from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.lanes import lanes
 from trainwarden.workers.schedule import Ticker
 
 
@@ -29,6 +30,6 @@ def settler(store: EventStore, r: redis.Redis, clock: FakeClock, *, queue_name: 
 
     def settle() -> None:
         while dispatcher.step() or queue.count:
-            SimpleWorker([queue], connection=r).work(burst=True, logging_level="WARNING")
+            SimpleWorker(lanes(queue), connection=r).work(burst=True, logging_level="WARNING")
 
     return settle

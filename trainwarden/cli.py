@@ -114,6 +114,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from trainwarden.workers.actions import resume_key_missing
     from trainwarden.workers.chart import preload
     from trainwarden.workers.context import install
+    from trainwarden.workers.lanes import lanes
     from trainwarden.workers.process import record_policy_events
     from trainwarden.workers.rq_worker import ForkingWorker, InProcessWorker
 
@@ -127,19 +128,24 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     reload_on_sighup("worker", reload.WorkerReload(lambda: _settings(args), settings, ctx))  # RQ takes INT/TERM
     record_policy_events(ctx)  # announce the policy once here, not in every forked job
     preload()
-    queue = wiring.queue(settings)
+    queues = lanes(wiring.queue(settings))  # the fast lane first: RQ takes its queues in order
     # Jobs run in this process by default: a forked work horse per job cost ~25 ms, more than the
     # evaluation of the 30 runs a busy job covers (docs/benchmarks.md, "Scale: load and saturation").
     worker_class = ForkingWorker if args.fork else InProcessWorker
-    worker = worker_class([queue], connection=queue.connection)
+    worker = worker_class(queues, connection=queues[0].connection)
     pulse = wiring.pulse(settings, "worker", ctx.store)
-    pulse.backlog = lambda: queue.count
-    _serve_metrics(args, "worker", pulse.heartbeat, ctx.store, queue_length=lambda: queue.count,
+
+    def backlog() -> int:
+        return sum(queue.count for queue in queues)
+
+    pulse.backlog = backlog
+    _serve_metrics(args, "worker", pulse.heartbeat, ctx.store, queue_length=backlog,
                    jobs=lambda: {"ok": worker.successful_job_count, "failed": worker.failed_job_count},
                    rules=lambda: [rule.id for rule in ctx.policies.policy.rules])  # fmt: skip
     beating = threading.Event()
-    beater = pulse.run_in_thread(beating, measure=lambda: wiring.queue_wait(queue))
-    log.info("worker taking jobs from queue %r (%s)", settings.queue, "forked" if args.fork else "in this process")
+    beater = pulse.run_in_thread(beating, measure=lambda: max(wiring.queue_wait(queue) for queue in queues))
+    log.info("worker taking jobs from queues %s (%s)", ", ".join(repr(queue.name) for queue in queues),
+             "forked" if args.fork else "in this process")  # fmt: skip
     try:
         worker.work(burst=args.burst, logging_level=library_level(args.log_level))  # RQ: per-job chatter
     finally:

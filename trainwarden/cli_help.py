@@ -48,7 +48,8 @@ HELP: dict[str, Said] = {
     "worker": Said(
         "Take the dispatcher's jobs: evaluate the policy over each run's new events, record anomalies and "
         "decisions, write evidence packs and stop the runs the policy (or a person) says to stop. Start one or "
-        "more; jobs run in this process unless --fork.",
+        "more; jobs run in this process unless --fork. Each serves the fast lane (QUEUE-fast: runs with a NaN, a "
+        "critical fault, a stop asked for) before the queue.",
         ("trainwarden worker",
          "trainwarden worker --log-level WARNING --metrics-port 9103"),
     ),

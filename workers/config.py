@@ -4,6 +4,7 @@ worker context, the tick schedule and the settings file read them from here (a l
 from __future__ import annotations
 
 QUEUE_NAME = "trainwarden"  # the RQ queue jobs go to
+FAST_QUEUE_SUFFIX = "-fast"  # the fast lane of a queue (workers/lanes.py): its name plus this
 LOCK_TIMEOUT_S = 30.0  # seconds a worker may hold a run's lock between progress
 EVIDENCE_TIMEOUT_S = 10.0  # seconds an evidence pack may take before the STOP goes on without it (a hung mount)
 JOB_TIMEOUT_S = 600  # seconds an RQ job may run

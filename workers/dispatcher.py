@@ -12,6 +12,13 @@ An RQ job costs a few milliseconds whatever it does (a fork, a dozen Redis comma
 (the workers are busy anyway) runs that need a job are gathered for up to `linger_s` into fuller
 jobs, and when the queue is empty they go out at once, spread over several jobs for parallel
 workers. The per-run `queued` flags are set for a whole read in one pipelined round trip.
+
+A run with an urgent feed entry (`u=1`: a NaN, a critical fault line, a stop asked for, a failed run;
+events/urgency.py) is neither gathered nor held back: its job goes at once to the fast lane
+(`<queue>-fast`, workers/lanes.py), which workers take before the normal queue, with whatever this
+dispatcher had gathered for it. Its own `fast` flag dedups fast jobs as `queued` does normal ones. A
+normal job of the run still waiting then finds the work done (the run lock and the WATCHed
+checkpoint make it a no-op).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from trainwarden.events.silence import Pulse, entry_lag
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.events.types import WORKER_OUTPUT_TYPES
 from trainwarden.workers import config
+from trainwarden.workers.lanes import fast_lane
 from trainwarden.workers.process import process_runs
 from trainwarden.workers.schedule import Ticker
 
@@ -94,9 +102,11 @@ class Dispatcher:
         runs_per_job: int = config.RUNS_PER_JOB,
         linger_s: float = config.LINGER_S,
         pulse: Pulse | None = None,
+        fast_queue: Queue | None = None,
     ) -> None:
         self.store = store
         self.queue = queue
+        self.fast_queue = fast_queue  # by default `queue`'s fast lane, made when first needed
         self.reclaim_idle_ms = reclaim_idle_ms
         self.job_timeout_s = job_timeout_s
         self.trim_interval_s = trim_interval_s
@@ -170,6 +180,7 @@ class Dispatcher:
 
     def _route(self, entries: Sequence[tuple[str, dict[bytes, bytes]]], *, reclaimed: bool) -> int:
         work: dict[str, list[str]] = {}
+        urgent: set[str] = set()
         ack_now: list[str] = []
         for fid, fields in entries:
             try:
@@ -184,6 +195,11 @@ class Dispatcher:
                 ack_now.append(fid)
             else:
                 work.setdefault(entry.run, []).append(fid)
+                if entry.urgent:
+                    urgent.add(entry.run)
+        if urgent:
+            ack_now.extend(self._send_fast({run: work.pop(run) for run in list(work) if run in urgent},
+                                           reclaimed=reclaimed))  # fmt: skip
         if work:
             flagged = self._flag(list(work), reclaimed=reclaimed)
             now = time.monotonic()
@@ -204,13 +220,31 @@ class Dispatcher:
         self.reader.ack(ack_now)
         return len(entries)
 
-    def _flag(self, runs: list[str], *, reclaimed: bool) -> set[str]:
-        """Set the runs' `queued` flags in one round trip; returns the runs this call flagged.
+    def _send_fast(self, work: dict[str, list[str]], *, reclaimed: bool) -> list[str]:
+        """Enqueue runs with an urgent entry in the fast lane now, each with what was gathered for it;
+        returns the entries a fast job already waiting covers (to acknowledge now)."""
+        flagged = self._flag(list(work), reclaimed=reclaimed, fast=True)
+        jobs: Work = []
+        covered: list[str] = []
+        for run, fids in work.items():
+            if run in flagged:
+                jobs.append((run, self.gathering.work.pop(run, []) + fids))
+            elif not reclaimed:
+                covered.extend(fids)
+        if self.fast_queue is None:
+            self.fast_queue = fast_lane(self.queue)
+        self._enqueue_jobs(jobs, spread=SPREAD_JOBS, queue=self.fast_queue)
+        return covered
+
+    def _flag(self, runs: list[str], *, reclaimed: bool, fast: bool = False) -> set[str]:
+        """Set the runs' `queued` flags (`fast` ones for the fast lane) in one round trip; returns the runs
+        this call flagged.
 
         A new entry's run is flagged only where no job waits for it (SET NX); a reclaimed entry's run
         is flagged where the flag is gone (the job that had it is dead or finished without it).
         """
-        keys = [self.store.keys.queued(run) for run in runs]
+        flag = self.store.keys.fast if fast else self.store.keys.queued
+        keys = [flag(run) for run in runs]
         ttl = max(1, self.reclaim_idle_ms // 1000) * 2
         with redis_errors("flag runs as queued"):
             if reclaimed:
@@ -220,7 +254,7 @@ class Dispatcher:
                 free = [run for run, waiting in zip(runs, pipe.execute(), strict=True) if not waiting]
                 pipe = self.store.redis.pipeline(transaction=False)
                 for run in free:
-                    pipe.set(self.store.keys.queued(run), "1", ex=ttl)
+                    pipe.set(flag(run), "1", ex=ttl)
                 pipe.execute()
                 return set(free)
             pipe = self.store.redis.pipeline(transaction=False)
@@ -246,7 +280,7 @@ class Dispatcher:
         self._enqueue_jobs(self.gathering.items(), spread=spread)
         self.gathering.work.clear()  # only once enqueued: after a failure they go out with the next try
 
-    def _enqueue_jobs(self, work: Work, *, spread: int) -> None:
+    def _enqueue_jobs(self, work: Work, *, spread: int, queue: Queue | None = None) -> None:
         jobs = chunk_runs(work, runs_per_job=self.runs_per_job, spread=spread)
         if not jobs:
             return
@@ -262,7 +296,7 @@ class Dispatcher:
             for job in jobs
         ]
         with redis_errors("enqueue jobs"):
-            self.queue.enqueue_many(datas)  # one pipeline for all of them
+            (queue or self.queue).enqueue_many(datas)  # one pipeline for all of them
         self.enqueued += len(jobs)
         self.dispatched += len(work)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, cast
@@ -39,6 +40,7 @@ from trainwarden.workers.checkpoint import ACTION_CHART, awaiting_due, decode_ch
 from trainwarden.workers.context import WorkerContext, current
 from trainwarden.workers.errors import RunBusy, RunsFailed
 from trainwarden.workers.evaluate import evaluate_entries
+from trainwarden.workers.lanes import yield_to_fast_lane
 from trainwarden.workers.schedule import next_tick
 
 log = logging.getLogger(__name__)
@@ -72,10 +74,13 @@ def process_runs(work: Sequence[Sequence[Any]]) -> dict[str, int]:
     total: Counter[str] = Counter()
     failed: dict[str, str] = {}
     done: list[str] = []  # feed entries of runs whose work is committed, acknowledged together (one round trip)
+    started = time.monotonic()
     try:
         if batched(ctx) and len(work) > 1:  # one run gains little (5 round trips, not 7): its own turn serves it
             work = _batch_first(ctx, work, total, done)
         for index, (run, feed_ids) in enumerate(work):
+            if index and yield_to_fast_lane(work[index:], started=started):  # a NaN run waits: the rest, to a new job
+                break
             try:
                 with log_context(run=run):  # the lines of its turn carry the run, the failure's below too
                     total.update(_bring_up_to_date(ctx, run))
@@ -124,9 +129,10 @@ def _batch_first(ctx: WorkerContext, work: Sequence[Sequence[Any]], total: Count
 
 
 def _bring_up_to_date(ctx: WorkerContext, run: str) -> dict[str, int]:
-    # The flag goes before the read: events whose feed entries the dispatcher acknowledged as covered
-    # by this job were appended before the dispatcher saw the flag, so the read below includes them.
-    ctx.redis.delete(ctx.store.keys.queued(run))
+    # The flags go before the read: events whose feed entries the dispatcher acknowledged as covered
+    # by a waiting job (of either lane) were appended before the dispatcher saw its flag, so the read
+    # below includes them; a job of the other lane still waiting reads again (finding little or nothing).
+    ctx.redis.delete(ctx.store.keys.queued(run), ctx.store.keys.fast(run))
     return RunProcessor(ctx, run).process()
 
 

@@ -19,6 +19,7 @@ from trainwarden.remote.stop import LocalTmuxController
 from trainwarden.workers import context
 from trainwarden.workers.context import WorkerContext
 from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.lanes import lanes
 from trainwarden.workers.policy_source import PolicySource
 
 from tests.helpers import events_of, metric, nan_metric
@@ -119,7 +120,7 @@ def test_nan_to_stop_on_the_cluster_with_rq_on_its_own_redis(cstore: EventStore,
     cstore.append([nan_metric("exp04", 6)])
     dispatcher.run(burst=True)
     assert dispatcher.enqueued == len(runs)
-    SimpleWorker([queue], connection=r).work(burst=True)
+    SimpleWorker(lanes(queue), connection=r).work(burst=True)
 
     stops = [e for e in events_of(cstore, "exp04", t.DECISION) if e.data["decision"] == t.STOP]
     assert len(stops) == 1 and "loss" in stops[0].data["reason"]

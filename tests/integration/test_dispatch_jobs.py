@@ -1,7 +1,6 @@
 """Jobs covering several runs: how the dispatcher fills them, and what a job owes each of its runs."""
 
 import dataclasses
-import math
 import time
 
 import pytest
@@ -12,6 +11,7 @@ from trainwarden.events.feed import DISPATCH_GROUP, GroupReader
 from trainwarden.workers import context
 from trainwarden.workers.dispatcher import Dispatcher
 from trainwarden.workers.errors import RunsFailed
+from trainwarden.workers.lanes import lanes
 from trainwarden.workers.process import process_runs
 
 from tests.helpers import evaluated_to_end, events_of, metric
@@ -31,7 +31,7 @@ def dispatcher_for(store, queue, **options):
 
 
 def work(queue):
-    SimpleWorker([queue], connection=queue.connection).work(burst=True, logging_level="WARNING")
+    SimpleWorker(lanes(queue), connection=queue.connection).work(burst=True, logging_level="WARNING")
 
 
 def runs_per_job(queue):
@@ -80,12 +80,14 @@ def test_events_arriving_for_a_gathered_run_are_covered_by_its_job(store, queue,
     dispatcher.step()
     dispatcher.step()  # quiet: one job for x and y
     assert runs_per_job(queue)[-1] == ["x", "y"]
-    store.append([metric("x", 2, step=2, loss=math.nan), metric("y", 2, step=2, loss=2.1)])
+    store.append([metric("x", 2, step=2, loss=2.2), metric("y", 2, step=2, loss=2.1)])  # (a NaN: the fast lane)
     dispatcher.step()
     assert len(queue) == 2  # no new job: the waiting one will read these events
     assert pending(store) == 2  # and the new entries were acknowledged as covered by it
     work(queue)
-    assert [d.data["decision"] for d in events_of(store, "x", t.DECISION)] == [t.CONTINUE, t.STOP]
+    assert [d.data["decision"] for d in events_of(store, "x", t.DECISION)] == [t.CONTINUE]
+    assert [e.data["step"] for e in events_of(store, "x", t.METRIC)] == [1, 2]
+    assert evaluated_to_end(store, "x")
     assert [e.data["step"] for e in events_of(store, "y", t.METRIC)] == [1, 2]
     assert pending(store) == 0
 

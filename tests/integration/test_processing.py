@@ -1,15 +1,14 @@
 """Dispatcher + process_run on a real Redis, in-process (SimpleWorker in burst mode)."""
 
-import math
-
 import pytest
 from rq import Queue, SimpleWorker
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP
 from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.lanes import lanes
 from trainwarden.workers.process import process_run
 
-from tests.helpers import events_of, metric, nan_metric, wait_for
+from tests.helpers import evaluated_to_end, events_of, metric, nan_metric, wait_for
 
 pytestmark = pytest.mark.redis
 
@@ -27,7 +26,7 @@ def dispatcher(store, queue):
 
 
 def work(queue):
-    SimpleWorker([queue], connection=queue.connection).work(burst=True, logging_level="WARNING")
+    SimpleWorker(lanes(queue), connection=queue.connection).work(burst=True, logging_level="WARNING")
 
 
 def pending(r, store):
@@ -120,14 +119,15 @@ def test_entries_with_only_worker_outputs_need_no_job(store, queue, dispatcher):
 def test_entries_left_by_a_dead_job_are_dispatched_again(store, r, queue, dispatcher, worker_ctx):
     store.append([metric("exp01", 1, loss=2.0), nan_metric("exp01", 2)])
     dispatcher.step()
-    queue.empty()  # the job is lost (its worker died before running it)
-    r.delete(store.keys.queued("exp01"))
+    for lane in lanes(queue):  # the job is lost (its worker died before running it); a NaN's is in the fast lane
+        lane.empty()
+    r.delete(store.keys.queued("exp01"), store.keys.fast("exp01"))
     assert pending(r, store) == 1
 
     def redispatched():
         dispatcher._next_reclaim = 0  # claim on every step, not every reclaim_idle_ms / 2
         dispatcher.step()
-        return queue.count == 1
+        return [lane.count for lane in lanes(queue)] == [1, 0]  # still urgent: the fast lane
 
     wait_for(redispatched, what="the stale entry (idle > 100 ms) to be dispatched again")
     work(queue)
@@ -138,9 +138,13 @@ def test_entries_left_by_a_dead_job_are_dispatched_again(store, r, queue, dispat
 def test_events_while_a_job_waits_are_covered_by_it(store, r, queue, dispatcher, worker_ctx):
     store.append([metric("exp01", 1, loss=2.0)])
     dispatcher.step()
-    store.append([metric("exp01", 2, loss=math.nan)])
+    store.append(
+        [metric("exp01", 2, loss=2.1)]
+    )  # (a NaN would take the fast lane: tests/integration/test_fast_lane.py)
     dispatcher.step()
     assert queue.count == 1  # coalesced: the waiting job has not started reading
+    assert pending(r, store) == 1  # and the new entry was acknowledged as covered by it
     work(queue)
-    assert any(d.data["decision"] == t.STOP for d in events_of(store, "exp01", t.DECISION))
+    assert [e.data["loss"] for e in events_of(store, "exp01", t.METRIC)] == [2.0, 2.1]
+    assert evaluated_to_end(store, "exp01")
     assert pending(r, store) == 0

@@ -8,6 +8,7 @@ from rq import Queue, SimpleWorker
 from trainwarden.agent.publisher import Publisher
 from trainwarden.events import types as t
 from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.lanes import lanes
 
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of
@@ -76,7 +77,7 @@ def test_nan_runs_are_stopped_by_the_policy(store, r, worker_ctx):
     dispatcher = Dispatcher(store=store, queue=queue, consumer="d1")
     dispatcher.setup()
     dispatcher.step()
-    SimpleWorker([queue], connection=r).work(burst=True, logging_level="WARNING")
+    SimpleWorker(lanes(queue), connection=r).work(burst=True, logging_level="WARNING")
     decided = {
         f"sim-{i:05d}": [d.data["decision"] for d in events_of(store, f"sim-{i:05d}", t.DECISION)] for i in range(4)
     }

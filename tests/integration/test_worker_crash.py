@@ -8,6 +8,7 @@ from trainwarden.events import types as t
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import LocalTmuxController, StopTarget
 from trainwarden.workers.dispatcher import Dispatcher
+from trainwarden.workers.lanes import lanes
 from trainwarden.workers.process import process_runs
 
 from tests.conftest import REPO, kill_at_failpoint, spawn
@@ -28,7 +29,7 @@ def test_worker_killed_mid_job(failpoint, store, r, tmp_path, tmux_socket, setti
     dispatcher = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=300)
     dispatcher.setup()
     dispatcher.step()
-    assert queue.count == 1
+    assert [lane.count for lane in lanes(queue)] == [1, 0]  # the NaN's job is in the fast lane
 
     kill_at_failpoint(settings_file, tmp_path / "doomed.log", r, failpoint, "worker")
 
@@ -39,7 +40,7 @@ def test_worker_killed_mid_job(failpoint, store, r, tmp_path, tmux_socket, setti
     def recovered() -> bool:
         dispatcher._next_reclaim = 0  # claim on every step
         dispatcher.step()
-        return queue.count >= 1
+        return sum(lane.count for lane in lanes(queue)) >= 1
 
     wait_for(recovered, timeout=20, what="the dead job's feed entries to be dispatched again")
     survivor = spawn(settings_file, tmp_path / "survivor.log", "worker", "--burst")
@@ -60,11 +61,14 @@ def test_worker_killed_mid_job(failpoint, store, r, tmp_path, tmux_socket, setti
 
 @pytest.mark.parametrize("failpoint", ["before-commit", "after-commit"])
 def test_worker_killed_in_a_job_of_several_runs(failpoint, store, r, tmp_path, settings_file, worker_ctx):
-    """Killed at the first run of a two-run job: both runs are redone, each decision once, nothing left pending."""
+    """Killed at the first run of a two-run job: both runs are redone, each decision once, nothing left pending.
+    exp01's STOP is a finite runaway loss (a NaN would take the fast lane, in a job of its own)."""
     queue = Queue("trainwarden", connection=r)
     dispatcher = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=300, linger_s=3600)
     dispatcher.setup()
-    store.append([metric("exp01", 1, step=1, loss=2.0), nan_metric("exp01", 2), metric("exp02", 1, step=1, loss=2.0)])
+    runaway = [1.0, 1.0, 1.0, 1.0, 5.0, 5.0, 5.0, 5.0]  # loss-runaway: over 2x its best, 3 samples in a row
+    store.append([*(metric("exp01", i, step=i, loss=v) for i, v in enumerate(runaway, 1)),
+                  metric("exp02", 1, step=1, loss=2.0)])  # fmt: skip
     store.append([metric("exp02", 2, step=2, loss=2.1)])
     queue.enqueue(process_runs, [])  # a waiting job: the dispatcher gathers both runs into one
     dispatcher.step()
@@ -77,7 +81,7 @@ def test_worker_killed_in_a_job_of_several_runs(failpoint, store, r, tmp_path, s
         # exp01's entries are claimed again at once; exp02's once the flag of the dead job's turn expires
         dispatcher._next_reclaim = 0
         dispatcher.step()
-        SimpleWorker([queue], connection=r).work(burst=True, logging_level="WARNING")
+        SimpleWorker(lanes(queue), connection=r).work(burst=True, logging_level="WARNING")
         return r.xpending(store.keys.feed(), "dispatch")["pending"] == 0
 
     # each turn holds the run's lock 2s (the tests' lock_timeout_s): on a loaded host a STOP's evidence pack outlasts

@@ -1,0 +1,57 @@
+"""Which events can only mean trouble: they take the workers' fast lane (workers/dispatcher.py).
+
+The append script marks a feed entry `u=1` when it stored one of them, so that the dispatcher sends
+the run's job at once to the priority queue instead of behind the backlog of routine metrics. Pure,
+and cheap on the common case (a finite metric costs one pass over its values): the agent's
+publisher classifies every event it appends.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from trainwarden.events import types as t
+from trainwarden.events.envelope import Event
+from trainwarden.events.signatures import signature_of
+
+CRITICAL = "critical"  # the severity of a fault signature or an XID that stops a run
+BY_POLICY = "policy"  # a stop.requested the workers wrote themselves (they are carrying it out already)
+
+
+def is_urgent(event: Event) -> bool:
+    """True for a non-finite metric value, a critical fault line or XID, a stop a person asked for, a failed run."""
+    kind = event.type
+    if kind == t.METRIC:
+        return _non_finite(event.data)
+    if kind == t.RUN_FAILED:
+        return True
+    if kind == t.STOP_REQUESTED:
+        return event.data.get("by") != BY_POLICY
+    if kind == t.LOG_LINE:
+        line, tag = event.data.get("line"), event.data.get("tag")
+        if not isinstance(line, str) or not isinstance(tag, str):
+            return False
+        signature = signature_of(line, tag)
+        return signature is not None and signature.severity == CRITICAL
+    if kind == t.GPU_XID:
+        return event.data.get("severity") == CRITICAL
+    return False
+
+
+def urgency_marks(events: Sequence[Event]) -> str:
+    """One '1' or '0' per event, for the append script; '' when none is urgent (the common case)."""
+    marks = ["1" if is_urgent(e) else "0" for e in events]
+    return "".join(marks) if "1" in marks else ""
+
+
+def _non_finite(data: Any) -> bool:
+    """A NaN or an infinity among a metric's values (nested dicts too: some trainers log groups)."""
+    for value in data.values():
+        if type(value) is float:
+            if not math.isfinite(value):
+                return True
+        elif isinstance(value, dict) and _non_finite(value):
+            return True
+    return False
