@@ -241,7 +241,6 @@ class Bench:
 # -- report -------------------------------------------------------------------------------------
 
 
-
 def print_table(title: str, rows: list[Row]) -> None:
     print(f"\n{title}")
     print("  workers  runs x Hz  offered/s  processed/s  lag mean/max/end s  growth  queue mean/max  "
