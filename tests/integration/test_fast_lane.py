@@ -7,7 +7,9 @@ from rq import Queue
 from rq.registry import FinishedJobRegistry
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP
+from trainwarden.workers import dispatcher as dispatcher_module
 from trainwarden.workers import lanes as lanes_module
+from trainwarden.workers import process as process_module
 from trainwarden.workers.dispatcher import Dispatcher
 from trainwarden.workers.lanes import fast_lane, lanes
 from trainwarden.workers.process import process_runs
@@ -82,8 +84,9 @@ def test_a_gathered_run_that_turns_urgent_takes_its_gathered_entries_to_the_fast
 
 
 def test_a_run_waiting_in_the_normal_lane_is_evaluated_by_its_fast_job_once_and_the_normal_job_finds_it_done(
-    store, queue, worker_ctx
+    store, queue, worker_ctx, monkeypatch
 ):
+    monkeypatch.setattr(dispatcher_module, "RESULT_TTL_S", 60)  # keep the jobs' results to look at (deployed: none)
     dispatcher = dispatcher_for(store, queue)
     store.append([metric("x", 1, step=1, loss=2.0)])
     dispatcher.step()  # the queue was empty: x's normal job goes out at once
@@ -133,6 +136,10 @@ def test_a_normal_job_hands_its_remaining_runs_to_a_new_job_while_a_fast_job_wai
     store, queue, worker_ctx, monkeypatch
 ):
     monkeypatch.setattr(lanes_module, "YIELD_AFTER_S", 0.0)  # yield after every run (a job yields after 50 ms)
+    monkeypatch.setattr(dispatcher_module, "RESULT_TTL_S", 60)  # keep the finished jobs to count (deployed: none)
+    # per-run turns, as on a Redis Cluster or for the runs a batched turn hands on (a STOP): those are what
+    # yield; a batched turn of a few ms for all of a job's runs does not
+    monkeypatch.setattr(process_module, "batched", lambda ctx: False)
     dispatcher = dispatcher_for(store, queue, linger_s=3600)
     queue.enqueue(process_runs, [])
     store.append([metric(run, 1, step=1, loss=2.0) for run in ("a", "b", "c")])
