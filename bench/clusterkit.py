@@ -8,17 +8,14 @@ latencies, the backlog) are load.py's, imported, so both benches measure the sam
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import re
-import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import redis
-from loadkit import KEYS, Drain, Procs, Row, feed_lag, machine_cpu, processed, publish_backlog, record_stops, slope
+from loadkit import KEYS, Drain, Procs, Row, feed_lag, machine_cpu, processed, publish_backlog, settle_window
 from redis.cluster import RedisCluster
 from rq import Queue, Worker
 from rq.registry import StartedJobRegistry
@@ -145,19 +142,8 @@ class ClusterBench:
         if sim.wait(timeout=120) != 0:
             raise SystemExit(f"simulate failed: {(self.procs.work / 'simulate.log').read_text()[-2000:]}")
         _fill(row, start, end)
-        values = [lag for _, lag in lags]
-        row.lag_mean_s, row.lag_max_s, row.lag_growth = statistics.fmean(values), max(values), slope(lags)
-        row.queue_mean, row.queue_max = statistics.fmean(depths), max(depths)
-        found = re.findall(r"= ([\d,]+) events/s", (self.procs.work / "simulate.log").read_text())
-        row.published_eps = float(found[-1].replace(",", "")) if found else math.nan
-        self.procs.started.pop("simulate", None)
         store = EventStore(self.events, keys=KEYS)
-        drain_until = time.monotonic() + args.drain
-        while True:  # STOPs still on their way are waited for a little, so slow ones are measured too
-            record_stops(row, store, spec, since=window_start)
-            if len(row.stop_latency_s) >= row.stops_asked or time.monotonic() > drain_until:
-                break
-            time.sleep(0.5)
+        settle_window(row, lags, depths, self.procs, store=store, spec=spec, since=window_start, drain_s=args.drain)
         self.procs.stop("dispatcher")
         return row
 

@@ -39,8 +39,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
-import statistics
 import sys
 import tempfile
 import threading
@@ -67,8 +65,7 @@ from loadkit import (
     processed,
     publish_backlog,
     raw_baseline,
-    record_stops,
-    slope,
+    settle_window,
     trainwarden_memory,
 )
 from rq import Queue, Worker
@@ -166,19 +163,8 @@ class Bench:
         row.cpu = {role: (end[2].get(role, 0.0) - start[2].get(role, 0.0)) / span for role in end[2]}
         row.cpu["redis"] = (end[3] - start[3]) / span
         row.machine_busy = (end[4][0] - start[4][0]) / max(1, end[4][1] - start[4][1])
-        values = [lag for _, lag in lags]
-        row.lag_mean_s, row.lag_max_s, row.lag_growth = statistics.fmean(values), max(values), slope(lags)
-        row.queue_mean, row.queue_max = statistics.fmean(depths), max(depths)
-        found = re.findall(r"= ([\d,]+) events/s", (self.procs.work / "simulate.log").read_text())
-        row.published_eps = float(found[-1].replace(",", "")) if found else math.nan
-        self.procs.started.pop("simulate", None)
         store = EventStore(self.client, keys=KEYS)
-        drain_until = time.monotonic() + args.drain
-        while True:  # STOPs still on their way are waited for a little, so slow ones are measured too
-            record_stops(row, store, spec, since=window_start)
-            if len(row.stop_latency_s) >= row.stops_asked or time.monotonic() > drain_until:
-                break
-            time.sleep(0.5)
+        settle_window(row, lags, depths, self.procs, store=store, spec=spec, since=window_start, drain_s=args.drain)
         self.neighbour.stop()
         self.procs.stop("dispatcher")
         notifying.set()

@@ -331,6 +331,24 @@ def record_stops(row: Row, store: EventStore, spec: SimSpec, since: float) -> No
             row.evidence_s.append(sid_seconds(built) - sid_seconds(decided))
 
 
+def settle_window(row: Row, lags: list[tuple[float, float]], depths: list[int], procs: Procs, *, store: EventStore,
+                  spec: SimSpec, since: float, drain_s: float) -> None:  # fmt: skip
+    """Into `row`, once a window's publishing ended: the lag and queue figures, what simulate published, and the
+    NaN -> STOP latencies, the STOPs still on their way waited for up to `drain_s` so that slow ones count too."""
+    values = [lag for _, lag in lags]
+    row.lag_mean_s, row.lag_max_s, row.lag_growth = statistics.fmean(values), max(values), slope(lags)
+    row.queue_mean, row.queue_max = statistics.fmean(depths), max(depths)
+    found = re.findall(r"= ([\d,]+) events/s", (procs.work / "simulate.log").read_text())
+    row.published_eps = float(found[-1].replace(",", "")) if found else math.nan
+    procs.started.pop("simulate", None)
+    drain_until = time.monotonic() + drain_s
+    while True:
+        record_stops(row, store, spec, since=since)
+        if len(row.stop_latency_s) >= row.stops_asked or time.monotonic() > drain_until:
+            break
+        time.sleep(0.5)
+
+
 @dataclass(slots=True)
 class Drain:
     workers: int
