@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 import yaml
+from redis.cluster import RedisCluster
 from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
 from trainwarden.remote.stop import LocalTmuxController, tmux_argv
@@ -22,7 +23,9 @@ from trainwarden.workers.policy_source import PolicySource
 
 from tests.helpers import wait_for
 from tests.slack_api import SlackAPI
-from trainwarden.redis_server import RedisServer
+from trainwarden import wiring
+from trainwarden.redis_server import RedisClusterServers, RedisServer
+from trainwarden.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -175,3 +178,20 @@ def slack_api() -> Iterator[SlackAPI]:
     api = SlackAPI()
     yield api
     api.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServers]:
+    """A real 3-master Redis Cluster on loopback, one per test module (started in a few seconds)."""
+    with RedisClusterServers(tmp_path_factory.mktemp("cluster")) as servers:
+        yield servers
+
+
+@pytest.fixture
+def cstore(cluster: RedisClusterServers) -> Iterator[EventStore]:
+    """An event store on `cluster`, through the daemons' own client wiring, every master emptied first."""
+    client = wiring.events_redis(Settings(redis_url=cluster.url))
+    assert isinstance(client, RedisCluster)
+    client.flushall(target_nodes=RedisCluster.PRIMARIES)
+    yield EventStore(client, keys=Keys())
+    client.close()

@@ -12,7 +12,6 @@ from rq import SimpleWorker
 from trainwarden.bot import status
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP, GroupReader, parse_feed_entry
-from trainwarden.events.keys import Keys
 from trainwarden.events.run_view import run_states
 from trainwarden.events.store import EventStore
 from trainwarden.remote.stop import LocalTmuxController
@@ -32,21 +31,6 @@ from trainwarden.settings import Settings
 pytestmark = pytest.mark.redis
 
 RUNS = [f"exp{i:02d}" for i in range(24)]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServers]:
-    with RedisClusterServers(tmp_path_factory.mktemp("cluster")) as servers:
-        yield servers
-
-
-@pytest.fixture
-def cstore(cluster: RedisClusterServers) -> Iterator[EventStore]:
-    client = wiring.events_redis(Settings(redis_url=cluster.url))
-    assert isinstance(client, RedisCluster)
-    client.flushall(target_nodes=RedisCluster.PRIMARIES)
-    yield EventStore(client, keys=Keys())
-    client.close()
 
 
 def node_of(client: RedisCluster, key: str) -> str:

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 import yaml
-from redis.cluster import RedisCluster
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.feed import DISPATCH_GROUP
-from trainwarden.events.keys import Keys
 from trainwarden.events.projection import fold
 from trainwarden.events.store import EventStore
 from trainwarden.policies.default import default_policy
@@ -31,9 +28,6 @@ from trainwarden.workers.verify import verify_run
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
-from trainwarden import wiring
-from trainwarden.redis_server import RedisClusterServers
-from trainwarden.settings import Settings
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -41,21 +35,6 @@ GPU_HOSTS = ("gpu-a", "gpu-b", "gpu-c")  # one `trainwarden simulate` each, as o
 WORKER_HOSTS = ("central-1", "central-2", "central-3")  # central-3's worker is the one killed
 RUNS_PER_HOST, RATE_HZ, DURATION_S = 8, 4.0, 6.0
 EVENTS_PER_RUN = int(RATE_HZ * DURATION_S)
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServers]:
-    with RedisClusterServers(tmp_path_factory.mktemp("topology")) as servers:
-        yield servers
-
-
-@pytest.fixture
-def cstore(cluster: RedisClusterServers) -> Iterator[EventStore]:
-    client = wiring.events_redis(Settings(redis_url=cluster.url))
-    assert isinstance(client, RedisCluster)
-    client.flushall(target_nodes=RedisCluster.PRIMARIES)
-    yield EventStore(client, keys=Keys())
-    client.close()
 
 
 def simulate(settings: Path, log: Path, host: str, *extra: str) -> subprocess.Popen[bytes]:
