@@ -23,13 +23,13 @@ from trainwarden.events.keys import Keys
 from trainwarden.events.redis_errors import redis_errors
 from trainwarden.events.store import Malformed, decode_entries
 
-# KEYS: queued flag and lock of each run, pairwise; ARGV: lock ms, then a token per run.
+# KEYS: the `queued` and `fast` flags and the lock of each run, in threes; ARGV: lock ms, then a token per run.
 # Reply: 1 where the lock was taken, 0 where another turn holds it.
 _LOCK_LUA = """
 local out = {}
-for i = 1, #KEYS / 2 do
-  redis.call('DEL', KEYS[2 * i - 1])
-  out[i] = redis.call('SET', KEYS[2 * i], ARGV[i + 1], 'NX', 'PX', ARGV[1]) and 1 or 0
+for i = 1, #KEYS / 3 do
+  redis.call('DEL', KEYS[3 * i - 2], KEYS[3 * i - 1])
+  out[i] = redis.call('SET', KEYS[3 * i], ARGV[i + 1], 'NX', 'PX', ARGV[1]) and 1 or 0
 end
 return out
 """
@@ -70,14 +70,15 @@ class RunRead:
 
 
 def lock_runs(client: redis.Redis, keys: Keys, runs: Sequence[str], *, lock_ms: int) -> dict[str, str]:
-    """Clear the runs' `queued` flags and take every free run lock; returns run -> token of those taken.
+    """Clear the runs' `queued` and `fast` flags and take every free run lock; returns run -> token of those taken.
 
-    The flag goes before the read, as in the per-run turn: events whose feed entries found it set are
-    read by this turn."""
+    The flags go before the read, as in the per-run turn: events whose feed entries found one set are
+    read by this turn (a fast job of several runs takes this turn too: a `fast` flag left set would have
+    the dispatcher acknowledge a later urgent entry as covered by a job that has already read)."""
     if not runs:
         return {}
     tokens = [uuid.uuid4().hex for _ in runs]
-    names = [name for run in runs for name in (keys.queued(run), keys.lock(run))]
+    names = [name for run in runs for name in (keys.queued(run), keys.fast(run), keys.lock(run))]
     with redis_errors("lock runs"):
         taken = client.eval(_LOCK_LUA, len(names), *names, lock_ms, *tokens)
     return {run: token for run, token, ok in zip(runs, tokens, taken, strict=True) if ok}

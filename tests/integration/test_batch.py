@@ -52,6 +52,18 @@ def test_a_job_of_several_runs_commits_them_in_one_batch(store, worker_ctx):
         assert_verified(store, worker_ctx, run)
 
 
+def test_a_batched_turn_clears_both_lanes_flags_before_it_reads(store, worker_ctx):
+    """A fast job of several runs (a burst of urgent runs) takes the batched turn: it must clear the `fast` flags as
+    the per-run turn does, or the dispatcher acknowledges a later urgent entry as covered by a job that has read."""
+    healthy(store, RUNS, 2)
+    for run in RUNS:
+        store.redis.set(store.keys.queued(run), "1")
+        store.redis.set(store.keys.fast(run), "1")
+    batch.process_batch(worker_ctx, RUNS)
+    for run in RUNS:
+        assert not store.redis.exists(store.keys.queued(run)) and not store.redis.exists(store.keys.fast(run))
+
+
 def test_a_stop_in_a_batch_is_carried_out_once(store, worker_ctx):
     healthy(store, RUNS, 3)
     process_runs([[run, []] for run in RUNS])
