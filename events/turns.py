@@ -2,7 +2,7 @@
 
 At 1,000 runs x 1 Hz a job sees about one event per run, so what a run's turn costs is what an event
 costs, and a turn of its own was ~8 round trips, each ~0.1 ms of redis-py CPU. Here all runs of a
-job share each step: one script clears their `queued` flags and takes their locks, one script reads
+job share each step: one script clears their `queued` and `fast` flags and takes their locks, one script reads
 their checkpoints and the log entries after them, one script releases the locks. One Redis only: on
 a cluster the keys of several runs live on different slots (the per-run path serves it).
 

@@ -4,7 +4,7 @@ At 1,000 runs x 1 Hz a job sees about one event per run, and a run's own turn (w
 paid ~8 Redis round trips for it: that, not the policy, was most of a worker's CPU per event
 (docs/benchmarks.md, "Worker cost per event"). Here the runs of a job share each step:
 
-1. one script clears their `queued` flags and takes their locks (events/turns.py);
+1. one script clears their `queued` and `fast` flags and takes their locks (events/turns.py);
 2. one WATCH of all their checkpoints (cursors);
 3. one script reads every checkpoint and the log entries after it;
 4. each run is evaluated in memory; one MULTI/EXEC commits every run's outputs, checkpoint and
