@@ -15,7 +15,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import redis
-from loadkit import KEYS, Drain, Procs, Row, feed_lag, machine_cpu, processed, publish_backlog, settle_window
+from loadkit import (
+    KEYS,
+    Drain,
+    Procs,
+    Row,
+    await_dispatcher,
+    await_drained,
+    feed_lag,
+    machine_cpu,
+    processed,
+    publish_backlog,
+    settle_window,
+)
 from redis.cluster import RedisCluster
 from rq import Queue, Worker
 from rq.registry import StartedJobRegistry
@@ -155,17 +167,9 @@ class ClusterBench:
         runs = [run_name(SimSpec(runs=args.backlog_runs, rate_hz=1), i) for i in range(args.backlog_runs)]
         total = publish_backlog(self.events, args.backlog_runs, args.backlog)
         self.start_dispatchers(args.drain_dispatchers)
-        deadline = time.monotonic() + 30
-        while not self.events.exists(KEYS.heartbeat("dispatcher")):  # written by a first step, before its read
-            if time.monotonic() > deadline:
-                raise SystemExit("no dispatcher started within 30 s")
-            time.sleep(0.01)
+        await_dispatcher(self.events)
         start = self.mark(runs)
-        deadline = time.monotonic() + 300
-        while processed(self.events, runs) < total:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{workers} workers did not drain {total:,} events within 300 s")
-            time.sleep(0.1)
+        await_drained(self.events, runs, total, workers)
         end = self.mark(runs)
         self.procs.stop("dispatcher")
         row = Row(runs=args.backlog_runs, rate=0.0, workers=workers)

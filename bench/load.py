@@ -56,6 +56,8 @@ from loadkit import (
     Neighbour,
     Procs,
     Row,
+    await_dispatcher,
+    await_drained,
     batches,
     doubling_ratios,
     feed_lag,
@@ -198,18 +200,9 @@ class Bench:
         runs = [run_name(SimSpec(runs=args.backlog_runs, rate_hz=1), i) for i in range(args.backlog_runs)]
         total = publish_backlog(self.client, args.backlog_runs, args.backlog)
         self.procs.start("dispatcher", "dispatcher")
-        beat = KEYS.heartbeat("dispatcher")
-        deadline = time.monotonic() + 30
-        while not self.client.exists(beat):  # its first step writes it, just before reading the feed
-            if time.monotonic() > deadline:
-                raise SystemExit("the dispatcher did not start within 30 s")
-            time.sleep(0.01)
+        await_dispatcher(self.client)
         start = self._mark(runs)
-        deadline = time.monotonic() + 300
-        while processed(self.client, runs) < total:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{workers} workers did not drain {total:,} events within 300 s")
-            time.sleep(0.05)
+        await_drained(self.client, runs, total, workers)
         end = self._mark(runs)
         self.procs.stop("dispatcher")
         span = end[0] - start[0]

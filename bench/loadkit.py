@@ -349,6 +349,24 @@ def settle_window(row: Row, lags: list[tuple[float, float]], depths: list[int], 
         time.sleep(0.5)
 
 
+def await_dispatcher(client: redis.Redis) -> None:
+    """Until a dispatcher's heartbeat is there: its first step writes it, just before reading the feed."""
+    deadline = time.monotonic() + 30
+    while not client.exists(KEYS.heartbeat("dispatcher")):
+        if time.monotonic() > deadline:
+            raise SystemExit("no dispatcher started within 30 s")
+        time.sleep(0.01)
+
+
+def await_drained(client: redis.Redis, runs: list[str], total: int, workers: int) -> None:
+    """Until the runs' checkpoints have folded `total` metric events (a backlog drained), at most 300 s."""
+    deadline = time.monotonic() + 300
+    while processed(client, runs) < total:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{workers} workers did not drain {total:,} events within 300 s")
+        time.sleep(0.05)
+
+
 @dataclass(slots=True)
 class Drain:
     workers: int
