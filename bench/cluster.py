@@ -33,7 +33,7 @@ import yaml
 from clusterkit import ClusterBench, feed_master, keys_per_master
 from harness import private_redis
 from load import Bench, print_table
-from loadkit import Drain, Procs, Row, doubling_ratios, raw_baseline
+from loadkit import Drain, Neighbour, Procs, Row, doubling_ratios, print_doubling, raw_baseline
 from redis.cluster import RedisCluster
 
 from trainwarden.redis_server import RedisClusterServers
@@ -55,7 +55,7 @@ def drain_on_one_redis(args: argparse.Namespace, work: Path) -> dict[int, Drain]
             "evidence_dir": str(work / "one" / "evidence"), "findings_file": str(work / "one" / "findings.md"),
         }))  # fmt: skip
         procs = Procs(config, work)
-        bench = Bench(client=server.client(), procs=procs, args=args, fork=False)
+        bench = Bench(client=server.client(), procs=procs, args=args, fork=False, neighbour=Neighbour())
         try:
             for w in (int(x) for x in args.drain_workers.split(",")):
                 out[w] = max((bench.drain(w) for _ in range(args.drain_repeats)), key=lambda x: x.eps)
@@ -153,11 +153,7 @@ def main() -> None:
             masters = ", ".join(f"{k.removeprefix('master ')} {v:.2f}" for k, v in sorted(dr.cpu.items())
                                 if k.startswith("master "))  # fmt: skip
             print(f"    {dr.workers} worker(s): {masters}")
-        print("  throughput per doubling of workers, T(2k)/(2 T(k)) (1.0 = linear):")
-        for k, k2, speedup, eff in doubling_ratios({dr.workers: dr.eps for dr in drains.values()}):
-            print(f"    {k} -> {k2} workers: {speedup:.2f}x, ratio {eff:.2f}")
-        best = max(drains.values(), key=lambda x: x.eps)
-        print(f"  best: {best.eps:,.0f} events/s with {best.workers} workers = {best.eps / baseline:.3f} of raw XADD")
+        print_doubling(drains, baseline)
     if single:
         print("\n3) the same backlog on one redis-server (events and RQ; load.py's drain), same run:")
         print("  workers  events/s one Redis  events/s cluster  cluster / one Redis  CPU us/event redis/disp/workers")

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 import redis
 from loadkit import (
     KEYS,
+    QUEUE,
     Drain,
     Procs,
     Row,
     await_dispatcher,
     await_drained,
+    await_workers,
     feed_lag,
     machine_cpu,
     processed,
@@ -29,13 +31,12 @@ from loadkit import (
     settle_window,
 )
 from redis.cluster import RedisCluster
-from rq import Queue, Worker
+from rq import Queue
 from rq.registry import StartedJobRegistry
 from trainwarden.events.store import EventStore
 
 from trainwarden.simulate import SimSpec, run_name
 
-QUEUE = "trainwarden"
 # wall, processed, CPU per role, CPU per master, machine
 Mark = tuple[float, int, dict[str, float], dict[str, float], tuple[float, float]]
 
@@ -93,12 +94,7 @@ class ClusterBench:
         for i in range(count):  # each as if on a host of its own (its heartbeat, its outputs' host)
             with as_host(f"central-{i + 1}"):
                 self.procs.start("worker", "worker")
-        queue = Queue(QUEUE, connection=self.jobs)
-        deadline = time.monotonic() + 60
-        while Worker.count(queue=queue) < count:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"only {Worker.count(queue=queue)} of {count} workers registered within 60 s")
-            time.sleep(0.2)
+        await_workers(self.jobs, count)
         self.workers_up = count
 
     def reset(self) -> None:

@@ -51,6 +51,7 @@ import yaml
 from harness import percentile, private_redis
 from loadkit import (
     KEYS,
+    QUEUE,
     Drain,
     MemorySample,
     Neighbour,
@@ -58,25 +59,25 @@ from loadkit import (
     Row,
     await_dispatcher,
     await_drained,
+    await_workers,
     batches,
-    doubling_ratios,
     feed_lag,
     machine_cpu,
     memory_sample,
     notify_stand_in,
+    print_doubling,
     processed,
     publish_backlog,
     raw_baseline,
     settle_window,
     trainwarden_memory,
 )
-from rq import Queue, Worker
+from rq import Queue
 from rq.registry import StartedJobRegistry
 from trainwarden.events.store import EventStore
 
 from trainwarden.simulate import SimSpec, run_name
 
-QUEUE = "trainwarden"
 FAST_QUEUE = f"{QUEUE}-fast"  # the workers' fast lane (empty, and harmless to empty, where there is none)
 MAX_WINDOWS = 60  # windows one figure may take to gather --nan-samples
 SIM_EVENTS_PER_PROCESS = 6000  # events/s one simulate process is given (it manages ~15,000 alone)
@@ -98,12 +99,7 @@ class Bench:
         self.procs.stop("worker")
         for _ in range(count):
             self.procs.start("worker", "worker", *(["--fork"] if self.fork else []))
-        queue = Queue(QUEUE, connection=self.client)
-        deadline = time.monotonic() + 60
-        while Worker.count(queue=queue) < count:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"only {Worker.count(queue=queue)} of {count} workers registered within 60 s")
-            time.sleep(0.2)
+        await_workers(self.client, count)
         self.workers_up = count
 
     def reset(self) -> None:
@@ -335,11 +331,7 @@ def main() -> None:
         for d in drains.values():
             cpu = "/".join(f"{d.cpu.get(k, 0.0):.2f}" for k in ("redis", "dispatcher", "worker"))
             print(f"  {d.workers:>7}  {d.eps:>8,.0f}  {d.seconds:>7.1f}  {cpu:>21}  {d.machine_busy:>12.0%}")
-        print("  throughput per doubling of workers, T(2k)/(2 T(k)) (1.0 = linear; target >= 0.7):")
-        for k, k2, speedup, eff in doubling_ratios({d.workers: d.eps for d in drains.values()}):
-            print(f"    {k} -> {k2} workers: {speedup:.2f}x, ratio {eff:.2f}")
-        best = max(drains.values(), key=lambda d: d.eps)
-        print(f"  best: {best.eps:,.0f} events/s with {best.workers} workers = {best.eps / baseline:.2f} of raw XADD")
+        print_doubling(drains, baseline, target="; target >= 0.7")
     if 3 in parts:
         print_table(f"3) ramp with {args.ramp_workers} workers", ramp)
         broken = next((r for r in ramp if not r.keeps_up), None)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import redis
 from harness import sid_seconds
+from rq import Queue, Worker
 from trainwarden.agent.publisher import Publisher
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
@@ -32,6 +33,7 @@ from trainwarden.events.store import EventStore
 from trainwarden.simulate import Shard, SimSpec, metric_data, nan_onsets, run_name
 
 REPO = Path(__file__).resolve().parent.parent
+QUEUE = "trainwarden"  # the RQ queue the daemons use by default
 KEYS = Keys()
 TYPE_COUNT_METRIC = re.compile(rb'"type_counts": \{[^}]*"metric": (\d+)')
 
@@ -347,6 +349,25 @@ def settle_window(row: Row, lags: list[tuple[float, float]], depths: list[int], 
         if len(row.stop_latency_s) >= row.stops_asked or time.monotonic() > drain_until:
             break
         time.sleep(0.5)
+
+
+def await_workers(client: redis.Redis, count: int) -> None:
+    """Until `count` workers of the queue have registered, at most 60 s."""
+    queue = Queue(QUEUE, connection=client)
+    deadline = time.monotonic() + 60
+    while Worker.count(queue=queue) < count:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {Worker.count(queue=queue)} of {count} workers registered within 60 s")
+        time.sleep(0.2)
+
+
+def print_doubling(drains: dict[int, Drain], baseline: float, *, target: str = "") -> None:
+    """The drains' throughput per doubling of workers, and the best against the raw XADD baseline."""
+    print(f"  throughput per doubling of workers, T(2k)/(2 T(k)) (1.0 = linear{target}):")
+    for k, k2, speedup, eff in doubling_ratios({d.workers: d.eps for d in drains.values()}):
+        print(f"    {k} -> {k2} workers: {speedup:.2f}x, ratio {eff:.2f}")
+    best = max(drains.values(), key=lambda d: d.eps)
+    print(f"  best: {best.eps:,.0f} events/s with {best.workers} workers = {best.eps / baseline:.3f} of raw XADD")
 
 
 def await_dispatcher(client: redis.Redis) -> None:
