@@ -97,8 +97,10 @@ def cmd_dispatcher(args: argparse.Namespace, settings: Settings) -> int:
     wiring.check_redis(settings, rq=True)
     dispatcher = wiring.dispatcher(settings)
     if dispatcher.pulse is not None:
+        from trainwarden.workers.lanes import lanes
+
         _serve_metrics(args, "dispatcher", dispatcher.pulse.heartbeat, dispatcher.store,
-                       queue_length=lambda: dispatcher.queue.count)  # fmt: skip
+                       queue_length=lambda: sum(queue.count for queue in lanes(dispatcher.queue)))  # fmt: skip
     log.info("dispatcher reading the feed into queue %r", settings.queue)
     stop = stop_on_signals()
     reload_on_sighup("dispatcher", None)  # its settings are read once; nothing it holds can be reloaded

@@ -163,9 +163,9 @@ def _redis_metrics(sources: Sources, family: Callable[..., Any]) -> None:
     family(GaugeMetricFamily, "dead_letters", "entries that could not be decoded (trainwarden dead-letters)",
            []).add_metric([], float(r.xlen(keys.dead_letters())))  # fmt: skip
     if sources.queue_length is not None:
-        family(GaugeMetricFamily, "jobs_queued", "jobs waiting in RQ's queue", []).add_metric(
-            [], float(sources.queue_length())
-        )
+        family(
+            GaugeMetricFamily, "jobs_queued", "jobs waiting in RQ's queues (the fast lane and the normal one)", []
+        ).add_metric([], float(sources.queue_length()))
     if sources.jobs is not None:
         jobs = family(CounterMetricFamily, "jobs", "jobs this worker ran, by outcome", ["outcome"])
         for outcome, n in sources.jobs().items():
