@@ -13,6 +13,7 @@ import pytest
 import redis
 import yaml
 from redis.cluster import RedisCluster
+from rq import Queue
 from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
 from trainwarden.remote.stop import LocalTmuxController, tmux_argv
@@ -195,3 +196,9 @@ def cstore(cluster: RedisClusterServers) -> Iterator[EventStore]:
     client.flushall(target_nodes=RedisCluster.PRIMARIES)
     yield EventStore(client, keys=Keys())
     client.close()
+
+
+@pytest.fixture
+def queue(r: redis.Redis) -> Queue:
+    """The RQ queue of the in-process dispatcher and worker tests, on the test's Redis."""
+    return Queue("tw-test", connection=r)

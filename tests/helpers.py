@@ -117,3 +117,12 @@ def dev_corpus() -> list[dict[str, Any]]:
 
     runs = yaml.safe_load((REAL_CORPUS / "MANIFEST.yaml").read_text())["runs"]
     return [r for r in runs if r.get("part", DEV) == DEV]
+
+
+def dispatcher_for(store: Any, queue: Any, **options: Any) -> Any:
+    """A dispatcher on `queue` that reclaims stale entries after 100 ms, its consumer groups made."""
+    from trainwarden.workers.dispatcher import Dispatcher
+
+    d = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=100, **options)
+    d.setup()
+    return d

@@ -5,29 +5,17 @@ import time
 
 import pytest
 from redis.lock import Lock
-from rq import Queue, SimpleWorker
+from rq import SimpleWorker
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP, GroupReader
 from trainwarden.workers import context
-from trainwarden.workers.dispatcher import Dispatcher
 from trainwarden.workers.errors import RunsFailed
 from trainwarden.workers.lanes import lanes
 from trainwarden.workers.process import process_runs
 
-from tests.helpers import evaluated_to_end, events_of, metric
+from tests.helpers import dispatcher_for, evaluated_to_end, events_of, metric
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def queue(r):
-    return Queue("tw-test", connection=r)
-
-
-def dispatcher_for(store, queue, **options):
-    d = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=100, **options)
-    d.setup()
-    return d
 
 
 def work(queue):

@@ -3,32 +3,19 @@
 import math
 
 import pytest
-from rq import Queue
 from rq.registry import FinishedJobRegistry
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP
 from trainwarden.workers import dispatcher as dispatcher_module
 from trainwarden.workers import lanes as lanes_module
 from trainwarden.workers import process as process_module
-from trainwarden.workers.dispatcher import Dispatcher
 from trainwarden.workers.lanes import fast_lane, lanes
 from trainwarden.workers.process import process_runs
 from trainwarden.workers.rq_worker import InProcessWorker
 
-from tests.helpers import evaluated_to_end, events_of, metric, nan_metric
+from tests.helpers import dispatcher_for, evaluated_to_end, events_of, metric, nan_metric
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def queue(r):
-    return Queue("tw-test", connection=r)
-
-
-def dispatcher_for(store, queue, **options):
-    d = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=100, **options)
-    d.setup()
-    return d
 
 
 def work(queue):

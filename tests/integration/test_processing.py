@@ -1,7 +1,7 @@
 """Dispatcher + process_run on a real Redis, in-process (SimpleWorker in burst mode)."""
 
 import pytest
-from rq import Queue, SimpleWorker
+from rq import SimpleWorker
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP
 from trainwarden.workers.dispatcher import Dispatcher
@@ -11,11 +11,6 @@ from trainwarden.workers.process import process_run
 from tests.helpers import evaluated_to_end, events_of, metric, nan_metric, wait_for
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def queue(r):
-    return Queue("tw-test", connection=r)
 
 
 @pytest.fixture
