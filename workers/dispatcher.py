@@ -10,8 +10,8 @@ A job (`process_runs`) covers up to `runs_per_job` runs, each processed as `proc
 An RQ job costs a few milliseconds whatever it does (a fork, a dozen Redis commands), which at
 1,000 runs sending once a second was most of the work; so while the queue holds waiting jobs
 (the workers are busy anyway) runs that need a job are gathered for up to `linger_s` into fuller
-jobs, and when the queue is empty they go out at once, spread over several jobs for parallel
-workers. The per-run `queued` flags are set for a whole read in one pipelined round trip.
+jobs, and when the queue is empty for up to `idle_linger_s` (50 ms), spread over two jobs for
+parallel workers. The per-run `queued` flags are set for a whole read in one pipelined round trip.
 
 A run with an urgent feed entry (`u=1`: a NaN, a critical fault line, a stop asked for, a failed run;
 events/urgency.py) is neither gathered nor held back: its job goes at once to the fast lane
@@ -57,7 +57,8 @@ READ_COUNT = 1000
 HEARTBEAT_INTERVAL_S = 1.0  # the bot's dead-man's switch reads it (bot/deadman.py)
 RESULT_TTL_S = 0  # nobody reads a job's return value: RQ deletes a finished job at once (no result, no registry)
 FAILURE_TTL_S = 7 * 24 * 3600
-SPREAD_JOBS = 8  # an idle queue gets a read's runs in at least this many jobs (while there are that many runs)
+SPREAD_JOBS = 8  # reclaimed entries and fast jobs go out in at least this many jobs (while there are that many runs)
+IDLE_SPREAD_JOBS = 2  # what an empty queue gets of the gathered runs: at least this many jobs (idle workers share them)
 
 Work = list[tuple[str, list[str]]]  # (run, feed entry ids) per run, in the order they came
 
@@ -101,6 +102,7 @@ class Dispatcher:
         tick_check_s: float = config.TICK_CHECK_S,
         runs_per_job: int = config.RUNS_PER_JOB,
         linger_s: float = config.LINGER_S,
+        idle_linger_s: float = config.IDLE_LINGER_S,
         pulse: Pulse | None = None,
         fast_queue: Queue | None = None,
     ) -> None:
@@ -120,6 +122,7 @@ class Dispatcher:
         self._next_sweep = 0.0
         self.runs_per_job = max(1, runs_per_job)
         self.linger_s = linger_s
+        self.idle_linger_s = idle_linger_s
         self.gathering = Gathering()
         self.pulse = pulse  # heartbeat (feed lag) and the watch for silent components
         self.enqueued = 0  # jobs
@@ -145,7 +148,7 @@ class Dispatcher:
             self._next_tick_check = now + self.tick_check_s
             handled += self.ticker.step()
         if self.gathering.work and block_ms is not None:
-            block_ms = max(1, min(block_ms, int(1000 * (self.gathering.since + self.linger_s - now))))
+            block_ms = max(1, min(block_ms, int(1000 * (self.gathering.since + min(self.linger_s, self.idle_linger_s) - now))))
         new = self.reader.read(count=READ_COUNT, block_ms=block_ms)
         handled += self._route(new, reclaimed=False)
         if self.pulse is not None:
@@ -263,18 +266,20 @@ class Dispatcher:
             return {run for run, was_set in zip(runs, pipe.execute(), strict=True) if was_set}
 
     def _release(self, *, quiet: bool) -> None:
-        """Enqueue the gathered runs: at once, over several jobs, when the queue is empty (workers may be
-        idle); otherwise in full jobs once a job's worth is there, the feed went quiet, or the oldest
-        waited `linger_s`."""
+        """Enqueue the gathered runs once a job's worth is there, the feed went quiet, or the oldest waited
+        `idle_linger_s` while the queue is empty (workers may be idle: over at least two jobs) or
+        `linger_s` while it is not (in full jobs). The short wait on an empty queue is what keeps jobs
+        full at a steady 1,000 events/s: sent at once, each read's few runs made jobs of 1-3 runs, each
+        paying RQ's per-job cost (bench/load.py: 1.1 ms of worker CPU an event against 0.7-0.8 with
+        the wait). Urgent runs do not wait: they go to the fast lane as they are read."""
         gathered = self.gathering.work
         if not gathered:
             return
         with redis_errors("measure the job queue"):
             hungry = self.queue.count == 0
-        if hungry:
-            self._release_gathered(spread=SPREAD_JOBS)
-        elif quiet or len(gathered) >= self.runs_per_job or time.monotonic() - self.gathering.since >= self.linger_s:
-            self._release_gathered(spread=1)
+        linger = self.idle_linger_s if hungry else self.linger_s
+        if quiet or len(gathered) >= self.runs_per_job or time.monotonic() - self.gathering.since >= linger:
+            self._release_gathered(spread=IDLE_SPREAD_JOBS if hungry else 1)
 
     def _release_gathered(self, *, spread: int) -> None:
         self._enqueue_jobs(self.gathering.items(), spread=spread)

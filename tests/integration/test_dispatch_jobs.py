@@ -35,16 +35,39 @@ def occupy(queue):
     queue.enqueue(process_runs, [])
 
 
-def test_a_burst_on_an_idle_queue_is_spread_over_jobs_and_every_run_evaluated(store, queue, worker_ctx):
+def test_a_burst_on_an_idle_queue_goes_out_at_once_in_full_jobs_and_every_run_is_evaluated(store, queue, worker_ctx):
     store.append([metric(f"run{i:03d}", 1, loss=2.0) for i in range(100)])
-    dispatcher_for(store, queue).step()
+    dispatcher_for(store, queue, idle_linger_s=3600).step()  # more than a job's worth: no waiting
     jobs = runs_per_job(queue)
-    assert [len(job) for job in jobs] == [12] * 8 + [4]  # at least 8 jobs, for parallel workers
+    assert [len(job) for job in jobs] == [32, 32, 32, 4]
     assert sorted(run for job in jobs for run in job) == [f"run{i:03d}" for i in range(100)]
     work(queue)
     assert pending(store) == 0
     for i in range(100):
         assert [d.data["decision"] for d in events_of(store, f"run{i:03d}", t.DECISION)] == [t.CONTINUE]
+
+
+def test_on_an_idle_queue_a_few_runs_wait_briefly_for_more_then_go_out_over_two_jobs(store, queue):
+    dispatcher = dispatcher_for(store, queue, idle_linger_s=0.2)
+    store.append([metric(f"run{i}", 1, loss=2.0) for i in range(3)])
+    dispatcher.step()
+    assert len(queue) == 0  # entries keep coming (1,000 runs at 1 Hz): one job of 1-3 runs a read costs too much
+    store.append([metric(f"run{i}", 1, loss=2.0) for i in range(3, 6)])
+    dispatcher.step()
+    assert len(queue) == 0
+    time.sleep(0.25)
+    store.append([metric("run6", 1, loss=2.0)])
+    dispatcher.step()  # the oldest waited idle_linger_s
+    assert runs_per_job(queue) == [["run0", "run1", "run2"], ["run3", "run4", "run5"], ["run6"]]
+
+
+def test_on_an_idle_queue_a_quiet_feed_sends_the_gathered_runs_at_once(store, queue):
+    dispatcher = dispatcher_for(store, queue, idle_linger_s=3600)
+    store.append([metric(f"run{i}", 1, loss=2.0) for i in range(4)])
+    dispatcher.step()
+    assert len(queue) == 0
+    dispatcher.step()  # nothing new: waiting longer gains nothing
+    assert runs_per_job(queue) == [["run0", "run1"], ["run2", "run3"]]  # two jobs: idle workers share them
 
 
 def test_while_jobs_wait_runs_are_gathered_into_full_jobs(store, queue):

@@ -74,9 +74,9 @@ def test_a_run_waiting_in_the_normal_lane_is_evaluated_by_its_fast_job_once_and_
     store, queue, worker_ctx, monkeypatch
 ):
     monkeypatch.setattr(dispatcher_module, "RESULT_TTL_S", 60)  # keep the jobs' results to look at (deployed: none)
-    dispatcher = dispatcher_for(store, queue)
+    dispatcher = dispatcher_for(store, queue, idle_linger_s=0)
     store.append([metric("x", 1, step=1, loss=2.0)])
-    dispatcher.step()  # the queue was empty: x's normal job goes out at once
+    dispatcher.step()  # the queue was empty (and no waiting for more): x's normal job goes out at once
     assert jobs_of(queue) == [[("x", 1)]] and store.redis.exists(store.keys.queued("x"))
     store.append([nan_metric("x", 2)])
     dispatcher.step()

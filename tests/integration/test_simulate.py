@@ -76,7 +76,7 @@ def test_nan_runs_are_stopped_by_the_policy(store, r, worker_ctx):
     queue = Queue("tw-test", connection=r)
     dispatcher = Dispatcher(store=store, queue=queue, consumer="d1")
     dispatcher.setup()
-    dispatcher.step()
+    dispatcher.run(burst=True)  # until the feed is quiet: runs gathered for a fuller job go out then
     SimpleWorker(lanes(queue), connection=r).work(burst=True, logging_level="WARNING")
     decided = {
         f"sim-{i:05d}": [d.data["decision"] for d in events_of(store, f"sim-{i:05d}", t.DECISION)] for i in range(4)
