@@ -22,6 +22,7 @@ from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.redact import redact
+from trainwarden.events.window import EncodedWindow
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class RunState:
     step: int | None = None
     exit_code: int | None = None  # the current launch's, once it ended (None: not ended, or unknowable)
     last_metrics: dict[str, Any] = field(default_factory=dict)
-    recent_metrics: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_METRICS))
+    recent_metrics: EncodedWindow = field(default_factory=lambda: EncodedWindow(maxlen=RECENT_METRICS))
     recent_log_lines: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=RECENT_LOG_LINES))
     source: str | None = None
     reading: dict[str, Any] | None = None  # the latest `reading` status.source: unreadable (reason, sample), readable
@@ -60,12 +61,19 @@ class RunState:
     event_count: int = 0
     type_counts: Counter[str] = field(default_factory=Counter)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+        """JSON-ready fields but those in `skip` (the checkpoint stores `recent_metrics` in its own form)."""
         out: dict[str, Any] = {}
         for name in self.__slots__:
+            if name in skip:
+                continue
             value = getattr(self, name)
             out[name] = (
-                list(value) if isinstance(value, deque) else dict(value) if isinstance(value, Counter) else value
+                list(value)
+                if isinstance(value, deque | EncodedWindow)
+                else dict(value)
+                if isinstance(value, Counter)
+                else value
             )
         return out
 
@@ -79,6 +87,8 @@ class RunState:
             current = getattr(state, name)
             if isinstance(current, deque):
                 value = deque(value, maxlen=current.maxlen)
+            elif isinstance(current, EncodedWindow):
+                value = EncodedWindow(value, maxlen=current.maxlen)
             elif isinstance(current, Counter):
                 value = Counter(value)
             setattr(state, name, value)

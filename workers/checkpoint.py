@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainwarden.events.projection import RunState
+from trainwarden.events.window import EncodedWindow
 from trainwarden.policies.engine import PolicyState
 
 ACTION_EVIDENCE = "evidence"
@@ -41,7 +42,8 @@ def encode_checkpoint(cp: Checkpoint) -> dict[str, str]:
         "after": cp.after or "",
         "emitted": str(cp.emitted),
         "policy": json.dumps(cp.policy.to_dict()),
-        "run": json.dumps(cp.run.to_dict()),
+        "run": json.dumps(cp.run.to_dict(skip=_OWN_FIELDS)),
+        "recent": cp.run.recent_metrics.lines(),
         "pending": json.dumps(cp.pending),
         "guard": json.dumps(cp.guard),
         "dump": cp.dump or "",
@@ -55,11 +57,24 @@ def decode_checkpoint(fields: dict[bytes, bytes]) -> Checkpoint:
         after=fields[b"after"].decode() or None,
         emitted=int(fields[b"emitted"]),
         policy=PolicyState.from_dict(json.loads(fields[b"policy"])),
-        run=RunState.from_dict(json.loads(fields[b"run"])),
+        run=_run_state(fields),
         pending=json.loads(fields[b"pending"]),
         guard=json.loads(fields.get(b"guard", b"null")),
         dump=fields.get(b"dump", b"").decode() or None,
     )
+
+
+_OWN_FIELDS = frozenset({"recent_metrics"})  # of the run state: in a field of their own ("recent")
+
+
+def _run_state(fields: dict[bytes, bytes]) -> RunState:
+    """The run state; its recent metrics stay encoded until read (events/window.py). A checkpoint
+    written before they had their own field holds them in `run`, and is read as it was."""
+    run = RunState.from_dict(json.loads(fields[b"run"]))
+    recent = fields.get(b"recent")
+    if recent is not None:
+        run.recent_metrics = EncodedWindow.from_lines(recent.decode(), maxlen=run.recent_metrics.maxlen)
+    return run
 
 
 def awaiting_due(pending: list[dict[str, Any]]) -> float | None:

@@ -148,7 +148,8 @@ class Dispatcher:
             self._next_tick_check = now + self.tick_check_s
             handled += self.ticker.step()
         if self.gathering.work and block_ms is not None:
-            block_ms = max(1, min(block_ms, int(1000 * (self.gathering.since + min(self.linger_s, self.idle_linger_s) - now))))
+            due = self.gathering.since + min(self.linger_s, self.idle_linger_s)
+            block_ms = max(1, min(block_ms, int(1000 * (due - now))))
         new = self.reader.read(count=READ_COUNT, block_ms=block_ms)
         handled += self._route(new, reclaimed=False)
         if self.pulse is not None:

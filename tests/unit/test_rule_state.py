@@ -98,3 +98,14 @@ def test_a_kind_state_in_an_earlier_layout_starts_its_window_over_instead_of_bei
     assert "w" not in spike.kind_state
     assert state.policy == pol.hash  # applied again: the hash covers the layout of the kinds' state
     assert not any(typ == t.DECISION and data["decision"] == t.STOP for typ, data in outputs)
+
+
+def test_to_dict_writes_every_field_and_leaves_out_only_unknown_progress():
+    from trainwarden.policies.state import PROGRESS_KEYS
+
+    rs = RuleState(sig="s", kind_state={"w": [1.0]}, since_step=7, since_evals=2, resolved_step=9, resolved_evals=3)
+    assert set(rs.to_dict()) == set(RuleState.__slots__)  # a new field must be written too
+    assert RuleState.from_dict(rs.to_dict()) == rs
+    bare = RuleState(sig="s", kind_state={})
+    assert set(bare.to_dict()) == set(RuleState.__slots__) - PROGRESS_KEYS
+    assert RuleState.from_dict(bare.to_dict()) == bare
