@@ -28,7 +28,7 @@ class Keys:
         return f"{self.namespace}:{{{run}}}:cursor"
 
     def view(self, run: str) -> str:
-        """Hash holding the readers' snapshot of the run's state (events/run_view.py): `after`, `state`."""
+        """Hash holding the readers' snapshot of the run's state (events/run_view.py): `after`, `state`, `recent`."""
         return f"{self.namespace}:{{{run}}}:view"
 
     def archive(self, run: str) -> str:

@@ -10,6 +10,7 @@ hold events written by another version, and a missing field must not stop the fo
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections import Counter, deque
@@ -93,6 +94,26 @@ class RunState:
                 value = Counter(value)
             setattr(state, name, value)
         return state
+
+
+_APART = frozenset({"recent_metrics"})  # stored beside the state's JSON, one record a line (events/window.py)
+
+
+def encode_state(state: RunState) -> tuple[str, str]:
+    """The stored form (the workers' checkpoint, the readers' view): the JSON of the state but its recent
+    metrics, and those one a line. A turn at 1 Hz adds one metric and reads none: each is encoded once, and
+    decoded only when read (/status decodes the 15 runs it shows, not all 400)."""
+    return json.dumps(state.to_dict(skip=_APART)), state.recent_metrics.lines()
+
+
+def decode_state(data: bytes | str, recent: bytes | None) -> RunState:
+    """`encode_state`'s form back; a state written before the metrics had their own field holds them inside
+    its JSON, and those win (a writer of that version leaves the field it does not know as it was)."""
+    fields = json.loads(data)
+    state = RunState.from_dict(fields)
+    if recent is not None and "recent_metrics" not in fields:
+        state.recent_metrics = EncodedWindow.from_lines(recent.decode(), maxlen=RECENT_METRICS)
+    return state
 
 
 Handler = Callable[[RunState, Event], None]

@@ -11,21 +11,21 @@ trims the log's head, so the trimmed events are always folded into the snapshot 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from trainwarden.events.projection import RunState, apply
+from trainwarden.events.projection import RunState, apply, decode_state, encode_state
 from trainwarden.events.redis_errors import redis_errors
 from trainwarden.events.redis_types import hash_fields, stream_entries
 from trainwarden.events.store import EventStore, Malformed, decode_entries, next_id
 
 PAGE = 1_000  # entries after a snapshot read in the batched round trip; a run with more reads the rest alone
 
-# KEYS: the view's hash. ARGV: the `after` the fold started from ('' for none), the new after, the state.
-# Written only if no other reader (or the archiver) moved the snapshot meanwhile.
+# KEYS: the view's hash. ARGV: the `after` the fold started from ('' for none), the new after, the state and its
+# recent metrics (events/projection.py `encode_state`). Written only if no other reader (or the archiver) moved the
+# snapshot meanwhile.
 _SAVE = """
 if (redis.call('HGET', KEYS[1], 'after') or '') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'after', ARGV[2], 'state', ARGV[3])
+redis.call('HSET', KEYS[1], 'after', ARGV[2], 'state', ARGV[3], 'recent', ARGV[4])
 return 1
 """
 
@@ -40,7 +40,7 @@ def load(store: EventStore, run: str) -> tuple[RunState, str | None]:
 def _snapshot(raw: dict[bytes, bytes]) -> tuple[RunState, str | None]:
     if not raw:
         return RunState(), None
-    return RunState.from_dict(json.loads(raw[b"state"])), raw[b"after"].decode() or None
+    return decode_state(raw[b"state"], raw.get(b"recent")), raw[b"after"].decode() or None
 
 
 def run_state(store: EventStore, run: str) -> RunState:
@@ -53,7 +53,7 @@ def run_state(store: EventStore, run: str) -> RunState:
             apply(state, item)
     if last != after and last is not None:
         with redis_errors("save a run's view", run=run):
-            store.redis.eval(_SAVE, 1, store.keys.view(run), after or "", last, json.dumps(state.to_dict()))
+            store.redis.eval(_SAVE, 1, store.keys.view(run), after or "", last, *encode_state(state))
     return state
 
 
@@ -100,8 +100,7 @@ def read_states(store: EventStore, runs: Sequence[str]) -> tuple[dict[str, RunSt
 def save_views(store: EventStore, moved: Sequence[Moved]) -> None:
     """Write back the snapshots that moved: in one pipelined round trip on one Redis (with live runs every view
     moves between two reads), one call each on a cluster, whose pipeline takes no EVAL."""
-    args = [(run, store.keys.view(run), after or "", last, json.dumps(state.to_dict()))
-            for run, after, last, state in moved]  # fmt: skip
+    args = [(run, store.keys.view(run), after or "", last, *encode_state(state)) for run, after, last, state in moved]
     if not args:
         return
     if not store.cluster:

@@ -11,8 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainwarden.events.projection import RunState
-from trainwarden.events.window import EncodedWindow
+from trainwarden.events.projection import RunState, decode_state, encode_state
 from trainwarden.policies.engine import PolicyState
 
 ACTION_EVIDENCE = "evidence"
@@ -37,13 +36,14 @@ class Checkpoint:
 def encode_checkpoint(cp: Checkpoint) -> dict[str, str]:
     """The hash fields; `v` is a fresh version, so that a process that kept the checkpoint it wrote can
     tell whether the stored one is still that one (workers/batch.py's cache) without reading it."""
+    run, recent = encode_state(cp.run)
     return {
         "v": uuid.uuid4().hex,
         "after": cp.after or "",
         "emitted": str(cp.emitted),
         "policy": json.dumps(cp.policy.to_dict()),
-        "run": json.dumps(cp.run.to_dict(skip=_OWN_FIELDS)),
-        "recent": cp.run.recent_metrics.lines(),
+        "run": run,
+        "recent": recent,
         "pending": json.dumps(cp.pending),
         "guard": json.dumps(cp.guard),
         "dump": cp.dump or "",
@@ -57,24 +57,11 @@ def decode_checkpoint(fields: dict[bytes, bytes]) -> Checkpoint:
         after=fields[b"after"].decode() or None,
         emitted=int(fields[b"emitted"]),
         policy=PolicyState.from_dict(json.loads(fields[b"policy"])),
-        run=_run_state(fields),
+        run=decode_state(fields[b"run"], fields.get(b"recent")),
         pending=json.loads(fields[b"pending"]),
         guard=json.loads(fields.get(b"guard", b"null")),
         dump=fields.get(b"dump", b"").decode() or None,
     )
-
-
-_OWN_FIELDS = frozenset({"recent_metrics"})  # of the run state: in a field of their own ("recent")
-
-
-def _run_state(fields: dict[bytes, bytes]) -> RunState:
-    """The run state; its recent metrics stay encoded until read (events/window.py). A checkpoint
-    written before they had their own field holds them in `run`, and is read as it was."""
-    run = RunState.from_dict(json.loads(fields[b"run"]))
-    recent = fields.get(b"recent")
-    if recent is not None:
-        run.recent_metrics = EncodedWindow.from_lines(recent.decode(), maxlen=run.recent_metrics.maxlen)
-    return run
 
 
 def awaiting_due(pending: list[dict[str, Any]]) -> float | None:

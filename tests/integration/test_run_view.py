@@ -60,3 +60,12 @@ def test_the_view_keeps_what_the_archiver_trimmed_from_the_log(store, r, tmp_pat
     store.append([metric(RUN, 11, step=11, loss=0.5)])
     state = run_view.run_state(store, RUN)
     assert (state.host, state.status, state.step, state.event_count) == ("gpu1", "running", 11, 12)
+
+
+def test_the_view_keeps_its_recent_metrics_one_a_line_and_reads_them_back(store, r):
+    store.append([launched(), *(metric(RUN, i, step=i, loss=1.0 / i) for i in range(1, 60))])
+    state = run_view.run_state(store, RUN)
+    saved = r.hgetall(store.keys.view(RUN))
+    assert b"recent_metrics" not in saved[b"state"] and len(saved[b"recent"].split(b"\n")) == 50
+    loaded, _ = run_view.load(store, RUN)
+    assert loaded == state and [m["step"] for m in loaded.recent_metrics] == list(range(10, 60))
