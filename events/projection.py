@@ -69,13 +69,11 @@ class RunState:
             if name in skip:
                 continue
             value = getattr(self, name)
-            out[name] = (
-                list(value)
-                if isinstance(value, deque | EncodedWindow)
-                else dict(value)
-                if isinstance(value, Counter)
-                else value
-            )
+            if isinstance(value, deque | EncodedWindow):
+                value = list(value)
+            elif isinstance(value, Counter):
+                value = dict(value)
+            out[name] = value
         return out
 
     @classmethod

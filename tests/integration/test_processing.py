@@ -4,11 +4,10 @@ import pytest
 from rq import SimpleWorker
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP
-from trainwarden.workers.dispatcher import Dispatcher
 from trainwarden.workers.lanes import lanes
 from trainwarden.workers.process import process_run
 
-from tests.helpers import evaluated_to_end, events_of, metric, nan_metric, wait_for
+from tests.helpers import dispatcher_for, evaluated_to_end, events_of, metric, nan_metric, wait_for
 
 pytestmark = pytest.mark.redis
 
@@ -16,9 +15,7 @@ pytestmark = pytest.mark.redis
 @pytest.fixture
 def dispatcher(store, queue):
     # no wait on an idle queue: each step's runs go out at once (the wait: tests/integration/test_dispatch_jobs.py)
-    d = Dispatcher(store=store, queue=queue, consumer="d1", reclaim_idle_ms=100, idle_linger_s=0)
-    d.setup()
-    return d
+    return dispatcher_for(store, queue, idle_linger_s=0)
 
 
 def work(queue):
