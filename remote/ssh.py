@@ -9,6 +9,7 @@ Commands are strings the caller built with `shlex.quote`/`shlex.join` from valid
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import posixpath
@@ -83,6 +84,8 @@ class SshPool:
         except TimeoutError:
             future.cancel()
             raise SshTimeout(f"no answer within {timeout:.0f}s") from None
+        except concurrent.futures.CancelledError:  # close() cancelled it: say so now, not after the timeout
+            raise SshError("the SSH connections were closed (the process is shutting down)") from None
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -183,11 +186,15 @@ class SshPool:
             ) from exc
 
     def close(self) -> None:
-        loop = self._loop
-        if loop is None or self._pid != os.getpid():
-            return
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            if loop is None or self._pid != os.getpid():
+                return
+            self._loop = None  # a call from now on starts a fresh loop instead of queueing on this one
 
         async def close_all() -> None:
+            for task in asyncio.all_tasks() - {asyncio.current_task()}:
+                task.cancel()  # a caller still waiting in _call hears at once that the pool closed
             for conn in self._connections.values():
                 conn.close()
                 await conn.wait_closed()
@@ -195,10 +202,14 @@ class SshPool:
 
         asyncio.run_coroutine_threadsafe(close_all(), loop).result(timeout=10)
         loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        if thread is not None:
+            thread.join(timeout=10)
+        late = asyncio.all_tasks(loop)  # calls queued while it stopped: never run, so cancel them too
+        for task in late:
+            task.cancel()
+        if late:
+            loop.run_until_complete(asyncio.gather(*late, return_exceptions=True))
         loop.close()
-        self._loop = None
 
 
 def _text(value: object) -> str:

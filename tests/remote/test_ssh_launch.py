@@ -2,11 +2,13 @@
 
 import shlex
 import stat
+import threading
+import time
 
 import pytest
 from trainwarden.events import types as t
 from trainwarden.remote.control import SshController
-from trainwarden.remote.errors import HostKeyRejected, PreflightFailed, WandbGuardRefused
+from trainwarden.remote.errors import HostKeyRejected, PreflightFailed, SshError, SshTimeout, WandbGuardRefused
 from trainwarden.remote.runscript import run_paths
 from trainwarden.remote.stop import StopTarget
 
@@ -20,6 +22,28 @@ pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.ssh]
 def test_commands_run_over_ssh(pool, gpu_server):
     done = pool.run(gpu_server.server, "echo hello && echo oops >&2; exit 4")
     assert (done.exit_status, done.stdout, done.stderr) == (4, "hello\n", "oops\n")
+
+
+def test_closing_the_pool_answers_a_waiting_call_at_once(pool, gpu_server):
+    """A bot or worker shutting down closes the pool: a call still waiting on it (a /launch thread) must fail
+    then, not wait out its timeout against a loop that no longer runs (it outlived tests and shutdowns)."""
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            pool.run(gpu_server.server, "sleep 30", timeout=30)
+        except BaseException as exc:  # the test inspects it
+            raised.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    time.sleep(1.0)  # the command is running on the server
+    started = time.monotonic()
+    pool.close()
+    caller.join(timeout=15)
+    assert not caller.is_alive() and time.monotonic() - started < 12
+    assert len(raised) == 1 and isinstance(raised[0], SshError) and not isinstance(raised[0], SshTimeout)
+    assert "closed" in str(raised[0])
 
 
 def test_unknown_host_key_is_refused(pool, gpu_server, tmp_path):
