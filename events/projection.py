@@ -4,7 +4,7 @@
 event, which is how the workers keep it incrementally in their checkpoint. Windows are bounded so
 the state stays small however long the run.
 
-Handlers read `event.data` through its payload type (events/payloads.py), with `.get`: a log may
+Handlers read `event.data` through its payload type (events/payloads/), with `.get`: a log may
 hold events written by another version, and a missing field must not stop the fold.
 """
 
