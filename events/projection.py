@@ -21,6 +21,7 @@ from typing import Any, cast
 from trainwarden.events import payloads as p
 from trainwarden.events import reading
 from trainwarden.events import types as t
+from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
 from trainwarden.events.redact import redact
 from trainwarden.events.window import EncodedWindow
@@ -115,16 +116,9 @@ def decode_state(data: bytes | str, recent: bytes | None) -> RunState:
 
 
 Handler = Callable[[RunState, Event], None]
-_HANDLERS: dict[str, Handler] = {}
-
-
-def on(*event_types: str) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        for name in event_types:
-            _HANDLERS[name] = fn
-        return fn
-
-    return register
+_DISPATCH: Dispatch[Handler] = Dispatch("the run projection")
+on = _DISPATCH.on
+_HANDLERS = _DISPATCH.handlers
 
 
 def apply(state: RunState, event: Event) -> RunState:

@@ -80,21 +80,25 @@ def test_every_constant_of_types_py_is_declared() -> None:
 
 
 def _on_arguments() -> list[tuple[str, ast.expr]]:
-    """(file:line, argument) of every `@on(...)` decorator in the packages."""
+    """(file:line, argument) of every `@on(...)` and `@table.on(...)` decorator in the packages."""
     found = []
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                     for deco in node.decorator_list:
-                        if isinstance(deco, ast.Call) and getattr(deco.func, "id", None) == "on":
+                        if not isinstance(deco, ast.Call):
+                            continue
+                        name = getattr(deco.func, "id", None) or getattr(deco.func, "attr", None)
+                        if name == "on":  # @on(...) and @table.on(...)
                             found += [(f"{path.relative_to(ROOT)}:{deco.lineno}", a) for a in deco.args]
     return found
 
 
 def test_every_type_an_on_decorator_names_is_declared() -> None:
     found = _on_arguments()
-    assert len(found) >= 10  # the projection's handlers at least: the scan finds them
+    where = {w.split(":")[0] for w, _ in found}
+    assert {"events/projection.py", "events/urgency.py", "remote/plan.py"} <= where  # the scan finds them
     for where, arg in found:
         if isinstance(arg, ast.Attribute):  # t.RUN_LAUNCHED
             assert arg.attr in vars(t) and vars(t)[arg.attr] in registry.REGISTRY, where
@@ -166,3 +170,15 @@ def test_what_agent_and_launcher_helpers_emit_matches_the_catalogue() -> None:
     events.append(ended_event("r", {"attempt": 2}, 7, Ended(exit_code=None, log_tail=("x",)), host="h", now=3.0))
     assert [e.type for e in events] == [t.METRIC, t.LOG_LINE, t.RUN_FAILED]
     assert [p for e in events for p in catalogue.problems(e.type, e.data)] == []
+
+
+def test_a_dispatch_table_refuses_a_second_handler_for_a_type() -> None:
+    from collections.abc import Callable
+
+    from trainwarden.events.dispatch import Dispatch
+
+    table: Dispatch[Callable[..., object]] = Dispatch("a test's table")
+    table.on(t.TICK, t.METRIC)(len)
+    with pytest.raises(ValueError, match=r"a test's table: 'tick' has a handler already"):
+        table.on(t.TICK)(repr)
+    assert table.handlers == {t.TICK: len, t.METRIC: len}
