@@ -66,7 +66,7 @@ def make_event(
 ) -> Event:
     """Build a validated event; raises EnvelopeError naming the bad field.
 
-    `data` must be a dict: typed as a Mapping so that a payload TypedDict (events/payloads.py) is
+    `data` must be a dict: typed as a Mapping so that a payload TypedDict (events/payloads/) is
     accepted as it is, without a copy.
     """
     names = (event_type, run, producer, host)

@@ -4,7 +4,7 @@
 event, which is how the workers keep it incrementally in their checkpoint. Windows are bounded so
 the state stays small however long the run.
 
-Handlers read `event.data` through its payload type (events/payloads.py), with `.get`: a log may
+Handlers read `event.data` through its payload type (events/payloads/), with `.get`: a log may
 hold events written by another version, and a missing field must not stop the fold.
 """
 
@@ -21,6 +21,7 @@ from typing import Any, cast
 from trainwarden.events import payloads as p
 from trainwarden.events import reading
 from trainwarden.events import types as t
+from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
 from trainwarden.events.redact import redact
 from trainwarden.events.window import EncodedWindow
@@ -115,16 +116,9 @@ def decode_state(data: bytes | str, recent: bytes | None) -> RunState:
 
 
 Handler = Callable[[RunState, Event], None]
-_HANDLERS: dict[str, Handler] = {}
-
-
-def on(*event_types: str) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        for name in event_types:
-            _HANDLERS[name] = fn
-        return fn
-
-    return register
+_DISPATCH: Dispatch[Handler] = Dispatch("the run projection")
+on = _DISPATCH.on
+_HANDLERS = _DISPATCH.handlers
 
 
 def apply(state: RunState, event: Event) -> RunState:

@@ -9,10 +9,11 @@ publisher classifies every event it appends.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from trainwarden.events import types as t
+from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
 from trainwarden.events.signatures import signature_of
 
@@ -20,24 +21,42 @@ CRITICAL = "critical"  # the severity of a fault signature or an XID that stops 
 BY_POLICY = "policy"  # a stop.requested the workers wrote themselves (they are carrying it out already)
 
 
+_URGENT: Dispatch[Callable[[Event], bool]] = Dispatch("the fast lane")
+
+
 def is_urgent(event: Event) -> bool:
     """True for a non-finite metric value, a critical fault line or XID, a stop a person asked for, a failed run."""
-    kind = event.type
-    if kind == t.METRIC:
-        return _non_finite(event.data)
-    if kind == t.RUN_FAILED:
-        return True
-    if kind == t.STOP_REQUESTED:
-        return event.data.get("by") != BY_POLICY
-    if kind == t.LOG_LINE:
-        line, tag = event.data.get("line"), event.data.get("tag")
-        if not isinstance(line, str) or not isinstance(tag, str):
-            return False
-        signature = signature_of(line, tag)
-        return signature is not None and signature.severity == CRITICAL
-    if kind == t.GPU_XID:
-        return event.data.get("severity") == CRITICAL
-    return False
+    test = _URGENT.handlers.get(event.type)
+    return test is not None and test(event)
+
+
+@_URGENT.on(t.METRIC)
+def _metric(event: Event) -> bool:
+    return _non_finite(event.data)
+
+
+@_URGENT.on(t.RUN_FAILED)
+def _failed(event: Event) -> bool:
+    return True
+
+
+@_URGENT.on(t.STOP_REQUESTED)
+def _asked(event: Event) -> bool:
+    return event.data.get("by") != BY_POLICY
+
+
+@_URGENT.on(t.LOG_LINE)
+def _fault_line(event: Event) -> bool:
+    line, tag = event.data.get("line"), event.data.get("tag")
+    if not isinstance(line, str) or not isinstance(tag, str):
+        return False
+    signature = signature_of(line, tag)
+    return signature is not None and signature.severity == CRITICAL
+
+
+@_URGENT.on(t.GPU_XID)
+def _xid(event: Event) -> bool:
+    return event.data.get("severity") == CRITICAL
 
 
 def urgency_marks(events: Sequence[Event]) -> str:

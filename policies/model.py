@@ -259,7 +259,7 @@ class Policy:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """An event the engine wants appended: `anomaly.opened`, `anomaly.resolved`, `decision`, `policy.applied`
-    (`data`: their payload TypedDicts, events/payloads.py)."""
+    (`data`: their payload TypedDicts, events/payloads/)."""
 
     type: str
     data: Mapping[str, Any]

@@ -12,12 +12,13 @@ that adopts the run it started (or launches again) instead of starting it twice.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from trainwarden.events import types as t
+from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import RUN_NAME_RE, Event
 from trainwarden.events.payloads import PlanStartedData, PlanStepData
 from trainwarden.events.projection import RunState
@@ -84,23 +85,36 @@ class PlanState:
         return self.steps.get(experiment, {}).get("state", "pending")
 
 
+_FOLD: Dispatch[Callable[[PlanState, Event], None]] = Dispatch("the plan's fold")
+
+
 def fold_plan(events: Iterable[Event]) -> PlanState:
     state = PlanState()
     for e in events:
-        if e.type == t.PLAN_STARTED:
-            state.started = True
-            state.started_at = e.ts
-            started = cast(PlanStartedData, e.data)
-            state.depends_on = {
-                n: list(started.get("depends_on", {}).get(n, [])) for n in started.get("experiments", [])
-            }
-        elif e.type == t.PLAN_STEP:
-            name = cast(PlanStepData, e.data)["experiment"]
-            state.steps[name] = dict(e.data)
-            state.since[name] = e.ts
-        elif e.type == t.PLAN_FINISHED:
-            state.finished = True
+        handler = _FOLD.handlers.get(e.type)
+        if handler is not None:
+            handler(state, e)
     return state
+
+
+@_FOLD.on(t.PLAN_STARTED)
+def _started(state: PlanState, e: Event) -> None:
+    state.started = True
+    state.started_at = e.ts
+    started = cast(PlanStartedData, e.data)
+    state.depends_on = {n: list(started.get("depends_on", {}).get(n, [])) for n in started.get("experiments", [])}
+
+
+@_FOLD.on(t.PLAN_STEP)
+def _step(state: PlanState, e: Event) -> None:
+    name = cast(PlanStepData, e.data)["experiment"]
+    state.steps[name] = dict(e.data)
+    state.since[name] = e.ts
+
+
+@_FOLD.on(t.PLAN_FINISHED)
+def _finished(state: PlanState, e: Event) -> None:
+    state.finished = True
 
 
 def run_status(run: RunState, *, since_seq: int | None) -> str:

@@ -1,15 +1,22 @@
-"""The event catalogue covers every type the code knows, and docs/events.md is generated from it."""
+"""The event catalogue covers every type the code knows, and docs/events.md and events/types.py are generated
+from the one declaration of each type (events/registry.py)."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
-from trainwarden.events import catalogue, projection
+import pytest
+from trainwarden.events import catalogue, projection, registry
 from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "events.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "events.md"
+TYPES = ROOT / "events" / "types.py"
+PACKAGES = ("agent", "archive", "bot", "events", "policies", "remote", "trainwarden", "workers")
 
 
 def test_every_type_constant_is_catalogued_once() -> None:
@@ -37,12 +44,86 @@ def test_docs_events_md_is_current() -> None:
     out = subprocess.run([sys.executable, "-m", "trainwarden.events.catalogue"], capture_output=True, text=True,
                          check=True).stdout  # fmt: skip
     assert out == catalogue.render()
-    assert DOCS.read_text() == out, "docs/events.md is stale: python -m trainwarden.events.catalogue > docs/events.md"
+    assert DOCS.read_text() == out, "docs/events.md is stale: python -m trainwarden.events.catalogue --write"
+
+
+def test_types_py_is_current() -> None:
+    out = subprocess.run([sys.executable, "-m", "trainwarden.events.catalogue", "types"], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    assert out == catalogue.render_types()
+    assert TYPES.read_text() == out, "events/types.py is stale: python -m trainwarden.events.catalogue --write"
+
+
+def test_write_refuses_to_run_outside_a_checkout(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "trainwarden.events.catalogue", "--write"], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 2
+    assert "root of a trainwarden checkout" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_declaration_is_whole() -> None:
+    """Payload, meaning, emitter, where it is appended and a replay line that reads an empty payload."""
+    for e in catalogue.CATALOGUE:
+        assert isinstance(e.payload, type) and e.payload.__annotations__, e.name
+        assert e.meaning and e.emitted_by and e.log, e.name
+        line = e.describe(make_event(e.name, run="r", host="h", producer="p", seq=1, data={}))
+        assert isinstance(line, str), e.name
+        assert getattr(t, e.constant) == e.name
+
+
+def test_every_constant_of_types_py_is_declared() -> None:
+    not_types = {t.SYSTEM_RUN, t.STOP, t.WAIT, t.CONTINUE}
+    constants = {v for k, v in vars(t).items() if k.isupper() and isinstance(v, str)} - not_types
+    assert constants == set(registry.REGISTRY) == t.KNOWN_TYPES
+    assert {e.name for e in catalogue.CATALOGUE if e.worker_output} == t.WORKER_OUTPUT_TYPES
+
+
+def _on_arguments() -> list[tuple[str, ast.expr]]:
+    """(file:line, argument) of every `@on(...)` and `@table.on(...)` decorator in the packages."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    for deco in node.decorator_list:
+                        if not isinstance(deco, ast.Call):
+                            continue
+                        name = getattr(deco.func, "id", None) or getattr(deco.func, "attr", None)
+                        if name == "on":  # @on(...) and @table.on(...)
+                            found += [(f"{path.relative_to(ROOT)}:{deco.lineno}", a) for a in deco.args]
+    return found
+
+
+def test_every_type_an_on_decorator_names_is_declared() -> None:
+    found = _on_arguments()
+    where = {w.split(":")[0] for w, _ in found}
+    assert {"events/projection.py", "events/urgency.py", "remote/plan.py"} <= where  # the scan finds them
+    for where, arg in found:
+        if isinstance(arg, ast.Attribute):  # t.RUN_LAUNCHED
+            assert arg.attr in vars(t) and vars(t)[arg.attr] in registry.REGISTRY, where
+        else:
+            assert isinstance(arg, ast.Constant) and arg.value in registry.REGISTRY, where
+
+
+def test_a_second_declaration_of_a_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="declared twice"):
+        registry.declare(t.TICK, dict, meaning="again", emitted_by="a test")
+    assert registry.REGISTRY[t.TICK].meaning != "again"
+
+
+def test_replay_lines_come_from_the_declarations() -> None:
+    from trainwarden.render import describe
+
+    tick = make_event(t.TICK, run="r", host="h", producer="p", seq=1, data={"due": 1.0})
+    assert describe(tick) == "scheduled evaluation of a quiet run" == registry.REGISTRY[t.TICK].describe(tick)
+    watched = make_event(t.RUN_WATCHED, run="r", host="h", producer="p", seq=2, data={"host": "h", "pid": 3})
+    assert describe(watched) == "host=h pid=3"  # no describer of its own: its fields
+    future = make_event("future.thing", run="r", host="h", producer="p", seq=3, data={"x": [1]})
+    assert describe(future) == "(unknown type, kept) x=[1]"
 
 
 def test_unknown_types_stay_unknown_but_kept() -> None:
-    from trainwarden.events.envelope import make_event
-
     state = projection.fold([make_event("future.thing", run="r", host="h", producer="p", seq=1, data={"x": 1})])
     assert state.event_count == 1
     assert projection.unknown_types(state) == {"future.thing": 1}
@@ -89,3 +170,15 @@ def test_what_agent_and_launcher_helpers_emit_matches_the_catalogue() -> None:
     events.append(ended_event("r", {"attempt": 2}, 7, Ended(exit_code=None, log_tail=("x",)), host="h", now=3.0))
     assert [e.type for e in events] == [t.METRIC, t.LOG_LINE, t.RUN_FAILED]
     assert [p for e in events for p in catalogue.problems(e.type, e.data)] == []
+
+
+def test_a_dispatch_table_refuses_a_second_handler_for_a_type() -> None:
+    from collections.abc import Callable
+
+    from trainwarden.events.dispatch import Dispatch
+
+    table: Dispatch[Callable[..., object]] = Dispatch("a test's table")
+    table.on(t.TICK, t.METRIC)(len)
+    with pytest.raises(ValueError, match=r"a test's table: 'tick' has a handler already"):
+        table.on(t.TICK)(repr)
+    assert table.handlers == {t.TICK: len, t.METRIC: len}
