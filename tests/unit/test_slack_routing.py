@@ -53,7 +53,7 @@ def test_a_resolve_keeps_its_openings_severity_and_a_stop_is_critical():
     assert kinds == [t.RUN_LAUNCHED, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.STOP]
     assert state.project == "vision" and state.owners == ["U0ALICE"]
     assert labels(t.ANOMALY_RESOLVED, resolved, state) == Labels(run="r1", host="gpu1", project="vision",
-                                                                 severity="critical")  # fmt: skip
+                                                                 severity="critical", rule="a")  # fmt: skip
     assert labels(t.STOP, stop, state).severity == "critical"
     assert labels(t.RUN_LAUNCHED, launched, state).severity == "info"
 
@@ -98,8 +98,8 @@ slack:
         f"{tmp_path}/tw.yaml:4:32: severity must be one of info, warning, critical or a list of them, got 'fatal'",
         f"{tmp_path}/tw.yaml:5:30: 'bob' in 'mention' is not a Slack user id like U0123ABCD",
         f"{tmp_path}/tw.yaml:6:7: a slack.routes entry needs a 'channel' or a 'mention' list",
-        f"{tmp_path}/tw.yaml:7:8: unknown key 'hots' in a slack.routes entry; expected one of: channel, host, "
-        "mention, project, run, severity; did you mean 'host'?",
+        f"{tmp_path}/tw.yaml:7:8: unknown key 'hots' in a slack.routes entry; expected one of: channel, "
+        "continue, host, mention, project, routes, rule, run, severity; did you mean 'host'?",
     ]
 
 
