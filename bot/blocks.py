@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from trainwarden.bot import commands, messages, replies
-from trainwarden.bot.stages import GUARD, Notice, NotifyState
+from trainwarden.bot.stages import FLAPPING, GUARD, Notice, NotifyState
 from trainwarden.events import types as t
 from trainwarden.events.payloads import AnomalyOpenedData, DecisionData
 from trainwarden.events.words import shorten
@@ -21,7 +21,7 @@ ACTION_CANCEL = "tw_cancel"  # /stop: dismiss
 ACTION_STATUS = "tw_status"  # a thread message: the run's status with its Stop and Snooze, privately
 ACTIONS = (ACTION_STOP_NOW, ACTION_KEEP_RUNNING, ACTION_STOP_RUN, ACTION_SNOOZE, ACTION_CANCEL, ACTION_STATUS)
 SHORTCUT_RUN_ACTIONS = "tw_run_actions"  # the message shortcut (slack/manifest.yaml): what ACTION_STATUS shows
-WITH_BUTTONS = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT, t.DECISION_SHADOW})
+WITH_BUTTONS = frozenset({t.ANOMALY_OPENED, FLAPPING, t.WAIT, t.DECISION_SHADOW})
 
 
 def section(text: str) -> dict[str, Any]:
@@ -54,8 +54,15 @@ def stop_confirm_dialog(run: str) -> dict[str, Any]:
 
 
 def notice_blocks(
-    notice: Notice, *, state: NotifyState, trend: tuple[str, list[float]] | None, snooze_s: float
+    notice: Notice,
+    *,
+    state: NotifyState,
+    trend: tuple[str, list[float]] | None,
+    snooze_s: float,
+    text: str | None = None,
 ) -> list[dict[str, Any]]:
+    """A notice's blocks around `text` (its rendered line; default: its headline)."""
+    text = notice.text if text is None else text
     d = cast(AnomalyOpenedData | DecisionData, notice.event.data)  # others have no remedy: .get gives None
     extra: list[str] = []
     if trend and trend[1]:
@@ -66,7 +73,7 @@ def notice_blocks(
         extra.append(messages.wandb_link(state.wandb_url))
     if state.evidence and notice.kind in (t.STOP_DONE, t.STOP_FAILED, GUARD, t.STOP):
         extra.append(messages.evidence_link(state.evidence))
-    blocks = [section(notice.text)]
+    blocks = [section(text)]
     if extra:
         blocks.append(context(extra))
     run = notice.event.run
@@ -75,7 +82,7 @@ def notice_blocks(
         blocks.append({"type": "actions", "elements": [
             button(messages.button_snooze(snooze_s), ACTION_SNOOZE, {**value, "seconds": snooze_s}),
             button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN,
-                   {**value, "reason": shorten(notice.text, commands.MAX_TEXT)},  # the stop's reason, whole words
+                   {**value, "reason": shorten(text, commands.MAX_TEXT)},  # the stop's reason, whole words
                    style="danger", confirm=stop_confirm_dialog(run)),
             status_button(run),
         ]})  # fmt: skip

@@ -40,21 +40,26 @@ class Allow:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Route:
-    """One entry of `slack.routes`: matchers (each a set of alternatives; empty matches anything) and
-    where a matching message goes. `run` holds shell-style globs (`exp01-*`); the others exact values."""
+    """One node of the `slack.routes` tree: matchers (each a set of alternatives; empty matches anything)
+    and where a matching message goes. `run`, `project`, `host` and `rule` hold shell-style globs
+    (`exp01-*`); `severity` exact values. Its `routes` refine it (the first matching child decides, unless
+    that child says `continue`); `channel` None inherits the parent's (at the top: the default channel)."""
 
     run: tuple[str, ...] = ()
     project: tuple[str, ...] = ()
     host: tuple[str, ...] = ()
+    rule: tuple[str, ...] = ()
     severity: tuple[str, ...] = ()
-    channel: str | None = None  # None: the default channel (the route only adds mentions)
+    channel: str | None = None  # None: the parent's channel (the route only adds mentions)
     mention: tuple[str, ...] = ()  # Slack user ids mentioned on messages that need someone
+    continue_: bool = False  # after matching, go on to the next sibling (a message in two channels)
+    routes: tuple[Route, ...] = ()  # children, tried in order
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BotConfig:
     channel: str | None = None  # the default channel: messages no route matches, trainwarden's own alerts
-    routes: tuple[Route, ...] = ()  # first match wins (bot/routing.py)
+    routes: tuple[Route, ...] = ()  # the routing tree's top level (bot/routing.py)
     allow: Mapping[str, Allow] = field(default_factory=dict)  # command -> allow-list; missing: nobody
     rate_per_s: float = RATE_PER_S
     burst: int = BURST

@@ -16,7 +16,8 @@ message is posted once more as its text alone, cut to fit (bot/limits.py); if th
 the key is marked failed and the notifier goes on. So one message never holds up the next.
 A refusal of the setup (`SlackRejected.setup`) propagates: nothing could be posted.
 
-Each event is appended in one MULTI/EXEC with its mark in the run's `notified` hash, so the mark
+Each event is appended in one MULTI/EXEC with its mark in the run's `notified` hash (kept by
+events/notify_state.py: this module calls no Redis command itself), so the mark
 and the audit record never disagree. Only the notifier lease's holder writes them and posts: the
 MULTI/EXEC is fenced by its token and the token is checked again right before each post or upload
 (events/lease.py), so a holder paused past its lease, whose standby took over, posts nothing more.
@@ -28,7 +29,6 @@ notifier at each step.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -43,6 +43,7 @@ from trainwarden.events.counters import count, gauge
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.faults import failpoint
 from trainwarden.events.lease import Lease, Unfenced
+from trainwarden.events.notify_state import NotifyStateRepo
 from trainwarden.events.payloads import NotificationData
 from trainwarden.events.store import EventStore, redis_errors
 
@@ -60,15 +61,14 @@ class Delivery:
         self.sink = sink
         self.host = host
         self.fence = fence if fence is not None else Unfenced(store.redis)
+        self.marks = NotifyStateRepo(store.redis, store.keys)
         self._results: list[tuple[Event, Message, dict[str, Any]]] = []  # posted, not yet recorded
 
     def status(self, run: str, key: str) -> dict[str, Any] | None:
         for _event, message, mark in reversed(self._results):  # the latest result for the key
             if message.run == run and message.key == key:
                 return mark
-        with redis_errors("read a notification's status", run=run):
-            raw = self.store.redis.hget(self.store.keys.notified(run), key)
-        return None if raw is None else json.loads(raw)
+        return self.marks.mark(run, key)
 
     def deliver(
         self, message: Message, *, status: dict[str, Any] | None, after_post: Callable[[str], None] | None = None
@@ -139,7 +139,7 @@ class Delivery:
         """Post; on a refusal of this message, record it and post its text alone once."""
         # The text alone, in the channel itself: a thread that Slack refuses does not hold it up either.
         plain = dataclasses.replace(message, text=fallback_text(message.text), blocks=[], thread_ts=None,
-                                    broadcast=False)  # fmt: skip
+                                    broadcast=False, paced=False)  # fmt: skip
         for attempt, candidate, then in ((FULL, message, "posting its text alone"), (PLAIN, plain, "giving it up")):
             try:
                 return self._send(candidate)
@@ -189,7 +189,7 @@ class Delivery:
         def fill(pipe: Pipeline) -> None:
             self.store.append([event for event, _, _ in records], pipeline=pipe)
             for _, message, mark in records:
-                pipe.hset(self.store.keys.notified(message.run), message.key, json.dumps(mark))
+                self.marks.save_mark(message.run, message.key, mark, pipeline=pipe)
 
         if pipeline is not None:
             fill(pipeline)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import cast
 
 from trainwarden.bot import stall_messages
@@ -260,47 +261,69 @@ def launch_failed(event: Event) -> str:
             f"{said(d.get('error'), 'no error recorded')}")  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What a notice's text says beyond its event, as the notifier knew it when the event was selected
+    (the text itself is built later, once, by the render stage)."""
+
+    evidence_path: str | None = None
+    evidence_problem: str | None = None
+    fault: str | None = None
+
+
+Builder = Callable[[Event, Facts], str]
+
+
+def notification_builder(event: Event) -> Builder | None:
+    """How to word an event that needs a person, or None for everything else (healthy news): choosing
+    costs no text, so noise control can drop a notice before anything is built."""
+    decided = cast(p.DecisionData, event.data)  # read only for decisions
+    if event.data.get("shadow") is True:
+        return None  # a shadow rule's anomaly: its decision.shadow says what it would have done
+    if event.type == t.DECISION_SHADOW:
+        return lambda e, _f: would_have(e)
+    if event.type == t.ANOMALY_OPENED:
+        return lambda e, _f: metrics_unreadable(e) if is_unreadable(e) else anomaly_opened(e)
+    if event.type == t.ANOMALY_RESOLVED:
+        return lambda e, _f: anomaly_resolved(e)
+    if event.type == t.DECISION and decided.get("decision") == t.STOP and decided.get("confirm_s"):
+        return lambda e, _f: guarded_stop(e)
+    if event.type == t.DECISION and decided.get("decision") in (t.STOP, t.WAIT):
+        return lambda e, _f: decision(e)
+    if event.type == t.STOP_DONE:
+        return lambda e, f: stop_done(e, f.evidence_path, f.evidence_problem)
+    if event.type == t.STOP_FAILED:
+        return lambda e, f: stop_failed(e, f.evidence_problem)
+    if event.type == t.STOP_CANCELLED:
+        return lambda e, _f: stop_cancelled(e)
+    if event.type == t.RUN_FAILED:
+        return lambda e, f: run_failed(e, f.fault)
+    if event.type == t.POLICY_REJECTED:
+        return lambda e, _f: policy_rejected(e)
+    if event.type == t.RUN_LAUNCHED and cast(p.RunLaunchedData, event.data).get("resumed_after"):
+        return lambda e, f: resumed(e, f.fault)
+    if event.type == t.RESUME_SKIPPED:
+        return lambda e, _f: resume_skipped(e)
+    if event.type == t.RUN_LAUNCHED and cast(p.RunLaunchedData, event.data).get("requested_by"):
+        return lambda e, _f: launched(e)
+    if event.type == t.LAUNCH_FAILED:
+        return lambda e, _f: launch_failed(e)
+    if event.type in watchers.TEXTS:
+        text_of = watchers.TEXTS[event.type]
+        return lambda e, _f: text_of(e)
+    if event.type == t.PROCESS_DUMP:
+        return lambda e, _f: stall_messages.process_dump(e)
+    return None
+
+
 def notification_text(
     event: Event, *, evidence_path: str | None = None, evidence_problem: str | None = None, fault: str | None = None
 ) -> str | None:
     """The line for an event that needs a person, or None for everything else (healthy news)."""
-    decided = cast(p.DecisionData, event.data)  # read only for decisions
-    text: str | None = None
-    if event.data.get("shadow") is True:
-        return None  # a shadow rule's anomaly: its decision.shadow says what it would have done
-    if event.type == t.DECISION_SHADOW:
-        text = would_have(event)
-    elif event.type == t.ANOMALY_OPENED:
-        text = metrics_unreadable(event) if is_unreadable(event) else anomaly_opened(event)
-    elif event.type == t.ANOMALY_RESOLVED:
-        text = anomaly_resolved(event)
-    elif event.type == t.DECISION and decided.get("decision") == t.STOP and decided.get("confirm_s"):
-        text = guarded_stop(event)
-    elif event.type == t.DECISION and decided.get("decision") in (t.STOP, t.WAIT):
-        text = decision(event)
-    elif event.type == t.STOP_DONE:
-        text = stop_done(event, evidence_path, evidence_problem)
-    elif event.type == t.STOP_FAILED:
-        text = stop_failed(event, evidence_problem)
-    elif event.type == t.STOP_CANCELLED:
-        text = stop_cancelled(event)
-    elif event.type == t.RUN_FAILED:
-        text = run_failed(event, fault)
-    elif event.type == t.POLICY_REJECTED:
-        text = policy_rejected(event)
-    elif event.type == t.RUN_LAUNCHED and cast(p.RunLaunchedData, event.data).get("resumed_after"):
-        text = resumed(event, fault)
-    elif event.type == t.RESUME_SKIPPED:
-        text = resume_skipped(event)
-    elif event.type == t.RUN_LAUNCHED and cast(p.RunLaunchedData, event.data).get("requested_by"):
-        text = launched(event)
-    elif event.type == t.LAUNCH_FAILED:
-        text = launch_failed(event)
-    elif event.type in watchers.TEXTS:
-        text = watchers.TEXTS[event.type](event)
-    elif event.type == t.PROCESS_DUMP:
-        text = stall_messages.process_dump(event)
-    return None if text is None else masked_head(text, NOTICE_MAX)
+    build = notification_builder(event)
+    if build is None:
+        return None
+    return masked_head(build(event, Facts(evidence_path, evidence_problem, fault)), NOTICE_MAX)
 
 
 def masked_head(text: str, limit: int) -> str:

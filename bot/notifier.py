@@ -3,9 +3,10 @@
 It reads the feed through its own consumer group (`notify`) under a stable consumer name, so a
 restarted notifier first finishes what it had read (its own pending entries) in order. For each
 run it keeps a checkpoint (`tw:{run}:notify`: how far it has folded the run's log and the
-noise-control state of bot/stages.py) written after each feed entry; the messages themselves go
-through bot/delivery.py. A Slack outage leaves the entry pending and the run's state is reloaded
-from its checkpoint, so nothing is skipped and nothing is counted twice.
+noise-control state of bot/stages.py, kept by events/notify_state.py) written after each feed
+entry; the notices noise control lets through go down the rest of the notify path, bot/notify_path.py
+(route, render, rate-limit, deliver, follow-ups). A Slack outage leaves the entry pending and the
+run's state is reloaded from its checkpoint, so nothing is skipped and nothing is counted twice.
 
 Only the holder of the notifier lease notifies (bot/keeper.py): a second notifier stands by, and a
 holder whose lease was taken over (it was paused past it) has its checkpoint and notification
@@ -14,26 +15,26 @@ writes refused by the fence (`LeaseLost`), forgets what it had in memory and sta
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import cast
 
 from redis.client import Pipeline as RedisPipeline
 from trainwarden.bot import messages, routing
 from trainwarden.bot.attachments import anomaly_chart, pack_files
-from trainwarden.bot.blocks import notice_blocks, text_blocks
 from trainwarden.bot.config import KEEP_RUNNING_SNOOZE_S, Route
 from trainwarden.bot.deadman import Deadman
 from trainwarden.bot.delivery import Delivery
 from trainwarden.bot.errors import SlackRejected, SlackUnavailable
+from trainwarden.bot.follow_ups import FollowUps
 from trainwarden.bot.keeper import Keeper, stand_by
+from trainwarden.bot.notify_path import NotifyPath
+from trainwarden.bot.rate import RateLimit, RateLimiter
 from trainwarden.bot.sink import Message, Sink
-from trainwarden.bot.stages import GUARD, INPUT_TYPES, Notice, NotifyState, Pipeline, posted
+from trainwarden.bot.stages import FLAPPING, GUARD, INPUT_TYPES, Notice, NotifyState, Pipeline
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import DecodeError, LeaseLost
@@ -43,9 +44,9 @@ from trainwarden.events.heartbeat import SILENT_INTERVALS, Liveness
 from trainwarden.events.lease import Lease, Unfenced
 from trainwarden.events.logcontext import log_context
 from trainwarden.events.loop import run_loop
+from trainwarden.events.notify_state import Checkpoint, NotifyStateRepo
 from trainwarden.events.payloads import AnomalyChartedData, AnomalyOpenedData, DecisionData
 from trainwarden.events.projection import RunState
-from trainwarden.events.redis_types import hash_fields
 from trainwarden.events.run_view import run_state as read_run_state
 from trainwarden.events.sids import sid_key
 from trainwarden.events.silence import Pulse, entry_lag
@@ -54,7 +55,7 @@ from trainwarden.events.store import EventStore, Malformed, redis_errors
 log = logging.getLogger(__name__)
 
 TREND_POINTS = 20
-TRENDED = frozenset({t.ANOMALY_OPENED, "flapping", t.WAIT, t.STOP, GUARD, t.DECISION_SHADOW})
+TRENDED = frozenset({t.ANOMALY_OPENED, FLAPPING, t.WAIT, t.STOP, GUARD, t.DECISION_SHADOW})
 
 
 class Notifier:
@@ -74,6 +75,7 @@ class Notifier:
         pulse: Pulse | None = None,
         lease: Lease | None = None,
         liveness: Liveness | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.store = store
         self.sink = sink
@@ -89,6 +91,11 @@ class Notifier:
         stale_s = SILENT_INTERVALS * (pulse.heartbeat.interval_s if pulse is not None else 10.0)
         self.liveness = liveness or Liveness(stale_s)
         self.delivery = Delivery(store=store, sink=sink, host=host, fence=self.fence)
+        self.checkpoints = NotifyStateRepo(store.redis, store.keys)
+        # a Slack sink's own bucket (bot/rate.py): the rate-limit stage takes each notification's turn in it
+        limiter = limiter if limiter is not None else getattr(sink, "limiter", None)
+        self.path = NotifyPath(delivery=self.delivery, rate=RateLimit(limiter, liveness=self.liveness),
+                               follow_ups=FollowUps(sink=sink, delivery=self.delivery))  # fmt: skip
         self.reader = GroupReader(store.redis, stream=store.keys.feed(), group=NOTIFY_GROUP, consumer=consumer)
         self.states: dict[str, tuple[NotifyState, str | None]] = {}  # run -> (state, folded up to)
         self.suppressed: Counter[str] = Counter()  # why notices were dropped (for tests and logs)
@@ -202,11 +209,9 @@ class Notifier:
 
     def _load(self, run: str) -> tuple[NotifyState, str | None]:
         if run not in self.states:
-            with redis_errors("read the notifier's checkpoint", run=run):
-                raw = hash_fields(self.store.redis.hgetall(self.store.keys.notify(run)))
-            if raw:
-                state = NotifyState.from_dict(json.loads(raw[b"state"]), channel=self.channel)
-                self.states[run] = (state, raw[b"after"].decode() or None)
+            saved = self.checkpoints.checkpoint(run)
+            if saved is not None:
+                self.states[run] = (NotifyState.from_dict(saved.state, channel=self.channel), saved.after)
             else:
                 self.states[run] = (NotifyState(), None)
         return self.states[run]
@@ -228,68 +233,26 @@ class Notifier:
                 if notice.kind in TRENDED and not run_state:
                     run_state.append(read_run_state(self.store, entry.run))
                 trend = trend_of(notice, run_state[0]) if notice.kind in TRENDED else None
-                status = None if fresh else self.delivery.status(entry.run, notice.key)
-                self._post(state, notice, trend=trend, status=status)
-            elif messages.notification_text(item) is not None:
+                self.path.post(state, notice, tree=routing.tree(self.routes, default=self.channel), trend=trend,
+                               snooze_s=self.snooze_s, fresh=fresh)  # fmt: skip
+            elif messages.notification_builder(item) is not None:
                 self.suppressed[reason] += 1
             if item.type in (t.EVIDENCE_BUILT, t.EVIDENCE_FAILED):
                 self._share_pack(state, item, fresh=fresh)
             elif item.type == t.ANOMALY_CHARTED:
                 self._share_chart(state, item, fresh=fresh)
         self.states[entry.run] = (state, entry.last)
-        after, folded = entry.last, json.dumps(state.to_dict())
+        checkpoint = Checkpoint(after=entry.last, state=state.to_dict())
 
         def write(pipe: RedisPipeline) -> None:
             self.delivery.flush(pipe)  # the results of this entry's posts, with the checkpoint
-            pipe.hset(self.store.keys.notify(entry.run), mapping={"after": after, "state": folded})
+            self.checkpoints.save_checkpoint(entry.run, checkpoint, pipeline=pipe)
 
         self.fence.transaction(write, what=f"write the notifier's checkpoint of {entry.run}")
         with redis_errors("write the notifier's checkpoint", run=entry.run):
             self.store.flush([entry.run])
         self.liveness.progress()
         failpoint("notify-after-sent", self.store.redis, self.store.keys)
-
-    def _post(
-        self,
-        state: NotifyState,
-        notice: Notice,
-        *,
-        trend: tuple[str, list[float]] | None,
-        status: dict[str, Any] | None,
-    ) -> None:
-        run = notice.event.run
-        labels = routing.labels(notice.kind, notice.event, state)
-        destination = self.destination(labels)
-        channel, thread = destination.channel, state.threads.get(destination.channel)
-        users = routing.mentioned(notice, labels.severity, destination, state.owners)
-        if users:
-            notice = dataclasses.replace(notice, text=messages.with_mentions(notice.text, users))
-        blocks = notice_blocks(notice, state=state, trend=trend, snooze_s=self.snooze_s)
-        message = Message(key=notice.key, run=run, channel=channel, text=notice.text, blocks=blocks,
-                          thread_ts=thread, broadcast=notice.broadcast and thread is not None)  # fmt: skip
-
-        def follow_ups(ts: str) -> None:
-            try:
-                update_others()
-            except SlackRejected as exc:  # an edit Slack refuses costs the edit, not the message
-                if exc.setup:
-                    raise
-                log.error("Slack refused an update after %s: %s", notice.key, exc)
-
-        def update_others() -> None:
-            headline = state.headlines.get(channel)
-            if notice.update_parent and thread and headline:
-                text = messages.thread_parent(headline, state.open_rules)
-                self.sink.update(channel=channel, ts=thread, text=text, blocks=text_blocks(text))
-            if notice.close_guard and notice.guard_outcome:
-                guard = self.delivery.status(run, notice.close_guard)
-                if guard is not None and guard.get("ts"):
-                    text = messages.guard_closed(guard["text"], notice.guard_outcome)
-                    self.sink.update(channel=guard["channel"], ts=guard["ts"], text=text, blocks=text_blocks(text))
-
-        ts = self.delivery.deliver(message, status=status, after_post=follow_ups)
-        if ts is not None:
-            posted(state, channel, notice.text, ts)
 
     def destination(self, labels: routing.Labels) -> routing.Destination:
         return routing.route(self.routes, labels, default=self.channel)

@@ -23,6 +23,7 @@ class Message:
     thread_ts: str | None = None
     broadcast: bool = False
     files: tuple[tuple[str, bytes], ...] = ()  # (file name, bytes) to upload, `text` their comment (upload())
+    paced: bool = False  # the notify path's rate-limit stage took its channel's token (bot/rate.py)
 
     @property
     def metadata(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from trainwarden.bot.errors import SlackRejected, SlackUnavailable
 from trainwarden.bot.limits import fit_message
+from trainwarden.bot.rate import RateLimiter, wait_turn
 from trainwarden.bot.sink import METADATA_TYPE, Message
 from trainwarden.events.heartbeat import Liveness
 
@@ -44,40 +45,6 @@ SETUP_ERRORS = frozenset({
     "is_archived", "team_access_not_granted", "org_login_required", "two_factor_setup_required",
     "ekm_access_denied", "enterprise_is_restricted",
 })  # fmt: skip
-
-
-class RateLimiter:
-    """A token bucket per channel; `pause` holds a channel back (after a 429)."""
-
-    def __init__(self, *, rate_per_s: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = rate_per_s
-        self.burst = float(burst)
-        self.clock = clock
-        self._tokens: dict[str, float] = {}
-        self._stamp: dict[str, float] = {}
-        self._paused_until: dict[str, float] = {}
-
-    def delay(self, channel: str) -> float:
-        """Seconds to wait before the next post to `channel` (0 when it may go now; then it is counted)."""
-        held = self.held(channel)
-        if held > 0:
-            return held
-        now = self.clock()
-        refill = (now - self._stamp.get(channel, now)) * self.rate
-        tokens = min(self.burst, self._tokens.get(channel, self.burst) + refill)
-        self._stamp[channel] = now
-        if tokens >= 1:
-            self._tokens[channel] = tokens - 1
-            return 0.0
-        self._tokens[channel] = tokens
-        return (1 - tokens) / self.rate
-
-    def held(self, channel: str) -> float:
-        """Seconds left of a pause Slack asked for (429 Retry-After)."""
-        return max(0.0, self._paused_until.get(channel, 0.0) - self.clock())
-
-    def pause(self, channel: str, seconds: float) -> None:
-        self._paused_until[channel] = max(self._paused_until.get(channel, 0.0), self.clock() + seconds)
 
 
 class SlackSink:
@@ -113,7 +80,8 @@ class SlackSink:
         def recover() -> str | None:
             return self.find(channel=message.channel, key=message.key, thread_ts=message.thread_ts, oldest=started)
 
-        reply = self._call("chat.postMessage", message.channel, lambda: self.client.chat_postMessage(**kwargs), recover)
+        reply = self._call("chat.postMessage", message.channel, lambda: self.client.chat_postMessage(**kwargs), recover,
+                           paced=message.paced)  # fmt: skip
         return str(reply["ts"])
 
     def upload(self, message: Message) -> str:
@@ -180,21 +148,17 @@ class SlackSink:
         recover: Callable[[], str | None] | None = None,
         *,
         limited: bool = True,
+        paced: bool = False,
     ) -> Any:
         """Run one Web API call through the rate limit and the retry rules; `recover` looks for a
         post that may have landed before a failure we could not read."""
         failures = limited_429 = 0
         unclear = False
         while True:
-            while (wait := self.limiter.delay(channel) if limited else self.limiter.held(channel)) > 0:
-                held = self.limiter.held(channel)
-                why = (
-                    f"waiting out Slack's Retry-After {held:.0f} s"
-                    if held
-                    else f"waiting {wait:.1f} s for the rate limit"
-                )
-                with self.liveness.waiting(f"{why} ({method} to {channel})", wait):
-                    self.sleep(wait)
+            # a post the notify path paced (bot/rate.py) has its token: only a Retry-After holds its first try
+            first_paced = paced and failures == limited_429 == 0
+            wait_turn(self.limiter, channel, what=method, counted=limited and not first_paced,
+                      liveness=self.liveness, sleep=self.sleep)  # fmt: skip
             if unclear and recover is not None and (ts := recover()) is not None:
                 log.info("%s to %s had landed before the failure; not posting again", method, channel)
                 return {"ts": ts}

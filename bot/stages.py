@@ -32,6 +32,8 @@ from trainwarden.policies.model import CRITICAL
 SYSTEM_RUN = t.SYSTEM_RUN  # the pseudo-run holding the dead-man's switch and run-less commands
 ALL_RULES = "*"
 GUARD = "guard"  # the kind of a STOP decision that waits for confirmation
+FLAPPING = "flapping"  # the kind of the one message for a rule that opens too often
+STOPPED, KEPT = "stopped", "kept"  # how a guarded stop ended
 
 # Events that change the notifier's state or may be posted; feed entries with none are skipped.
 INPUT_TYPES = frozenset(
@@ -47,17 +49,26 @@ QUIETABLE = frozenset({t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.WAIT, t.DECISION_
 
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """One message to post, keyed by the id of the event that caused it (exactly-once key)."""
+    """One message to post, keyed by the id of the event that caused it (exactly-once key). Structured,
+    not worded: the stages before rendering decide on its kind and rule; its text is built once, by the
+    render stage (bot/render.py), from `event`, `facts` and, for a flapping notice, the openings."""
 
     key: str
-    kind: str  # the event type, or WAIT / STOP / GUARD for decisions
+    kind: str  # the event type, or WAIT / STOP / GUARD for decisions, or FLAPPING
     event: Event
-    text: str
     rule: str | None = None
     broadcast: bool = False  # also show in the channel (a STOP)
     update_parent: bool = False  # refresh the run's parent message (a resolve)
     close_guard: str | None = None  # key of a guarded-stop message to close ...
-    guard_outcome: str | None = None  # ... with this outcome
+    guard_outcome: tuple[str, str | None] | None = None  # ... with this outcome: (STOPPED or KEPT, by whom)
+    facts: messages.Facts = field(default_factory=messages.Facts)  # beyond the event, as known when selected
+    openings: int = 0  # FLAPPING: openings of the rule within window_s
+    window_s: float = 0.0
+
+    @property
+    def text(self) -> str:
+        """The notice's headline (built on each call: the notify path renders once, in bot/render.py)."""
+        return headline(self)
 
 
 @dataclass(slots=True)
@@ -101,32 +112,47 @@ Stage = Callable[[NotifyState, Notice], tuple[Notice | None, str]]
 
 
 def select(state: NotifyState, event: Event) -> Notice | None:
-    """A notice for an event that needs a person; None for healthy news (pure payload predicate)."""
-    text = messages.notification_text(
-        event, evidence_path=state.evidence, evidence_problem=state.evidence_problem, fault=state.fault_line
-    )
-    if text is None:
+    """A notice for an event that needs a person; None for healthy news (pure payload predicate: no text
+    is built here)."""
+    if messages.notification_builder(event) is None:
         return None
     kind = event.type
     if event.type == t.DECISION:
         decided = cast(p.DecisionData, event.data)
         kind = GUARD if decided.get("decision") == t.STOP and decided.get("confirm_s") else decided["decision"]
-    close, outcome = None, None
+    close: str | None = None
+    outcome: tuple[str, str | None] | None = None
     if state.guard and event.type in (t.STOP_DONE, t.STOP_FAILED):
-        close, outcome = state.guard, messages.guard_outcome_stopped(state.stop_by)
+        close, outcome = state.guard, (STOPPED, state.stop_by)
     elif state.guard and event.type == t.STOP_CANCELLED:
-        close, outcome = state.guard, messages.guard_outcome_kept(cast(p.StopCancelledData, event.data).get("user"))
+        close, outcome = state.guard, (KEPT, cast(p.StopCancelledData, event.data).get("user"))
     return Notice(
         key=event.id,
         kind=kind,
         event=event,
-        text=text,
         rule=rule_of(event),
         broadcast=kind in (t.STOP, GUARD),
         update_parent=event.type in (t.ANOMALY_RESOLVED, t.WATCHDOG_RECOVERED),
         close_guard=close,
         guard_outcome=outcome,
+        facts=messages.Facts(state.evidence, state.evidence_problem, state.fault_line),
     )
+
+
+def headline(notice: Notice) -> str:
+    """The notice's text (pure): its event's line, or the flapping summary."""
+    if notice.kind == FLAPPING:
+        return messages.flapping(notice.event, openings=notice.openings, window_s=notice.window_s)
+    build = messages.notification_builder(notice.event)
+    if build is None:  # select() made it, so its event has a builder
+        raise ValueError(f"no text for a {notice.event.type} notice")
+    return messages.masked_head(build(notice.event, notice.facts), messages.NOTICE_MAX)
+
+
+def guard_outcome(outcome: tuple[str, str | None]) -> str:
+    """How a guarded stop ended, in the words of its closed message."""
+    how, by = outcome
+    return messages.guard_outcome_stopped(by) if how == STOPPED else messages.guard_outcome_kept(by)
 
 
 def inhibit(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:
@@ -191,8 +217,7 @@ class Flap:
             return notice, ""
         state.flapping[rule] = ts
         state.openings[rule] = []
-        text = messages.flapping(notice.event, openings=len(recent), window_s=self.window_s)
-        return dataclasses.replace(notice, kind="flapping", text=text), ""
+        return dataclasses.replace(notice, kind=FLAPPING, openings=len(recent), window_s=self.window_s), ""
 
 
 class Pipeline:

@@ -10,9 +10,11 @@ slack:
     snooze: {users: [U01, U02]}
   rate_per_s: 1                   # messages per second per channel
   flap_threshold: 3               # openings per flap_window_s before "flapping"
-  routes:                         # first match wins; none matches: `channel`
-    - {run: "llm-*", severity: critical, channel: C0ONCALL01, mention: [U01]}
-    - {project: [vision, detection], host: "dgx-*", channel: C0VISION01}
+  routes:                         # a tree: first match wins unless it says `continue`; none: `channel`
+    - {run: "llm-*", severity: critical, channel: C0ONCALL01, mention: [U01], continue: true}
+    - project: [vision, detection]
+      channel: C0VISION01
+      routes: [{host: "dgx-*", rule: "gpu_*", channel: C0DGX00001}]
 ```
 """
 
@@ -27,7 +29,8 @@ from trainwarden.remote.fleet import SLACK_USER_RE
 
 NUMBERS = ("rate_per_s", "flap_window_s", "keep_running_snooze_s", "deadman_s", "lease_s")
 INTEGERS = ("burst", "flap_threshold")
-MATCHERS = ("run", "project", "host")  # shell-style globs
+MATCHERS = ("run", "project", "host", "rule")  # shell-style globs
+ROUTE_DEPTH = 4  # levels of nested `routes` (deeper ones are reported as unknown keys)
 
 
 def read_slack(s: Reader) -> BotConfig | None:
@@ -57,12 +60,13 @@ def read_slack(s: Reader) -> BotConfig | None:
     if not s.present:
         return None
     values["allow"] = allows
-    values["routes"] = tuple(r for r in routes if r is not None) or None
+    values["routes"] = tuple(routes) or None
     return BotConfig(**{k: v for k, v in values.items() if v is not None})
 
 
-def _route(r: Reader) -> Route | None:
-    """One routing entry: matchers (a value or a list of alternatives) -> channel and mentions."""
+def _route(r: Reader, depth: int = 1) -> Route:
+    """One node of the routing tree: matchers (a value or a list of alternatives) -> channel and mentions,
+    `continue` and its own `routes` (bot/routing.py)."""
     values: dict[str, Any] = {key: r.strings(key) for key in MATCHERS}
     one: Schema = {"enum": list(SEVERITIES)}
     got = r.raw("severity", {"anyOf": [one, {"type": "array", "items": one, "minItems": 1}]})
@@ -77,7 +81,10 @@ def _route(r: Reader) -> Route | None:
     mention = r.string_list("mention", pattern=SLACK_USER_RE, hint="is not a Slack user id like U0123ABCD",
                             expected="a list of Slack user ids like [U0123ABCD]")  # fmt: skip
     values["mention"] = tuple(v for _, v in mention)
-    if r.present and r.ok and not r.has("channel") and not r.has("mention"):
+    values["continue_"] = r.boolean("continue", default=False)
+    if depth < ROUTE_DEPTH:
+        values["routes"] = tuple(_route(c, depth + 1) for c in r.items("routes", "a slack.routes entry"))
+    if r.present and r.ok and not any(r.has(key) for key in ("channel", "mention", "routes")):
         r.ctx.problem(r.node, "a slack.routes entry needs a 'channel' or a 'mention' list")
     r.finish()
     return Route(**values)

@@ -1,4 +1,5 @@
-"""`slack.routes`: the pure matching (first match wins) and its validation in the settings file."""
+"""`slack.routes`: the pure matching (a flat list: first match wins; a tree with `continue`) and its validation in the
+settings file."""
 
 import pytest
 from trainwarden.bot.config import Route
@@ -53,7 +54,7 @@ def test_a_resolve_keeps_its_openings_severity_and_a_stop_is_critical():
     assert kinds == [t.RUN_LAUNCHED, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.STOP]
     assert state.project == "vision" and state.owners == ["U0ALICE"]
     assert labels(t.ANOMALY_RESOLVED, resolved, state) == Labels(run="r1", host="gpu1", project="vision",
-                                                                 severity="critical")  # fmt: skip
+                                                                 severity="critical", rule="a")  # fmt: skip
     assert labels(t.STOP, stop, state).severity == "critical"
     assert labels(t.RUN_LAUNCHED, launched, state).severity == "info"
 
@@ -98,8 +99,8 @@ slack:
         f"{tmp_path}/tw.yaml:4:32: severity must be one of info, warning, critical or a list of them, got 'fatal'",
         f"{tmp_path}/tw.yaml:5:30: 'bob' in 'mention' is not a Slack user id like U0123ABCD",
         f"{tmp_path}/tw.yaml:6:7: a slack.routes entry needs a 'channel' or a 'mention' list",
-        f"{tmp_path}/tw.yaml:7:8: unknown key 'hots' in a slack.routes entry; expected one of: channel, host, "
-        "mention, project, run, severity; did you mean 'host'?",
+        f"{tmp_path}/tw.yaml:7:8: unknown key 'hots' in a slack.routes entry; expected one of: channel, "
+        "continue, host, mention, project, routes, rule, run, severity; did you mean 'host'?",
     ]
 
 
@@ -114,3 +115,43 @@ def test_a_runs_owners_are_who_launched_it_and_its_experiments_owner_and_a_resum
     assert state.owners == ["U0ALICE", "U0BOB"]
     pipeline.process(state, launched(3, owner="U0CAROL"))  # launched again, from the CLI
     assert state.owners == ["U0CAROL"]
+
+
+TREE = """\
+slack:
+  channel: C0DEFAULT
+  routes:
+    - {severity: critical, channel: C0ONCALL, continue: true}
+    - run: "llm-*"
+      channel: C0LLM
+      routes:
+        - {rule: "gpu_*", channel: C0GPU}
+"""
+
+
+def test_a_route_tree_is_read_with_continue_and_children(tmp_path):
+    cfg = parse_settings(TREE, tmp_path / "tw.yaml", env={}).slack
+    assert cfg.routes == (
+        Route(severity=("critical",), channel="C0ONCALL", continue_=True),
+        Route(run=("llm-*",), channel="C0LLM", routes=(Route(rule=("gpu_*",), channel="C0GPU"),)),
+    )
+
+
+def test_bad_nested_routes_are_reported_where_they_are(tmp_path):
+    text = """\
+slack:
+  channel: C0DEFAULT
+  routes:
+    - run: "llm-*"
+      continue: maybe
+      routes:
+        - {rule: "gpu_*", chanel: C0GPU}
+"""
+    with pytest.raises(ConfigError) as err:
+        parse_settings(text, tmp_path / "tw.yaml", env={})
+    assert err.value.problems == [  # type: ignore[attr-defined]
+        f"{tmp_path}/tw.yaml:5:17: 'continue' must be true or false, got 'maybe'",
+        f"{tmp_path}/tw.yaml:7:11: a slack.routes entry needs a 'channel' or a 'mention' list",
+        f"{tmp_path}/tw.yaml:7:27: unknown key 'chanel' in a slack.routes entry; expected one of: channel, continue, "
+        "host, mention, project, routes, rule, run, severity; did you mean 'channel'?",
+    ]
