@@ -20,6 +20,7 @@ import os
 import socket
 import time
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -85,19 +86,18 @@ class Holding:
     ttl_s: float = 0.0
 
 
-class Lease:
-    """The lease of one role (`name`), as this process sees it."""
+class LeaseBase(ABC):
+    """The lease of one role (`name`), as this process sees it, whatever stores it.
 
-    def __init__(self, client: Any, keys: Keys, name: str, *, ttl_s: float, host: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
-        self.client = client
+    A backend supplies three atomic steps on the stored lease (`_take`, `_extend`, `_fence`); the
+    holder's side -- its token, how long it may trust the lease, a takeover from a dead process of
+    this host, LeaseLost -- is the same for every backend."""
+
+    def __init__(self, name: str, *, ttl_s: float, host: str | None, clock: Callable[[], float]) -> None:
         self.name = name
         self.ttl_s = ttl_s
         self.host = host or socket.gethostname()
         self.holder = f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.key = f"{keys.namespace}:{{{name}}}:lease"
-        self.fence_key = f"{keys.namespace}:{{{name}}}:fence"
-        self.cluster = isinstance(client, RedisCluster)
         self.clock = clock
         self.token: int | None = None  # the fencing token while this process holds the lease
         self.valid_until = 0.0  # monotonic: the lease runs at least until then (renewed before)
@@ -109,13 +109,11 @@ class Lease:
     def acquire(self) -> Holding:
         """Take the lease if it is free, lapsed, ours, or held by a dead process of this host."""
         started = self.clock()
-        with redis_errors(f"take the {self.name} lease"):
-            current = self._call(ACQUIRE_LUA, 2, self.key, self.fence_key, self.holder, self._ttl_ms(), "")
-            if not current.mine and holder_dead(current.holder, host=self.host):
-                log.warning("the %s lease holder %s is gone (its process ended); taking over", self.name,
-                            current.holder)  # fmt: skip
-                current = self._call(ACQUIRE_LUA, 2, self.key, self.fence_key, self.holder, self._ttl_ms(),
-                                     current.holder)  # fmt: skip
+        current = self._take("")
+        if not current.mine and holder_dead(current.holder, host=self.host):
+            log.warning("the %s lease holder %s is gone (its process ended); taking over", self.name,
+                        current.holder)  # fmt: skip
+            current = self._take(current.holder)
         if current.mine:
             self.token, self.valid_until = current.token, started + self.ttl_s
         return current
@@ -125,9 +123,7 @@ class Lease:
         if self.token is None:
             return False
         started = self.clock()
-        with redis_errors(f"renew the {self.name} lease"):
-            ours = self.client.eval(RENEW_LUA, 1, self.key, f"{self.token} {self.holder}", self._ttl_ms())
-        if ours:
+        if self._extend(self.token, self.ttl_s):
             self.valid_until = started + self.ttl_s
             return True
         self.token = None
@@ -138,18 +134,58 @@ class Lease:
         if self.token is None:
             return
         token, self.token = self.token, None
-        with redis_errors(f"release the {self.name} lease"):
-            self.client.eval(RENEW_LUA, 1, self.key, f"{token} {self.holder}", "")
+        self._extend(token, None)
 
     def check(self) -> None:
         """Raise LeaseLost unless this process still holds the lease (its token is the fence's)."""
         if self.token is None or self.clock() >= self.valid_until:
             raise self._lost("its lease lapsed")
+        fence = self._fence()
+        if fence is None or fence != self.token:
+            self.token = None
+            raise self._lost(f"another took over with token {fence or 0}")
+
+    def _lost(self, why: str) -> LeaseLost:
+        return LeaseLost(f"this {self.name} no longer holds the {self.name} lease ({why}); it stands by")
+
+    @abstractmethod
+    def _take(self, dead: str) -> Holding:
+        """Atomically: take or extend the lease for this holder if free, lapsed, ours or `dead`'s; else who holds it."""
+
+    @abstractmethod
+    def _extend(self, token: int, ttl_s: float | None) -> bool:
+        """Atomically: extend (`ttl_s` None: release) the lease if `token` and this holder still hold it."""
+
+    @abstractmethod
+    def _fence(self) -> int | None:
+        """The fencing token of the last takeover (None before the first)."""
+
+
+class Lease(LeaseBase):
+    """The lease of one role in Redis (one server or a cluster), with writes fenced by `transaction`."""
+
+    def __init__(self, client: Any, keys: Keys, name: str, *, ttl_s: float, host: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        super().__init__(name, ttl_s=ttl_s, host=host, clock=clock)
+        self.client = client
+        self.key = f"{keys.namespace}:{{{name}}}:lease"
+        self.fence_key = f"{keys.namespace}:{{{name}}}:fence"
+        self.cluster = isinstance(client, RedisCluster)
+
+    def _take(self, dead: str) -> Holding:
+        with redis_errors(f"take the {self.name} lease"):
+            return self._call(ACQUIRE_LUA, 2, self.key, self.fence_key, self.holder, self._ttl_ms(), dead)
+
+    def _extend(self, token: int, ttl_s: float | None) -> bool:
+        what = "renew" if ttl_s is not None else "release"
+        with redis_errors(f"{what} the {self.name} lease"):
+            ttl = "" if ttl_s is None else self._ttl_ms()
+            return bool(self.client.eval(RENEW_LUA, 1, self.key, f"{token} {self.holder}", ttl))
+
+    def _fence(self) -> int | None:
         with redis_errors(f"check the {self.name} lease"):
             fence = self.client.get(self.fence_key)
-        if fence is None or int(fence) != self.token:
-            self.token = None
-            raise self._lost(f"another took over with token {int(fence or 0)}")
+        return None if fence is None else int(fence)
 
     def transaction(self, fill: Callable[[Pipeline], None], *, what: str) -> None:
         """Run the writes `fill` queues in one MULTI/EXEC, only while this process holds the lease."""
@@ -172,9 +208,6 @@ class Lease:
             raise self._lost("another took over while it wrote") from None
         finally:
             pipe.reset()
-
-    def _lost(self, why: str) -> LeaseLost:
-        return LeaseLost(f"this {self.name} no longer holds the {self.name} lease ({why}); it stands by")
 
     def _ttl_ms(self) -> int:
         return max(1, round(self.ttl_s * 1000))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from redis.client import Pipeline
 from redis.cluster import RedisCluster
@@ -166,6 +166,15 @@ class EventStore:
         )
 
     # -- writes ---------------------------------------------------------------------------------
+
+    @overload
+    def append(self, events: Sequence[Event]) -> list[str | None]: ...
+
+    @overload
+    def append(self, events: Sequence[Event], *, pipeline: Pipeline) -> None: ...
+
+    @overload
+    def append(self, events: Sequence[Event], *, pipeline: Pipeline | None) -> list[str | None] | None: ...
 
     def append(self, events: Sequence[Event], *, pipeline: Pipeline | None = None) -> list[str | None] | None:
         """Append events in order; an event whose (producer, seq) is already stored is skipped.
