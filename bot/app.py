@@ -26,7 +26,8 @@ from slack_bolt.middleware import Middleware
 from slack_sdk import WebClient
 from trainwarden.bot import blocks, replies, threads
 from trainwarden.bot.authz import Authorize
-from trainwarden.bot.config import COMMANDS, NAMESPACE
+from trainwarden.bot.commands import COMMANDS
+from trainwarden.bot.config import NAMESPACE
 from trainwarden.bot.errors import CommandError
 from trainwarden.bot.handlers import Handlers, Reply
 from trainwarden.bot.limits import fit_message

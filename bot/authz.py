@@ -18,7 +18,7 @@ from typing import Any
 from slack_bolt import BoltRequest, BoltResponse
 from slack_bolt.middleware import Middleware
 from trainwarden.bot import blocks, commands, replies, threads
-from trainwarden.bot.config import HELP, NAMESPACE, BotConfig
+from trainwarden.bot.config import NAMESPACE, BotConfig
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.envelope import RUN_NAME_RE, make_event, time_seq
@@ -120,7 +120,7 @@ class Authorize(Middleware):
         if request is None:
             return next()
         self.audit.record(t.COMMAND_RECEIVED, request)
-        if request.command == HELP or self.config.allows(request.command, user=request.user, channel=request.channel):
+        if commands.named(request.command).authorize(user=request.user, channel=request.channel, config=self.config):
             return next()
         self.audit.record(t.COMMAND_DENIED, request)
         log.warning("denied %s to user %s in channel %s", request.name, request.user, request.channel)

@@ -7,7 +7,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from trainwarden.bot import commands, messages, replies
+from trainwarden.bot import messages, replies
+from trainwarden.bot.slash.text import DEFAULT_STOP_REASON, MAX_TEXT
 from trainwarden.bot.stages import FLAPPING, GUARD, Notice, NotifyState
 from trainwarden.events import types as t
 from trainwarden.events.payloads import AnomalyOpenedData, DecisionData
@@ -82,7 +83,7 @@ def notice_blocks(
         blocks.append({"type": "actions", "elements": [
             button(messages.button_snooze(snooze_s), ACTION_SNOOZE, {**value, "seconds": snooze_s}),
             button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN,
-                   {**value, "reason": shorten(text, commands.MAX_TEXT)},  # the stop's reason, whole words
+                   {**value, "reason": shorten(text, MAX_TEXT)},  # the stop's reason, whole words
                    style="danger", confirm=stop_confirm_dialog(run)),
             status_button(run),
         ]})  # fmt: skip
@@ -109,7 +110,7 @@ def run_panel(run: str, text: str, *, ended: bool, snooze_s: float) -> list[dict
     actions = [button(messages.button_snooze(snooze_s), ACTION_SNOOZE, {**value, "seconds": snooze_s})]
     if not ended:
         actions.append(button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN,
-                              {**value, "reason": commands.DEFAULT_STOP_REASON}, style="danger",
+                              {**value, "reason": DEFAULT_STOP_REASON}, style="danger",
                               confirm=stop_confirm_dialog(run)))  # fmt: skip
     return [section(text), {"type": "actions", "elements": actions}]
 

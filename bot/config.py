@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-COMMANDS = ("status", "launch", "stop", "snooze")  # the subcommands of /tw, and their allow-list names
-NAMESPACE = "tw"  # the one slash command the manifest ships: `/tw status|launch|stop|snooze|help`
+NAMESPACE = "tw"  # the one slash command the manifest ships: `/tw SUBCOMMAND` (bot/commands.py REGISTRY)
 HELP = "help"  # `/tw help` (and a bare `/tw`): the list of subcommands; needs no allow-list
 RATE_PER_S = 1.0  # messages per second per channel (Slack allows about one, with short bursts)
 BURST = 4  # messages a channel may take at once before the rate applies

@@ -3,19 +3,21 @@
 Every change is an event in the run's log (`snooze.set`, `stop.requested`, `stop.cancelled`,
 `launch.failed`); the workers carry out stops, the notifier posts outcomes in the run's thread.
 Methods return a `Reply`; `then`, when set, runs after the reply was sent (launches, /status's view writes).
+Slash commands are objects of their own (bot/slash/, registered in bot/commands.py); `Handlers` is the
+`Context` they are handled in, and handles the buttons.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from collections.abc import Mapping
+from typing import Any, cast
 
 from trainwarden.bot import blocks, commands, messages, replies, status
 from trainwarden.bot.config import BotConfig
 from trainwarden.bot.errors import BadInput
+from trainwarden.bot.slash.base import Launcher, Reply
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
@@ -27,31 +29,12 @@ from trainwarden.events.store import EventStore, Malformed, decode_entries, redi
 from trainwarden.events.words import shorten
 from trainwarden.remote.fleet import Fleet
 
-from trainwarden.errors import TrainwardenError
-
 log = logging.getLogger(__name__)
+
+__all__ = ["Handlers", "Launcher", "Reply"]  # Launcher and Reply: bot/slash/base.py, imported from here by the wiring
 
 GUARD_SCAN_PAGE = 1000
 GUARD_SCAN_MAX = 100_000  # entries read back looking for a guarded stop's outcome
-
-
-class Launcher(Protocol):
-    def launch(self, experiment: str, *, user: str, force: bool = False) -> Event:
-        """Start the experiment on its server (records `run.launched` with `requested_by`); raises a
-        TrainwardenError saying why not."""
-        ...
-
-    def held(self, experiment: str) -> str | None:
-        """Why a plan holds the experiment back, with the fix in /launch's words; None if none does."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    text: str
-    blocks: list[dict[str, Any]] = field(default_factory=list)
-    in_channel: bool = False
-    then: Callable[[], None] | None = None
 
 
 class Handlers:
@@ -64,17 +47,17 @@ class Handlers:
         self.fleet = fleet
         self.launcher = launcher
 
-    def _append(self, event_type: str, run: str, data: Mapping[str, object]) -> Event:
+    def append(self, event_type: str, run: str, data: Mapping[str, object]) -> Event:
         """`data` is the type's payload (events/payloads.py), built by the caller so its keys are checked."""
         event = make_event(event_type, run=run, host=self.host, producer=f"slack/{self.host}", seq=time_seq(),
                            data=data)  # fmt: skip
         self.store.append_one(event)
         return event
 
-    def _run(self, name: str) -> str:
+    def known_run(self, name: str) -> str:
         return commands.check_name("run", name, status.known_runs(self.store))
 
-    def _ended(self, run: str) -> str | None:
+    def ended(self, run: str) -> str | None:
         """The run's status if it has ended (stopped, finished, failed): there is nothing left to stop."""
         state = run_state(self.store, run).status
         return state if state in ENDED else None
@@ -82,83 +65,42 @@ class Handlers:
     # -- slash commands ---------------------------------------------------------------------------
 
     def command(self, name: str, text: str, *, user: str) -> Reply:
-        cmd = commands.parse(name, text)
-        if isinstance(cmd, commands.Help):
-            return Reply(replies.help_text())
-        if isinstance(cmd, commands.Status):
-            if cmd.run is None:
-                later: list[Callable[[], None]] = []
-                text = status.overview(self.store, everything=cmd.everything, later=later)
-                return Reply(text, then=later[0] if later else None)
-            return Reply(status.detail(self.store, self._run(cmd.run)))
-        if isinstance(cmd, commands.Launch):
-            return self.launch(cmd, user=user)
-        if isinstance(cmd, commands.Stop):
-            run = self._run(cmd.run)
-            if ended := self._ended(run):
-                return Reply(replies.already_ended(run, ended))  # and no Stop button
-            reason = redact_text(cmd.reason)
-            return Reply(replies.stop_confirm(run, reason), blocks=blocks.stop_prompt(run, reason))
-        run = self._run(cmd.run)
-        until = time.time() + cmd.seconds
-        snoozed: p.SnoozeSetData = {"by": "slack", "rule": cmd.rule, "until": until, "user": user,
-                                    "seconds": cmd.seconds}  # fmt: skip
-        self._append(t.SNOOZE_SET, run, snoozed)
-        return Reply(replies.snoozed(run, cmd.rule, until, user), in_channel=True)
-
-    def launch(self, cmd: commands.Launch, *, user: str) -> Reply:
-        fleet, launcher = self.fleet, self.launcher
-        if fleet is None or launcher is None:
-            raise BadInput(replies.no_experiments())
-        exp = fleet.experiments[commands.check_name("experiment", cmd.experiment, fleet.experiments)]
-        if cmd.server is not None and commands.check_name("server", cmd.server, fleet.servers) != exp.server:
-            raise BadInput(replies.refused(replies.wrong_server(exp.name, exp.server, cmd.server)))
-        if not cmd.force and (held := launcher.held(exp.name)):
-            return Reply(replies.refused(held))
-
-        def perform() -> None:
-            try:
-                launcher.launch(exp.name, user=user, force=cmd.force)
-            except TrainwardenError as exc:
-                log.warning("launch of %s failed: %s", exp.name, exc)
-                error = redact_text(str(exc))
-                failed: p.LaunchFailedData = {"by": "slack", "server": exp.server, "user": user, "error": error}
-                self._append(t.LAUNCH_FAILED, exp.name, failed)
-
-        return Reply(replies.launching(exp.name, exp.server), then=perform)
+        """A slash command (bot/commands.py's registry parses it, its command handles it)."""
+        request = commands.parse(name, text)
+        return commands.command_for(request).handle(request, self, user=user)
 
     # -- buttons ----------------------------------------------------------------------------------
 
     def stop_run(self, value: dict[str, Any], *, user: str) -> Reply:
-        run = self._run(str(value.get("run")))
-        if ended := self._ended(run):  # a stale button: the run ended since it was posted
+        run = self.known_run(str(value.get("run")))
+        if ended := self.ended(run):  # a stale button: the run ended since it was posted
             return Reply(replies.already_ended(run, ended))
         reason = shorten(redact_text(str(value.get("reason") or commands.DEFAULT_STOP_REASON)), commands.MAX_TEXT)
         asked: p.StopRequestedData = {"by": "slack", "user": user, "reason": reason, "decision": value.get("decision")}
-        self._append(t.STOP_REQUESTED, run, asked)
+        self.append(t.STOP_REQUESTED, run, asked)
         return Reply(replies.stop_requested(run, user))
 
     def cancel(self, value: dict[str, Any], *, user: str) -> Reply:
         return Reply(replies.stop_dismissed(str(value.get("run"))))
 
     def snooze(self, value: dict[str, Any], *, user: str) -> Reply:
-        run = self._run(str(value.get("run")))
+        run = self.known_run(str(value.get("run")))
         until = time.time() + float(value.get("seconds") or self.config.keep_running_snooze_s)
         snoozed: p.SnoozeSetData = {"by": "slack", "rule": value.get("rule"), "until": until, "user": user}
-        self._append(t.SNOOZE_SET, run, snoozed)
+        self.append(t.SNOOZE_SET, run, snoozed)
         return Reply(replies.snoozed(run, value.get("rule"), until, user), in_channel=True)
 
     def stop_now(self, value: dict[str, Any], *, user: str) -> Reply:
-        run = self._run(str(value.get("run")))
+        run = self.known_run(str(value.get("run")))
         decision = str(value.get("decision"))
         if self.guard_outcome(run, decision) is not None:
             return Reply(replies.guard_already_closed(run))
-        if ended := self._ended(run):
+        if ended := self.ended(run):
             return Reply(replies.already_ended(run, ended))
         reason = f"{messages.BUTTON_STOP_NOW}: {value.get('rule')}"
         asked: p.StopRequestedData = {"by": "slack", "user": user, "reason": reason, "decision": decision,
                                       "rule": value.get("rule")}  # fmt: skip
-        self._append(t.STOP_REQUESTED, run, asked)
+        self.append(t.STOP_REQUESTED, run, asked)
         return Reply(replies.stop_requested(run, user))
 
     def run_status(self, value: dict[str, Any], *, user: str) -> Reply:
@@ -171,14 +113,14 @@ class Handlers:
         when the message the shortcut was used on is not in a run's thread."""
         if run is None:
             raise BadInput(replies.not_in_a_run_thread())
-        run = self._run(run)
+        run = self.known_run(run)
         text = status.detail(self.store, run)
-        panel = blocks.run_panel(run, text, ended=self._ended(run) is not None,
+        panel = blocks.run_panel(run, text, ended=self.ended(run) is not None,
                                  snooze_s=self.config.keep_running_snooze_s)  # fmt: skip
         return Reply(text, blocks=panel)
 
     def keep_running(self, value: dict[str, Any], *, user: str) -> Reply:
-        run = self._run(str(value.get("run")))
+        run = self.known_run(str(value.get("run")))
         decision, rule = str(value.get("decision")), str(value.get("rule"))
         if self.guard_outcome(run, decision) is not None:
             return Reply(replies.guard_already_closed(run))

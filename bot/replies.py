@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trainwarden.bot.config import COMMANDS, NAMESPACE
+from trainwarden.bot.config import NAMESPACE
 from trainwarden.bot.messages import clock, number, sparkline
 from trainwarden.policies.durations import duration_problem, fmt_duration
 
@@ -41,37 +41,35 @@ def control_chars() -> str:
     return "it contains control characters"
 
 
-SYNOPSIS = {
-    "status": ("[RUN | all]", "active runs, the most urgent first; `all` adds ended runs; or one run in detail"),
-    "launch": ("EXPERIMENT [SERVER] [--force]", "launch a configured experiment on its server"),
-    "stop": ("RUN [REASON]", "stop a run (asks for confirmation)"),
-    "snooze": ("RUN [RULE] DURATION", "silence a run's anomalies (or one rule) for a while, like 30m, 1h30m, 2d"),
-}
-
-
 def slash(command: str) -> str:
     """How a subcommand is typed: `/tw stop`."""
     return f"/{NAMESPACE} {command}"
 
 
-def usage(command: str) -> str:
-    args, what = SYNOPSIS[command]
-    return f"Usage: {slash(command)} {args} ({what})"
+def synopsis(command: str, args: str) -> str:
+    """`/tw stop RUN [REASON]`; `/tw help`."""
+    return " ".join(x for x in (slash(command), args) if x)
 
 
-def help_text() -> str:
-    """`/tw help`: every subcommand, and where the thread actions are (slash commands do not work in threads)."""
-    lines = [f"`{slash(name)} {SYNOPSIS[name][0]}`: {SYNOPSIS[name][1]}" for name in COMMANDS]
+def usage(command: str, args: str, what: str) -> str:
+    """A command's usage error, from its declaration (bot/slash/)."""
+    return f"Usage: {synopsis(command, args)} ({what})"
+
+
+def help_text(commands: Sequence[tuple[str, str, str]]) -> str:
+    """`/tw help`: every subcommand as (name, args, what), in the registry's order (bot/commands.py), and
+    where the thread actions are (slash commands do not work in threads)."""
+    lines = [f"`{synopsis(name, args)}`: {what}" for name, args, what in commands]
     threads = (
         "In a run's thread (where slash commands do not work): the buttons on its messages, or the "
         "message shortcut *Run actions* (a message's ⋮ menu) for the run's status, Stop and Snooze."
     )
-    return "\n".join([f"*/{NAMESPACE}* commands:", *lines, f"`{slash('help')}`: this list", threads])
+    return "\n".join([f"*/{NAMESPACE}* commands:", *lines, threads])
 
 
-def unknown_subcommand(name: str, closest: Sequence[str]) -> str:
+def unknown_subcommand(name: str, closest: Sequence[str], help_text: str) -> str:
     hint = f" Did you mean {' or '.join(slash(c) for c in closest)}?" if closest else ""
-    return f"Unknown command {slash(name)}.{hint}\n{help_text()}"
+    return f"Unknown command {slash(name)}.{hint}\n{help_text}"
 
 
 def unknown_name(kind: str, name: str, closest: Sequence[str], known: Sequence[str]) -> str:

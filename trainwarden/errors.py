@@ -41,7 +41,8 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   ├── NoWorkerContext          a job ran in a process that `trainwarden worker` did not set up
     │   ├── NoValidPolicy            the policy file is invalid at start and no valid policy was ever recorded
     │   ├── RunBusy                  another worker holds the run's lock for too long (the entry is retried)
-    │   └── RunsFailed               some runs of a multi-run job failed (their feed entries are retried)
+    │   ├── RunsFailed               some runs of a multi-run job failed (their feed entries are retried)
+    │   └── UnknownAction            a pending action of a kind no class declares (logged and dropped)
     ├── RemoteError                  (remote.errors) launching, stopping and reaching runs on servers
     │   ├── LaunchError              a run could not be started (names the run and the cause)
     │   │   ├── PreflightFailed      a preflight check failed (says the fix)

@@ -1,6 +1,7 @@
 """Side effects the evaluation asked for: build an evidence pack, stop a run, chart a critical anomaly.
 
-Each action is safe to repeat. The files are rewritten in place, a second stop of a run already
+How each kind is carried out is workers/performers.py; these are the actions' bodies. Each action is safe
+to repeat. The files are rewritten in place, a second stop of a run already
 gone is a no-op success, and the resulting event has a deterministic id
 (`act/<run>/<stream id of the request>:1`), so a repeat appends nothing. A run trainwarden did not
 launch is stopped by the agent on its host (remote/agent_stop.py), which records the outcome
@@ -19,7 +20,7 @@ import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -36,32 +37,23 @@ from trainwarden.events.payloads import (
     EvidenceBuiltData,
     EvidenceFailedData,
     ResumedAfterData,
-    ResumeSkippedData,
     RunEndedData,
     RunWatchedData,
     StopRequestedData,
     StopResultData,
 )
-from trainwarden.events.store import Malformed
 from trainwarden.policies.model import CRITICAL
 from trainwarden.remote import agent_stop
 from trainwarden.remote.errors import LaunchError, PreflightFailed
 from trainwarden.remote.fleet import Experiment
 from trainwarden.remote.stop import StopTarget
 from trainwarden.workers.chart import render_chart
-from trainwarden.workers.checkpoint import (
-    ACTION_CHART,
-    ACTION_DUMP,
-    ACTION_EVIDENCE,
-    ACTION_RESUME,
-    ACTION_STACKS,
-    ACTION_STOP,
-    Checkpoint,
-)
+from trainwarden.workers.checkpoint import Checkpoint
 from trainwarden.workers.context import WorkerContext
-from trainwarden.workers.dump_request import add_stacks, request_dump, stacks_text
+from trainwarden.workers.dump_request import stacks_text
 from trainwarden.workers.evidence import Pack, build_pack, log_excerpt, triggering_metric, write_pack
 from trainwarden.workers.findings import append_note, findings_note
+from trainwarden.workers.pending import Awaiting, StopRun
 
 from trainwarden.tmux import tmux_argv
 
@@ -70,57 +62,6 @@ log = logging.getLogger(__name__)
 
 def action_producer(run: str, sid: str) -> str:
     return f"act/{run}/{sid}"
-
-
-@dataclass(frozen=True, slots=True)
-class Awaiting:
-    """An action handed to another process: kept pending as `action` (what was done so far) until its
-    outcome is in the log or `due`, when it is looked at again without news."""
-
-    action: dict[str, Any]
-    due: float
-
-
-def perform(ctx: WorkerContext, run: str, cp: Checkpoint, action: dict[str, Any], *,
-            now: float) -> Event | Awaiting | None:  # fmt: skip
-    """Carry out one pending action; returns the event recording its result, or `Awaiting` while another
-    process (the agent stopping a watched run) carries it out."""
-    source = ctx.store.get(run, action["sid"])
-    if source is None or isinstance(source, Malformed):
-        log.error(
-            "pending %s action for %s refers to missing entry %s; dropping it", action["kind"], run, action["sid"]
-        )
-        return None
-    producer = action_producer(run, action["sid"])
-    if action["kind"] == ACTION_EVIDENCE:
-        event_type, built = build_evidence(ctx, cp, source)
-        return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=built, ts=now)
-    if action["kind"] == ACTION_STOP:
-        watched = cp.run.watched
-        if watched is not None and agent_stop.stop_means(cp.run.launch, watched) == agent_stop.AGENT:
-            return stop_by_agent(ctx, watched, source, action, producer=producer, now=now)
-        event_type, result = stop_run(ctx, run, cp, source)
-        return make_event(event_type, run=run, host=ctx.host, producer=producer, seq=1, data=result, ts=now)
-    if action["kind"] == ACTION_RESUME:
-        skipped = resume_run(ctx, run, cp, source, action["sid"])
-        if skipped is None:
-            return None  # relaunched: the launcher recorded run.launched (attempt n+1, resumed_after)
-        why: ResumeSkippedData = {"reason": skipped.reason, "fix": skipped.fix, "failure": source.id,
-                                  "attempts": int(cp.run.launch.get("attempt", 1))}  # fmt: skip
-        return make_event(t.RESUME_SKIPPED, run=run, host=ctx.host, producer=producer, seq=1, data=why, ts=now)
-    if action["kind"] == ACTION_DUMP:  # the agent records the outcome (process.dump); nothing to append here
-        request_dump(ctx, source, action["sid"], host=action.get("host") or cp.run.host or ctx.host, now=now)
-        return None
-    if action["kind"] == ACTION_STACKS:  # rewritten in place: safe to repeat
-        add_stacks(Path(action["pack"]), source)
-        return None
-    if action["kind"] == ACTION_CHART:
-        charted = chart_anomaly(ctx, cp, source)
-        if charted is None:
-            return None
-        return make_event(t.ANOMALY_CHARTED, run=run, host=ctx.host, producer=producer, seq=1, data=charted, ts=now)
-    log.error("unknown pending action kind %r for %s; dropping it", action["kind"], run)
-    return None
 
 
 Evidence = tuple[str, EvidenceBuiltData | EvidenceFailedData]
@@ -272,26 +213,26 @@ def stop_run(ctx: WorkerContext, run: str, cp: Checkpoint, request: Event) -> tu
     return t.STOP_FAILED, failed
 
 
-def stop_by_agent(ctx: WorkerContext, watched: RunWatchedData, request: Event, action: dict[str, Any], *,
+def stop_by_agent(ctx: WorkerContext, watched: RunWatchedData, request: Event, action: StopRun, *,
                   producer: str, now: float) -> Event | Awaiting:  # fmt: skip
     """Ask the run host's agent to stop a watched run, without waiting for it (module docstring): `Awaiting`
     until the outcome it recorded is in the log, then that outcome (appending it again is a no-op); a
     `stop.failed` of our own, under the same id, when no agent is there to take it or it stays silent."""
     host = watched.get("host") or ctx.host
     asked = cast(StopRequestedData, request.data)
-    if "sent" not in action:
+    if action.sent is None or action.due is None:
         problem = agent_stop.agent_absent(ctx.store, host, now=now)
         if problem is None:
             agent_stop.send_stop(ctx.store, host=host, request=request, reply_as=producer)
             due = now + agent_stop.answer_timeout(float(watched.get("stop_grace_s") or 10.0))
-            return Awaiting({**action, "sent": now, "due": due}, due)
+            return Awaiting(replace(action, sent=now, due=due), due)
     else:
-        answer = agent_stop.answer(ctx.store, run=request.run, after=action["sid"], reply_as=producer)
+        answer = agent_stop.answer(ctx.store, run=request.run, after=action.sid, reply_as=producer)
         if answer is not None:
             return answer
-        if now < float(action["due"]):
-            return Awaiting(action, float(action["due"]))
-        waited = float(action["due"]) - float(action["sent"])
+        if now < float(action.due):
+            return Awaiting(action, float(action.due))
+        waited = float(action.due) - float(action.sent)
         problem = f"the agent on {host} did not report the stop within {waited:.0f}s; is it still running?"
     failed: StopResultData = {"request": request.id, "method": "none", "session": watched.get("session"),
                               "run_host": host, "reason": asked.get("reason"), "error": problem}  # fmt: skip

@@ -13,13 +13,9 @@ from typing import Any
 
 from trainwarden.events.projection import RunState, decode_state, encode_state
 from trainwarden.policies.engine import PolicyState
+from trainwarden.workers.pending import ChartAnomaly
 
-ACTION_EVIDENCE = "evidence"
-ACTION_STOP = "stop"
-ACTION_RESUME = "resume"
-ACTION_DUMP = "dump"  # a stall: ask the run's agent where it is stuck (workers/dump_request.py)
-ACTION_STACKS = "stacks"  # a dump came: its stacks into the run's latest evidence pack (workers/dump_request.py)
-ACTION_CHART = "chart"  # a critical anomaly's chart: after every other action (workers/process.py)
+ACTION_CHART = ChartAnomaly.kind  # a critical anomaly's chart: after every other action (workers/process.py)
 
 
 @dataclass(slots=True)
@@ -28,7 +24,8 @@ class Checkpoint:
     emitted: int = 0  # events this run's evaluator has produced (their seq)
     policy: PolicyState = field(default_factory=PolicyState)
     run: RunState = field(default_factory=RunState)
-    pending: list[dict[str, Any]] = field(default_factory=list)  # side effects to carry out, in order
+    # side effects to carry out, in order: the stored form of workers/pending.py's records (`to_dict`)
+    pending: list[dict[str, Any]] = field(default_factory=list)
     guard: dict[str, Any] | None = None  # a guarded STOP waiting for a person: decision id, rule, deadline
     dump: str | None = None  # stream id of the latest process.dump: its stacks go in a STOP's pack
 

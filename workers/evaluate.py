@@ -16,17 +16,10 @@ from trainwarden.events.words import shorten
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.engine import apply_policy, evaluate
 from trainwarden.policies.model import CRITICAL, Policy
-from trainwarden.workers.checkpoint import (
-    ACTION_CHART,
-    ACTION_DUMP,
-    ACTION_EVIDENCE,
-    ACTION_RESUME,
-    ACTION_STACKS,
-    ACTION_STOP,
-    Checkpoint,
-)
+from trainwarden.workers.checkpoint import Checkpoint
 from trainwarden.workers.dump_request import asks_dump
 from trainwarden.workers.evidence import triggering_metric
+from trainwarden.workers.pending import AddStacks, BuildEvidence, ChartAnomaly, RequestDump, Resume, StopRun
 
 # Read back from the log, these may become pending actions (or settle a guarded stop).
 _ACTION_TYPES = frozenset(
@@ -121,11 +114,12 @@ def _fold_one(policy: Policy, cp: Checkpoint, step: Step, sid: str, event: Event
 
 
 def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool, policy: Policy) -> None:
-    """Events that call for side effects, or settle a guarded stop, as they are read from the log."""
+    """Events that call for side effects (workers/pending.py's records, stored as dicts), or settle a guarded
+    stop, as they are read from the log."""
     typ = event.type
     guard = cp.guard
     if typ == t.STOP_REQUESTED:
-        cp.pending.append({"kind": ACTION_STOP, "sid": sid, "id": event.id})
+        cp.pending.append(StopRun(sid=sid, id=event.id).to_dict())
         if guard is not None and cast(StopRequestedData, event.data).get("decision") == guard["decision"]:
             cp.guard = None  # Stop now (or the deadline): the usual stop path
     elif typ == t.STOP_CANCELLED:
@@ -134,24 +128,24 @@ def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool, p
     elif typ == t.RUN_FAILED:
         # the projection marks the run failed only when this is the end of its current launch
         if cp.run.status == "failed" and cp.run.launch.get("resumable") and not stopped_by_us:
-            cp.pending.append({"kind": ACTION_RESUME, "sid": sid, "id": event.id})
+            cp.pending.append(Resume(sid=sid, id=event.id).to_dict())
     elif typ == t.ANOMALY_OPENED:
         opened = cast(AnomalyOpenedData, event.data)
         # a shadow rule's is not posted; a log line's has no metric to draw
         metric = triggering_metric(opened.get("values") or {}, list(cp.run.recent_metrics))
         if opened.get("severity") == CRITICAL and not opened.get("shadow") and metric is not None:
-            cp.pending.append({"kind": ACTION_CHART, "sid": sid, "id": event.id, "rule": opened.get("rule")})
+            cp.pending.append(ChartAnomaly(sid=sid, id=event.id, rule=opened.get("rule")).to_dict())
         if asks_dump(policy, opened):  # where it is stuck, recorded by the run's agent (once per opening)
-            cp.pending.append({"kind": ACTION_DUMP, "sid": sid, "id": event.id, "host": opened.get("run_host")})
+            cp.pending.append(RequestDump(sid=sid, id=event.id, host=opened.get("run_host")).to_dict())
     elif typ == t.PROCESS_DUMP:  # a STOP's pack takes its stacks; a pack written already gets them now
         cp.dump = sid
         if cp.run.evidence:
-            cp.pending.append({"kind": ACTION_STACKS, "sid": sid, "id": event.id, "pack": cp.run.evidence[-1]})
+            cp.pending.append(AddStacks(sid=sid, id=event.id, pack=cp.run.evidence[-1]).to_dict())
     elif (data := cast(DecisionData, event.data)).get("decision") == t.STOP:
         # The STOP's pack has the chart: an anomaly not charted yet (its rule's, or one beside it such as
         # grad_norm=nan with loss=nan) gets no second one: one NaN, one chart on the phone.
-        cp.pending = [a for a in cp.pending if a["kind"] != ACTION_CHART]
-        cp.pending.append({"kind": ACTION_EVIDENCE, "sid": sid, "id": event.id})
+        cp.pending = [a for a in cp.pending if a["kind"] != ChartAnomaly.kind]
+        cp.pending.append(BuildEvidence(sid=sid, id=event.id).to_dict())
         confirm_s = data.get("confirm_s")
         if confirm_s:
             cp.guard = {"decision": event.id, "rule": data.get("rule"), "reason": data.get("reason"),

@@ -34,13 +34,13 @@ from trainwarden.events.redis_errors import describe, transient
 from trainwarden.events.redis_types import field_map, hash_fields
 from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
-from trainwarden.workers.actions import Awaiting, perform
 from trainwarden.workers.batch import batched, process_batch
 from trainwarden.workers.checkpoint import ACTION_CHART, awaiting_due, decode_checkpoint, encode_checkpoint
 from trainwarden.workers.context import WorkerContext, current
 from trainwarden.workers.errors import RunBusy, RunsFailed
 from trainwarden.workers.evaluate import evaluate_entries
 from trainwarden.workers.lanes import yield_to_fast_lane
+from trainwarden.workers.performers import Awaiting, perform
 from trainwarden.workers.schedule import next_tick
 
 log = logging.getLogger(__name__)
@@ -256,7 +256,7 @@ class RunProcessor:
                 awaiting = isinstance(result, Awaiting)
                 if isinstance(result, Awaiting):
                     event = None
-                    cp.pending.insert(first, result.action)
+                    cp.pending.insert(first, result.action.to_dict())
                     looked.add(action["sid"])
                 else:
                     event = result

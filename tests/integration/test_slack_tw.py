@@ -4,7 +4,7 @@ in /status, through the bot's HTTP endpoint with signed requests and the local S
 import json
 
 import pytest
-from trainwarden.bot.config import COMMANDS
+from trainwarden.bot.commands import COMMANDS
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event

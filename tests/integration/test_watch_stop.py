@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import replace
 
 import pytest
 from trainwarden.agent import procfs
@@ -16,6 +17,7 @@ from trainwarden.events.heartbeat import Heartbeat, read_beat
 from trainwarden.events.keys import Keys
 from trainwarden.events.projection import fold
 from trainwarden.workers.actions import Awaiting, action_producer, stop_by_agent
+from trainwarden.workers.pending import StopRun
 
 from tests.conftest import cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
@@ -87,9 +89,10 @@ def test_watched_runs_are_stopped_by_their_agent(settings_file, store, worker_ct
         (request,) = events_of(store, "polite", t.STOP_REQUESTED)
         watched = fold(events_of(store, "polite")).watched
         sid = first.producer.rpartition("/")[2]
-        action = {"kind": "stop", "sid": sid, "id": request.id}
+        action = StopRun(sid=sid, id=request.id)
         resent = stop_by_agent(worker_ctx, watched, request, action, producer=first.producer, now=time.time())
-        assert isinstance(resent, Awaiting) and resent.action["sent"] <= time.time() < resent.due
+        assert isinstance(resent, Awaiting) and (resent.action.sent or 0) <= time.time() < resent.due
+        assert resent.action.sent is not None
         repeat = stop_by_agent(worker_ctx, watched, request, resent.action, producer=first.producer, now=time.time())
         assert isinstance(repeat, Event) and repeat.id == first.id and repeat.ts == first.ts
 
@@ -124,7 +127,7 @@ def test_no_agent_on_the_host_fails_the_stop_at_once(worker_ctx, store):
                          data={"by": "cli", "user": "me", "reason": "lr too high"})  # fmt: skip
     sid = store.append_one(request)
     start = time.monotonic()
-    action = {"kind": "stop", "sid": sid, "id": request.id}
+    action = StopRun(sid=sid, id=request.id)
     failed = stop_by_agent(worker_ctx, watched, request, action, producer=action_producer("x", sid), now=time.time())
     assert isinstance(failed, Event) and failed.type == t.STOP_FAILED
     assert "no trainwarden agent runs on gone-host" in failed.data["error"]
@@ -136,7 +139,7 @@ def test_no_agent_on_the_host_fails_the_stop_at_once(worker_ctx, store):
     failed = stop_by_agent(worker_ctx, watched, request, action, producer=action_producer("x", sid), now=time.time())
     assert isinstance(failed, Event) and "the trainwarden agent on gone-host is not running" in failed.data["error"]
     # an agent that took the request and stays silent past the deadline: a stop.failed of the worker's own
-    sent = {**action, "sent": time.time() - 50.0, "due": time.time() - 1.0}
+    sent = replace(action, sent=time.time() - 50.0, due=time.time() - 1.0)
     silent_too = stop_by_agent(worker_ctx, watched, request, sent, producer=action_producer("x", sid), now=time.time())
     assert isinstance(silent_too, Event) and "did not report the stop within 49s" in silent_too.data["error"]
 

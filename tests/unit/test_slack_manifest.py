@@ -5,8 +5,11 @@ from urllib.parse import urlparse
 
 import yaml
 from trainwarden.bot.blocks import SHORTCUT_RUN_ACTIONS
-from trainwarden.bot.config import COMMANDS, NAMESPACE
+from trainwarden.bot.commands import COMMANDS
+from trainwarden.bot.config import NAMESPACE
 from trainwarden.bot.http_server import PATH
+from trainwarden.bot.manifest import block_of, slash_commands
+from trainwarden.bot.slash.status import STATUS_ALL
 
 from tests.conftest import REPO
 
@@ -37,3 +40,10 @@ def test_the_old_command_names_in_the_manifests_comments_are_valid_entries_for_e
     old = [yaml.safe_load(m)[0] for m in re.findall(r"^ *# (- \{command: .*\})$", text, flags=re.M)]
     assert [c["command"] for c in old] == [f"/{name}" for name in COMMANDS]
     assert all(urlparse(c["url"]).path == PATH and c["description"] and "should_escape" in c for c in old)
+
+
+def test_the_manifests_command_list_is_the_one_the_registry_generates():
+    """A command added to bot/commands.py's registry is declared to Slack: regenerate with
+    `python -m trainwarden.bot.manifest --write slack/manifest.yaml`."""
+    assert block_of(MANIFEST.read_text()) == slash_commands()
+    assert f"{STATUS_ALL}" in slash_commands() and all(f"/{name}," in slash_commands() for name in COMMANDS)

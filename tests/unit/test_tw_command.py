@@ -6,8 +6,17 @@ import math
 import pytest
 from trainwarden.bot import replies
 from trainwarden.bot.authz import identify
-from trainwarden.bot.commands import Help, Snooze, Status, Stop, allow_name, parse, split_namespaced
-from trainwarden.bot.config import COMMANDS
+from trainwarden.bot.commands import (
+    COMMANDS,
+    Help,
+    Snooze,
+    Status,
+    Stop,
+    allow_name,
+    help_text,
+    parse,
+    split_namespaced,
+)
 from trainwarden.bot.errors import BadInput
 from trainwarden.bot.threads import run_in_metadata
 
@@ -57,7 +66,7 @@ def test_tw_text_is_checked_before_dispatch():
 
 
 def test_help_lists_every_subcommand_and_the_thread_actions():
-    text = replies.help_text()
+    text = help_text()
     assert [line.split("`")[1].split()[1] for line in text.splitlines()[1:6]] == [*COMMANDS, "help"]
     assert "Run actions" in text and "thread" in text
 
