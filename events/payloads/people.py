@@ -55,7 +55,7 @@ declare(
     "snooze.set",
     SnoozeSetData,
     meaning="notifications of a rule (or all) are muted until `until`",
-    emitted_by="bot (bot/handlers.py)",
+    emitted_by="bot (bot/slash/snooze.py, the snooze button in bot/handlers.py)",
     worker_output=True,
 )
 
@@ -87,7 +87,7 @@ declare(
     "launch.failed",
     LaunchFailedData,
     meaning="a /launch from Slack, or a launch by an agent over MCP, was refused or failed",
-    emitted_by="bot (bot/handlers.py); `trainwarden mcp` (trainwarden/mcp_server/actions.py)",
+    emitted_by="bot (bot/slash/launch.py); `trainwarden mcp` (trainwarden/mcp_server/actions.py)",
     worker_output=True,
 )
 
