@@ -6,6 +6,8 @@ checkpoint is: events/checkpoints.py), so a lock lost to a stall ends a turn, an
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import redis
 from redis.lock import Lock
 from trainwarden.events.keys import Keys
@@ -25,18 +27,16 @@ class RunLock:
 
     def extend(self) -> bool:
         """Renew the lock's timeout; False when it expired and is no longer ours."""
-        with redis_errors("renew a run's lock", run=self.run):
-            try:
-                self._lock.reacquire()
-            except redis.exceptions.LockNotOwnedError:
-                return False
-        return True
+        return self._still_ours(self._lock.reacquire, redis.exceptions.LockNotOwnedError, "renew a run's lock")
 
     def release(self) -> bool:
         """Let go of the lock; False when it had already expired."""
-        with redis_errors("release a run's lock", run=self.run):
+        return self._still_ours(self._lock.release, redis.exceptions.LockError, "release a run's lock")
+
+    def _still_ours(self, call: Callable[[], object], lost: type[redis.exceptions.LockError], what: str) -> bool:
+        with redis_errors(what, run=self.run):
             try:
-                self._lock.release()
-            except redis.exceptions.LockError:
+                call()
+            except lost:
                 return False
         return True
