@@ -6,8 +6,8 @@ import logging
 
 from trainwarden.agent.errors import ControlMessageError
 from trainwarden.agent.watch import ControlMessage, parse_control
-from trainwarden.events.redis_types import Client, stream_reads
-from trainwarden.events.store import redis_errors
+from trainwarden.events.control import read_control
+from trainwarden.events.redis_types import Client
 
 log = logging.getLogger(__name__)
 
@@ -24,15 +24,12 @@ class ControlReader:
 
     def read(self, after: str) -> list[tuple[str, ControlMessage | None]]:
         """Entries after stream id `after`, oldest first; a malformed one comes back as None (logged)."""
-        with redis_errors("read the agent control stream"):
-            reply = stream_reads(self.client.xread({self.key: after}, count=READ_COUNT))
         out: list[tuple[str, ControlMessage | None]] = []
-        for _key, entries in reply:
-            for raw_id, fields in entries:
-                sid = raw_id.decode()
-                try:
-                    out.append((sid, parse_control(fields)))
-                except ControlMessageError as exc:
-                    log.warning("skipping control message %s on %s: %s", sid, self.key, exc)
-                    out.append((sid, None))
+        for raw_id, fields in read_control(self.client, self.key, after, count=READ_COUNT):
+            sid = raw_id.decode()
+            try:
+                out.append((sid, parse_control(fields)))
+            except ControlMessageError as exc:
+                log.warning("skipping control message %s on %s: %s", sid, self.key, exc)
+                out.append((sid, None))
         return out

@@ -36,9 +36,9 @@ from trainwarden.archive.lease import ArchiveLease
 from trainwarden.archive.record import ArchiveRecord, commit_archive, read_records
 from trainwarden.events import run_view
 from trainwarden.events.faults import failpoint
+from trainwarden.events.history import newest_first, oldest_first
 from trainwarden.events.lease import process_alive
-from trainwarden.events.redis_types import stream_entries
-from trainwarden.events.store import EventStore, next_id, redis_errors
+from trainwarden.events.store import EventStore, next_id
 
 FAILPOINTS = ("archive-mid-write", "archive-before-rename", "archive-before-trim", "archive-after-trim")
 PROGRESS_EVERY = 100_000  # entries between progress lines
@@ -106,15 +106,13 @@ class Archiver:
         notes = self._clean(run_dir, {r.name for r in records}, run, dry_run=dry_run)
         # The log's end first, then the holds: every entry up to that end has its feed entry already
         # (the append script writes both), so the feed scan below sees what points at it.
-        with redis_errors("read a run's log", run=run):
-            tail = stream_entries(redis.xrevrange(keys.log(run), count=1))
+        tail = newest_first(redis, keys, run, count=1, what="read a run's log")
         if not tail:
             return ArchiveResult(run=run, path=None, notes=tuple(notes), dry_run=dry_run)
         stream_last = tail[0][0].decode()
         hold = self._hold(run)
         bound = hold.bound if hold is not None else stream_last
-        with redis_errors("read a run's log", run=run):
-            takes_any = bool(redis.xrange(keys.log(run), min="-", max=bound, count=1))
+        takes_any = bool(oldest_first(redis, keys, run, end=bound, count=1, what="read a run's log"))
         if not takes_any:
             return ArchiveResult(run=run, path=None, held_by=hold, remaining=self.store.length(run),
                                  notes=tuple(notes), dry_run=dry_run)  # fmt: skip
@@ -165,8 +163,8 @@ class Archiver:
             ids = parse_archive_name(path.name)
             if ids is None or path.name in recorded:
                 continue
-            with redis_errors("read a run's log", run=run):
-                still_there = bool(self.store.redis.xrange(self.store.keys.log(run), min=ids[0], max=ids[0]))
+            still_there = bool(oldest_first(self.store.redis, self.store.keys, run, start=ids[0], end=ids[0],
+                                            count=None, what="read a run's log"))  # fmt: skip
             if not still_there:
                 notes.append(f"kept {path}: it is not recorded in Redis and its first entry is no longer in the log; "
                              f"check it with `trainwarden replay {run} --from {path}`")  # fmt: skip
@@ -180,10 +178,9 @@ class Archiver:
     def _count(self, run: str, bound: str) -> tuple[int, str | None, str | None]:
         """How many entries an archive up to `bound` would take (ids only; nothing decoded)."""
         count, first, last, start = 0, None, None, "-"
-        key = self.store.keys.log(run)
         while True:
-            with redis_errors("read a run's log", run=run):
-                entries = stream_entries(self.store.redis.xrange(key, min=start, max=bound, count=10_000))
+            entries = oldest_first(self.store.redis, self.store.keys, run, start=start, end=bound, count=10_000,
+                                   what="read a run's log")  # fmt: skip
             if not entries:
                 return count, first, last
             count += len(entries)

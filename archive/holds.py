@@ -15,15 +15,14 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import redis
+from trainwarden.events.archive_state import checkpoint_hashes, unfinished_feed_entries
 from trainwarden.events.errors import DecodeError
 from trainwarden.events.feed import parse_feed_entry
 from trainwarden.events.keys import Keys
-from trainwarden.events.redis_types import Client, hash_fields, stream_entries
+from trainwarden.events.redis_types import Client
 from trainwarden.events.sids import sid_key
-from trainwarden.events.store import next_id, redis_errors
+from trainwarden.events.store import next_id
 
-PAGE = 1000
 NOTHING = "0-0"  # below every stream id: a hold here lets nothing go
 
 
@@ -73,10 +72,7 @@ def checkpoint_holds(worker: dict[bytes, bytes], notifier: dict[bytes, bytes]) -
 
 
 def read_checkpoint_holds(client: Client, keys: Keys, run: str) -> list[Hold]:
-    with redis_errors("read a run's checkpoints", run=run):
-        worker = hash_fields(client.hgetall(keys.cursor(run)))
-        notifier = hash_fields(client.hgetall(keys.notify(run)))
-    return checkpoint_holds(worker, notifier)
+    return checkpoint_holds(*checkpoint_hashes(client, keys, run))
 
 
 def read_feed_holds(client: Client, keys: Keys) -> dict[str, Hold]:
@@ -85,47 +81,14 @@ def read_feed_holds(client: Client, keys: Keys) -> dict[str, Hold]:
     One pass over what each group has not finished: its pending entries and those after its read
     position (the dispatcher trims the feed below both, so this is usually short).
     """
-    feed = keys.feed()
     holds: dict[str, Hold] = {}
-
-    def add(group: str, fid: str, fields: dict[bytes, bytes], state: str) -> None:
+    for group, fid, fields, state in unfinished_feed_entries(client, keys):
         try:
             entry = parse_feed_entry(fid, fields)
         except DecodeError:  # the dispatcher dead-letters a garbled entry; it points at nothing
-            return
+            continue
         why = f"feed entry {fid} ({entry.first}..{entry.last}) is {state} by consumer group '{group}'"
         hold = Hold(entry.first, False, f"consumer group '{group}' of the feed", why)
         if entry.run not in holds or hold.order() < holds[entry.run].order():
             holds[entry.run] = hold
-
-    with redis_errors("read the feed's consumer groups"):
-        try:
-            groups = client.xinfo_groups(feed)
-        except redis.ResponseError:  # no feed yet
-            return {}
-        for info in groups:
-            group = _text(info["name"])
-            start = "-"
-            while True:  # delivered, not acknowledged
-                pending = client.xpending_range(feed, group, min=start, max="+", count=PAGE)
-                for p in pending:
-                    fid = _text(p["message_id"])
-                    for got, fields in stream_entries(client.xrange(feed, min=fid, max=fid)):
-                        add(group, _text(got), fields, "not acknowledged")
-                if len(pending) < PAGE:
-                    break
-                start = next_id(_text(pending[-1]["message_id"]))
-            start = next_id(_text(info["last-delivered-id"]))
-            while True:  # not delivered yet
-                entries = stream_entries(client.xrange(feed, min=start, max="+", count=PAGE))
-                for raw_fid, fields in entries:
-                    add(group, _text(raw_fid), fields, "not read yet")
-                if len(entries) < PAGE:
-                    break
-                start = next_id(_text(entries[-1][0]))
     return holds
-
-
-def _text(value: object) -> str:
-    """A field of XINFO GROUPS or XPENDING: bytes from our clients, typed loosely by redis-py."""
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -7,37 +7,16 @@ stream, and may be thrown away; one with a record may be the only copy of its en
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import redis
 from trainwarden.archive.errors import ArchiveConflict
+from trainwarden.events.archive_state import commit_trim, record_values
 from trainwarden.events.errors import DecodeError
 from trainwarden.events.keys import Keys
 from trainwarden.events.redis_types import Client
 from trainwarden.events.sids import sid_key, sid_successor
-from trainwarden.events.store import redis_errors
-
-# KEYS: log, archive, lease.  ARGV: first, last, minid (the id after last), file name, record JSON,
-# lease holder. Trims only while the archive's lease holds, and only if the stream still starts at
-# `first` and still holds `last`: then the entries it removes (every id below minid) are exactly
-# those the archive holds. Reply: {trimmed, ''}, or {-1, the stream's first id} when the head
-# moved, {-2, ''} when `last` is gone, {-3, holder} when the lease is not this archive's.
-COMMIT_LUA = """
-local holder = redis.call('GET', KEYS[3])
-if holder ~= ARGV[6] then return {-3, holder or ''} end
-local head = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
-if #head == 0 or head[1][1] ~= ARGV[1] then
-  return {-1, head[1] and head[1][1] or ''}
-end
-if #redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2]) == 0 then return {-2, ''} end
-local trimmed = redis.call('XTRIM', KEYS[1], 'MINID', ARGV[3])
-redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
-return {trimmed, ''}
-"""
-COMMIT_SHA = hashlib.sha1(COMMIT_LUA.encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +48,7 @@ class ArchiveRecord:
 
 def read_records(client: Client, keys: Keys, run: str) -> list[ArchiveRecord]:
     """The run's archive records, oldest entries first."""
-    with redis_errors("read a run's archive records", run=run):
-        raw = client.hvals(keys.archive(run))
+    raw = record_values(client, keys, run)
     return sorted((ArchiveRecord.from_json(v) for v in raw), key=lambda r: sid_key(r.first))
 
 
@@ -81,14 +59,9 @@ def commit_archive(client: Client, keys: Keys, run: str, record: ArchiveRecord, 
     at `record.first` (another archive committed meanwhile) or `lease` no longer holds the run's archive
     lease (workers/archive_lease.py): nothing is trimmed then.
     """
-    args = [keys.log(run), keys.archive(run), keys.archiving(run), record.first, record.last,
-            sid_successor(record.last), record.name, record.to_json(), lease]  # fmt: skip
-    with redis_errors("trim the archived head of a run's log", run=run):
-        try:
-            reply = client.evalsha(COMMIT_SHA, 3, *args)
-        except redis.exceptions.NoScriptError:
-            reply = client.eval(COMMIT_LUA, 3, *args)
-    trimmed, head = int(reply[0]), reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+    trimmed, head = commit_trim(client, keys, run, first=record.first, last=record.last,
+                                minid=sid_successor(record.last), name=record.name, record=record.to_json(),
+                                lease=lease)  # fmt: skip
     if trimmed == -1:
         raise ArchiveConflict(
             f"the log of {run!r} now starts at {head or 'nothing'}, not at {record.first}: another archive of it "

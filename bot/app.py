@@ -20,7 +20,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import redis
 from slack_bolt import Ack, App, BoltRequest, BoltResponse, Respond
 from slack_bolt.middleware import Middleware
 from slack_sdk import WebClient
@@ -31,6 +30,8 @@ from trainwarden.bot.config import NAMESPACE
 from trainwarden.bot.errors import CommandError
 from trainwarden.bot.handlers import Handlers, Reply
 from trainwarden.bot.limits import fit_message
+from trainwarden.events.errors import StoreError
+from trainwarden.events.flags import first_request
 from trainwarden.events.store import EventStore
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,8 @@ class ReplayGuard(Middleware):
         if req.mode == "socket_mode" or not signature:
             return next()
         try:
-            first = self.store.redis.set(self.store.keys.slack_request(signature), "1", nx=True, ex=self.ttl_s)
-        except redis.RedisError as exc:  # without the record a replay could not be told apart: refuse
+            first = first_request(self.store.redis, self.store.keys, signature, ttl_s=self.ttl_s)
+        except StoreError as exc:  # without the record a replay could not be told apart: refuse
             log.warning("cannot check a Slack request for replay (%s); refused", exc)
             return BoltResponse(status=503, body={"error": "try again"})
         if not first:

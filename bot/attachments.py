@@ -11,11 +11,11 @@ import logging
 from pathlib import Path
 from typing import cast
 
-from redis.exceptions import RedisError
 from trainwarden.events import packfiles
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
+from trainwarden.events.errors import StoreError
 from trainwarden.events.store import EventStore
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ def pack_files(store: EventStore, event: Event) -> tuple[tuple[str, bytes], ...]
     decision = cast(p.EvidenceBuiltData, event.data).get("decision") or ""
     try:
         files = packfiles.read(store.redis, store.keys, run=event.run, event_id=decision)
-    except RedisError as exc:
+    except StoreError as exc:
         log.warning("could not read the evidence files of %s from Redis: %s", event.run, exc)
         files = {}
     if packfiles.CHART not in files:
@@ -46,7 +46,7 @@ def anomaly_chart(store: EventStore, event: Event) -> tuple[tuple[str, bytes], .
     anomaly = cast(p.AnomalyChartedData, event.data).get("anomaly") or ""
     try:
         chart = packfiles.read(store.redis, store.keys, run=event.run, event_id=anomaly).get(packfiles.CHART)
-    except RedisError as exc:
+    except StoreError as exc:
         log.warning("could not read the chart of %s's anomaly from Redis: %s", event.run, exc)
         return ()
     if chart is None:

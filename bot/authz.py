@@ -22,6 +22,7 @@ from trainwarden.bot.config import NAMESPACE, BotConfig
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.envelope import RUN_NAME_RE, make_event, time_seq
+from trainwarden.events.history import known_run
 from trainwarden.events.payloads import CommandData
 from trainwarden.events.redact import redact_text
 from trainwarden.events.store import EventStore
@@ -105,7 +106,7 @@ class Audit:
         name = request.target
         if not name or not RUN_NAME_RE.match(name):
             return SYSTEM_RUN
-        if name in self.experiments or self.store.redis.zscore(self.store.keys.runs(), name) is not None:
+        if name in self.experiments or known_run(self.store.redis, self.store.keys, name):
             return name
         return SYSTEM_RUN
 

@@ -18,15 +18,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import cast
 
-import redis
 from trainwarden.bot import watcher_messages
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.events.feed import DISPATCH_GROUP
+from trainwarden.events.history import newest_first
 from trainwarden.events.payloads import WatchdogRecoveredData, WatchdogStalledData
-from trainwarden.events.redis_types import stream_entries
-from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
+from trainwarden.events.progress import backlog, last_alive
+from trainwarden.events.store import EventStore, Malformed, decode_entries
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +55,9 @@ class Deadman:
 
     def _last_stall(self) -> float | None:
         """Whether the system log's last watchdog event says stalled (a restarted bot does not repeat it)."""
-        with redis_errors("read the watchdog's state"):
-            entries = stream_entries(self.store.redis.xrevrange(self.store.keys.log(SYSTEM_RUN), count=200))
+        entries = newest_first(
+            self.store.redis, self.store.keys, SYSTEM_RUN, count=200, what="read the watchdog's state"
+        )
         for _sid, item in decode_entries(entries, SYSTEM_RUN):
             if isinstance(item, Malformed):
                 continue
@@ -68,22 +69,16 @@ class Deadman:
 
     def diagnose(self, now: float) -> str | None:
         """What is stuck, or None when everything makes progress."""
-        r = self.store.redis
-        with redis_errors("check trainwarden's progress"):
-            beat = r.get(self.store.keys.heartbeat(DISPATCHER))
-            try:
-                pending = r.xpending(self.store.keys.feed(), DISPATCH_GROUP)
-            except redis.ResponseError:  # no group yet: no dispatcher ever ran
-                pending = {"pending": 0}
+        beat = last_alive(self.store.redis, self.store.keys, DISPATCHER)
+        behind = backlog(self.store.redis, self.store.keys, DISPATCH_GROUP)  # none: no dispatcher ever ran
         if beat is None:  # give a dispatcher started alongside the bot time to report
             return watcher_messages.no_dispatcher() if now - self.started > self.stall_s else None
-        if now - max(float(beat), self.started) > self.stall_s:
-            return watcher_messages.dispatcher_silent(now - float(beat))
-        if pending["pending"]:
-            oldest = pending["min"].decode() if isinstance(pending["min"], bytes) else pending["min"]
-            waited = now - int(oldest.partition("-")[0]) / 1000
+        if now - max(beat, self.started) > self.stall_s:
+            return watcher_messages.dispatcher_silent(now - beat)
+        if behind.pending and behind.oldest is not None:
+            waited = now - int(behind.oldest.partition("-")[0]) / 1000
             if now - max(now - waited, self.started) > self.stall_s:
-                return watcher_messages.workers_behind(int(pending["pending"]), waited)
+                return watcher_messages.workers_behind(behind.pending, waited)
         return None
 
     def check(self) -> None:

@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from redis.client import Pipeline
 from trainwarden.bot.errors import SlackRejected
 from trainwarden.bot.limits import fallback_text
 from trainwarden.bot.sink import Message, Sink
@@ -45,6 +44,7 @@ from trainwarden.events.faults import failpoint
 from trainwarden.events.lease import Lease, Unfenced
 from trainwarden.events.notify_state import NotifyStateRepo
 from trainwarden.events.payloads import NotificationData
+from trainwarden.events.redis_types import Pipeline
 from trainwarden.events.store import EventStore, redis_errors
 
 log = logging.getLogger(__name__)

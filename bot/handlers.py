@@ -21,11 +21,11 @@ from trainwarden.bot.slash.base import Launcher, Reply
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.history import newest_first
 from trainwarden.events.projection import ENDED
 from trainwarden.events.redact import redact_text
-from trainwarden.events.redis_types import stream_entries
 from trainwarden.events.run_view import run_state
-from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
+from trainwarden.events.store import EventStore, Malformed, decode_entries
 from trainwarden.events.words import shorten
 from trainwarden.remote.fleet import Fleet
 
@@ -135,11 +135,10 @@ class Handlers:
 
     def guard_outcome(self, run: str, decision: str) -> Event | None:
         """The `stop.requested` or `stop.cancelled` that already settled a guarded stop, if any."""
-        key = self.store.keys.log(run)
         end, scanned = "+", 0
         while scanned < GUARD_SCAN_MAX:
-            with redis_errors("read a run's recent events", run=run):
-                entries = stream_entries(self.store.redis.xrevrange(key, max=end, count=GUARD_SCAN_PAGE))
+            entries = newest_first(self.store.redis, self.store.keys, run, end=end, count=GUARD_SCAN_PAGE,
+                                   what="read a run's recent events")  # fmt: skip
             for _sid, item in decode_entries(entries, run):
                 if isinstance(item, Malformed):
                     continue

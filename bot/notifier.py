@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from redis.client import Pipeline as RedisPipeline
 from trainwarden.bot import messages, routing
 from trainwarden.bot.attachments import anomaly_chart, pack_files
 from trainwarden.bot.config import KEEP_RUNNING_SNOOZE_S, Route
@@ -47,6 +46,7 @@ from trainwarden.events.loop import run_loop
 from trainwarden.events.notify_state import Checkpoint, NotifyStateRepo
 from trainwarden.events.payloads import AnomalyChartedData, AnomalyOpenedData, DecisionData
 from trainwarden.events.projection import RunState
+from trainwarden.events.redis_types import Pipeline as RedisPipeline
 from trainwarden.events.run_view import run_state as read_run_state
 from trainwarden.events.sids import sid_key
 from trainwarden.events.silence import Pulse, entry_lag

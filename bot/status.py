@@ -22,12 +22,12 @@ from trainwarden.bot import messages, replies
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.events import types as t
 from trainwarden.events.codec import FIELD_BYTES
+from trainwarden.events.history import newest_pages
 from trainwarden.events.metrics import first_of
 from trainwarden.events.payloads import PlanStartedData
 from trainwarden.events.projection import RunState, is_finite_number
-from trainwarden.events.redis_types import stream_entries
 from trainwarden.events.run_view import Moved, read_states, run_state, save_views
-from trainwarden.events.store import EventStore, Malformed, decode_entries, redis_errors
+from trainwarden.events.store import EventStore, Malformed, decode_entries
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
 
@@ -57,11 +57,7 @@ def gpu_utils(store: EventStore, runs: Sequence[str]) -> dict[str, float | None]
     for count in (GPU_FIRST, GPU_SCAN - GPU_FIRST):
         if not todo:
             break
-        with redis_errors("read the runs' recent events"):
-            pipe = store.redis.pipeline(transaction=False)
-            for run, end in todo.items():
-                pipe.xrevrange(store.keys.log(run), max=end, count=count)
-            pages = [stream_entries(reply) for reply in pipe.execute()]
+        pages = newest_pages(store.redis, store.keys, todo.items(), count=count, what="read the runs' recent events")
         left: dict[str, str] = {}
         for run, page in zip(todo, pages, strict=True):
             found[run] = _last_gpu(page, run)

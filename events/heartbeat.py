@@ -111,14 +111,15 @@ def decode(fields: Mapping[bytes, bytes] | Mapping[str, str]) -> Beat | None:
 
 def read_beats(client: redis.Redis, keys: Keys) -> list[Beat]:
     """Every known component's last beat (those whose hash expired are dropped from the index)."""
-    names = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in client.smembers(keys.beats()))
-    if not names:
-        return []
-    pipe = client.pipeline(transaction=False)
-    for name in names:
-        pipe.hgetall(keys.beat(name))
-        pipe.pttl(keys.beat(name))
-    replies = pipe.execute()
+    with redis_errors("read the heartbeats"):
+        names = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in client.smembers(keys.beats()))
+        if not names:
+            return []
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.hgetall(keys.beat(name))
+            pipe.pttl(keys.beat(name))
+        replies = pipe.execute()
     beats, gone = [], []
     for name, fields, ttl_ms in zip(names, replies[::2], replies[1::2], strict=True):
         beat = decode(fields) if fields else None
@@ -127,16 +128,18 @@ def read_beats(client: redis.Redis, keys: Keys) -> list[Beat]:
             continue
         beats.append(_aged(beat, ttl_ms))
     if gone:
-        client.srem(keys.beats(), *gone)
+        with redis_errors("read the heartbeats"):
+            client.srem(keys.beats(), *gone)
     return sorted(beats, key=lambda b: b.component)
 
 
 def read_beat(client: Any, keys: Keys, component: str) -> Beat | None:
     """One component's last beat (its age by Redis' clock), or None when it never beat or was forgotten."""
-    pipe = client.pipeline(transaction=False)
-    pipe.hgetall(keys.beat(component))
-    pipe.pttl(keys.beat(component))
-    fields, ttl_ms = pipe.execute()
+    with redis_errors("read a heartbeat"):
+        pipe = client.pipeline(transaction=False)
+        pipe.hgetall(keys.beat(component))
+        pipe.pttl(keys.beat(component))
+        fields, ttl_ms = pipe.execute()
     beat = decode(fields) if fields else None
     return None if beat is None else _aged(beat, ttl_ms)
 
@@ -151,16 +154,17 @@ def write_refusal(client: Any, keys: Keys) -> str | None:
     """Whether Redis takes writes now, by writing one small expiring key: None, or why not in words for an
     operator ("Redis refuses writes: out of memory (maxmemory 5 MB)"). Heartbeats are writes too: while Redis
     refuses them every daemon looks silent, and this says why."""
-    try:
-        client.set(keys.probe(), repr(time.time()), px=60_000)
-    except redis.ResponseError as exc:
-        if (words := refusal(exc)) is None:
-            raise
-        detail = ""
-        if isinstance(exc, redis.exceptions.OutOfMemoryError):
-            limit = int(client.info("memory").get("maxmemory", 0))
-            detail = f" (maxmemory {megabytes(limit)})" if limit else ""
-        return f"Redis refuses writes: {words}{detail}"
+    with redis_errors("read the heartbeats"):
+        try:
+            client.set(keys.probe(), repr(time.time()), px=60_000)
+        except redis.ResponseError as exc:
+            if (words := refusal(exc)) is None:
+                raise
+            detail = ""
+            if isinstance(exc, redis.exceptions.OutOfMemoryError):
+                limit = int(client.info("memory").get("maxmemory", 0))
+                detail = f" (maxmemory {megabytes(limit)})" if limit else ""
+            return f"Redis refuses writes: {words}{detail}"
     return None
 
 
@@ -171,8 +175,9 @@ def megabytes(n: int) -> str:
 
 def forget(client: redis.Redis, keys: Keys, component: str) -> bool:
     """Drop a component that is gone for good (a retired host), so it is no longer expected."""
-    client.srem(keys.beats(), component)
-    return bool(client.delete(keys.beat(component)))
+    with redis_errors("forget a component"):
+        client.srem(keys.beats(), component)
+        return bool(client.delete(keys.beat(component)))
 
 
 @dataclass(slots=True)

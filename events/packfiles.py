@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from trainwarden.events.keys import Keys
+from trainwarden.events.redis_errors import redis_errors
 from trainwarden.events.redis_types import Client, field_map, hash_fields
 
 CHART = "chart.png"
@@ -28,15 +29,17 @@ def keep(client: Client, keys: Keys, *, run: str, event_id: str, files: Mapping[
     if not files or sum(len(data) for data in files.values()) > MAX_BYTES:
         return False
     key = keys.pack_files(run, event_id)
-    pipe = client.pipeline(transaction=True)
-    pipe.hset(key, mapping=field_map(files))
-    pipe.expire(key, TTL_S)
-    pipe.execute()
+    with redis_errors("keep an evidence pack's files", run=run):
+        pipe = client.pipeline(transaction=True)
+        pipe.hset(key, mapping=field_map(files))
+        pipe.expire(key, TTL_S)
+        pipe.execute()
     return True
 
 
 def read(client: Client, keys: Keys, *, run: str, event_id: str) -> dict[str, bytes]:
     """The files kept under `event_id` (a STOP decision's, an anomaly's), by name; {} when none are (expired,
     too large, never kept)."""
-    raw = hash_fields(client.hgetall(keys.pack_files(run, event_id)))
+    with redis_errors("read an evidence pack's files", run=run):
+        raw = hash_fields(client.hgetall(keys.pack_files(run, event_id)))
     return {name.decode(): data for name, data in raw.items()}

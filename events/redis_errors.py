@@ -16,12 +16,16 @@ from typing import Any
 import redis
 from trainwarden.events.errors import StoreAuthFailed, StoreError, StoreRefused, StoreUnavailable
 
+AUTH_ERRORS: tuple[type[redis.RedisError], ...] = (redis.AuthenticationError, redis.exceptions.NoPermissionError)
+# what a CLI catches to say "Redis refused the credentials" in one line: ours, or redis-py's raised where a library
+# (RQ) spoke to Redis itself
+AUTH_FAILURES: tuple[type[Exception], ...] = (StoreAuthFailed, *AUTH_ERRORS)
 AUTH_REPLIES = ("NOAUTH", "WRONGPASS", "NOPERM", "invalid password", "invalid username-password")
 
 
 def is_auth_error(exc: BaseException) -> bool:
     """Whether Redis refused our credentials or an ACL user's rights (not an outage: retrying cannot help)."""
-    return isinstance(exc, redis.AuthenticationError | redis.exceptions.NoPermissionError) or (
+    return isinstance(exc, AUTH_ERRORS) or (
         isinstance(exc, redis.ResponseError) and any(s in str(exc) for s in AUTH_REPLIES)
     )
 

@@ -12,11 +12,13 @@ from collections.abc import Mapping
 from typing import TypeAlias, cast
 
 import redis
+from redis.client import Pipeline
 from redis.cluster import RedisCluster
 from redis.typing import EncodableT, FieldT
 
 Client: TypeAlias = redis.Redis | RedisCluster  # the event log's: one server, or a Redis Cluster
 Entry: TypeAlias = tuple[bytes, dict[bytes, bytes]]  # a stream entry: its id and its fields
+__all__ = ["Client", "Entry", "Pipeline"]  # Pipeline: for callers that hand a repository their pipeline=
 
 
 def stream_entries(reply: object) -> list[Entry]:

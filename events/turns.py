@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 from trainwarden.events.envelope import Event
 from trainwarden.events.keys import Keys
 from trainwarden.events.redis_errors import redis_errors
+from trainwarden.events.redis_types import Client
 from trainwarden.events.store import Malformed, decode_entries
 
 # KEYS: the `queued` and `fast` flags and the lock of each run, in threes; ARGV: lock ms, then a token per run.
@@ -69,7 +69,7 @@ class RunRead:
     entries: list[tuple[str, Event | Malformed]]  # oldest first
 
 
-def lock_runs(client: redis.Redis, keys: Keys, runs: Sequence[str], *, lock_ms: int) -> dict[str, str]:
+def lock_runs(client: Client, keys: Keys, runs: Sequence[str], *, lock_ms: int) -> dict[str, str]:
     """Clear the runs' `queued` and `fast` flags and take every free run lock; returns run -> token of those taken.
 
     The flags go before the read, as in the per-run turn: events whose feed entries found one set are
@@ -84,7 +84,7 @@ def lock_runs(client: redis.Redis, keys: Keys, runs: Sequence[str], *, lock_ms: 
     return {run: token for run, token, ok in zip(runs, tokens, taken, strict=True) if ok}
 
 
-def release_runs(client: redis.Redis, keys: Keys, tokens: dict[str, str]) -> int:
+def release_runs(client: Client, keys: Keys, tokens: dict[str, str]) -> int:
     """Release the locks `lock_runs` took (those still held with their token); returns how many."""
     if not tokens:
         return 0
@@ -93,7 +93,7 @@ def release_runs(client: redis.Redis, keys: Keys, tokens: dict[str, str]) -> int
 
 
 def read_runs(
-    client: redis.Redis, keys: Keys, runs: Sequence[str], *, page: int, held: Sequence[str] = ()
+    client: Client, keys: Keys, runs: Sequence[str], *, page: int, held: Sequence[str] = ()
 ) -> dict[str, RunRead]:
     """Each run's checkpoint and up to `page` log entries after it, in one round trip; `held`: per run, the
     version of the checkpoint the caller holds ('' for none), not sent again while it is the stored one."""

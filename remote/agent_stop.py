@@ -10,11 +10,12 @@ does not answer in time, so whichever is appended first is the one outcome kept.
 
 from __future__ import annotations
 
+from trainwarden.events.control import send_control
 from trainwarden.events.envelope import Event
 from trainwarden.events.heartbeat import component_name, read_beat
+from trainwarden.events.history import has_written
 from trainwarden.events.payloads import RunLaunchedData, RunWatchedData
-from trainwarden.events.redis_types import field_map
-from trainwarden.events.store import EventStore, Malformed, redis_errors
+from trainwarden.events.store import EventStore, Malformed
 
 LAUNCH = "launch"  # stopped by the workers from run.launched (remote/stop.py)
 AGENT = "agent"  # stopped by the agent on the run's host
@@ -47,13 +48,12 @@ def send_stop(store: EventStore, *, host: str, request: Event, reply_as: str) ->
     data = request.data
     message = {"op": "stop", "run": request.run, "request": request.id, "reply_as": reply_as,
                "reason": str(data.get("reason") or ""), "by": str(data.get("by") or "")}  # fmt: skip
-    with redis_errors("send the stop to the run's agent", run=request.run):
-        store.redis.xadd(store.keys.agent_control(host), field_map(message))
+    send_control(store.redis, store.keys, host, message, what="send the stop to the run's agent", run=request.run)
 
 
 def answer(store: EventStore, *, run: str, after: str, reply_as: str) -> Event | None:
     """The event `reply_as` recorded in the run's log after stream id `after`; None while there is none."""
-    if store.redis.hget(store.keys.hwm(run), reply_as) is None:
+    if not has_written(store.redis, store.keys, run, reply_as):
         return None
     for _sid, event in store.iter_run(run, after=after):
         if not isinstance(event, Malformed) and event.producer == reply_as:

@@ -19,6 +19,7 @@ from datetime import date
 from typing import Any, cast
 
 from trainwarden.events import types as t
+from trainwarden.events.control import send_control
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.payloads import ForcedLaunch, LaunchRefusedData, PreflightData, RunLaunchedData, RunStartedData
 from trainwarden.events.projection import fold
@@ -275,12 +276,13 @@ class RemoteLauncher:
         launched = self._event(t.RUN_LAUNCHED, run, {**data, **extra})  # extra: plan, requested_by
         up: RunStartedData = {"pid": pid, "server": server.name, "launch": launched.id}
         self._event(t.RUN_STARTED, run, up)
-        self.store.redis.xadd(
-            self.store.keys.agent_control(server.name),
+        send_control(
+            self.store.redis, self.store.keys, server.name,
             {"op": "watch", "run": run, "log": paths.log, "exit_file": paths.exit_file, "session": session,
              "tmux_socket": server.tmux_socket or "", "pid": str(pid or ""), "launch": launched.id,
              "launched_at": repr(launched.ts), "workdir": experiment.code_dir or server.work_dir,
              "gpus": ",".join(str(g) for g in gpus), "metrics": sidecar_path(experiment, server, paths),
              "wandb": "1" if uses_wandb else "", "allow_offline_wandb": "1" if experiment.allow_offline_wandb else ""},
+            what="register the run with the agent", run=run,
         )  # fmt: skip
         return launched

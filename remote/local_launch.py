@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainwarden.events import types as t
+from trainwarden.events.control import send_control
 from trainwarden.events.envelope import Event, check_run_name, make_event, time_seq
 from trainwarden.events.errors import StoreError
+from trainwarden.events.health import ping
 from trainwarden.events.payloads import RunLaunchedData
 from trainwarden.events.redact import env_secrets, known_secrets, redact
-from trainwarden.events.redis_types import field_map
-from trainwarden.events.store import EventStore, redis_errors
+from trainwarden.events.store import EventStore
 from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import session_name
 from trainwarden.remote.wrapper import EXIT_SUFFIX, recorded_run
@@ -94,8 +95,7 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     """
     validate(spec)
     session = session_name(spec.run)
-    with redis_errors("reach the event log before starting the run (nothing was started)", run=spec.run):
-        store.redis.ping()
+    ping(store.redis, what="reach the event log before starting the run (nothing was started)", run=spec.run)
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{spec.log_path}{EXIT_SUFFIX}").unlink(missing_ok=True)  # an earlier launch's exit code is not this one's
     launched_at = time.time()
@@ -136,8 +136,7 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
                "wandb": "" if spec.wandb is None else str(int(spec.wandb))}  # fmt: skip
     try:
         store.append_one(event)
-        with redis_errors("register the run with the agent", run=spec.run):
-            store.redis.xadd(store.keys.agent_control(host), field_map(control))
+        send_control(store.redis, store.keys, host, control, what="register the run with the agent", run=spec.run)
     except StoreError as exc:
         kill = tmux_argv(socket, "kill-session", "-t", f"={session}")
         killed = subprocess.run(kill, capture_output=True, timeout=15, stdin=subprocess.DEVNULL, check=False,

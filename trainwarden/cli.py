@@ -14,8 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import redis
-
 from trainwarden import (
     archive_commands,
     cli_remote,
@@ -38,9 +36,9 @@ from trainwarden import (
 from trainwarden.agent.watch import RunWatch
 from trainwarden.cli_parser import Parser, unrecognized
 from trainwarden.errors import ConfigError, TrainwardenError
-from trainwarden.events.errors import StoreAuthFailed
 from trainwarden.events.heartbeat import Heartbeat, last_words
 from trainwarden.events.redact import redact_text
+from trainwarden.events.redis_errors import AUTH_FAILURES
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
 from trainwarden.logsetup import library_level
@@ -353,7 +351,7 @@ def _main(argv: list[str]) -> int:
     try:
         settings = _settings(args)
         code = int(args.func(args, settings))
-    except (StoreAuthFailed, redis.AuthenticationError, redis.exceptions.NoPermissionError) as exc:
+    except AUTH_FAILURES as exc:  # ours, or a library's that spoke to Redis itself (RQ)
         print(line := auth_failed(exc, settings), file=sys.stderr)  # one line: which Redis, what it said, what to do
         last_words(line)
         return 1

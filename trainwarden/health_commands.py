@@ -18,7 +18,6 @@ from typing import Any
 from trainwarden import wiring
 from trainwarden.events import reading
 from trainwarden.events.heartbeat import SILENT_INTERVALS, Beat, forget, read_beats, write_refusal
-from trainwarden.events.redis_errors import redis_errors
 from trainwarden.events.words import shorten
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.settings import Settings
@@ -95,14 +94,12 @@ def notice_text(notice: str) -> str:
 def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
     if args.forget:
-        with redis_errors("forget a component"):
-            gone = forget(store.redis, store.keys, args.forget)  # type: ignore[arg-type]
+        gone = forget(store.redis, store.keys, args.forget)  # type: ignore[arg-type]
         print(f"{args.forget}: {'forgotten' if gone else 'not known'}")
         return 0
     now = time.time()
-    with redis_errors("read the heartbeats"):
-        refused = write_refusal(store.redis, store.keys)
-        beats = read_beats(store.redis, store.keys)  # type: ignore[arg-type]
+    refused = write_refusal(store.redis, store.keys)
+    beats = read_beats(store.redis, store.keys)  # type: ignore[arg-type]
     rows = [row(b, now) for b in beats if not args.here or b.host == settings.host]
     healthy = bool(rows) and all(r["status"] == OK for r in rows) and refused is None
     if refused:  # first: it is why every daemon's heartbeat stalls (they are writes) and why events wait

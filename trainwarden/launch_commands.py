@@ -15,8 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-import redis
-
 from trainwarden import cli_remote, wiring
 from trainwarden.agent.health import log_tail
 from trainwarden.bot.launch_messages import failed_at_launch, holding, interrupted
@@ -24,6 +22,7 @@ from trainwarden.cli_parser import unrecognized
 from trainwarden.errors import UsageError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
+from trainwarden.events.errors import StoreError
 from trainwarden.events.heartbeat import read_beats
 from trainwarden.events.payloads import RunLaunchedData, StopRequestedData
 from trainwarden.events.store import EventStore
@@ -186,7 +185,7 @@ def agent_running(store: EventStore, host: str) -> bool:
     """Whether an agent of `host` beats (a launch before anything runs is followed once one starts: say how)."""
     try:
         beats = read_beats(store.redis, store.keys)  # type: ignore[arg-type]
-    except redis.RedisError:
+    except StoreError:
         return True  # the launch is recorded; a note about the agent is not worth an error
     now = time.time()
     return any(b.role == "agent" and b.host == host and b.stopped_at is None and not b.silent(now) for b in beats)

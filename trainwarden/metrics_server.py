@@ -32,9 +32,11 @@ from trainwarden.errors import ConfigError
 from trainwarden.events import counters, latency
 from trainwarden.events import heartbeat as hb
 from trainwarden.events import types as t
+from trainwarden.events.health import not_ready
 from trainwarden.events.heartbeat import Heartbeat
 from trainwarden.events.keys import Keys
 from trainwarden.events.redis_errors import describe
+from trainwarden.events.stats import dead_letter_count, feed_groups
 from trainwarden.extras import require
 from trainwarden.policies.model import DECISIONS
 
@@ -152,16 +154,11 @@ def _redis_metrics(sources: Sources, family: Callable[..., Any]) -> None:
     pending = family(GaugeMetricFamily, "feed_pending_entries", "feed entries read but not yet done, per group",
                      ["group"])  # fmt: skip
     lag = family(GaugeMetricFamily, "feed_lag_entries", "feed entries not yet read, per group", ["group"])
-    try:
-        groups = r.xinfo_groups(keys.feed())
-    except Exception:  # no feed yet
-        groups = []
-    for g in groups:
-        name = g["name"].decode() if isinstance(g["name"], bytes) else str(g["name"])
-        pending.add_metric([name], float(g.get("pending") or 0))
-        lag.add_metric([name], float(g.get("lag") or 0))
+    for g in feed_groups(r, keys):
+        pending.add_metric([g.name], float(g.pending))
+        lag.add_metric([g.name], float(g.lag))
     family(GaugeMetricFamily, "dead_letters", "entries that could not be decoded (trainwarden dead-letters)",
-           []).add_metric([], float(r.xlen(keys.dead_letters())))  # fmt: skip
+           []).add_metric([], float(dead_letter_count(r, keys)))  # fmt: skip
     if sources.queue_length is not None:
         family(
             GaugeMetricFamily, "jobs_queued", "jobs waiting in RQ's queues (the fast lane and the normal one)", []
@@ -177,11 +174,8 @@ def probe(path: str, sources: Sources) -> probes.Verdict:
     beat = sources.heartbeat
     if path == "/healthz":
         return probes.health(beat, stale_s=beat.stale_s())
-    try:
-        sources.client.ping()
-        error = None
-    except Exception as exc:  # any failure to answer is "not ready", said in words
-        error = describe(exc)
+    failed = not_ready(sources.client)  # any failure to answer is "not ready", said in words
+    error = None if failed is None else describe(failed)
     return probes.readiness(beat, redis_error=error, max_lag_s=sources.max_lag_s)
 
 

@@ -23,13 +23,13 @@ from trainwarden.agent.errors import ControlMessageError
 from trainwarden.agent.watch import DEFAULT_STOP_GRACE_S, RunWatch
 from trainwarden.errors import NotStoppable, UnknownRun, UsageError
 from trainwarden.events import types as t
+from trainwarden.events.control import send_control
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.payloads import RunWatchedData, StopRequestedData, StopResultData
 from trainwarden.events.projection import ENDED
 from trainwarden.events.redact import redact_text
-from trainwarden.events.redis_types import field_map
 from trainwarden.events.run_view import run_state
-from trainwarden.events.store import EventStore, redis_errors
+from trainwarden.events.store import EventStore
 from trainwarden.remote.agent_stop import AGENT, agent_absent, stop_means
 from trainwarden.settings import Settings
 from trainwarden.tmux import tmux_argv
@@ -56,14 +56,14 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(str(exc)) from None
     store = wiring.store(settings)
     message = {k: json.dumps(v) if k == "stop_command" else str(v) for k, v in watch.to_dict().items()}
-    with redis_errors("register the run with the agent", run=args.run, host=host):
-        sid = cast(bytes, store.redis.xadd(store.keys.agent_control(host), field_map({"op": "watch", **message})))
+    sid = send_control(store.redis, store.keys, host, {"op": "watch", **message},
+                       what="register the run with the agent", run=args.run, host=host)  # fmt: skip
     absent = agent_absent(store, host, now=time.time())
     if absent is not None:
         print(f"registered {args.run} with the agent of {host}, but {absent}; it picks the run up when it starts",
               file=sys.stderr)  # fmt: skip
         return 0
-    watched = _wait_watched(store, args.run, sid.decode(), args.timeout)
+    watched = _wait_watched(store, args.run, sid, args.timeout)
     if watched is None:
         print(f"trainwarden: error: the agent on {host} did not take up {args.run} within {args.timeout:g}s "
               "(see its log)", file=sys.stderr)  # fmt: skip

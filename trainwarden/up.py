@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TextIO
 
-import redis
-
 from trainwarden import logsetup, metrics_server, wiring
 from trainwarden.errors import UpError
+from trainwarden.events import health
+from trainwarden.events.errors import StoreError
 from trainwarden.events.heartbeat import component_name, read_beats
 from trainwarden.events.lease import process_alive
 from trainwarden.events.redact import redact_text
@@ -225,11 +225,7 @@ def local_redis(url: str) -> tuple[int, str | None] | None:
 def answers(settings: Settings) -> bool:
     client = wiring.events_redis(settings)
     try:
-        return bool(client.ping())
-    except (redis.AuthenticationError, redis.exceptions.NoPermissionError):
-        raise  # it answers, and refuses us: said in one line by the CLI
-    except redis.RedisError:  # refused, timed out, or not Redis at all
-        return False
+        return health.answers(client)  # refused credentials raise: said in one line by the CLI
     finally:
         client.close()
 
@@ -331,7 +327,7 @@ class Readiness:
             return None
         try:
             pids = {b.component: b.pid for b in read_beats(self.store.redis, self.store.keys)}  # type: ignore[arg-type]
-        except redis.RedisError:
+        except StoreError:
             pids = {}
         late = [c.name for c in self.children if c.proc is not None
                 and pids.get(component_name(BEAT_ROLE.get(c.name, c.name), self.host)) != c.proc.pid]  # fmt: skip

@@ -12,16 +12,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import redis
-from redis.cluster import RedisCluster
-
 from trainwarden import writable
 from trainwarden.errors import ConfigError
+from trainwarden.events.connect import QueueClient, event_log_client, is_cluster_url, queue_client
 from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.health import ping
 from trainwarden.events.heartbeat import SILENT_INTERVALS, Heartbeat, LastErrorHandler, Liveness
 from trainwarden.events.keys import Keys
 from trainwarden.events.lease import Lease
-from trainwarden.events.redis_errors import redis_errors
+from trainwarden.events.redis_types import Client
 from trainwarden.events.silence import Pulse, SilenceWatch
 from trainwarden.events.store import EventStore
 from trainwarden.extras import require
@@ -60,35 +59,29 @@ def consumer_name(role: str) -> str:
     return f"{role}-{socket.gethostname()}-{os.getpid()}"
 
 
-CLUSTER_SCHEME = "redis+cluster://"
-
-
-def events_redis(settings: Settings) -> redis.Redis | RedisCluster:
+def events_redis(settings: Settings) -> Client:
     """The event log's Redis: one server (`redis://`), or a Redis Cluster (`redis+cluster://` and
     any one node's address; the client discovers the others)."""
     return events_redis_at(settings.redis_url)
 
 
-def events_redis_at(url: str) -> redis.Redis | RedisCluster:
+def events_redis_at(url: str) -> Client:
     """The event log's client for a URL alone: for processes given a URL, not settings (simulate's producers)."""
-    if url.startswith(CLUSTER_SCHEME):
-        return RedisCluster.from_url("redis://" + url.removeprefix(CLUSTER_SCHEME), socket_timeout=30,
-                                     socket_connect_timeout=5)  # fmt: skip
-    return redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=30)
+    return event_log_client(url)
 
 
-def rq_redis(settings: Settings) -> redis.Redis:
+def rq_redis(settings: Settings) -> QueueClient:
     """RQ's queues: a single Redis (RQ does not run on a cluster), by default the event log's."""
     url = settings.rq_redis_url or settings.redis_url
-    if url.startswith(CLUSTER_SCHEME):
+    if is_cluster_url(url):
         raise ConfigError(
             f"RQ's queues need a single Redis, not the cluster at {url}: set RQ_REDIS_URL (or rq_redis_url in the "
             "settings file) to a plain redis:// URL"
         )
-    return redis.Redis.from_url(url, socket_connect_timeout=5)
+    return queue_client(url)
 
 
-def heartbeat(settings: Settings, role: str, client: redis.Redis | RedisCluster | None = None) -> Heartbeat:
+def heartbeat(settings: Settings, role: str, client: Client | None = None) -> Heartbeat:
     """This process's heartbeat hash; its last error is whatever it logs at WARNING or worse."""
     beat = Heartbeat(client=client or events_redis(settings), keys=Keys(settings.namespace), role=role,
                      host=settings.host, version=importlib.metadata.version("trainwarden"),
@@ -112,13 +105,12 @@ LAG_OF = {"dispatcher": "feed lag", "notifier": "feed lag", "worker": "queue wai
 def check_redis(settings: Settings, *, rq: bool = False) -> None:
     """Reach the event log's Redis (and RQ's) once at start: wrong credentials stop a daemon here, in one
     line (StoreAuthFailed), instead of a retry loop; an unreachable Redis is left to the loops' backoff."""
-    clients: list[redis.Redis | RedisCluster] = [events_redis(settings)]
+    clients: list[Client] = [events_redis(settings)]
     if rq and settings.rq_redis_url and settings.rq_redis_url != settings.redis_url:
         clients.append(rq_redis(settings))
     for client in clients:
         try:
-            with redis_errors("connect"):
-                client.ping()
+            ping(client)
         except StoreUnavailable:
             pass
         finally:
@@ -135,11 +127,11 @@ def queue_wait(queue: Queue) -> float:
     return max(0.0, time.time() - at.timestamp())
 
 
-def store(settings: Settings, client: redis.Redis | RedisCluster | None = None) -> EventStore:
+def store(settings: Settings, client: Client | None = None) -> EventStore:
     return EventStore(client or events_redis(settings), keys=Keys(settings.namespace))
 
 
-def queue(settings: Settings, client: redis.Redis | None = None) -> Queue:
+def queue(settings: Settings, client: QueueClient | None = None) -> Queue:
     from rq import Queue
 
     return Queue(settings.queue, connection=client or rq_redis(settings))

@@ -24,11 +24,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from redis.exceptions import RedisError
 from rq.timeouts import JobTimeoutException
 from trainwarden.events import packfiles
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.errors import StoreError
 from trainwarden.events.packfiles import CHART, REPORT
 from trainwarden.events.payloads import (
     AnomalyChartedData,
@@ -170,7 +170,7 @@ def share_pack(ctx: WorkerContext, decision: Event, pack: Pack) -> None:
     try:
         if not packfiles.keep(ctx.redis, ctx.store.keys, run=decision.run, event_id=decision.id, files=files):
             log.warning("the evidence of %s is over %d bytes; Slack gets no chart", decision.run, packfiles.MAX_BYTES)
-    except RedisError as exc:
+    except StoreError as exc:
         log.warning("could not keep the chart of %s for Slack: %s", decision.run, exc)
 
 
@@ -189,7 +189,7 @@ def chart_anomaly(ctx: WorkerContext, cp: Checkpoint, anomaly: Event) -> Anomaly
         if chart is None or not packfiles.keep(ctx.redis, ctx.store.keys, run=anomaly.run, event_id=anomaly.id,
                                                files={CHART: chart}):  # fmt: skip
             return None
-    except RedisError as exc:  # costs the chart, not the run's other work
+    except StoreError as exc:  # costs the chart, not the run's other work
         log.warning("could not keep the chart of anomaly %s for Slack: %s", anomaly.id, exc)
         return None
     return {"anomaly": anomaly.id, "rule": opened.get("rule") or "", "severity": opened.get("severity") or "",

@@ -27,10 +27,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import redis
+from trainwarden.events.checkpoints import CheckpointTx, watch_checkpoints
 from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
-from trainwarden.events.redis_types import field_map
 from trainwarden.events.store import Malformed
 from trainwarden.events.turns import lock_runs, read_runs, release_runs
 from trainwarden.workers.checkpoint import Checkpoint, CheckpointCache, decode_checkpoint, encode_checkpoint
@@ -73,16 +72,13 @@ def batched(ctx: WorkerContext) -> bool:
 def process_batch(ctx: WorkerContext, runs: Sequence[str]) -> BatchResult:
     """Bring `runs` up to date together as far as the batched path goes (see the module's docstring)."""
     result = BatchResult()
-    client = ctx.redis
-    assert isinstance(client, redis.Redis)  # batched(ctx): not a cluster
+    client = ctx.redis  # batched(ctx): not a cluster
     keys = ctx.store.keys
     tokens = lock_runs(client, keys, runs, lock_ms=int(ctx.lock_timeout_s * 1000))
     result.rest.extend(run for run in runs if run not in tokens)  # another job holds it: wait for it there
     try:
         locked = [run for run in runs if run in tokens]
-        with client.pipeline(transaction=True) as pipe:
-            if locked:
-                pipe.watch(*[keys.cursor(run) for run in locked])
+        with watch_checkpoints(client, keys, locked) as tx:
             held = [CACHE.version(run) for run in locked]
             # after the WATCH: a change since fails the EXEC
             reads = read_runs(client, keys, locked, page=PAGE, held=held)
@@ -104,7 +100,7 @@ def process_batch(ctx: WorkerContext, runs: Sequence[str]) -> BatchResult:
                 step = evaluate_entries(ctx.policies.policy, cp, read.entries, run=run, host=ctx.host, now=now)
                 hand_on = bool(step.outputs or cp.pending)
                 turns.append(_Turn(run, cp, step, list(read.entries), now, version="", hand_on=hand_on))
-            if turns and not _commit(ctx, pipe, turns):
+            if turns and not _commit(ctx, tx, turns):
                 result.rest.extend(turn.run for turn in turns)
                 turns = []
     finally:
@@ -122,11 +118,12 @@ def process_batch(ctx: WorkerContext, runs: Sequence[str]) -> BatchResult:
     return result
 
 
-def _commit(ctx: WorkerContext, pipe: redis.client.Pipeline, turns: list[_Turn]) -> bool:
+def _commit(ctx: WorkerContext, tx: CheckpointTx, turns: list[_Turn]) -> bool:
     """Every turn's outputs, dead letters, checkpoint and schedule in one MULTI/EXEC; False on a WatchError."""
     store, keys = ctx.store, ctx.store.keys
     policy = ctx.policies.policy
-    pipe.multi()
+    tx.begin()
+    pipe = tx.pipeline
     for turn in turns:
         run, cp, step = turn.run, turn.cp, turn.step
         store.append(step.outputs, pipeline=pipe)
@@ -135,16 +132,14 @@ def _commit(ctx: WorkerContext, pipe: redis.client.Pipeline, turns: list[_Turn])
                               pipeline=pipe, run=run)  # fmt: skip
         fields = encode_checkpoint(cp)
         turn.version = fields["v"]
-        pipe.hset(keys.cursor(run), mapping=field_map(fields))
+        tx.write(run, fields)
         due = next_tick(cp, policy, ctx.ticks, wall_now=turn.now)
         if due is None:
             store.shared(pipe, run, "ZREM", keys.schedule(), run)
         else:
             store.shared(pipe, run, "ZADD", keys.schedule(), repr(due), run)
     failpoint("before-batch-commit", ctx.redis, keys)  # all of it queued, nothing sent: killed here, nothing lands
-    try:
-        pipe.execute()
-    except redis.WatchError:
+    if not tx.commit(what="commit the batched runs' checkpoints"):
         log.info("a checkpoint of the %d runs batched moved under us; each goes on in its own turn", len(turns))
         return False
     failpoint("after-batch-commit", ctx.redis, keys)  # committed, locks held, feed entries not acknowledged

@@ -40,7 +40,9 @@ from trainwarden.events.feed import (
     parse_feed_entry,
     trim_feed,
 )
+from trainwarden.events.flags import flag_queued
 from trainwarden.events.loop import run_loop
+from trainwarden.events.progress import mark_alive
 from trainwarden.events.silence import Pulse, entry_lag
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.events.types import WORKER_OUTPUT_TYPES
@@ -139,8 +141,7 @@ class Dispatcher:
         now = time.monotonic()
         if now >= self._next_beat:
             self._next_beat = now + HEARTBEAT_INTERVAL_S
-            with redis_errors("write the dispatcher's heartbeat"):
-                self.store.redis.set(self.store.keys.heartbeat("dispatcher"), repr(time.time()))
+            mark_alive(self.store.redis, self.store.keys, "dispatcher", time.time())
         if now >= self._next_reclaim:
             self._next_reclaim = now + self.reclaim_idle_ms / 2000
             handled += self._route(self.reader.claim_stale(min_idle_ms=self.reclaim_idle_ms), reclaimed=True)
@@ -242,29 +243,10 @@ class Dispatcher:
 
     def _flag(self, runs: list[str], *, reclaimed: bool, fast: bool = False) -> set[str]:
         """Set the runs' `queued` flags (`fast` ones for the fast lane) in one round trip; returns the runs
-        this call flagged.
-
-        A new entry's run is flagged only where no job waits for it (SET NX); a reclaimed entry's run
-        is flagged where the flag is gone (the job that had it is dead or finished without it).
+        this call flagged (events/flags.py: SET NX for new entries; for reclaimed ones, where the flag is gone).
         """
-        flag = self.store.keys.fast if fast else self.store.keys.queued
-        keys = [flag(run) for run in runs]
         ttl = max(1, self.reclaim_idle_ms // 1000) * 2
-        with redis_errors("flag runs as queued"):
-            if reclaimed:
-                pipe = self.store.redis.pipeline(transaction=False)
-                for key in keys:
-                    pipe.exists(key)
-                free = [run for run, waiting in zip(runs, pipe.execute(), strict=True) if not waiting]
-                pipe = self.store.redis.pipeline(transaction=False)
-                for run in free:
-                    pipe.set(flag(run), "1", ex=ttl)
-                pipe.execute()
-                return set(free)
-            pipe = self.store.redis.pipeline(transaction=False)
-            for key in keys:
-                pipe.set(key, "1", nx=True, ex=ttl)
-            return {run for run, was_set in zip(runs, pipe.execute(), strict=True) if was_set}
+        return flag_queued(self.store.redis, self.store.keys, runs, fast=fast, ttl_s=ttl, reclaimed=reclaimed)
 
     def _release(self, *, quiet: bool) -> None:
         """Enqueue the gathered runs once a job's worth is there, the feed went quiet, or the oldest waited

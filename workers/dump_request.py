@@ -14,13 +14,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from trainwarden.events.control import send_control
 from trainwarden.events.dumps import stuck_text
 from trainwarden.events.envelope import Event
 from trainwarden.events.packfiles import STACKS
 from trainwarden.events.payloads import AnomalyOpenedData, ProcessDumpData
 from trainwarden.events.redact import redact_text
-from trainwarden.events.redis_types import field_map
-from trainwarden.events.store import redis_errors
 from trainwarden.policies.model import Policy
 from trainwarden.remote import agent_stop
 
@@ -59,8 +58,8 @@ def request_dump(ctx: WorkerContext, anomaly: Event, sid: str, *, host: str, now
     message = {"op": "dump", "run": anomaly.run, "anomaly": anomaly.id, "reply_as": dump_producer(anomaly.run, sid),
                "rule": str(cast(AnomalyOpenedData, anomaly.data).get("rule") or ""),
                "since": repr(since) if since is not None else ""}  # fmt: skip
-    with redis_errors("send the dump request to the run's agent", run=anomaly.run):
-        ctx.store.redis.xadd(ctx.store.keys.agent_control(host), field_map(message))
+    send_control(ctx.store.redis, ctx.store.keys, host, message, what="send the dump request to the run's agent",
+                 run=anomaly.run)  # fmt: skip
 
 
 def stacks_text(dump: Event) -> str:

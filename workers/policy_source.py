@@ -29,9 +29,8 @@ from typing import cast
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
+from trainwarden.events.history import newest_first
 from trainwarden.events.payloads import PolicyLoadedData, PolicyRejectedData
-from trainwarden.events.redis_errors import redis_errors
-from trainwarden.events.redis_types import stream_entries
 from trainwarden.events.store import EventStore, decode_entries
 from trainwarden.policies.default import DEFAULT_SOURCE, default_policy
 from trainwarden.policies.errors import PolicyError
@@ -59,11 +58,10 @@ def read_policy_file(path: Path) -> Policy:
 
 def last_recorded_policy(store: EventStore) -> Policy | None:
     """The newest valid policy recorded in the system log (a `policy.loaded` with its text), or None."""
-    key = store.keys.log(t.SYSTEM_RUN)
     upper = "+"
     while True:
-        with redis_errors("read the recorded policies", run=t.SYSTEM_RUN):
-            entries = stream_entries(store.redis.xrevrange(key, max=upper, count=RECORDED_PAGE))
+        entries = newest_first(store.redis, store.keys, t.SYSTEM_RUN, end=upper, count=RECORDED_PAGE,
+                               what="read the recorded policies")  # fmt: skip
         for _sid, item in decode_entries(entries, t.SYSTEM_RUN):  # newest first
             if isinstance(item, Event) and item.type == t.POLICY_LOADED:
                 policy = _recorded(cast(PolicyLoadedData, item.data))

@@ -19,19 +19,19 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, cast
 
-import redis
-from redis.lock import Lock
 from rq.timeouts import JobTimeoutException
 from trainwarden.events import types as t
+from trainwarden.events.checkpoints import CheckpointTx, read_checkpoint, watch_checkpoints
 from trainwarden.events.counters import count
 from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import ack_feed
+from trainwarden.events.flags import clear_queued
 from trainwarden.events.latency import observe_decisions
 from trainwarden.events.logcontext import log_context
 from trainwarden.events.payloads import DecisionData, StopRequestedData
 from trainwarden.events.redis_errors import describe, transient
-from trainwarden.events.redis_types import field_map, hash_fields
+from trainwarden.events.run_lock import RunLock
 from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.workers.batch import batched, process_batch
@@ -132,7 +132,7 @@ def _bring_up_to_date(ctx: WorkerContext, run: str) -> dict[str, int]:
     # The flags go before the read: events whose feed entries the dispatcher acknowledged as covered
     # by a waiting job (of either lane) were appended before the dispatcher saw its flag, so the read
     # below includes them; a job of the other lane still waiting reads again (finding little or nothing).
-    ctx.redis.delete(ctx.store.keys.queued(run), ctx.store.keys.fast(run))
+    clear_queued(ctx.redis, ctx.store.keys, run)
     return RunProcessor(ctx, run).process()
 
 
@@ -153,12 +153,7 @@ class RunProcessor:
         self.summary = {"events": 0, "outputs": 0, "dead_letters": 0, "actions": 0}
 
     def process(self) -> dict[str, int]:
-        lock = Lock(
-            self.ctx.redis,
-            self.keys.lock(self.run),
-            timeout=self.ctx.lock_timeout_s,
-            blocking_timeout=self.ctx.lock_timeout_s,
-        )
+        lock = RunLock(self.ctx.redis, self.keys, self.run, timeout_s=self.ctx.lock_timeout_s)
         if not lock.acquire():
             raise RunBusy(
                 f"another worker held the lock for over {fmt_duration(self.ctx.lock_timeout_s)}", run=self.run
@@ -169,59 +164,52 @@ class RunProcessor:
             if pending:
                 self._perform_pending(lock)
         finally:
-            try:
-                lock.release()
-            except redis.exceptions.LockError:
+            if not lock.release():
                 log.warning("lock for %s expired while processing; commits were still guarded by WATCH", self.run)
         if pending:
             self._draw_charts(lock)
         return self.summary
 
-    def _hold(self, lock: Lock) -> None:
+    def _hold(self, lock: RunLock) -> None:
         """Extend the run lock for the next step. Lost after a stall over `lock_timeout_s` (a paused process, a
         Redis outage): the commits so far stand (WATCH-guarded), and the turn ends as RunBusy, so that the
         run's feed entries stay pending and its next job finishes the work."""
-        try:
-            lock.reacquire()
-        except redis.exceptions.LockNotOwnedError:
+        if not lock.extend():
             raise RunBusy(
                 f"the run lock expired mid-turn (a stall over {fmt_duration(self.ctx.lock_timeout_s)}); "
                 "the work committed stands, the rest is retried",
                 run=self.run,
-            ) from None
+            )
 
-    def _evaluate(self, lock: Lock) -> bool:
+    def _evaluate(self, lock: RunLock) -> bool:
         """Evaluate the log from the checkpoint on; returns whether actions are pending.
 
         Reads again only after a full page or after appending outputs (which must be read back:
         that is how a STOP becomes pending actions). Events appended after the last read are not
         missed: their feed entries find the run's `queued` flag cleared (before this job read), so
         the dispatcher gives them a job of their own."""
-        cursor = self.keys.cursor(self.run)
         while True:
-            with self.ctx.redis.pipeline(transaction=True) as pipe:
-                pipe.watch(cursor)
-                cp = decode_checkpoint(hash_fields(pipe.hgetall(cursor)))
+            with watch_checkpoints(self.ctx.redis, self.keys, [self.run]) as tx:
+                cp = decode_checkpoint(tx.read(self.run))
                 entries = self.ctx.store.read(self.run, after=cp.after, count=PAGE)
                 if not entries:
                     return bool(cp.pending)
                 now = self.ctx.clock()
                 step = evaluate_entries(self.policy, cp, entries, run=self.run, host=self.ctx.host, now=now)
                 failpoint("before-commit", self.ctx.redis, self.keys)
-                pipe.multi()
+                tx.begin()
+                pipe = tx.pipeline
                 self.ctx.store.append(step.outputs, pipeline=pipe)
                 for bad in step.dead:
                     self.ctx.store.dead_letter(source=self.keys.log(self.run), sid=bad.sid, reason=bad.reason,
                                                fields=bad.fields, pipeline=pipe, run=self.run)  # fmt: skip
-                pipe.hset(cursor, mapping=field_map(encode_checkpoint(cp)))
+                tx.write(self.run, encode_checkpoint(cp))
                 due = next_tick(cp, self.policy, self.ctx.ticks, wall_now=now)
                 if due is None:
                     self.ctx.store.shared(pipe, self.run, "ZREM", self.keys.schedule(), self.run)
                 else:
                     self.ctx.store.shared(pipe, self.run, "ZADD", self.keys.schedule(), repr(due), self.run)
-                try:
-                    pipe.execute()
-                except redis.WatchError:
+                if not tx.commit():
                     log.info("checkpoint of %s moved under us; re-reading", self.run)
                     continue
             self.ctx.store.flush([self.run])
@@ -237,15 +225,13 @@ class RunProcessor:
                 return bool(cp.pending)
             self._hold(lock)
 
-    def _perform_pending(self, lock: Lock) -> None:
+    def _perform_pending(self, lock: RunLock) -> None:
         """Each pending action but the charts, in order; one another process carries out (`Awaiting`) stays
         pending, and is looked at once per turn: the turn never waits for it."""
-        cursor = self.keys.cursor(self.run)
         looked: set[str] = set()  # sids of the actions left awaiting in this turn
         while True:
-            with self.ctx.redis.pipeline(transaction=True) as pipe:
-                pipe.watch(cursor)
-                cp = decode_checkpoint(hash_fields(pipe.hgetall(cursor)))
+            with watch_checkpoints(self.ctx.redis, self.keys, [self.run]) as tx:
+                cp = decode_checkpoint(tx.read(self.run))
                 first = next((i for i, a in enumerate(cp.pending)
                               if a["kind"] != ACTION_CHART and a["sid"] not in looked), None)  # fmt: skip
                 if first is None:
@@ -261,9 +247,8 @@ class RunProcessor:
                 else:
                     event = result
                 failpoint("after-action", self.ctx.redis, self.keys)
-                try:  # an action awaiting, or settled after awaiting, moves the run's tick: to its deadline, or off
-                    self._commit_action(pipe, cursor, event, cp.pending, reschedule=awaiting or "due" in action)
-                except redis.WatchError:
+                # an action awaiting, or settled after awaiting, moves the run's tick: to its deadline, or off
+                if not self._commit_action(tx, event, cp.pending, reschedule=awaiting or "due" in action):
                     continue
             self.ctx.store.flush([self.run])
             if event is not None and event.type in (t.STOP_DONE, t.STOP_FAILED):
@@ -271,30 +256,31 @@ class RunProcessor:
             self.summary["actions"] += 0 if awaiting else 1
             self._hold(lock)
 
-    def _commit_action(self, pipe: Any, cursor: str, event: Event | None, pending: list[dict[str, Any]], *,
-                       reschedule: bool = False) -> None:  # fmt: skip
+    def _commit_action(self, tx: CheckpointTx, event: Event | None, pending: list[dict[str, Any]], *,
+                       reschedule: bool = False) -> bool:  # fmt: skip
         """One action done, in one transaction on the WATCHed checkpoint: its event, and what is left pending;
         `reschedule`: the run's tick is when the first action awaiting another process is due, or none once
-        none awaits (a run whose stop is under way is ticked for nothing else: workers/schedule.py)."""
-        pipe.multi()
+        none awaits (a run whose stop is under way is ticked for nothing else: workers/schedule.py).
+        False when the checkpoint moved under us (nothing written)."""
+        tx.begin()
+        pipe = tx.pipeline
         if event is not None:
             self.ctx.store.append([event], pipeline=pipe)
-        pipe.hset(cursor, "pending", json.dumps(pending))
+        tx.write_pending(self.run, json.dumps(pending))
         due = awaiting_due(pending)
         if reschedule and due is not None:
             self.ctx.store.shared(pipe, self.run, "ZADD", self.keys.schedule(), repr(due), self.run)
         elif reschedule:
             self.ctx.store.shared(pipe, self.run, "ZREM", self.keys.schedule(), self.run)
-        pipe.execute()
+        return tx.commit()
 
-    def _draw_charts(self, lock: Lock) -> None:
+    def _draw_charts(self, lock: RunLock) -> None:
         """Draw the critical anomalies' charts outside the run's lock, so that a job bringing in a STOP never
         waits for matplotlib (a few hundred ms on a busy host); commit each under the lock, if it is still
         pending (a STOP read back drops it) and no other job holds the run (that job draws what is
         pending when it is done). Not while input not yet evaluated is in the log: its job comes first."""
-        cursor = self.keys.cursor(self.run)
         while True:
-            cp = decode_checkpoint(hash_fields(self.ctx.redis.hgetall(cursor)))
+            cp = decode_checkpoint(read_checkpoint(self.ctx.redis, self.keys, self.run))
             action = next((a for a in cp.pending if a["kind"] == ACTION_CHART), None)
             if action is None or self._unread_input(cp.after):
                 return
@@ -303,20 +289,15 @@ class RunProcessor:
             if not lock.acquire(blocking=False):
                 return
             try:
-                with self.ctx.redis.pipeline(transaction=True) as pipe:
-                    pipe.watch(cursor)
-                    current_cp = decode_checkpoint(hash_fields(pipe.hgetall(cursor)))
+                with watch_checkpoints(self.ctx.redis, self.keys, [self.run]) as tx:
+                    current_cp = decode_checkpoint(tx.read(self.run))
                     if action not in current_cp.pending:
                         continue  # dropped, or drawn by another job meanwhile
                     current_cp.pending.remove(action)
-                    try:
-                        self._commit_action(pipe, cursor, event, current_cp.pending)
-                    except redis.WatchError:
+                    if not self._commit_action(tx, event, current_cp.pending):
                         continue
             finally:
-                try:
-                    lock.release()
-                except redis.exceptions.LockError:
+                if not lock.release():
                     log.warning("lock for %s expired while committing a chart; the commit was WATCHed", self.run)
             self.ctx.store.flush([self.run])
             self.summary["actions"] += 1

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.payloads import TickData
-from trainwarden.events.redis_types import scored_members
-from trainwarden.events.store import EventStore, redis_errors
+from trainwarden.events.schedule import due_runs, push_back
+from trainwarden.events.store import EventStore
 from trainwarden.policies.engine import in_startup
 from trainwarden.policies.model import Policy
 from trainwarden.workers import config
@@ -76,11 +76,7 @@ class Ticker:
 
     def step(self) -> int:
         now = self.clock()
-        key = self.store.keys.schedule()
-        with redis_errors("read the tick schedule"):
-            due = scored_members(
-                self.store.redis.zrangebyscore(key, "-inf", now, start=0, num=self.batch, withscores=True)
-            )
+        due = due_runs(self.store.redis, self.store.keys, now, count=self.batch)
         if not due:
             return 0
         # seq from the due time: two dispatchers (or a retry) ticking the same due time append once.
@@ -90,7 +86,6 @@ class Ticker:
             for run, score in due
         ]  # fmt: skip
         self.store.append(events)
-        with redis_errors("update the tick schedule"):
-            self.store.redis.zadd(key, {run: now + self.retry_s for run, _ in due}, xx=True)
+        push_back(self.store.redis, self.store.keys, [run for run, _ in due], to=now + self.retry_s)
         log.debug("ticked %d quiet runs", len(events))
         return len(events)

@@ -146,7 +146,7 @@ def test_a_critical_anomalys_chart_is_drawn_outside_the_run_lock_after_the_input
     """The chart is drawn once the run's lock is released; not while the run has input its evaluation has not
     read (a STOP may be in it), nor committed while another job holds the run: it stays pending, and the job
     that evaluates that input draws it afterwards, once."""
-    from redis.lock import Lock
+    from trainwarden.events.run_lock import RunLock
     from trainwarden.workers.process import RunProcessor, record_policy_events
 
     rewrite(policy_file, GN_CRITICAL)
@@ -155,7 +155,7 @@ def test_a_critical_anomalys_chart_is_drawn_outside_the_run_lock_after_the_input
     ctx = context.current()
     record_policy_events(ctx)
     proc = RunProcessor(ctx, "exp01")
-    lock = Lock(ctx.redis, store.keys.lock("exp01"), timeout=2.0)
+    lock = RunLock(ctx.redis, store.keys, "exp01", timeout_s=2.0)
     assert lock.acquire()
     assert proc._evaluate(lock)  # the chart is pending ...
     proc._perform_pending(lock)  # ... and not drawn under the lock
@@ -163,7 +163,7 @@ def test_a_critical_anomalys_chart_is_drawn_outside_the_run_lock_after_the_input
     store.append([metric("exp01", 11, step=11, loss=0.2, grad_norm=1.0)])  # arrives before it is drawn
     proc._draw_charts(lock)
     assert events_of(store, "exp01", t.ANOMALY_CHARTED) == []
-    other = Lock(ctx.redis, store.keys.lock("exp01"), timeout=2.0)  # a job evaluating step 11 holds the run
+    other = RunLock(ctx.redis, store.keys, "exp01", timeout_s=2.0)  # a job evaluating step 11 holds the run
     assert other.acquire()
     assert proc._evaluate(other)
     proc._draw_charts(lock)
