@@ -27,6 +27,8 @@ RUN pip install --no-cache-dir -r /tmp/constraints.txt
 WORKDIR /app
 COPY pyproject.toml setup.py README.md LICENSE ./
 COPY trainwarden ./trainwarden
+COPY core ./core
+COPY sdk ./sdk
 COPY events ./events
 COPY agent ./agent
 COPY policies ./policies

@@ -8,6 +8,8 @@ from setuptools import find_packages, setup
 
 ROOTS = {
     "trainwarden": "trainwarden",
+    "trainwarden.core": "core",
+    "trainwarden.sdk": "sdk",
     "trainwarden.events": "events",
     "trainwarden.agent": "agent",
     "trainwarden.policies": "policies",

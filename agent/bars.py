@@ -15,7 +15,7 @@ import math
 import re
 
 from trainwarden.agent.pairs import Metrics, colon, key_value
-from trainwarden.events.metrics import role
+from trainwarden.core.metrics import role
 
 # tqdm / Lightning: `450/1000 [00:30<00:36, 15.00it/s, key=value, ...]`, optionally `Epoch 3:` before.
 BAR_RE = re.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(?:([\d.]+)(it/s|s/it))?(?:,\s*([^\]]*))?\]")

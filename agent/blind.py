@@ -24,7 +24,7 @@ from typing import Any
 
 from trainwarden.agent.config import UNREADABLE_AFTER_LINES, UNREADABLE_AFTER_S
 from trainwarden.agent.tail import Line, LogTail
-from trainwarden.events.metrics import is_known
+from trainwarden.core.metrics import is_known
 from trainwarden.events.reading import READABLE, UNREADABLE
 
 MIN_LINES = 3  # lines the time budget needs: fewer in a minute is a quiet log, not one read blind

@@ -26,10 +26,10 @@ from pathlib import Path
 from trainwarden.agent import procfs, stacks
 from trainwarden.agent.gpu import GpuSample
 from trainwarden.agent.watch import DumpOrder
+from trainwarden.core.redact import known_secrets, redact_text
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import DumpGpu, ProcessDumpData
-from trainwarden.events.redact import known_secrets, redact_text
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
-"""Errors of the agent (the whole tree is drawn in trainwarden/errors.py).
+"""Errors of the agent (the whole tree is drawn in core/errors.py).
 
-TrainwardenError (trainwarden.errors)
+TrainwardenError (trainwarden.core.errors)
 └── AgentError                  the agent's sources and control stream
     ├── SourceUnavailable       a metric source cannot be read now; the agent says so and keeps running
     │   ├── GpuUnavailable      NVML missing (no driver, no nvidia-ml-py) or failing
@@ -16,7 +16,7 @@ A source error never stops the agent: it becomes a `source.status` event or a he
 
 from __future__ import annotations
 
-from trainwarden.errors import TrainwardenError
+from trainwarden.core.errors import TrainwardenError
 
 
 class AgentError(TrainwardenError):

@@ -23,9 +23,8 @@ from pathlib import Path
 from trainwarden.agent import procfs
 from trainwarden.agent.wandb_use import wandb_variables
 from trainwarden.agent.watch import RunWatch
-from trainwarden.events.redact import known_secrets, redact_text
-
-from trainwarden.tmux import tmux_argv, tmux_env
+from trainwarden.core.redact import known_secrets, redact_text
+from trainwarden.core.tmux import tmux_argv, tmux_env
 
 LOG_TAIL_LINES = 20
 LOG_TAIL_BYTES = 16384

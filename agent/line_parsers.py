@@ -21,8 +21,8 @@ from trainwarden.agent.pairs import (
     prefixed,
     spaced,
 )
-from trainwarden.events.jsonload import float_literal, loads
-from trainwarden.events.metrics import METRICS
+from trainwarden.core.jsonload import float_literal, loads
+from trainwarden.core.metrics import METRICS
 
 # a Python dict's repr; transformers 5.x quotes its numbers (`'loss': '0.05'`, `'grad_norm': 'nan'`)
 PYDICT_RE = re.compile(rf"'([^']+)':\s*({NUM})(?![\w.])", re.IGNORECASE)

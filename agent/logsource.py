@@ -35,9 +35,9 @@ from trainwarden.agent.parse import MAX_LINE_CHARS, fault_of, tag_of
 from trainwarden.agent.phases import PhaseTracker
 from trainwarden.agent.reading import MetricReader
 from trainwarden.agent.tail import Line, LogTail
+from trainwarden.core.redact import known_secrets, redact_text
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
-from trainwarden.events.redact import known_secrets, redact_text
 
 MAX_PHASE_LINE = 300  # the phase line kept in its event: enough to say which eval or save
 BLOCK_IDLE_S = 1.0  # an unfinished traceback is sent after this long without new lines

@@ -30,9 +30,9 @@ from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.logsource import Item
 from trainwarden.agent.structured import Reader, Record
 from trainwarden.agent.tfevents import PREFIX, EventFiles
+from trainwarden.core.metrics import normalise, without_problems
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
-from trainwarden.events.metrics import normalise, without_problems
 
 LOG, CSV, HF_STATE, TENSORBOARD = "log", "csv", "trainer_state", "tensorboard"
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")  # a directory named so is a log path gone wrong, not a run dir

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from trainwarden.events.jsonload import float_literal
-from trainwarden.events.metrics import canonical, is_known
+from trainwarden.core.jsonload import float_literal
+from trainwarden.core.metrics import canonical, is_known
 
 Metrics = dict[str, float | int]
 

@@ -46,7 +46,7 @@ from trainwarden.agent.formats import Metrics, read_line
 from trainwarden.agent.pairs import PROSE
 from trainwarden.agent.prefixes import strip_prefix
 from trainwarden.agent.tables import Tables
-from trainwarden.events.metrics import BY_NAME, is_known, normalise, quality, role, without_problems
+from trainwarden.core.metrics import BY_NAME, is_known, normalise, quality, role, without_problems
 
 MAX_SHAPES = 256  # name sets remembered for recurrence; the oldest is forgotten first
 CONSTANT_AFTER = 5  # lines a name outside the vocabulary keeps its first value before it is read as a setting

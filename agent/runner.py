@@ -35,12 +35,12 @@ from trainwarden.agent.stopper import Stopper
 from trainwarden.agent.wandb_source import HistoryApi
 from trainwarden.agent.watch import DumpOrder, RunWatch
 from trainwarden.agent.watcher import RunWatcher, WatchOptions
+from trainwarden.core.logcontext import log_context
 from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import StoreUnavailable
 from trainwarden.events.heartbeat import NOT_AN_ERROR
-from trainwarden.events.logcontext import log_context
 from trainwarden.events.payloads import GpuProcessData, RunWatchedData, SourceStatusData
 from trainwarden.events.silence import Pulse
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from trainwarden.agent import procfs
 from trainwarden.agent.health import tmux_pane_pid
 from trainwarden.agent.watch import RunWatch
-from trainwarden.events.redact import env_secrets, known_secrets
+from trainwarden.core.redact import env_secrets, known_secrets
 
 LOOK_EVERY_S = 1.0
 LOOK_FOR_S = 60.0

@@ -1,7 +1,7 @@
 """One run's sidecar metrics file as `metric` events: the names and steps the training process gave.
 
 The training process appends one JSON object per line (`trainwarden.log`, or the callbacks in
-`trainwarden.integrations`; the file's contract is `trainwarden.sidecar`). Lines are followed like
+`trainwarden.sdk.integrations`; the file's contract is `trainwarden.core.sidecar`). Lines are followed like
 the log (`LogTail`: complete lines only, truncation and rotation seen), so ids are deterministic:
 
 | events | producer | seq |
@@ -21,9 +21,9 @@ from trainwarden.agent.formats import json_line
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.state import LogPosition
 from trainwarden.agent.tail import LogTail
+from trainwarden.core.metrics import normalise, without_problems
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
-from trainwarden.events.metrics import normalise, without_problems
 
 
 class RunSidecar:

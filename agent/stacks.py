@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trainwarden.events.dumps import COLLECTIVE, DATALOADER, HANG, IO, LOCK, OTHER, SLOW, UNKNOWN
+from trainwarden.core.dumps import COLLECTIVE, DATALOADER, HANG, IO, LOCK, OTHER, SLOW, UNKNOWN
 
 __all__ = ["COLLECTIVE", "DATALOADER", "HANG", "IO", "LOCK", "OTHER", "SLOW", "UNKNOWN"]
 

@@ -9,7 +9,7 @@ one outcome, and a request already under way or done is not carried out twice.
 The procedure, by what the watch names (first that applies):
 - `stop_command`: run it (an argv, no shell); exit code 0 is success;
 - `session`: Ctrl-C to its tmux pane, wait up to the grace period, then kill the session, on the
-  run's own tmux server (trainwarden.tmux); done once the process the agent followed in it is gone.
+  run's own tmux server (trainwarden.core.tmux); done once the process the agent followed in it is gone.
   A session the server does not have is "already ended" only when that process is gone: while it
   lives, or when the agent never saw it, the stop failed (the session is on another server);
 - `pid` / `match`: SIGINT to its top processes and every process below them (as Ctrl-C in a
@@ -34,11 +34,10 @@ from dataclasses import dataclass
 from trainwarden.agent import procfs
 from trainwarden.agent.health import ProcessHealth
 from trainwarden.agent.watch import RunWatch, StopOrder
+from trainwarden.core.tmux import server_words, tmux_argv, tmux_env
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import StopResultData
-
-from trainwarden.tmux import server_words, tmux_argv, tmux_env
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from trainwarden.events.metrics import value_problem
+from trainwarden.core.metrics import value_problem
 
 
 @dataclass(frozen=True, slots=True)

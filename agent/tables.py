@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from trainwarden.agent.pairs import NUM, PROSE, Metrics, numbers
-from trainwarden.events.metrics import canonical, is_known
+from trainwarden.core.metrics import canonical, is_known
 
 MAX_BOX_ROWS = 200  # rows one box may hold; a longer run of `|` lines is not a logger's box
 BOX_RULE_RE = re.compile(r"^\s*-{8,}\s*$")

@@ -3,7 +3,7 @@ read alone: fixed messages (fp16 loss-scale overflows), unlabelled columns (Ultr
 position a line names before its metrics (`Epoch [3][50/1749]`, `Iteration 100,`, `=> STEP 748`).
 
 Each returns raw `name -> number` pairs, {} when the line is not its shape; names are as printed (or as the
-trainer names the column in its header) and `trainwarden.events.metrics` maps them to canonical names.
+trainer names the column in its header) and `trainwarden.core.metrics` maps them to canonical names.
 """
 
 from __future__ import annotations

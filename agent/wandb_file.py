@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from trainwarden.agent.errors import WandbFileError, WandbUnavailable
-from trainwarden.events.jsonload import float_literal, loads
-from trainwarden.events.metrics import value_problem
+from trainwarden.core.jsonload import float_literal, loads
+from trainwarden.core.metrics import value_problem
 
 HEADER = b":W&B" + struct.pack("<HB", 0xBEE1, 0)
 BLOCK = 32768

@@ -25,9 +25,9 @@ from trainwarden.agent.errors import WandbFileError, WandbUnavailable
 from trainwarden.agent.wandb_file import RunFile, RunInfo
 from trainwarden.agent.wandb_use import TURNED_OFF
 from trainwarden.agent.watch import RunWatch
+from trainwarden.core.metrics import normalise
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
-from trainwarden.events.metrics import normalise
 
 RUN_DIR_RE = re.compile(r"^(?:offline-)?run-\d{8}_\d{6}-([A-Za-z0-9]+)$")
 DEFAULT_BASE_URL = WANDB_BASE_URL

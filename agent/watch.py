@@ -50,10 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from trainwarden.agent.errors import ControlMessageError
+from trainwarden.core.sidecar import metrics_path
 from trainwarden.events.envelope import check_run_name
 from trainwarden.events.errors import EnvelopeError
-
-from trainwarden.sidecar import metrics_path
 
 WATCH = "watch"
 UNWATCH = "unwatch"
@@ -111,7 +110,7 @@ class RunWatch:
 
     @property
     def metrics_path(self) -> Path:
-        """Where the training process writes exact metrics (trainwarden.sidecar): beside the log by default."""
+        """Where the training process writes exact metrics (trainwarden.core.sidecar): beside the log by default."""
         return self.metrics or Path(metrics_path(str(self.log)))
 
     @property

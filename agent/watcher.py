@@ -48,12 +48,12 @@ from trainwarden.agent.state import LogPosition, WandbPosition
 from trainwarden.agent.wandb_source import DEFAULT_BASE_URL, HistoryApi, Reading, RunWandb
 from trainwarden.agent.wandb_use import WandbUse, wandb_use
 from trainwarden.agent.watch import RunWatch
+from trainwarden.core.metrics import normalise, without_problems
+from trainwarden.core.redact import redact_text
 from trainwarden.events import reading as rd
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
-from trainwarden.events.metrics import normalise, without_problems
 from trainwarden.events.payloads import HealthData, RunEndedData, SourceStatusData
-from trainwarden.events.redact import redact_text
 
 METRICS_SOURCE = "metrics"  # `source` of source.status events about where metrics come from
 

@@ -1,6 +1,6 @@
-"""Errors of archiving a run's log and reading it back (the whole tree is drawn in trainwarden/errors.py).
+"""Errors of archiving a run's log and reading it back (the whole tree is drawn in core/errors.py).
 
-TrainwardenError (trainwarden.errors)
+TrainwardenError (trainwarden.core.errors)
 └── ArchiveError                  archiving a run's log or reading it back
     ├── ArchiveFormatError        a file that is not what `trainwarden archive` writes (file:line)
     │   └── ArchiveLineError      what is wrong with one line (the reader adds file:line)
@@ -15,7 +15,7 @@ An archive that did not complete never trims the log, so nothing is lost.
 
 from __future__ import annotations
 
-from trainwarden.errors import TrainwardenError
+from trainwarden.core.errors import TrainwardenError
 
 
 class ArchiveError(TrainwardenError):

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from trainwarden.archive.errors import ArchiveFormatError, ArchiveLineError
+from trainwarden.core.jsonload import loads
 from trainwarden.events.codec import UPGRADERS
 from trainwarden.events.envelope import ENVELOPE_VERSION, Event
-from trainwarden.events.jsonload import loads
 from trainwarden.events.sids import is_sid, sid_key
 from trainwarden.events.store import Malformed
 

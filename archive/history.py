@@ -19,11 +19,10 @@ from trainwarden.archive.errors import ArchiveNotFound
 from trainwarden.archive.file import peek_archive, read_archive
 from trainwarden.archive.format import SUFFIX, Entry
 from trainwarden.archive.record import ArchiveRecord, read_records
+from trainwarden.core.errors import UnknownRun, UsageError
 from trainwarden.events.errors import StoreUnavailable
 from trainwarden.events.sids import sid_key
 from trainwarden.events.store import EventStore
-
-from trainwarden.errors import UnknownRun, UsageError
 
 
 @dataclass(frozen=True, slots=True)

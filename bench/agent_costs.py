@@ -28,7 +28,7 @@ from trainwarden.agent.formats import parse_metrics
 from trainwarden.agent.logsource import RunLog
 from trainwarden.agent.parse import tag_of
 from trainwarden.agent.tail import LogTail
-from trainwarden.events.metrics import normalise
+from trainwarden.core.metrics import normalise
 
 RUNS = 8
 LINES_PER_S = 100

@@ -36,8 +36,8 @@ from load import Bench, print_table
 from loadkit import Drain, Neighbour, Procs, Row, doubling_ratios, print_doubling, raw_baseline
 from redis.cluster import RedisCluster
 
-from trainwarden.redis_server import RedisClusterServers
-from trainwarden.simulate import SimSpec, run_name
+from trainwarden.tools.redis_server import RedisClusterServers
+from trainwarden.tools.simulate import SimSpec, run_name
 
 
 def per_event_costs(drain: Drain) -> dict[str, float]:

@@ -35,7 +35,7 @@ from rq import Queue
 from rq.registry import StartedJobRegistry
 from trainwarden.events.store import EventStore
 
-from trainwarden.simulate import SimSpec, run_name
+from trainwarden.tools.simulate import SimSpec, run_name
 
 # wall, processed, CPU per role, CPU per master, machine
 Mark = tuple[float, int, dict[str, float], dict[str, float], tuple[float, float]]

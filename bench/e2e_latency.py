@@ -38,7 +38,7 @@ from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import tmux_argv
 
 from tests.slack_api import SlackAPI
-from trainwarden.redis_server import free_port
+from trainwarden.tools.redis_server import free_port
 
 SOCKET = f"tw-e2e-{os.getpid()}"
 

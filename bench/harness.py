@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from trainwarden.redis_server import RedisServer
+from trainwarden.tools.redis_server import RedisServer
 
 
 @contextmanager

@@ -76,7 +76,7 @@ from rq import Queue
 from rq.registry import StartedJobRegistry
 from trainwarden.events.store import EventStore
 
-from trainwarden.simulate import SimSpec, run_name
+from trainwarden.tools.simulate import SimSpec, run_name
 
 FAST_QUEUE = f"{QUEUE}-fast"  # the workers' fast lane (empty, and harmless to empty, where there is none)
 MAX_WINDOWS = 60  # windows one figure may take to gather --nan-samples

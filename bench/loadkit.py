@@ -30,7 +30,7 @@ from trainwarden.events.feed import DISPATCH_GROUP, NOTIFY_GROUP, GroupReader
 from trainwarden.events.keys import Keys
 from trainwarden.events.store import EventStore
 
-from trainwarden.simulate import Shard, SimSpec, metric_data, nan_onsets, run_name
+from trainwarden.tools.simulate import Shard, SimSpec, metric_data, nan_onsets, run_name
 
 REPO = Path(__file__).resolve().parent.parent
 QUEUE = "trainwarden"  # the RQ queue the daemons use by default

@@ -36,7 +36,7 @@ from trainwarden.workers.dispatcher import Dispatcher
 from trainwarden.workers.policy_source import PolicySource
 from trainwarden.workers.rq_worker import InProcessWorker
 
-from trainwarden.simulate import Shard, SimSpec
+from trainwarden.tools.simulate import Shard, SimSpec
 
 QUEUE = "trainwarden"
 Func = tuple[str, int, str]  # pstats' key: file, line, function name

@@ -20,8 +20,8 @@ from pathlib import Path
 from agent_costs import training_log
 from trainwarden.agent.formats import parse_metrics
 from trainwarden.agent.parse import tag_of
-from trainwarden.events.metrics import normalise
-from trainwarden.events.redact import redact_text
+from trainwarden.core.metrics import normalise
+from trainwarden.core.redact import redact_text
 
 SECRETS = [f"value-of-secret-{i:02d}-" + "x" * 20 for i in range(10)]
 TRIGGERED = [

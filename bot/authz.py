@@ -20,11 +20,11 @@ from slack_bolt.middleware import Middleware
 from trainwarden.bot import blocks, commands, replies, threads
 from trainwarden.bot.config import NAMESPACE, BotConfig
 from trainwarden.bot.stages import SYSTEM_RUN
+from trainwarden.core.redact import redact_text
 from trainwarden.events import types as t
 from trainwarden.events.envelope import RUN_NAME_RE, make_event, time_seq
 from trainwarden.events.history import known_run
 from trainwarden.events.payloads import CommandData
-from trainwarden.events.redact import redact_text
 from trainwarden.events.store import EventStore
 
 log = logging.getLogger(__name__)

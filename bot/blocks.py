@@ -10,9 +10,9 @@ from typing import Any, cast
 from trainwarden.bot import messages, replies
 from trainwarden.bot.slash.text import DEFAULT_STOP_REASON, MAX_TEXT
 from trainwarden.bot.stages import FLAPPING, GUARD, Notice, NotifyState
+from trainwarden.core.words import shorten
 from trainwarden.events import types as t
 from trainwarden.events.payloads import AnomalyOpenedData, DecisionData
-from trainwarden.events.words import shorten
 
 ACTION_STOP_NOW = "tw_stop_now"  # guarded stop: stop at once
 ACTION_KEEP_RUNNING = "tw_keep_running"  # guarded stop: cancel it and snooze the rule

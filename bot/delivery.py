@@ -37,8 +37,8 @@ from typing import Any
 from trainwarden.bot.errors import SlackRejected
 from trainwarden.bot.limits import fallback_text
 from trainwarden.bot.sink import Message, Sink
+from trainwarden.core.counters import count, gauge
 from trainwarden.events import types as t
-from trainwarden.events.counters import count, gauge
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.faults import failpoint
 from trainwarden.events.lease import Lease, Unfenced

@@ -1,6 +1,6 @@
 """Errors of the Slack bot.
 
-TrainwardenError (trainwarden.errors)
+TrainwardenError (trainwarden.core.errors)
 └── BotError                       the Slack bot
     ├── SlackError                 talking to Slack's Web API failed
     │   ├── SlackUnavailable       5xx, connection reset, timeouts after retries (retried later)
@@ -15,7 +15,7 @@ TrainwardenError (trainwarden.errors)
 
 from __future__ import annotations
 
-from trainwarden.errors import TrainwardenError
+from trainwarden.core.errors import TrainwardenError
 
 
 class BotError(TrainwardenError):

@@ -18,15 +18,15 @@ from trainwarden.bot import blocks, commands, messages, replies, status
 from trainwarden.bot.config import BotConfig
 from trainwarden.bot.errors import BadInput
 from trainwarden.bot.slash.base import Launcher, Reply
+from trainwarden.core.redact import redact_text
+from trainwarden.core.words import shorten
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.history import newest_first
 from trainwarden.events.projection import ENDED
-from trainwarden.events.redact import redact_text
 from trainwarden.events.run_view import run_state
 from trainwarden.events.store import EventStore, Malformed, decode_entries
-from trainwarden.events.words import shorten
 from trainwarden.remote.fleet import Fleet
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from trainwarden.bot import messages
-from trainwarden.events.words import word_end
+from trainwarden.core.words import word_end
 
 MESSAGE_TEXT = 40_000  # chat.postMessage `text` (msg_too_long above it)
 BLOCKS = 50  # blocks in one message

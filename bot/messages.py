@@ -16,12 +16,12 @@ from typing import cast
 
 from trainwarden.bot import stall_messages
 from trainwarden.bot import watcher_messages as watchers
+from trainwarden.core.redact import redact_text
+from trainwarden.core.words import said, word_end
 from trainwarden.events import payloads as p
 from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.redact import redact_text
-from trainwarden.events.words import said, word_end
 from trainwarden.policies.durations import fmt_duration
 
 SPARK = "▁▂▃▄▅▆▇█"

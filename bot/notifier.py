@@ -34,6 +34,7 @@ from trainwarden.bot.notify_path import NotifyPath
 from trainwarden.bot.rate import RateLimit, RateLimiter
 from trainwarden.bot.sink import Message, Sink
 from trainwarden.bot.stages import FLAPPING, GUARD, INPUT_TYPES, Notice, NotifyState, Pipeline
+from trainwarden.core.logcontext import log_context
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import DecodeError, LeaseLost
@@ -41,7 +42,6 @@ from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import NOTIFY_GROUP, RECLAIM_IDLE_S, FeedEntry, GroupReader, parse_feed_entry
 from trainwarden.events.heartbeat import SILENT_INTERVALS, Liveness
 from trainwarden.events.lease import Lease, Unfenced
-from trainwarden.events.logcontext import log_context
 from trainwarden.events.loop import run_loop
 from trainwarden.events.notify_state import Checkpoint, NotifyStateRepo
 from trainwarden.events.payloads import AnomalyChartedData, AnomalyOpenedData, DecisionData

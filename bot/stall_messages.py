@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import cast
 
+from trainwarden.core.dumps import DATALOADER, HANG, SLOW
 from trainwarden.events import payloads as p
-from trainwarden.events.dumps import DATALOADER, HANG, SLOW
 from trainwarden.events.envelope import Event
 from trainwarden.policies.durations import fmt_duration
 

@@ -20,18 +20,17 @@ from typing import cast
 
 from trainwarden.bot import messages, replies
 from trainwarden.bot.stages import SYSTEM_RUN
+from trainwarden.core.errors import TrainwardenError
+from trainwarden.core.metrics import first_of
 from trainwarden.events import types as t
 from trainwarden.events.codec import FIELD_BYTES
 from trainwarden.events.history import newest_pages
-from trainwarden.events.metrics import first_of
 from trainwarden.events.payloads import PlanStartedData
 from trainwarden.events.projection import RunState, is_finite_number
 from trainwarden.events.run_view import Moved, read_states, run_state, save_views
 from trainwarden.events.store import EventStore, Malformed, decode_entries
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
-
-from trainwarden.errors import TrainwardenError
 
 log = logging.getLogger(__name__)
 

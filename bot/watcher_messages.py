@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
+from trainwarden.core.words import said
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.words import said
 from trainwarden.policies.durations import fmt_duration
 
 

@@ -1,5 +1,6 @@
 """The event log: envelope, codec, Redis Streams store, consumer groups, projections."""
 
+from trainwarden.core.errors import TrainwardenError
 from trainwarden.events.codec import decode, encode
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import (
@@ -12,8 +13,6 @@ from trainwarden.events.errors import (
 from trainwarden.events.keys import Keys
 from trainwarden.events.projection import RunState, apply, fold
 from trainwarden.events.store import EventStore, Malformed
-
-from trainwarden.errors import TrainwardenError
 
 __all__ = [
     "DecodeError",

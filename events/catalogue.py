@@ -18,8 +18,8 @@ import typing
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
+from trainwarden.core.limits import field_problem
 from trainwarden.events import payloads  # noqa: F401  (importing it declares every type)
-from trainwarden.events.limits import field_problem
 from trainwarden.events.registry import REGISTRY, SYSTEM_RUN, EventType
 
 CATALOGUE: tuple[EventType, ...] = tuple(REGISTRY.values())  # in declaration order: the order of docs/events.md

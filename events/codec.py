@@ -29,17 +29,17 @@ from collections.abc import Callable, Mapping
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
-from trainwarden.events.envelope import ENVELOPE_VERSION, Event
-from trainwarden.events.errors import DecodeError
-from trainwarden.events.jsonload import overflows, too_deep
-from trainwarden.events.limits import (
+from trainwarden.core.jsonload import overflows, too_deep
+from trainwarden.core.limits import (
     MAX_ENTRY_CHARS,
     MAX_ID_CHARS,
     MAX_POLICY_ENTRY_CHARS,
     envelope_problem,
     size_problem,
 )
-from trainwarden.events.metrics import data_problem, plainly_valid
+from trainwarden.core.metrics import data_problem, plainly_valid
+from trainwarden.events.envelope import ENVELOPE_VERSION, Event
+from trainwarden.events.errors import DecodeError
 from trainwarden.events.types import POLICY_LOADED
 
 FIELD = "e"
@@ -76,7 +76,7 @@ def _loads(text: str) -> Any:
 
 MAX_TS = 1e11  # seconds: year 5138, inside what datetime can show; NaN, Inf and 1e400 are not times
 MAX_DEPTH = 32  # nesting levels an entry may have (ours have a handful): deeper is refused before parsing
-PLAIN_METRIC_CHARS = 2048  # a metric entry longer than this gets the close look (names too: events/limits.py)
+PLAIN_METRIC_CHARS = 2048  # a metric entry longer than this gets the close look (names too: core/limits.py)
 DEFAULT_TYPE = "metric"  # by far the most frequent type: the stored form leaves it out
 
 # (type, version) -> function turning that version's data into the next version's data.

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainwarden.core.limits import MAX_HOST_CHARS
 from trainwarden.events.errors import EnvelopeError
-from trainwarden.events.limits import MAX_HOST_CHARS
 
 ENVELOPE_VERSION = 1
 

@@ -1,6 +1,6 @@
-"""Errors of the event log (the whole tree is drawn in trainwarden/errors.py).
+"""Errors of the event log (the whole tree is drawn in core/errors.py).
 
-TrainwardenError (trainwarden.errors)
+TrainwardenError (trainwarden.core.errors)
 └── EventLogError                    the event log
     ├── EventError                   an event or envelope that breaks the schema
     │   ├── EnvelopeError            building an event with bad fields (caller bug)
@@ -11,12 +11,12 @@ TrainwardenError (trainwarden.errors)
         ├── StoreAuthFailed          Redis refused our credentials (never retried: the daemon exits)
         └── LeaseLost                this process no longer holds its role's lease (events/lease.py): it stands by
 
-YamlFileError, raised by the YAML reader events/yamlfile.py, hangs under ConfigError (trainwarden.errors).
+YamlFileError, raised by the YAML reader events/yamlfile.py, hangs under ConfigError (trainwarden.core.errors).
 """
 
 from __future__ import annotations
 
-from trainwarden.errors import ConfigError, TrainwardenError
+from trainwarden.core.errors import ConfigError, TrainwardenError
 
 
 class EventLogError(TrainwardenError):

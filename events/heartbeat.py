@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from trainwarden.core.redact import redact_text
 from trainwarden.events.errors import StoreAuthFailed, StoreError
 from trainwarden.events.keys import Keys
-from trainwarden.events.redact import redact_text
 from trainwarden.events.redis_errors import redis_errors, refusal
 
 log = logging.getLogger(__name__)

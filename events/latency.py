@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
+from trainwarden.core.counters import observe
 from trainwarden.events import types as t
-from trainwarden.events.counters import observe
 from trainwarden.events.envelope import Event
 from trainwarden.events.payloads import DecisionData
 from trainwarden.events.store import Malformed

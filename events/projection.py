@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from trainwarden.core.redact import redact
 from trainwarden.events import payloads as p
 from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
-from trainwarden.events.redact import redact
 from trainwarden.events.window import EncodedWindow
 
 log = logging.getLogger(__name__)

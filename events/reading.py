@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trainwarden.events.words import shorten
+from trainwarden.core.words import shorten
 
 SOURCE = "reading"  # `source` of the source.status events about whether metrics are read
 UNREADABLE = "unreadable"
@@ -23,7 +23,7 @@ SAMPLE_CHARS = 120  # a quoted line is cut to this (masked first); it fits in an
 FORMATS_PAGE = "docs/agent.md (the formats the agent reads)"
 FIXES = (
     "log them with trainwarden.log(...)",
-    "the Hugging Face or Lightning callback (trainwarden.integrations)",
+    "the Hugging Face or Lightning callback (trainwarden.sdk.integrations)",
     "a structured file the agent reads (metrics.csv, TensorBoard tfevents, W&B)",
     f"or print a format of {FORMATS_PAGE}",
 )

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from trainwarden.events.words import said
+from trainwarden.core.words import said
 
 if TYPE_CHECKING:
     from trainwarden.events.envelope import Event

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from trainwarden.events.durations import UNITS, fmt_duration
+from trainwarden.core.durations import UNITS, fmt_duration
 
 _ORDER = {unit: i for i, unit in enumerate(UNITS)}
 _PART_RE = re.compile(r"(\d+(?:\.\d+)?)([^\d.]*)")

@@ -1,6 +1,6 @@
 """Errors of the policy language.
 
-TrainwardenError (trainwarden.errors)
+TrainwardenError (trainwarden.core.errors)
 └── PolicyError             a policy file that does not validate; lists every problem as file:line:column
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trainwarden.errors import TrainwardenError
+from trainwarden.core.errors import TrainwardenError
 
 
 class PolicyError(TrainwardenError):

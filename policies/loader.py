@@ -23,9 +23,9 @@ import re
 from typing import Any
 
 import yaml
+from trainwarden.core.metrics import canonical, is_validation, quality
 from trainwarden.events import types as t
 from trainwarden.events.errors import YamlFileError
-from trainwarden.events.metrics import canonical, is_validation, quality
 from trainwarden.events.yamlfile import Schema, compose, did_you_mean, document_schema, in_file_order
 from trainwarden.policies.durations import Persistence, Span, fmt_duration
 from trainwarden.policies.errors import PolicyError

@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, cast
 
+from trainwarden.core.metrics import is_validation, quality
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.metrics import is_validation, quality
 from trainwarden.policies.durations import Persistence, Span
 
 PHASES = ("startup", "steady", "any")

@@ -1,7 +1,7 @@
 """A rule's metric names and the values it reads: `loss` matches `train/loss`, `train_loss`, `loss`, ...
 
 A rule names the canonical metric; it matches the first spelling present in an event. The spellings
-come from the one vocabulary in `trainwarden.events.metrics` (shared with the agent); a policy file
+come from the one vocabulary in `trainwarden.core.metrics` (shared with the agent); a policy file
 may add aliases of its own.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from math import isfinite
 from typing import Any
 
-from trainwarden.events.metrics import spellings
+from trainwarden.core.metrics import spellings
 
 
 def expand(names: Iterable[str], extra: Mapping[str, tuple[str, ...]] | None = None) -> tuple[str, ...]:

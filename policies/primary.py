@@ -7,7 +7,7 @@ evals (its first value is no improvement). Where the primary comes from, first f
 1. the launch config: `primary_metric` (and `primary_mode`: min or max), at its top level or under `params`;
 2. the policy's `primary: {metric: ..., mode: ...}`;
 3. what the run prints, where it is unambiguous: the first eval event holding eval metrics of exactly one
-   known family (events/metrics.py `QUALITIES`: wer, cer, bleu, accuracy, top1, map, f1, ...).
+   known family (core/metrics.py `QUALITIES`: wer, cer, bleu, accuracy, top1, map, f1, ...).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainwarden.events.metrics import canonical, quality
+from trainwarden.core.metrics import canonical, quality
 from trainwarden.policies.kinds.relations import lookup
 from trainwarden.policies.model import Policy, Primary, Rule
 from trainwarden.policies.names import expand, finite

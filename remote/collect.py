@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from trainwarden.core.words import said
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.store import EventStore, Malformed
-from trainwarden.events.words import said
 from trainwarden.remote.collect_facts import BestBy, Facts, collect_facts, iso, overall_status
 from trainwarden.remote.errors import WandbUnreachable
 from trainwarden.remote.final_metrics import NEEDS, FinalMetrics

@@ -1,6 +1,6 @@
-"""Errors of launching, stopping and reaching runs (the whole tree is drawn in trainwarden/errors.py).
+"""Errors of launching, stopping and reaching runs (the whole tree is drawn in core/errors.py).
 
-TrainwardenError (trainwarden.errors)
+TrainwardenError (trainwarden.core.errors)
 └── RemoteError                 launching, stopping and reaching runs on servers
     ├── LaunchError             a run could not be started (names the run and the cause)
     │   ├── PreflightFailed     a preflight check failed (says the fix)
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainwarden.errors import TrainwardenError
+from trainwarden.core.errors import TrainwardenError
 
 if TYPE_CHECKING:
     from trainwarden.remote.plan_gate import PlanHold

@@ -18,12 +18,12 @@ from dataclasses import replace
 from datetime import date
 from typing import Any, cast
 
+from trainwarden.core.redact import env_secrets, known_secrets, redact, redact_text
 from trainwarden.events import types as t
 from trainwarden.events.control import send_control
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.payloads import ForcedLaunch, LaunchRefusedData, PreflightData, RunLaunchedData, RunStartedData
 from trainwarden.events.projection import fold
-from trainwarden.events.redact import env_secrets, known_secrets, redact, redact_text
 from trainwarden.events.store import EventStore, Malformed
 from trainwarden.remote.errors import LaunchError, PlanHeld, PreflightFailed, WandbGuardRefused
 from trainwarden.remote.first_seconds import EarlyExit, parse_watch, watch_snippet

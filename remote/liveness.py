@@ -12,10 +12,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from trainwarden.core.redact import redact_text
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import RunEndedData, RunLaunchedData
-from trainwarden.events.redact import redact_text
 from trainwarden.remote.fleet import Server
 from trainwarden.remote.runscript import tmux
 from trainwarden.remote.ssh import RemoteShell

@@ -13,20 +13,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainwarden.core.redact import env_secrets, known_secrets, redact
+from trainwarden.core.sidecar import METRICS_ENV, metrics_path
+from trainwarden.core.tmux import tmux_argv, tmux_env
 from trainwarden.events import types as t
 from trainwarden.events.control import send_control
 from trainwarden.events.envelope import Event, check_run_name, make_event, time_seq
 from trainwarden.events.errors import StoreError
 from trainwarden.events.health import ping
 from trainwarden.events.payloads import RunLaunchedData
-from trainwarden.events.redact import env_secrets, known_secrets, redact
 from trainwarden.events.store import EventStore
 from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import session_name
 from trainwarden.remote.wrapper import EXIT_SUFFIX, recorded_run
-
-from trainwarden.sidecar import METRICS_ENV, metrics_path
-from trainwarden.tmux import tmux_argv, tmux_env
 
 STARTED_FORMAT = "#{socket_path} #{pane_pid}"
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")

@@ -12,12 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from trainwarden.events.redact import SECRET_KEY_RE
+from trainwarden.core.redact import SECRET_KEY_RE
+from trainwarden.core.sidecar import METRICS_ENV, metrics_path
+from trainwarden.core.tmux import tmux_argv
 from trainwarden.remote.fleet import Experiment, Server
 from trainwarden.remote.wrapper import EXIT_SUFFIX, recorded_run
-
-from trainwarden.sidecar import METRICS_ENV, metrics_path
-from trainwarden.tmux import tmux_argv
 
 OFFLINE_RE = re.compile(r"(?i)^(?:WANDB_MODE=(?:offline|disabled|dryrun)|WANDB_DISABLED=(?:true|1|yes))$")
 OFFLINE_MODES = ("offline", "disabled", "dryrun")
@@ -31,7 +30,7 @@ class RunPaths:
     log: str
     exit_file: str
     pid_file: str
-    metrics: str  # the sidecar metrics file (trainwarden.sidecar), given to the process as TRAINWARDEN_METRICS
+    metrics: str  # the sidecar metrics file (trainwarden.core.sidecar), given to the process as TRAINWARDEN_METRICS
 
 
 def run_paths(server: Server, run: str) -> RunPaths:

@@ -2,7 +2,7 @@
 
 The procedure (the seed's): the run's `stop_command` if it has one; else Ctrl-C to its tmux
 session, wait up to a grace period for it to exit, then kill the session. The target is the launch
-record's: its session on its tmux server (trainwarden.tmux), and the pid of its wrapper.
+record's: its session on its tmux server (trainwarden.core.tmux), and the pid of its wrapper.
 
 A stop is done only when the run is gone. With the pid recorded, "gone" is checked on it: a session
 that cannot be found while the pid lives is a failed stop (the session is on another tmux server
@@ -17,10 +17,9 @@ import subprocess
 from dataclasses import dataclass
 from typing import Protocol
 
+from trainwarden.core.tmux import UNSET_TMUX, server_words, tmux_argv, tmux_env
 from trainwarden.events.payloads import RunLaunchedData
 from trainwarden.remote.errors import StopError
-
-from trainwarden.tmux import UNSET_TMUX, server_words, tmux_argv, tmux_env
 
 STOP_COMMAND_TIMEOUT_S = 60.0
 TMUX_TIMEOUT_S = 10.0

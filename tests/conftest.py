@@ -25,8 +25,8 @@ from trainwarden.workers.policy_source import PolicySource
 from tests.helpers import wait_for
 from tests.slack_api import SlackAPI
 from trainwarden import wiring
-from trainwarden.redis_server import RedisClusterServers, RedisServer
 from trainwarden.settings import Settings
+from trainwarden.tools.redis_server import RedisClusterServers, RedisServer
 
 REPO = Path(__file__).resolve().parent.parent
 

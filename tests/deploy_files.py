@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import REPO
-from trainwarden.cli import build_parser
+from trainwarden.cli.entry import build_parser
 
 DEPLOY = REPO / "deploy"
 COMPOSE = DEPLOY / "docker-compose.yml"

@@ -113,7 +113,7 @@ def dev_corpus() -> list[dict[str, Any]]:
     never asserted run by run: a per-file test on it would be tuning on it."""
     import yaml
 
-    from trainwarden.corpus import DEV
+    from trainwarden.tools.corpus import DEV
 
     runs = yaml.safe_load((REAL_CORPUS / "MANIFEST.yaml").read_text())["runs"]
     return [r for r in runs if r.get("part", DEV) == DEV]

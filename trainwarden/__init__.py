@@ -5,7 +5,7 @@ One import namespace: the repository's top-level folders are installed as subpac
 so a wheel installs no top-level name but `trainwarden`.
 
 `trainwarden.log(step=..., **metrics)` and `trainwarden.init(path=...)` are for training scripts
-(trainwarden.metrics_log): this file imports nothing else, so `import trainwarden` stays cheap there.
+(trainwarden.sdk.log): this file imports nothing else, so `import trainwarden` stays cheap there.
 """
 
 from pathlib import Path
@@ -16,6 +16,6 @@ if not (_here / "events").is_dir() and (_here.parent / "events" / "__init__.py")
     # than from the installed package: the sibling folders are then this package's subpackages.
     __path__.append(str(_here.parent))
 
-from trainwarden.metrics_log import init, log  # noqa: E402 - after the path set-up above
+from trainwarden.sdk.log import init, log  # noqa: E402 - after the path set-up above
 
 __all__ = ["init", "log"]

@@ -1,5 +1,5 @@
 import sys
 
-from trainwarden.cli import main
+from trainwarden.cli.entry import main
 
 sys.exit(main())

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainwarden.corpus import DEV, TEST
-from trainwarden.scorecard import CRITERIA
+from trainwarden.tools.corpus import DEV, TEST
+from trainwarden.tools.scorecard import CRITERIA
 
 Schema = dict[str, Any]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-from trainwarden.errors import ConfigError
+from trainwarden.core.errors import ConfigError
 
 EXTRA_OF = {
     "rq": "server",

@@ -3,9 +3,9 @@
 `text` is one human line per record. `json` is one JSON object per line, for the log pipelines
 operators already run (journald, Loki, Elasticsearch, `jq`): `time` (ISO 8601, UTC), `level`,
 `daemon` (the subcommand: agent, dispatcher, worker, bot, up, ...), `run` and `event_id` (what the
-daemon was handling, from events/logcontext.py; null when it was handling no run or event),
+daemon was handling, from core/logcontext.py; null when it was handling no run or event),
 `logger`, `message`, and `exception` when the record has one. Secrets are masked in both formats
-(events/redact.py): the message and the traceback, as in the text format.
+(core/redact.py): the message and the traceback, as in the text format.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import logging
 import os
 from typing import Any
 
-from trainwarden.events.logcontext import ContextFilter
-from trainwarden.events.redact import MaskingFilter, redact_text
+from trainwarden.core.logcontext import ContextFilter
+from trainwarden.core.redact import MaskingFilter, redact_text
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 LOG_FORMATS = ("text", "json")

@@ -28,9 +28,10 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from trainwarden import probes
-from trainwarden.errors import ConfigError
-from trainwarden.events import counters, latency
+from trainwarden.core import counters
+from trainwarden.core.errors import ConfigError
 from trainwarden.events import heartbeat as hb
+from trainwarden.events import latency
 from trainwarden.events import types as t
 from trainwarden.events.health import not_ready
 from trainwarden.events.heartbeat import Heartbeat

@@ -1,4 +1,4 @@
-"""What each daemon reloads on SIGHUP (trainwarden/signals.py runs it), and the one line it logs.
+"""What each daemon reloads on SIGHUP (core/signals.py runs it), and the one line it logs.
 
 - the agent: its settings file's `agent.watch` list (plus the `--watch` runs it was started with);
 - a worker: its policy file (and announces it, as a job would: `policy.loaded` / `policy.rejected`);
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainwarden.errors import ConfigError
+from trainwarden.core.errors import ConfigError
 from trainwarden.settings import Settings
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@ after its message by the CLI and by the MCP server alike."""
 
 from __future__ import annotations
 
-from trainwarden.errors import TrainwardenError
+from trainwarden.core.errors import TrainwardenError
 from trainwarden.events.errors import StoreError, StoreUnavailable
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from trainwarden.core.dumps import stuck_text
+from trainwarden.core.words import said
 from trainwarden.events.catalogue import BY_NAME
-from trainwarden.events.dumps import stuck_text
 from trainwarden.events.envelope import Event
 from trainwarden.events.payloads.observed import fmt_metrics
 from trainwarden.events.payloads.runs import resumed
 from trainwarden.events.projection import RunState, unknown_types
 from trainwarden.events.registry import fields_line
 from trainwarden.events.store import Malformed
-from trainwarden.events.words import said
 
 
 def fmt_ts(ts: float | None) -> str:

@@ -14,12 +14,12 @@ import json
 from collections.abc import Callable
 
 from trainwarden.backtest_schema import backtest_schema
-from trainwarden.corpus import manifest_schema
-from trainwarden.errors import UsageError
+from trainwarden.core.errors import UsageError
 from trainwarden.events.yamlfile import Schema
 from trainwarden.policies.loader import policy_schema
 from trainwarden.remote.fleet import experiment_schema, servers_schema
 from trainwarden.settings import Settings, settings_schema
+from trainwarden.tools.corpus import manifest_schema
 
 SCHEMAS: dict[str, Callable[[], Schema]] = {
     "policy": policy_schema,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, time, timedelta
 
-from trainwarden.errors import UsageError
+from trainwarden.core.errors import UsageError
 from trainwarden.policies.durations import duration_problem, parse_duration
 
 HINT = (

@@ -33,15 +33,15 @@ from pathlib import Path
 from typing import IO, TextIO
 
 from trainwarden import logsetup, metrics_server, wiring
-from trainwarden.errors import UpError
+from trainwarden.core.errors import UpError
+from trainwarden.core.redact import redact_text
 from trainwarden.events import health
 from trainwarden.events.errors import StoreError
 from trainwarden.events.heartbeat import component_name, read_beats
 from trainwarden.events.lease import process_alive
-from trainwarden.events.redact import redact_text
 from trainwarden.events.store import EventStore
-from trainwarden.redis_server import RedisServer
 from trainwarden.settings import LOGS_DIR, REDIS_DIR, Settings
+from trainwarden.tools.redis_server import RedisServer
 
 DAEMONS = ("agent", "dispatcher", "worker", "bot")
 SINGLE = ("agent", "notifier")  # one per host (it would adopt the same runs) / one per deployment (its consumer name)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainwarden import writable
-from trainwarden.errors import ConfigError
+from trainwarden.core.errors import ConfigError
 from trainwarden.events.connect import QueueClient, event_log_client, is_cluster_url, queue_client
 from trainwarden.events.errors import StoreUnavailable
 from trainwarden.events.health import ping

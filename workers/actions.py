@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from rq.timeouts import JobTimeoutException
+from trainwarden.core.tmux import tmux_argv
 from trainwarden.events import packfiles
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
@@ -54,8 +55,6 @@ from trainwarden.workers.dump_request import stacks_text
 from trainwarden.workers.evidence import Pack, build_pack, log_excerpt, triggering_metric, write_pack
 from trainwarden.workers.findings import append_note, findings_note
 from trainwarden.workers.pending import Awaiting, StopRun
-
-from trainwarden.tmux import tmux_argv
 
 log = logging.getLogger(__name__)
 

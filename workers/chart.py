@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from trainwarden.events.words import shorten
+from trainwarden.core.words import shorten
 
 LOSS = "loss"
 SAMPLE = ""  # the x axis of samples with no position: their order

@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from trainwarden.core.dumps import stuck_text
+from trainwarden.core.redact import redact_text
 from trainwarden.events.control import send_control
-from trainwarden.events.dumps import stuck_text
 from trainwarden.events.envelope import Event
 from trainwarden.events.packfiles import STACKS
 from trainwarden.events.payloads import AnomalyOpenedData, ProcessDumpData
-from trainwarden.events.redact import redact_text
 from trainwarden.policies.model import Policy
 from trainwarden.remote import agent_stop
 

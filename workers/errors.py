@@ -1,6 +1,6 @@
-"""Errors of the workers (the whole tree is drawn in trainwarden/errors.py).
+"""Errors of the workers (the whole tree is drawn in core/errors.py).
 
-TrainwardenError (trainwarden.errors)
+TrainwardenError (trainwarden.core.errors)
 └── WorkerError             the RQ jobs
     ├── NoWorkerContext     a job ran in a process that `trainwarden worker` did not set up
     ├── NoValidPolicy       the policy file is invalid at start and no valid policy was ever recorded
@@ -13,7 +13,7 @@ Launch, stop and SSH errors are in remote/errors.py, archive errors in archive/e
 
 from __future__ import annotations
 
-from trainwarden.errors import TrainwardenError
+from trainwarden.core.errors import TrainwardenError
 
 
 class WorkerError(TrainwardenError):

@@ -6,13 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+from trainwarden.core.words import shorten
 from trainwarden.events import types as t
 from trainwarden.events.codec import FIELD_BYTES, encode
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import AnomalyOpenedData, DecisionData, StopCancelledData, StopRequestedData
 from trainwarden.events.projection import apply
 from trainwarden.events.store import Malformed
-from trainwarden.events.words import shorten
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.engine import apply_policy, evaluate
 from trainwarden.policies.model import CRITICAL, Policy

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from trainwarden.core.redact import redact, redact_text
 from trainwarden.events.codec import json_safe
 from trainwarden.events.envelope import Event
 from trainwarden.events.packfiles import CHART, REPORT, STACKS
 from trainwarden.events.projection import RunState
-from trainwarden.events.redact import redact, redact_text
 from trainwarden.workers.report import data_source, next_check, render_report, utc
 
 # Values rules report beside the offending metric; the chart plots the metric itself.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainwarden.events.metrics import at_step
-from trainwarden.events.words import said
+from trainwarden.core.metrics import at_step
+from trainwarden.core.words import said
 
 
 def marker(decision_id: str) -> str:

@@ -20,15 +20,15 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from rq.timeouts import JobTimeoutException
+from trainwarden.core.counters import count
+from trainwarden.core.logcontext import log_context
 from trainwarden.events import types as t
 from trainwarden.events.checkpoints import CheckpointTx, read_checkpoint, watch_checkpoints
-from trainwarden.events.counters import count
 from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
 from trainwarden.events.feed import ack_feed
 from trainwarden.events.flags import clear_queued
 from trainwarden.events.latency import observe_decisions
-from trainwarden.events.logcontext import log_context
 from trainwarden.events.payloads import DecisionData, StopRequestedData
 from trainwarden.events.redis_errors import describe, transient
 from trainwarden.events.run_lock import RunLock

@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from trainwarden.core.dumps import stuck_text
+from trainwarden.core.metrics import at_step
+from trainwarden.core.words import fmt, local_time, said
 from trainwarden.events import reading
 from trainwarden.events import types as t
-from trainwarden.events.dumps import stuck_text
-from trainwarden.events.metrics import at_step
 from trainwarden.events.packfiles import STACKS
 from trainwarden.events.projection import ENDED, RunState
-from trainwarden.events.words import fmt, local_time, said
 from trainwarden.policies.durations import fmt_duration
 
 METRICS_IN_REPORT = 10

@@ -13,11 +13,10 @@ from trainwarden.bot import replies
 from trainwarden.bot.errors import BadInput
 from trainwarden.bot.slash.base import Command, Context, Reply
 from trainwarden.bot.slash.text import check_name, name_arg
+from trainwarden.core.errors import TrainwardenError
+from trainwarden.core.redact import redact_text
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
-from trainwarden.events.redact import redact_text
-
-from trainwarden.errors import TrainwardenError
 
 log = logging.getLogger(__name__)
 

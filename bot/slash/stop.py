@@ -8,7 +8,7 @@ from trainwarden.bot import blocks, replies
 from trainwarden.bot.errors import BadInput
 from trainwarden.bot.slash.base import Command, Context, Reply
 from trainwarden.bot.slash.text import DEFAULT_STOP_REASON, name_arg
-from trainwarden.events.redact import redact_text
+from trainwarden.core.redact import redact_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 
 from trainwarden.bot import replies
 from trainwarden.bot.errors import BadInput
+from trainwarden.core.redact import looks_secret
 from trainwarden.events.envelope import RUN_NAME_RE
-from trainwarden.events.redact import looks_secret
 from trainwarden.policies.durations import parse_duration
 
 MAX_TEXT = 200

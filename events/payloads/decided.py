@@ -6,8 +6,8 @@ No `from __future__ import annotations`: Python 3.11 reads `NotRequired` from ev
 
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
+from trainwarden.core.words import said
 from trainwarden.events.registry import SYSTEM, declare
-from trainwarden.events.words import said
 
 if TYPE_CHECKING:
     from trainwarden.events.envelope import Event
@@ -216,8 +216,7 @@ declare(
     StopRequestedData,
     meaning="someone asked for the run to be stopped: the policy, a person in Slack, `trainwarden stop`, or an agent "
     "over MCP",
-    emitted_by="worker (workers/evaluate.py), bot (bot/handlers.py), CLI (trainwarden/run_commands.py), "
-    "`trainwarden mcp`",
+    emitted_by="worker (workers/evaluate.py), bot (bot/handlers.py), CLI (trainwarden/cli/run.py), `trainwarden mcp`",
     describe=_stop_requested,
 )
 

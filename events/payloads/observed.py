@@ -6,9 +6,9 @@ No `from __future__ import annotations`: Python 3.11 reads `NotRequired` from ev
 
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
-from trainwarden.events.dumps import stuck_text
+from trainwarden.core.dumps import stuck_text
+from trainwarden.core.words import fmt, said
 from trainwarden.events.registry import declare
-from trainwarden.events.words import fmt, said
 
 if TYPE_CHECKING:
     from trainwarden.events.envelope import Event

@@ -6,8 +6,8 @@ No `from __future__ import annotations`: Python 3.11 reads `NotRequired` from ev
 
 from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
+from trainwarden.core.words import said
 from trainwarden.events.registry import SYSTEM, declare
-from trainwarden.events.words import said
 
 if TYPE_CHECKING:
     from trainwarden.events.envelope import Event

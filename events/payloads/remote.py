@@ -115,5 +115,5 @@ declare(
     "checkpoint.deleted",
     CheckpointDeletedData,
     meaning="checkpoint retention deleted a file",
-    emitted_by="CLI (`trainwarden checkpoints --apply`, trainwarden/cli_remote.py)",
+    emitted_by="CLI (`trainwarden checkpoints --apply`, trainwarden/cli/remote.py)",
 )

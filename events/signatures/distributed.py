@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from trainwarden.events.durations import fmt_duration
+from trainwarden.core.durations import fmt_duration
 from trainwarden.events.signatures.model import COLLECTIVE, FORMAT, TEARDOWN, Sample, Signature, Source, on_rank
 
 NCCL, NCCL_WARN, GLOO, CHILD_FAILED = "nccl", "nccl_warn", "gloo", "child_failed"

@@ -9,8 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from trainwarden.core.metrics import at_step, is_validation
 from trainwarden.events.envelope import Event
-from trainwarden.events.metrics import at_step, is_validation
 from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric, repeated
 from trainwarden.policies.names import finite, fmt
 

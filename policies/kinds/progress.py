@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from math import isfinite
 from typing import Any, ClassVar
 
+from trainwarden.core.metrics import is_validation
 from trainwarden.events.envelope import Event
-from trainwarden.events.metrics import is_validation
 from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric, repeated
 from trainwarden.policies.names import finite, fmt
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from trainwarden.core.metrics import quantity, role
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.metrics import quantity, role
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.kinds.stall import WAITS
 from trainwarden.policies.kinds.values import POSITIONS, has_training_value

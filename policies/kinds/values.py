@@ -11,9 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from trainwarden.core.metrics import BY_NAME, canonical, is_validation, quantity, role
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.metrics import BY_NAME, canonical, is_validation, quantity, role
 from trainwarden.policies.names import finite, fmt, number, pick
 
 METRIC_EVENTS = frozenset({t.METRIC})

@@ -26,7 +26,7 @@ from tests.conformance.report import matrix_text, stall_text
 from tests.conformance.runner import REPO, Result, run_case
 from tests.conftest import spawn, stop_process
 from tests.helpers import wait_for
-from trainwarden.redis_server import RedisServer
+from trainwarden.tools.redis_server import RedisServer
 
 PARALLEL = int(os.environ.get("CONFORMANCE_PARALLEL", "3"))
 MATRIX_FILE = REPO / "build" / "conformance-matrix.md"

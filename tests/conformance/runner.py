@@ -106,7 +106,7 @@ def command(case: Case, workdir: Path) -> tuple[list[str], Path]:
 
 def run_case(case: Case, *, store: EventStore, settings: Path, root: Path) -> Result:
     from tests.conftest import cli_argv
-    from trainwarden.cli import main
+    from trainwarden.cli.entry import main
 
     result = Result(case)
     workdir = root / case.id

@@ -27,7 +27,7 @@ from trainwarden.events.store import EventStore
 from tests.conftest import cli_argv, spawn, stop_process
 from tests.faults.test_redis_oom import fill_until_refused
 from tests.helpers import events_of, wait_for
-from trainwarden.redis_server import RedisServer
+from trainwarden.tools.redis_server import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -26,7 +26,7 @@ from trainwarden.events.store import EventStore
 from tests.conftest import spawn, stop_process
 from tests.helpers import events_of, wait_for
 from tests.slack_api import SlackAPI
-from trainwarden.redis_server import free_port
+from trainwarden.tools.redis_server import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

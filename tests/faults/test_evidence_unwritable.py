@@ -39,7 +39,7 @@ def stop_a_nan_run(settings, store, tmp_path, tmux_socket):
     log = tmp_path / "train.log"
     spec = LaunchSpec(
         run="exp01",
-        command=(sys.executable, "-m", "trainwarden.demo_train", "--nan-at", "5", "--interval", "0.1"),
+        command=(sys.executable, "-m", "trainwarden.tools.demo_train", "--nan-at", "5", "--interval", "0.1"),
         workdir=REPO, log_path=log, tmux_socket=tmux_socket,
     )  # fmt: skip
     launched = launch_local(spec, store=store, host="testhost")

@@ -22,8 +22,8 @@ from trainwarden.events.store import EventStore
 
 from tests.conftest import cli_argv, spawn, stop_process
 from tests.helpers import events_of, nan_metric, wait_for
-from trainwarden.health_commands import row
-from trainwarden.redis_server import free_port
+from trainwarden.cli.health import row
+from trainwarden.tools.redis_server import free_port
 
 INTERVAL_S = 0.25  # heartbeat interval: silent after 3 of them
 ROLES = ("agent", "dispatcher", "worker", "notifier")

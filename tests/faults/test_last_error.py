@@ -18,7 +18,7 @@ from trainwarden.events.keys import Keys
 
 from tests.conftest import cli_argv, spawn, stop_process
 from tests.helpers import wait_for
-from trainwarden.redis_server import RedisServer
+from trainwarden.tools.redis_server import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

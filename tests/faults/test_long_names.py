@@ -11,8 +11,8 @@ import os
 import subprocess
 
 import pytest
+from trainwarden.core.limits import MAX_ENTRY_CHARS, MAX_NAME_CHARS
 from trainwarden.events import types as t
-from trainwarden.events.limits import MAX_ENTRY_CHARS, MAX_NAME_CHARS
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, metric, wait_for

@@ -26,7 +26,7 @@ from trainwarden.events.store import EventStore
 from tests.conftest import cli_argv, spawn, stop_process
 from tests.helpers import wait_for
 from tests.slack_api import PNG_MAGIC, SlackAPI
-from trainwarden.redis_server import free_port
+from trainwarden.tools.redis_server import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

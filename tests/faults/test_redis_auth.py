@@ -16,7 +16,7 @@ from trainwarden.events.keys import Keys
 
 from tests.conftest import cli_argv, spawn, stop_process
 from tests.helpers import wait_for
-from trainwarden.redis_server import RedisServer, free_port
+from trainwarden.tools.redis_server import RedisServer, free_port
 
 PASSWORD = "pw-0f7c1d9e-secret"
 USER, USER_PASSWORD = "trainwarden", "acl-8b2e44a1-secret"

@@ -25,7 +25,7 @@ from trainwarden.events.store import EventStore
 
 from tests.conftest import cli_argv, spawn, stop_process
 from tests.helpers import evaluated_to_end, events_of, wait_for
-from trainwarden.redis_server import RedisServer
+from trainwarden.tools.redis_server import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -23,7 +23,7 @@ from trainwarden.events.store import EventStore
 from tests.conftest import spawn, stop_process
 from tests.helpers import evaluated_to_end, events_of, metric, wait_for
 from tests.slack_api import SlackAPI
-from trainwarden.redis_server import RedisServer, free_port
+from trainwarden.tools.redis_server import RedisServer, free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

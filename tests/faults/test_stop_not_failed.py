@@ -28,7 +28,7 @@ def test_a_stopped_run_is_stopped_not_failed(store, tmp_path, tmux_socket, setti
     settings_file.write_text(yaml.safe_dump(body))
     procs = [spawn(settings_file, tmp_path / f"{name}.log", name) for name in ("agent", "dispatcher", "worker")]
     try:
-        trainer = [sys.executable, "-m", "trainwarden.demo_train", "--nan-at", "100000", "--interval", "0.05"]
+        trainer = [sys.executable, "-m", "trainwarden.tools.demo_train", "--nan-at", "100000", "--interval", "0.05"]
         launch = ["launch", "--workdir", str(tmp_path), "--tmux-socket", tmux_socket, "--check-s", "0", "exp01",
                   "--", *trainer]  # fmt: skip
         subprocess.run(cli_argv(settings_file, *launch), check=True, cwd=REPO, capture_output=True, timeout=60)

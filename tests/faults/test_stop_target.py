@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from trainwarden.core.tmux import tmux_argv, tmux_env
 from trainwarden.events import types as t
 from trainwarden.events.keys import Keys
 from trainwarden.events.run_view import run_state
@@ -29,11 +30,10 @@ from trainwarden.remote.stop import LocalTmuxController, StopTarget
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
-from trainwarden.tmux import tmux_argv, tmux_env
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux]
 
-TRAINER = [sys.executable, "-m", "trainwarden.demo_train", "--interval", "0.05"]
+TRAINER = [sys.executable, "-m", "trainwarden.tools.demo_train", "--interval", "0.05"]
 
 
 class TmuxServer:

@@ -17,13 +17,13 @@ import yaml
 from trainwarden.agent.publisher import Publisher
 from trainwarden.agent.runner import Agent
 from trainwarden.agent.watch import RunWatch
+from trainwarden.core.sidecar import metrics_path
 from trainwarden.events import types as t
 from trainwarden.events.store import EventStore
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 
 from tests.conftest import spawn, stop_process
 from tests.helpers import events_of, wait_for
-from trainwarden.sidecar import metrics_path
 
 pytestmark = pytest.mark.redis
 

@@ -10,6 +10,7 @@ import pytest
 from redis.cluster import RedisCluster
 from rq import SimpleWorker
 from trainwarden.bot import status
+from trainwarden.core.errors import ConfigError
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP, GroupReader, parse_feed_entry
 from trainwarden.events.run_view import run_states
@@ -23,10 +24,9 @@ from trainwarden.workers.policy_source import PolicySource
 
 from tests.helpers import events_of, metric, nan_metric
 from trainwarden import wiring
-from trainwarden.errors import ConfigError
-from trainwarden.redis_server import RedisClusterServers
-from trainwarden.runs_command import rows
+from trainwarden.cli.runs import rows
 from trainwarden.settings import Settings
+from trainwarden.tools.redis_server import RedisClusterServers
 
 pytestmark = pytest.mark.redis
 
@@ -146,7 +146,7 @@ def test_real_processes_stop_a_nan_run_with_events_on_the_cluster(cstore, cluste
         "workers": {"reclaim_idle_s": 1, "lock_timeout_s": 2},
     }))  # fmt: skip
     log = tmp_path / "train.log"
-    train = (sys.executable, "-m", "trainwarden.demo_train", "--nan-at", "8", "--interval", "0.05")
+    train = (sys.executable, "-m", "trainwarden.tools.demo_train", "--nan-at", "8", "--interval", "0.05")
     spec = LaunchSpec(run="exp01", workdir=REPO, log_path=log, tmux_socket=tmux_socket, command=train)
     launch_local(spec, store=cstore, host="testhost")
     procs = [

@@ -13,10 +13,10 @@ from trainwarden.policies.default import default_policy
 
 from tests.conftest import REPO
 from tests.unit.test_schemas import validate
-from trainwarden.cli import main
-from trainwarden.corpus import DEV, TEST, read_manifest
-from trainwarden.policy_commands import MANIFEST, run_events
-from trainwarden.scorecard import CRITERIA, Lines, RunScore, score_run
+from trainwarden.cli.entry import main
+from trainwarden.cli.policy import MANIFEST, run_events
+from trainwarden.tools.corpus import DEV, TEST, read_manifest
+from trainwarden.tools.scorecard import CRITERIA, Lines, RunScore, score_run
 
 CORPUS = REPO / "tests" / "data" / "real"
 INTERVAL = 10.0

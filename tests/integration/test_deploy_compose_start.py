@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import REPO, stop_process
 from tests.deploy_files import DEPLOY, compose, interpolate
 from tests.helpers import wait_for
-from trainwarden.redis_server import RedisServer
+from trainwarden.tools.redis_server import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

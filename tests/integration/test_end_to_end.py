@@ -26,7 +26,7 @@ def test_nan_in_a_live_run_is_stopped_with_evidence(store, tmp_path, tmux_socket
     log = tmp_path / "train.log"
     spec = LaunchSpec(
         run="exp01",
-        command=(sys.executable, "-m", "trainwarden.demo_train", "--nan-at", "8", "--interval", "0.2"),
+        command=(sys.executable, "-m", "trainwarden.tools.demo_train", "--nan-at", "8", "--interval", "0.2"),
         workdir=REPO,
         log_path=log,
         tmux_socket=tmux_socket,

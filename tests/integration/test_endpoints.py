@@ -30,7 +30,7 @@ from trainwarden.events.store import EventStore
 
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import wait_for
-from trainwarden.redis_server import RedisServer, free_port
+from trainwarden.tools.redis_server import RedisServer, free_port
 from trainwarden.up import DAEMONS as UP_ORDER
 
 COMMANDS = ("dispatcher", "worker", "bot")

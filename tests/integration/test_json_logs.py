@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import redis
 import yaml
-from trainwarden.events.redact import MASK
+from trainwarden.core.redact import MASK
 from trainwarden.events.store import EventStore
 
 from tests.conftest import REPO
 from tests.helpers import metric
 from trainwarden import logsetup
-from trainwarden.cli import build_parser
+from trainwarden.cli.entry import build_parser
 
 TOKEN = "xoxb-1111111111-2222222222-abcdefghijklmnopqrstuvwx"  # shaped like a Slack bot token
 KEYS = {"time", "level", "daemon", "run", "event_id", "logger", "message"}

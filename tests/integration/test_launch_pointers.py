@@ -13,7 +13,7 @@ from trainwarden.remote.stop import tmux_argv
 
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of, wait_for
-from trainwarden.redis_server import free_port
+from trainwarden.tools.redis_server import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux]
 

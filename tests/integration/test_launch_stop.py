@@ -14,7 +14,7 @@ from trainwarden.remote.stop import LocalTmuxController, StopTarget, tmux_argv
 
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of, wait_for
-from trainwarden.redis_server import RedisServer, free_port
+from trainwarden.tools.redis_server import RedisServer, free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux]
 

@@ -26,7 +26,7 @@ from tests.helpers import events_of, wait_for
 from tests.integration.test_check_cli import Run, training_log
 from tests.report_format import skill_fields
 from tests.unit.test_plan_gate import plan_events
-from trainwarden.redis_server import free_port
+from trainwarden.tools.redis_server import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux]
 

@@ -22,7 +22,7 @@ from trainwarden.workers.dispatcher import Dispatcher
 
 from tests.conftest import spawn, stop_process
 from tests.helpers import events_of, metric, wait_for
-from trainwarden.redis_server import RedisServer
+from trainwarden.tools.redis_server import RedisServer
 
 pytestmark = pytest.mark.redis
 

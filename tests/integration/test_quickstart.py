@@ -32,7 +32,7 @@ from trainwarden.events.keys import Keys
 from tests.conftest import REPO
 from tests.helpers import wait_for
 from tests.report_format import skill_fields
-from trainwarden.redis_server import free_port
+from trainwarden.tools.redis_server import free_port
 
 TRAIN_PY = """\
 import sys, time

@@ -12,7 +12,7 @@ from trainwarden.events.projection import fold
 
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of, metric
-from trainwarden.runs_command import rows
+from trainwarden.cli.runs import rows
 
 pytestmark = pytest.mark.redis
 

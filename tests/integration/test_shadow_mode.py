@@ -27,8 +27,8 @@ from trainwarden.workers.checkpoint import decode_checkpoint
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
 from tests.slack_api import SlackAPI
-from trainwarden.policy_report import build_report, report_lines
-from trainwarden.redis_server import free_port
+from trainwarden.cli.policy_report import build_report, report_lines
+from trainwarden.tools.redis_server import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.tmux, pytest.mark.slow]
 
@@ -79,7 +79,7 @@ def test_a_shadow_rule_posts_would_have_stopped_and_stops_nothing(
     log = tmp_path / "train.log"
     spec = LaunchSpec(
         run="exp01",
-        command=(sys.executable, "-m", "trainwarden.demo_train", "--nan-at", "6", "--interval", "0.1"),
+        command=(sys.executable, "-m", "trainwarden.tools.demo_train", "--nan-at", "6", "--interval", "0.1"),
         workdir=REPO, log_path=log, tmux_socket=tmux_socket,
     )  # fmt: skip
     launched = launch_local(spec, store=store, host="testhost")

@@ -12,7 +12,7 @@ from trainwarden.workers.lanes import lanes
 
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of
-from trainwarden.simulate import Producer, Shard, SimSpec
+from trainwarden.tools.simulate import Producer, Shard, SimSpec
 
 pytestmark = pytest.mark.redis
 

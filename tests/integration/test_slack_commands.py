@@ -11,6 +11,7 @@ from trainwarden.bot.config import BotConfig
 from trainwarden.bot.launcher import FleetLauncher
 from trainwarden.bot.service import SocketModeEndpoint
 from trainwarden.bot.stages import SYSTEM_RUN
+from trainwarden.core.errors import ConfigError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.remote.fleet import Experiment, Fleet, Server
@@ -22,7 +23,6 @@ from tests.helpers import events_of, metric, wait_for
 from tests.slack_api import sign
 from tests.slack_bot import ADMIN, SECRET, STRANGER, VIEWER, click, command, post, responses, running_bot
 from trainwarden import wiring
-from trainwarden.errors import ConfigError
 from trainwarden.settings import Settings
 
 pytestmark = [pytest.mark.redis]

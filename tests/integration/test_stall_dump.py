@@ -22,8 +22,8 @@ from trainwarden.bot.notifier import Notifier
 from trainwarden.bot.sink import ConsoleSink, Message
 from trainwarden.bot.slack_sink import SlackSink
 from trainwarden.bot.stages import Pipeline
+from trainwarden.core.dumps import stuck_text
 from trainwarden.events import types as t
-from trainwarden.events.dumps import stuck_text
 from trainwarden.events.envelope import make_event
 from trainwarden.events.heartbeat import Heartbeat
 from trainwarden.events.projection import fold

@@ -16,7 +16,7 @@ from trainwarden.events.keys import Keys
 
 from tests.conftest import cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
-from trainwarden.cli import main
+from trainwarden.cli.entry import main
 
 pytestmark = [pytest.mark.redis]
 

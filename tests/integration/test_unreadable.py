@@ -18,8 +18,8 @@ from trainwarden.events.keys import Keys
 from tests.conftest import cli_argv, spawn, stop_process
 from tests.helpers import events_of, wait_for
 from tests.slack_api import SlackAPI
-from trainwarden.cli import main
-from trainwarden.redis_server import free_port
+from trainwarden.cli.entry import main
+from trainwarden.tools.redis_server import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 

@@ -14,12 +14,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from trainwarden.core.errors import UpError
 from trainwarden.events.heartbeat import Heartbeat
 from trainwarden.events.store import EventStore
 
-from trainwarden.errors import UpError
-from trainwarden.redis_server import free_port
 from trainwarden.settings import Settings
+from trainwarden.tools.redis_server import free_port
 from trainwarden.up import (
     DAEMONS,
     Child,

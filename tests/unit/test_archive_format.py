@@ -18,12 +18,12 @@ from trainwarden.archive.format import (
     parse_lines,
 )
 from trainwarden.archive.holds import Hold, checkpoint_holds, tightest
+from trainwarden.core.errors import UsageError
 from trainwarden.events.sids import sid_key, sid_successor
 from trainwarden.events.store import Malformed
 
 from tests.helpers import metric
-from trainwarden.archive_commands import old_runs, parse_age
-from trainwarden.errors import UsageError
+from trainwarden.cli.archive import old_runs, parse_age
 
 
 def canonical(item):

@@ -13,7 +13,7 @@ from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.projection import fold
 from trainwarden.workers.report import check_facts, render_report
 
-from trainwarden.health_commands import notice_text
+from trainwarden.cli.health import notice_text
 
 MADE_UP = [f">> it#{i} -- L={2.3 - i / 100:.2f} ::" for i in range(100)]
 BAR = "  3%|▎         | 15/500 [00:02<01:10,  6.90it/s]"

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from trainwarden.cli import build_parser, main
-from trainwarden.launch_commands import split_command
+from trainwarden.cli.entry import build_parser, main
+from trainwarden.cli.launch import split_command
 
 
 @pytest.mark.parametrize(

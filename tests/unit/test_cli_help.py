@@ -1,5 +1,5 @@
 """The command line helps: every command's --help says what it is for and shows an example, and a misspelt
-command or option is answered with the one that was meant (trainwarden/cli_parser.py, cli_help.py)."""
+command or option is answered with the one that was meant (trainwarden/cli/parser.py, cli_help.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import subprocess
 import pytest
 
 from tests.conftest import REPO
-from trainwarden import cli_help
-from trainwarden.cli import build_parser, main
-from trainwarden.cli_parser import closest, unknown_command, unrecognized
-from trainwarden.launch_commands import split_command
+from trainwarden.cli import help as cli_help
+from trainwarden.cli.entry import build_parser, main
+from trainwarden.cli.launch import split_command
+from trainwarden.cli.parser import closest, unknown_command, unrecognized
 
 
 def commands(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> list[tuple[str, argparse.ArgumentParser]]:
@@ -39,10 +39,10 @@ def test_the_walk_finds_the_nested_commands_too():
 @pytest.mark.parametrize(("name", "parser"), ALL, ids=[name for name, _ in ALL])
 def test_every_command_has_a_description_and_an_example(name, parser):
     text = parser.format_help()
-    assert parser.description, f"`trainwarden {name} --help` has no description: add it to trainwarden/cli_help.py"
+    assert parser.description, f"`trainwarden {name} --help` has no description: add it to trainwarden/cli/help.py"
     assert len(parser.description.split()) >= 10, parser.description  # a paragraph, not a title
     examples = text.partition("\nExamples:\n")[2]
-    assert examples, f"`trainwarden {name} --help` shows no example: add one to trainwarden/cli_help.py"
+    assert examples, f"`trainwarden {name} --help` shows no example: add one to trainwarden/cli/help.py"
     assert all(line.strip().startswith(("trainwarden ", "REDIS_URL=", "SLACK_BOT_TOKEN="))
                for line in examples.splitlines()), examples  # fmt: skip
     assert f"trainwarden {name}" in examples, examples  # the command's own examples

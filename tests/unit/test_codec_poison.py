@@ -8,11 +8,11 @@ import math
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from trainwarden.core.jsonload import float_literal, loads, too_deep
+from trainwarden.core.metrics import MAX_STEP, value_problem, without_problems
 from trainwarden.events.codec import decode, encode
 from trainwarden.events.envelope import make_event
 from trainwarden.events.errors import DecodeError
-from trainwarden.events.jsonload import float_literal, loads, too_deep
-from trainwarden.events.metrics import MAX_STEP, value_problem, without_problems
 
 RUN = "exp01"
 

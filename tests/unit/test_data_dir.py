@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from trainwarden import cli, writable
+from trainwarden import writable
+from trainwarden.cli import entry as cli
 from trainwarden.settings import DATA_DIR_ENV, Settings, default_data_dir, load_settings
 
 

@@ -1,7 +1,7 @@
 """The decision latency the worker observes: pure, from the triggering input's timestamp to the commit."""
 
+from trainwarden.core.counters import HISTOGRAMS, Histogram, observe
 from trainwarden.events import types as t
-from trainwarden.events.counters import HISTOGRAMS, Histogram, observe
 from trainwarden.events.envelope import make_event
 from trainwarden.events.latency import decision_latencies
 from trainwarden.events.store import Malformed

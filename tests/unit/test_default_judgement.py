@@ -207,7 +207,7 @@ XGB_TRAIN = [0.55207, 0.45843, 0.38532, 0.33053, 0.29741, 0.26082, 0.22829, 0.20
 
 
 def test_a_boosting_eval_loss_past_its_best_names_the_best_round():
-    from trainwarden.events.metrics import normalise
+    from trainwarden.core.metrics import normalise
 
     rows = [normalise({"step": i, "train-logloss": tr, "eval-logloss": ev})
             for i, (tr, ev) in enumerate(zip(XGB_TRAIN, XGB_EVAL, strict=True))]  # fmt: skip

@@ -11,10 +11,10 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from trainwarden.core import errors
+from trainwarden.core.errors import TrainwardenError
 from trainwarden.events.errors import StoreError, StoreUnavailable
 
-from trainwarden import errors
-from trainwarden.errors import TrainwardenError
 from trainwarden.remedies import remedy_for
 
 TREE_LINE = re.compile(r"^    (?P<indent>(?:[│ ]   )*)[├└]── (?P<name>\w+)\s")
@@ -50,7 +50,7 @@ def _defined_exceptions() -> list[type[BaseException]]:
 
 
 def _drawn_tree() -> dict[str, str]:
-    """Class name -> the name of its parent, as drawn in trainwarden/errors.py's docstring."""
+    """Class name -> the name of its parent, as drawn in core/errors.py's docstring."""
     assert errors.__doc__
     lines = errors.__doc__.splitlines()
     root = next(i for i, line in enumerate(lines) if line.strip().startswith("TrainwardenError "))

@@ -3,10 +3,10 @@ import math
 from pathlib import Path
 
 from PIL import Image
+from trainwarden.core.words import local_time
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.projection import fold
-from trainwarden.events.words import local_time
 from trainwarden.workers.chart import render_chart
 from trainwarden.workers.evidence import build_pack, excerpt, read_log_tail, triggering_metric, write_pack
 from trainwarden.workers.findings import append_note, findings_note

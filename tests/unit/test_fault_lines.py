@@ -22,7 +22,7 @@ from trainwarden.policies.faults import describe
 
 from tests.helpers import dev_corpus
 from tests.policy_helpers import Clock, policy, run
-from trainwarden.policy_commands import log_events
+from trainwarden.cli.policy import log_events
 
 REAL = Path(__file__).resolve().parent.parent / "data" / "real"
 MANIFEST = dev_corpus()

@@ -13,7 +13,7 @@ from trainwarden.events import types as t
 from trainwarden.policies.backtest import backtest
 from trainwarden.policies.default import default_policy
 
-from trainwarden.policy_commands import log_events
+from trainwarden.cli.policy import log_events
 
 CAPTURED = Path(__file__).resolve().parent.parent / "data" / "logs" / "captured"
 

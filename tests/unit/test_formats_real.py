@@ -11,7 +11,7 @@ import pytest
 from trainwarden.agent.formats import parse_metrics
 from trainwarden.agent.prefixes import strip_prefix
 from trainwarden.agent.reading import MetricReader
-from trainwarden.events.metrics import normalise
+from trainwarden.core.metrics import normalise
 
 from tests.helpers import dev_corpus
 

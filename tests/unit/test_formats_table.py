@@ -10,7 +10,7 @@ import pytest
 from trainwarden.agent.format_samples import SAMPLES
 from trainwarden.agent.formats import FORMATS, GENERAL, parse_metrics, read_line
 from trainwarden.agent.prefixes import strip_prefix
-from trainwarden.events.metrics import normalise, quantity, role
+from trainwarden.core.metrics import normalise, quantity, role
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 ENTRIES = {fmt.name: fmt for fmt in (*FORMATS, GENERAL)}

@@ -25,8 +25,8 @@ from trainwarden.events.lease import holder_dead
 from trainwarden.events.redis_errors import redis_errors
 from trainwarden.events.silence import entry_lag, transition_seq
 
-from trainwarden.cli import auth_failed
-from trainwarden.health_commands import row, table
+from trainwarden.cli.entry import auth_failed
+from trainwarden.cli.health import row, table
 from trainwarden.settings import Settings
 
 BEAT = Beat(role="worker", host="central", pid=830, version="0.1.0", interval_s=10.0, ts=1000.0, started=900.0,

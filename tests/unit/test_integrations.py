@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from trainwarden.integrations.lightning import TrainwardenCallback as LightningCallback
+from trainwarden.sdk.integrations.lightning import TrainwardenCallback as LightningCallback
 
 REAL = Path(__file__).parents[1] / "data" / "real"
 
@@ -35,9 +34,8 @@ def _alone(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_hf_trainer_logs_reach_the_sidecar_with_the_global_step(tmp_path: Path) -> None:
     import transformers  # the `test` extra installs it (without torch); imported here: it takes seconds
+    from trainwarden.sdk.integrations.hf import TrainwardenCallback
     from transformers.trainer_callback import CallbackHandler, DefaultFlowCallback, TrainerControl, TrainerState
-
-    from trainwarden.integrations.hf import TrainwardenCallback
 
     path = tmp_path / "train.log.metrics.jsonl"
     callback = TrainwardenCallback(path)
@@ -56,9 +54,8 @@ def test_hf_trainer_logs_reach_the_sidecar_with_the_global_step(tmp_path: Path) 
 
 def test_hf_writes_nothing_off_the_main_process(tmp_path: Path) -> None:
     import transformers
+    from trainwarden.sdk.integrations.hf import TrainwardenCallback
     from transformers.trainer_callback import CallbackHandler, TrainerControl, TrainerState
-
-    from trainwarden.integrations.hf import TrainwardenCallback
 
     path = tmp_path / "m.jsonl"
     handler = CallbackHandler([TrainwardenCallback(path)], None, None, None, None)
@@ -136,7 +133,7 @@ class Hide:
         if name.partition(".")[0] in ("transformers", "lightning", "pytorch_lightning", "torch"):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 sys.meta_path.insert(0, Hide())
-from trainwarden.integrations import hf, lightning
+from trainwarden.sdk.integrations import hf, lightning
 hf.TrainwardenCallback(sys.argv[1]).on_log(None, type("S", (), {"is_world_process_zero": True, "global_step": 3})(),
                                            None, {"loss": 1.5})
 print(hf.TrainwardenCallback.__mro__[-2].__name__, lightning.TrainwardenCallback.__mro__[-2].__name__)

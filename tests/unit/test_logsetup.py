@@ -7,8 +7,8 @@ import logging
 import sys
 import threading
 
-from trainwarden.events.logcontext import ContextFilter, log_context
-from trainwarden.events.redact import MASK
+from trainwarden.core.logcontext import ContextFilter, log_context
+from trainwarden.core.redact import MASK
 
 from trainwarden.logsetup import JsonFormatter, library_level, log_format, log_level
 

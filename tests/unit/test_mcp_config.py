@@ -3,10 +3,10 @@ recorded as, and how Slack names an agent that launched a run. Pure: no server, 
 
 import pytest
 from trainwarden.bot.messages import notification_text
+from trainwarden.core.errors import ConfigError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 
-from trainwarden.errors import ConfigError
 from trainwarden.mcp_server.actions import caller
 from trainwarden.settings import parse_settings
 

@@ -14,7 +14,7 @@ from trainwarden.agent.metric_files import CSV, HF_STATE, LOG, TENSORBOARD, kind
 from trainwarden.agent.tfevents import EventFile, EventFiles, frames
 from trainwarden.events import types as t
 
-from trainwarden.policy_commands import log_events
+from trainwarden.cli.policy import log_events
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 LIGHTNING = REAL / "lightning_csvlogger_mnist_sparse_val_rows_healthy.metrics.csv"

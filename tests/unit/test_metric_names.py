@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 from trainwarden.agent.formats import parse_metrics
-from trainwarden.events.metrics import (
+from trainwarden.core.metrics import (
     METRICS,
     SYSTEM,
     TRAINING,

@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from trainwarden.agent.formats import json_line, parse_metrics
-from trainwarden.events.metrics import normalise
+from trainwarden.core.metrics import normalise
+from trainwarden.core.sidecar import METRICS_ENV
+from trainwarden.sdk import log as metrics_log
+from trainwarden.sdk.log import MetricsLog, writer
 
 import trainwarden
-from trainwarden import metrics_log
-from trainwarden.metrics_log import MetricsLog, writer
-from trainwarden.sidecar import METRICS_ENV
 
 
 @pytest.fixture(autouse=True)
@@ -165,4 +165,4 @@ def test_importing_trainwarden_loads_no_redis_rq_slack_yaml_logging_or_typing(tm
                           check=True)  # fmt: skip
     heavy, ours = done.stdout.splitlines()
     assert heavy == "[]"
-    assert ours == "['trainwarden', 'trainwarden.metrics_log', 'trainwarden.sidecar']"
+    assert ours == "['trainwarden', 'trainwarden.sdk.log', 'trainwarden.core.sidecar']"

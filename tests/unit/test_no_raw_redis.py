@@ -26,7 +26,7 @@ CLIENT_NAMES = frozenset({"redis", "client", "pipe", "pipeline", "r", "conn"})
 
 # module -> why it may still speak to Redis itself
 ALLOWED: dict[str, str] = {
-    "trainwarden.redis_server": "starts Redis servers (tests, `up`) and pings them before anything else exists",
+    "trainwarden.tools.redis_server": "starts Redis servers (tests, `up`) and pings them before anything else exists",
 }
 
 

@@ -8,7 +8,7 @@ from trainwarden.agent.formats import parse_metrics
 from trainwarden.agent.logsource import RunLog
 from trainwarden.agent.parse import notable
 from trainwarden.agent.tail import LogTail
-from trainwarden.events.metrics import canonical, normalise
+from trainwarden.core.metrics import canonical, normalise
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "logs"
 

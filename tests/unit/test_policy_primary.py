@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trainwarden.core.metrics import canonical, normalise, quality
 from trainwarden.events import types as t
-from trainwarden.events.metrics import canonical, normalise, quality
 from trainwarden.policies.default import default_policy
 from trainwarden.policies.engine import PolicyState
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.loader import load_policy
 
 from tests.policy_helpers import Clock, run, summary
-from trainwarden.policy_commands import log_events
+from trainwarden.cli.policy import log_events
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 WHISPER = REAL / "hf_state_whisper_small_hi_evalloss_up_wer_down.trainer_state.json"

@@ -18,7 +18,7 @@ from trainwarden.policies.loader import load_policy
 
 from tests.policy_helpers import Clock, policy, run, summary
 from tests.unit.test_policy_primary import whisper_events
-from trainwarden.policy_commands import log_events
+from trainwarden.cli.policy import log_events
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 STEADY_NAN = "  - {id: nan, kind: nonfinite, metric: loss, decision: STOP, phase: steady}\n"

@@ -16,7 +16,7 @@ from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.loader import load_policy
 
 from tests.policy_helpers import Clock, policy, run, summary
-from trainwarden.policy_commands import log_events
+from trainwarden.cli.policy import log_events
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 NAN_RULE = "  - {id: nan, kind: nonfinite, metric: loss, decision: STOP, severity: critical%s}\n"

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 from trainwarden.agent.reading import MAX_SHAPES, MetricReader
+from trainwarden.core.metrics import at_step, is_known
 from trainwarden.events import types as t
-from trainwarden.events.metrics import at_step, is_known
 from trainwarden.policies.backtest import backtest
 from trainwarden.policies.default import default_policy
 from trainwarden.workers.chart import x_axis
 
-from trainwarden.policy_commands import log_events
+from trainwarden.cli.policy import log_events
 
 REAL = Path(__file__).resolve().parent.parent / "data" / "real"
 

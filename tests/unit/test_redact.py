@@ -1,5 +1,5 @@
 import pytest
-from trainwarden.events.redact import MASK, MaskingFilter, env_secrets, looks_secret, redact, redact_text
+from trainwarden.core.redact import MASK, MaskingFilter, env_secrets, looks_secret, redact, redact_text
 
 
 def test_secret_keys_are_masked_but_metrics_are_not():

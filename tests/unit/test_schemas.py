@@ -153,7 +153,7 @@ def test_schemas_reject_unknown_keys_wrong_values_and_missing_fields(text, name)
 
 
 def test_the_cli_prints_a_schema(capsys, monkeypatch):
-    from trainwarden.cli import main
+    from trainwarden.cli.entry import main
 
     monkeypatch.delenv("TRAINWARDEN_CONFIG", raising=False)
     assert main(["schema", "servers"]) == 0

@@ -10,8 +10,8 @@ from trainwarden.events.errors import YamlFileError
 from trainwarden.policies.backtest import Backtest, Moment
 from trainwarden.policies.default import default_policy
 
-from trainwarden.corpus import CorpusRun, StopBy, read_manifest
-from trainwarden.scorecard import Lines, score_run, table, totals
+from trainwarden.tools.corpus import CorpusRun, StopBy, read_manifest
+from trainwarden.tools.scorecard import Lines, score_run, table, totals
 
 
 def run(label: str, stop_by: StopBy | None = None, **kw) -> CorpusRun:

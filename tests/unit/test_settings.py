@@ -1,8 +1,8 @@
 from pathlib import Path
 
 import pytest
+from trainwarden.core.errors import ConfigError
 
-from trainwarden.errors import ConfigError
 from trainwarden.settings import load_settings, parse_settings
 
 GOOD = """\

@@ -7,9 +7,9 @@ import pytest
 from trainwarden.bot import limits, messages
 from trainwarden.bot.blocks import notice_blocks
 from trainwarden.bot.stages import NotifyState, select
+from trainwarden.core.words import ELLIPSIS, shorten
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
-from trainwarden.events.words import ELLIPSIS, shorten
 
 # the stall rule's reason as a hung trainer produced it (agent/process.py, policies/default.yaml)
 STALL = ("no training step for 2m after step 10 (steps came every 100ms; its budget is 2m); its processes use 0% of "

@@ -1,12 +1,11 @@
-"""A Ctrl-C held over a step that must not be cut in two (trainwarden/signals.py), and what launch says then."""
+"""A Ctrl-C held over a step that must not be cut in two (core/signals.py), and what launch says then."""
 
 import os
 import signal
 
 import pytest
 from trainwarden.bot.launch_messages import interrupted
-
-from trainwarden.signals import sigint_deferred
+from trainwarden.core.signals import sigint_deferred
 
 
 @pytest.fixture(autouse=True)

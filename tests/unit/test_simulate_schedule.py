@@ -3,9 +3,18 @@
 import math
 
 import pytest
+from trainwarden.core.errors import UsageError
 
-from trainwarden.errors import UsageError
-from trainwarden.simulate import SimSpec, due, metric_data, nan_indices, nan_onsets, shard_host, shard_runs, validate
+from trainwarden.tools.simulate import (
+    SimSpec,
+    due,
+    metric_data,
+    nan_indices,
+    nan_onsets,
+    shard_host,
+    shard_runs,
+    validate,
+)
 
 
 def test_due_counts_events_on_an_even_schedule():

@@ -5,10 +5,10 @@ import pytest
 from trainwarden.bot.config import Route
 from trainwarden.bot.routing import Destination, Labels, labels, route
 from trainwarden.bot.stages import NotifyState, Pipeline
+from trainwarden.core.errors import ConfigError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 
-from trainwarden.errors import ConfigError
 from trainwarden.settings import parse_settings
 
 ROUTES = (

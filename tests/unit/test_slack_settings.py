@@ -1,8 +1,8 @@
 """The `slack:` section: parsed into BotConfig, errors with file:line:column (one case per bad file)."""
 
 import pytest
+from trainwarden.core.errors import ConfigError
 
-from trainwarden.errors import ConfigError
 from trainwarden.settings import parse_settings
 
 GOOD = """\

@@ -5,8 +5,8 @@ from trainwarden.agent import stacks
 from trainwarden.agent.errors import ControlMessageError
 from trainwarden.agent.watch import DUMP, parse_control
 from trainwarden.bot.messages import notification_text
+from trainwarden.core.dumps import stuck_text
 from trainwarden.events import types as t
-from trainwarden.events.dumps import stuck_text
 from trainwarden.events.envelope import make_event
 from trainwarden.events.projection import fold
 

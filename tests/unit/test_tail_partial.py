@@ -106,7 +106,7 @@ def test_settled_keeps_finished_values_only():
 def test_backtest_reads_a_log_whose_last_line_has_no_newline(tmp_path):
     log = tmp_path / "train.log"
     log.write_bytes(b"step=1 loss=2.0\nstep=2 loss=nan")  # it span at 100% CPU forever on this file
-    out = subprocess.run([sys.executable, "-m", "trainwarden.cli", "policy", "backtest", "default", "--log", str(log)],
+    out = subprocess.run([sys.executable, "-m", "trainwarden", "policy", "backtest", "default", "--log", str(log)],
                          check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "loss-nonfinite" in out.stdout and "step 2" in out.stdout

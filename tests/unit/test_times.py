@@ -3,8 +3,8 @@
 from datetime import datetime
 
 import pytest
+from trainwarden.core.errors import UsageError
 
-from trainwarden.errors import UsageError
 from trainwarden.times import parse_time
 
 NOW = datetime(2026, 12, 3, 10, 0, 0).timestamp()  # local time, as a user's clock shows it

@@ -1,9 +1,8 @@
 """The one spelling of a run's tmux server, and what a launch reads back from tmux (pure)."""
 
 import pytest
+from trainwarden.core.tmux import tmux_argv, tmux_env
 from trainwarden.remote.local_launch import STARTED_FORMAT, started
-
-from trainwarden.tmux import tmux_argv, tmux_env
 
 
 def test_a_path_is_a_socket_a_name_a_socket_name_none_the_default_server():

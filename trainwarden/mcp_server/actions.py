@@ -17,21 +17,21 @@ from typing import cast
 
 from trainwarden import wiring
 from trainwarden.bot.launch_messages import failed_at_launch
-from trainwarden.errors import ActionNotAllowed, TrainwardenError, UsageError
+from trainwarden.cli.launch import stop_asked
+from trainwarden.cli.run import request_stop, wait_outcome
+from trainwarden.core.errors import ActionNotAllowed, TrainwardenError, UsageError
+from trainwarden.core.redact import redact_text
+from trainwarden.core.words import shorten
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import RUN_NAME_RE, make_event, time_seq
-from trainwarden.events.redact import redact_text
 from trainwarden.events.store import EventStore
-from trainwarden.events.words import shorten
 from trainwarden.extras import require
-from trainwarden.launch_commands import stop_asked
 from trainwarden.mcp_server import messages
 from trainwarden.mcp_server.config import CALLER_PREFIX, IDENTITY_RE, LAUNCH, STOP
 from trainwarden.remote.errors import LaunchError, PlanHeld
 from trainwarden.remote.first_seconds import WINDOW_S
 from trainwarden.remote.plan_gate import plan_refusal
-from trainwarden.run_commands import request_stop, wait_outcome
 from trainwarden.settings import Settings
 
 log = logging.getLogger(__name__)

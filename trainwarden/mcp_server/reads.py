@@ -9,13 +9,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainwarden import policy_commands, render, runs_command
+from trainwarden import render
 from trainwarden.archive.history import load_history
 from trainwarden.bot import status
-from trainwarden.errors import UnknownRun
+from trainwarden.cli import policy as policy_commands
+from trainwarden.cli import runs as runs_command
+from trainwarden.cli.replay import check_report, replay_lines
+from trainwarden.core.errors import UnknownRun
 from trainwarden.events.store import EventStore
 from trainwarden.mcp_server import messages
-from trainwarden.replay_commands import check_report, replay_lines
 from trainwarden.settings import Settings
 
 TIME_PARAMETERS = {"since": "since", "until": "until", "as_of": "as_of"}  # errors name the tool's parameters

@@ -15,7 +15,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from trainwarden.errors import TrainwardenError, UnknownRun
+from trainwarden.core.errors import TrainwardenError, UnknownRun
 from trainwarden.events.store import EventStore
 from trainwarden.mcp_server import messages, reads
 from trainwarden.mcp_server.actions import Actions, caller

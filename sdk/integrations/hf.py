@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from trainwarden.integrations import bases
-from trainwarden.metrics_log import writer
+from trainwarden.sdk.integrations import bases
+from trainwarden.sdk.log import writer
 
 if TYPE_CHECKING:
     _Base = object

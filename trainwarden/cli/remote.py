@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from trainwarden import wiring, writable
-from trainwarden.errors import ConfigError
+from trainwarden.core.errors import ConfigError
+from trainwarden.core.signals import stop_on_signals
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event, time_seq
 from trainwarden.events.payloads import CheckpointDeletedData, CheckpointSavedData
@@ -17,7 +18,6 @@ from trainwarden.events.projection import fold
 from trainwarden.events.store import Malformed
 from trainwarden.extras import require
 from trainwarden.settings import Settings, project_dir
-from trainwarden.signals import stop_on_signals
 
 if TYPE_CHECKING:  # remote/ needs asyncssh (the `server` extra): imported by the commands that use it
     from trainwarden.remote.fleet import Fleet

@@ -8,7 +8,7 @@ up` in a tmux window) would otherwise ask that server about a run that lives on 
 nothing, and take the run for dead or its stop for done. A record without a socket means the
 user's default server.
 
-This module is a leaf open to every package, like `trainwarden.sidecar`.
+This module is a leaf open to every package, like `trainwarden.core.sidecar`.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ import time
 from typing import Any
 
 from trainwarden import wiring
+from trainwarden.core.words import shorten
 from trainwarden.events import reading
 from trainwarden.events.heartbeat import SILENT_INTERVALS, Beat, forget, read_beats, write_refusal
-from trainwarden.events.words import shorten
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.settings import Settings
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 
-from trainwarden.events.limits import MAX_NAME_CHARS, name_problem, names_fit
+from trainwarden.core.limits import MAX_NAME_CHARS, name_problem, names_fit
 
 
 class Phase(Enum):
@@ -237,7 +237,7 @@ def value_problem(name: str, value: object) -> str | None:
     A metric is a number: NaN and +/-Inf are kept (a NaN loss is what the watchdog is for), but
     `step` counts optimizer steps, so it is a finite whole number >= 0 (`7.0` counts as 7).
     Whether an Inf came from an overflowing numeral (`1e400`) is for the parser to tell (see
-    events/jsonload.py): here it is already Inf.
+    core/jsonload.py): here it is already Inf.
     """
     if len(name) > MAX_NAME_CHARS:
         return name_problem(name)

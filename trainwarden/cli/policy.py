@@ -1,5 +1,5 @@
 """`trainwarden policy check | show | backtest`: validate, print, and try a policy on recorded runs
-(`policy report`: trainwarden/policy_report.py)."""
+(`policy report`: trainwarden/cli/policy_report.py)."""
 
 from __future__ import annotations
 
@@ -11,25 +11,26 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainwarden import policy_report, wiring
+from trainwarden import wiring
 from trainwarden.agent.errors import SourceUnavailable, WandbFileError, WandbUnavailable
 from trainwarden.agent.logsource import RunLog
 from trainwarden.agent.metric_files import LOG, kind_of, metric_file_events
 from trainwarden.agent.tail import LogTail
 from trainwarden.agent.wandb_source import history_events
 from trainwarden.archive.history import load_history
-from trainwarden.corpus import read_manifest
-from trainwarden.errors import UsageError
+from trainwarden.cli import policy_report
+from trainwarden.core.errors import UsageError
+from trainwarden.core.metrics import at_step
 from trainwarden.events.envelope import Event
-from trainwarden.events.metrics import at_step
 from trainwarden.events.store import Malformed
 from trainwarden.policies.backtest import Backtest, backtest
 from trainwarden.policies.default import default_policy
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.model import Policy
-from trainwarden.scorecard import Lines, moment_json, parts, run_json, score_run, table, totals, totals_json
 from trainwarden.settings import Settings
+from trainwarden.tools.corpus import read_manifest
+from trainwarden.tools.scorecard import Lines, moment_json, parts, run_json, score_run, table, totals, totals_json
 from trainwarden.workers.policy_source import read_policy_file
 
 BACKTEST_RUN = "backtest"

@@ -1,6 +1,6 @@
 """The scorecard: how a policy did on labelled past runs, judged like a careful human. Pure.
 
-A run's backtest (policies/backtest.py) is scored against its label (trainwarden/corpus.py):
+A run's backtest (policies/backtest.py) is scored against its label (trainwarden/tools/corpus.py):
 a doomed run must be stopped no later than its useful stop point, a healthy run never stopped
 nor paged (critical), a fault named by a rule or a message, every file read (metrics > 0), and
 each anomaly episode posted at most once. Messages are the ones the Slack bot would post: the
@@ -17,10 +17,10 @@ from typing import Any
 
 from trainwarden.bot.config import FLAP_THRESHOLD, FLAP_WINDOW_S
 from trainwarden.bot.stages import GUARD, NotifyState, Pipeline
-from trainwarden.corpus import DEV, NOSTOP, STOP, TEST, CorpusRun
 from trainwarden.events import types as t
 from trainwarden.policies.backtest import Backtest, Moment
 from trainwarden.policies.model import CRITICAL
+from trainwarden.tools.corpus import DEV, NOSTOP, STOP, TEST, CorpusRun
 
 # How a rule id, its reason or a message names a fault; a word not listed here must appear as itself.
 FAULT_NAMES = {

@@ -10,7 +10,7 @@ from pathlib import Path
 from trainwarden import render, wiring
 from trainwarden.archive.archiver import Archiver, ArchiveResult
 from trainwarden.archive.record import read_records
-from trainwarden.errors import TrainwardenError, UnknownRun, UsageError
+from trainwarden.core.errors import TrainwardenError, UnknownRun, UsageError
 from trainwarden.events import types as t
 from trainwarden.policies.durations import duration_problem, parse_duration
 from trainwarden.settings import Settings

@@ -1,4 +1,4 @@
-"""Callbacks that write a trainer's metrics to the run's sidecar file (trainwarden.metrics_log).
+"""Callbacks that write a trainer's metrics to the run's sidecar file (trainwarden.sdk.log).
 
 Each module imports its framework when it is imported itself, never before: `trainwarden` works
 without transformers or Lightning, and `pip install 'trainwarden[hf]'` / `'trainwarden[lightning]'`

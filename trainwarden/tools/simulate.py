@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from trainwarden.agent.publisher import Publisher
-from trainwarden.errors import SimulateError, UsageError
+from trainwarden.core.errors import SimulateError, UsageError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, check_run_name, make_event
 from trainwarden.events.errors import EnvelopeError

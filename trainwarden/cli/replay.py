@@ -15,7 +15,7 @@ from typing import cast
 
 from trainwarden import render, wiring
 from trainwarden.archive.history import Entry, History, load_history
-from trainwarden.errors import PolicyNotRecorded, UnknownRun, UsageError
+from trainwarden.core.errors import PolicyNotRecorded, UnknownRun, UsageError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import StoreUnavailable

@@ -14,30 +14,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainwarden import (
-    archive_commands,
-    cli_remote,
-    health_commands,
-    launch_commands,
-    logsetup,
-    metrics_server,
-    policy_commands,
-    probes,
-    reload,
-    replay_commands,
-    run_commands,
-    runs_command,
-    schemas,
-    simulate,
-    up,
-    wiring,
-    writable,
-)
+from trainwarden import logsetup, metrics_server, probes, reload, schemas, up, wiring, writable
 from trainwarden.agent.watch import RunWatch
-from trainwarden.cli_parser import Parser, unrecognized
-from trainwarden.errors import ConfigError, TrainwardenError
+from trainwarden.cli import archive as archive_commands
+from trainwarden.cli import health as health_commands
+from trainwarden.cli import launch as launch_commands
+from trainwarden.cli import policy as policy_commands
+from trainwarden.cli import remote as cli_remote
+from trainwarden.cli import replay as replay_commands
+from trainwarden.cli import run as run_commands
+from trainwarden.cli import runs as runs_command
+from trainwarden.cli.parser import Parser, unrecognized
+from trainwarden.core.errors import ConfigError, TrainwardenError
+from trainwarden.core.redact import redact_text
+from trainwarden.core.signals import reload_on_sighup, stop_on_signals
 from trainwarden.events.heartbeat import Heartbeat, last_words
-from trainwarden.events.redact import redact_text
 from trainwarden.events.redis_errors import AUTH_FAILURES
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
@@ -45,7 +36,7 @@ from trainwarden.logsetup import library_level
 from trainwarden.mcp_server import command as mcp_command
 from trainwarden.remedies import remedy_for
 from trainwarden.settings import Settings, load_settings
-from trainwarden.signals import reload_on_sighup, stop_on_signals
+from trainwarden.tools import simulate
 
 if TYPE_CHECKING:
     from trainwarden.bot.notifier import Notifier
@@ -220,7 +211,7 @@ def cmd_simulate(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     require("demo", "rq", "asyncssh", "matplotlib")  # it starts a dispatcher and a worker
-    from trainwarden.demo import run_demo
+    from trainwarden.tools.demo import run_demo
 
     return run_demo(nan_at=args.nan_at, keep=args.keep)
 

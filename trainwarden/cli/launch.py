@@ -15,22 +15,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from trainwarden import cli_remote, wiring
+from trainwarden import wiring
 from trainwarden.agent.health import log_tail
 from trainwarden.bot.launch_messages import failed_at_launch, holding, interrupted
-from trainwarden.cli_parser import unrecognized
-from trainwarden.errors import UsageError
+from trainwarden.cli import remote as cli_remote
+from trainwarden.cli.parser import unrecognized
+from trainwarden.core.errors import UsageError
+from trainwarden.core.signals import sigint_deferred
+from trainwarden.core.words import said
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import StoreError
 from trainwarden.events.heartbeat import read_beats
 from trainwarden.events.payloads import RunLaunchedData, StopRequestedData
 from trainwarden.events.store import EventStore
-from trainwarden.events.words import said
 from trainwarden.extras import require
 from trainwarden.remote.first_seconds import TAIL_LINES, WINDOW_S, EarlyExit
 from trainwarden.settings import Settings
-from trainwarden.signals import sigint_deferred
 
 
 def register(sub: Any) -> None:

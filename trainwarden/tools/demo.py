@@ -22,17 +22,17 @@ import yaml
 
 from trainwarden import render, wiring, writable
 from trainwarden.bot.sink import ConsoleSink
-from trainwarden.errors import DemoError
+from trainwarden.core.errors import DemoError
+from trainwarden.core.tmux import tmux_argv
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.projection import RunState, fold
 from trainwarden.events.store import EventStore, Malformed
-from trainwarden.redis_server import RedisServer
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import LocalTmuxController, StopTarget
 from trainwarden.settings import load_settings
-from trainwarden.tmux import tmux_argv
+from trainwarden.tools.redis_server import RedisServer
 
 RUN = "demo-nan"
 PROCESSES = ("agent", "dispatcher", "worker")
@@ -90,7 +90,7 @@ class Demo:
 
         spec = LaunchSpec(
             run=RUN,
-            command=(sys.executable, "-m", "trainwarden.demo_train", "--nan-at", str(self.nan_at)),
+            command=(sys.executable, "-m", "trainwarden.tools.demo_train", "--nan-at", str(self.nan_at)),
             workdir=self.workdir,
             log_path=self.workdir / "train.log",
             tmux_socket=self.tmux_socket,

@@ -1,6 +1,6 @@
 """`trainwarden.log(step=..., **metrics)`: exact metric names and steps from the training process itself.
 
-Each call appends one JSON line to the run's sidecar file (`trainwarden.sidecar`), which the agent
+Each call appends one JSON line to the run's sidecar file (`trainwarden.core.sidecar`), which the agent
 follows beside the log. The writer runs inside training, so it must cost nothing and break nothing:
 
 - one `os.write` of the whole line to a file opened with O_APPEND: no buffer to flush, no lock,
@@ -22,7 +22,7 @@ import json
 import os
 from pathlib import Path
 
-from trainwarden.sidecar import METRICS_ENV
+from trainwarden.core.sidecar import METRICS_ENV
 
 TYPE_CHECKING = False  # `typing` itself costs a training script more than this whole module
 if TYPE_CHECKING:

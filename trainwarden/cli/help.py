@@ -1,5 +1,5 @@
 """What each command's `--help` says above and below its options: one paragraph on what the command is
-for, and examples to copy. The parser (trainwarden/cli_parser.py) reads them by the command's words
+for, and examples to copy. The parser (trainwarden/cli/parser.py) reads them by the command's words
 ("policy check"), so a command's help lives here with the others, said the same way, and a test checks
 that every command and subcommand has its entry.
 """

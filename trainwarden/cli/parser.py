@@ -1,5 +1,5 @@
 """The command line's parser: argparse, with "did you mean" for a misspelt command or option and each
-command's description and examples from trainwarden/cli_help.py.
+command's description and examples from trainwarden/cli/help.py.
 
 One class for every (sub)parser (argparse makes a subparser of its parent's class), so the help and the
 suggestions are the same at every level: `trainwarden lauch`, `trainwarden policy chek`, `up --reds`.
@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from trainwarden import cli_help
+from trainwarden.cli import help as cli_help
 
 MAX_WIDTH = 100  # columns of a description on a wide terminal (easier to read than a 200-column line)
 CUTOFF = 0.6  # difflib's default similarity: `lauch` -> `launch`, `--reds` -> `--redis`; `xyz` suggests nothing

@@ -21,18 +21,18 @@ from typing import Any, cast
 from trainwarden import wiring
 from trainwarden.agent.errors import ControlMessageError
 from trainwarden.agent.watch import DEFAULT_STOP_GRACE_S, RunWatch
-from trainwarden.errors import NotStoppable, UnknownRun, UsageError
+from trainwarden.core.errors import NotStoppable, UnknownRun, UsageError
+from trainwarden.core.redact import redact_text
+from trainwarden.core.tmux import tmux_argv
 from trainwarden.events import types as t
 from trainwarden.events.control import send_control
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.payloads import RunWatchedData, StopRequestedData, StopResultData
 from trainwarden.events.projection import ENDED
-from trainwarden.events.redact import redact_text
 from trainwarden.events.run_view import run_state
 from trainwarden.events.store import EventStore
 from trainwarden.remote.agent_stop import AGENT, agent_absent, stop_means
 from trainwarden.settings import Settings
-from trainwarden.tmux import tmux_argv
 
 POLL_S = 0.1
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import redis
 
-from trainwarden.errors import RedisServerError
+from trainwarden.core.errors import RedisServerError
 
 START_TIMEOUT_S = 10.0
 PORT_ATTEMPTS = 5
