@@ -165,4 +165,7 @@ def test_importing_trainwarden_loads_no_redis_rq_slack_yaml_logging_or_typing(tm
                           check=True)  # fmt: skip
     heavy, ours = done.stdout.splitlines()
     assert heavy == "[]"
-    assert ours == "['trainwarden', 'trainwarden.sdk.log', 'trainwarden.core.sidecar']"
+    assert (
+        ours
+        == "['trainwarden', 'trainwarden.core', 'trainwarden.core.sidecar', 'trainwarden.sdk', 'trainwarden.sdk.log']"
+    )
