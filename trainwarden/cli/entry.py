@@ -1,4 +1,8 @@
-"""`trainwarden` command line: one subcommand per process or task."""
+"""`trainwarden` command line: one subcommand per process or task.
+
+`main` (the console script, re-exported by cli/__init__.py) and the parser's table of subcommands;
+each command group's body is a module beside this one (archive, health, launch, policy, replay, run, runs).
+"""
 
 from __future__ import annotations
 
