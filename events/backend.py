@@ -20,6 +20,7 @@ from trainwarden.events.lease import Lease, LeaseBase
 from trainwarden.events.store import DeadLetter, EventStore, Malformed
 
 StreamEntry = tuple[str, dict[bytes, bytes]]  # a stream entry as the feed's consumers see it: its id and fields
+RawEntry = tuple[bytes, dict[bytes, bytes]]  # a log entry as stored (events/redis_types.py: Entry)
 
 
 class EventLog(Protocol):
@@ -50,6 +51,17 @@ class EventLog(Protocol):
     def dead_letters(self, *, count: int = 100) -> list[DeadLetter]: ...
 
 
+class RecentLog(EventLog, Protocol):
+    """An event log that also reads runs newest first: what the bot's logic needs (/status's GPU samples, a
+    guarded stop's outcome), so that it runs on any backend."""
+
+    def newest_pages(self, ends: Sequence[tuple[str, str]], *, count: int, what: str) -> list[list[RawEntry]]:
+        """For each (run, end): up to `count` of the run's entries as stored, newest first, from `end` down
+        (`+`, an id, or `(id` to exclude it); one round trip on Redis whatever their number. `what` names the
+        read in the error a failure raises."""
+        ...
+
+
 class FeedReader(Protocol):
     """One consumer in one consumer group of the feed (events/feed.py: GroupReader)."""
 
@@ -70,7 +82,7 @@ class Backend(Protocol):
     """A store backend: the event log, readers of its feed, and leases."""
 
     @property
-    def log(self) -> EventLog: ...
+    def log(self) -> RecentLog: ...
 
     def feed_reader(self, group: str, consumer: str) -> FeedReader: ...
 
@@ -85,7 +97,7 @@ class RedisBackend:
 
     # Typed as the Protocols, so that mypy checks EventStore and GroupReader meet them.
     @property
-    def log(self) -> EventLog:
+    def log(self) -> RecentLog:
         return self.store
 
     def feed_reader(self, group: str, consumer: str) -> FeedReader:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from trainwarden.events.backend import EventLog, FeedReader
+from trainwarden.events.backend import FeedReader, RawEntry, RecentLog
 from trainwarden.events.codec import FIELD_BYTES, encode
 from trainwarden.events.envelope import Event
 from trainwarden.events.memory_lease import LeaseTable, MemoryLease
@@ -101,7 +101,7 @@ class Group:
 
 
 class MemoryStore:
-    """The event log (events/backend.py: EventLog), the feed and its groups, and the leases, in memory."""
+    """The event log (events/backend.py: RecentLog), the feed and its groups, and the leases, in memory."""
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock  # seconds; leases expire and pending entries grow idle by it
@@ -194,6 +194,15 @@ class MemoryStore:
         found = self._range(run, sid, sid, 1)
         return decode_entries(found, run)[0][1] if found else None
 
+    def newest_pages(self, ends: Sequence[tuple[str, str]], *, count: int, what: str) -> list[list[RawEntry]]:
+        with self.lock:
+            pages = [self._newest(run, end, count) for run, end in ends]
+        return [[(sid.encode(), fields) for sid, fields in page] for page in pages]
+
+    def _newest(self, run: str, end: str, count: int) -> list[tuple[str, Fields]]:
+        log = self.logs.get(run)
+        return [] if log is None else log.range(LOWEST, range_end(end))[: -count - 1 : -1]
+
     def length(self, run: str) -> int:
         with self.lock:
             return len(self.logs[run].keys) if run in self.logs else 0
@@ -284,7 +293,7 @@ class MemoryBackend:
     store: MemoryStore = field(default_factory=MemoryStore)
 
     @property
-    def log(self) -> EventLog:
+    def log(self) -> RecentLog:
         return self.store
 
     def feed_reader(self, group: str, consumer: str) -> FeedReader:

@@ -17,13 +17,14 @@ from typing import Any, overload
 from redis.client import Pipeline
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
+from trainwarden.events import history
 from trainwarden.events.codec import FIELD_BYTES, decode, encode
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import DecodeError
 from trainwarden.events.keys import Keys
 from trainwarden.events.outbox import Outbox, encode_item, new_nonce
 from trainwarden.events.redis_errors import redis_errors
-from trainwarden.events.redis_types import Client, scored_members, stream_entries
+from trainwarden.events.redis_types import Client, Entry, scored_members, stream_entries
 from trainwarden.events.urgency import urgency_marks
 
 # KEYS: log, hwm, then feed and runs (one Redis) or outbox (cluster).
@@ -300,6 +301,14 @@ class EventStore:
         with redis_errors("read an event", run=run):
             entries = stream_entries(self.redis.xrange(self.keys.log(run), min=sid, max=sid, count=1))
         return decode_entries(entries, run)[0][1] if entries else None
+
+    def newest_pages(self, ends: Sequence[tuple[str, str]], *, count: int, what: str) -> list[list[Entry]]:
+        """For each (run, end), up to `count` raw entries newest first (events/history.py): one pipelined round
+        trip for several runs, one XREVRANGE (its error naming the run) for one."""
+        if len(ends) == 1:
+            ((run, end),) = ends
+            return [history.newest_first(self.redis, self.keys, run, end=end, count=count, what=what)]
+        return history.newest_pages(self.redis, self.keys, ends, count=count, what=what)
 
     def length(self, run: str) -> int:
         with redis_errors("measure a run's log", run=run):

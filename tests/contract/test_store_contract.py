@@ -21,7 +21,7 @@ from trainwarden.events.envelope import Event
 from trainwarden.events.errors import LeaseLost
 from trainwarden.events.feed import DISPATCH_GROUP, NOTIFY_GROUP, FeedEntry, parse_feed_entry
 from trainwarden.events.sids import sid_key
-from trainwarden.events.store import Malformed
+from trainwarden.events.store import Malformed, decode_entries
 
 from tests.helpers import metric
 
@@ -89,6 +89,23 @@ def test_ranges_read_after_an_id_between_ids_page_by_page_and_one_by_id(backend:
     assert isinstance(got, Event) and got.seq == 7 and got.data == {"loss": 7.0}
     assert log.get("a", "1-1") is None and log.get("b", ids[6]) is None
     assert log.read("nothing") == [] and list(log.iter_run("nothing")) == [] and log.length("nothing") == 0
+
+
+def test_runs_are_read_newest_first_from_an_end_a_page_at_a_time(backend: Backend):
+    log = backend.log
+    sids = [sid for sid in log.append([metric("a", i) for i in range(1, 6)]) if sid is not None]
+    log.append_one(metric("b", 1))
+
+    def ids(page: list[tuple[bytes, dict[bytes, bytes]]]) -> list[str]:
+        return [sid.decode() for sid, _ in page]
+
+    a, b, unknown = log.newest_pages([("a", "+"), ("b", "+"), ("nope", "+")], count=3, what="read")
+    assert ids(a) == sids[:1:-1] and len(b) == 1 and unknown == []
+    (below,) = log.newest_pages([("a", f"({sids[2]}")], count=10, what="read")  # `(id` excludes it
+    assert ids(below) == [sids[1], sids[0]]
+    (upto,) = log.newest_pages([("a", sids[2])], count=2, what="read")  # an id includes it
+    assert ids(upto) == [sids[2], sids[1]]
+    assert seqs(decode_entries(a, "a")) == [5, 4, 3]  # the entries as stored: the store's decoding reads them
 
 
 def test_runs_are_listed_most_recent_first_with_the_time_of_their_last_batch(backend: Backend):
