@@ -76,7 +76,9 @@ def answer(respond: Respond, command: str, **message: Any) -> None:
         log.warning("Slack refused the reply to /%s: HTTP %s %s", command, sent.status_code, sent.body[:200])
 
 
-def build_app(*, client: WebClient, signing_secret: str | None, handlers: Handlers, authorize: Authorize) -> App:
+def build_app(
+    *, client: WebClient, signing_secret: str | None, handlers: Handlers[EventStore], authorize: Authorize
+) -> App:
     """Without a signing secret (Socket Mode), requests come over the bot's own websocket instead.
     `authorize` holds the allow-lists (its `config`, replaced on SIGHUP).
 

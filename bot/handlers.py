@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from trainwarden.bot import blocks, commands, messages, replies, status
 from trainwarden.bot.config import BotConfig
@@ -22,11 +22,11 @@ from trainwarden.core.redact import redact_text
 from trainwarden.core.words import shorten
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
+from trainwarden.events.backend import RecentLog
 from trainwarden.events.envelope import Event, make_event, time_seq
-from trainwarden.events.history import newest_first
 from trainwarden.events.projection import ENDED
 from trainwarden.events.run_view import run_state
-from trainwarden.events.store import EventStore, Malformed, decode_entries
+from trainwarden.events.store import Malformed, decode_entries
 from trainwarden.remote.fleet import Fleet
 
 log = logging.getLogger(__name__)
@@ -37,9 +37,12 @@ GUARD_SCAN_PAGE = 1000
 GUARD_SCAN_MAX = 100_000  # entries read back looking for a guarded stop's outcome
 
 
-class Handlers:
+Log = TypeVar("Log", bound=RecentLog)  # the bot's EventStore (its wiring needs Redis besides), or any backend
+
+
+class Handlers(Generic[Log]):
     def __init__(
-        self, *, store: EventStore, config: BotConfig, host: str, fleet: Fleet | None, launcher: Launcher | None
+        self, *, store: Log, config: BotConfig, host: str, fleet: Fleet | None, launcher: Launcher | None
     ) -> None:
         self.store = store
         self.config = config
@@ -137,8 +140,7 @@ class Handlers:
         """The `stop.requested` or `stop.cancelled` that already settled a guarded stop, if any."""
         end, scanned = "+", 0
         while scanned < GUARD_SCAN_MAX:
-            entries = newest_first(self.store.redis, self.store.keys, run, end=end, count=GUARD_SCAN_PAGE,
-                                   what="read a run's recent events")  # fmt: skip
+            (entries,) = self.store.newest_pages([(run, end)], count=GUARD_SCAN_PAGE, what="read a run's recent events")
             for _sid, item in decode_entries(entries, run):
                 if isinstance(item, Malformed):
                     continue

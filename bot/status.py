@@ -23,12 +23,12 @@ from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.core.errors import TrainwardenError
 from trainwarden.core.metrics import first_of
 from trainwarden.events import types as t
+from trainwarden.events.backend import EventLog, RecentLog
 from trainwarden.events.codec import FIELD_BYTES
-from trainwarden.events.history import newest_pages
 from trainwarden.events.payloads import PlanStartedData
 from trainwarden.events.projection import RunState, is_finite_number
 from trainwarden.events.run_view import Moved, read_states, run_state, save_views
-from trainwarden.events.store import EventStore, Malformed, decode_entries
+from trainwarden.events.store import Malformed, decode_entries
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
 
@@ -43,11 +43,11 @@ GPU_MARK = f'"{t.GPU}"'.encode()  # in every stored GPU sample's bytes: entries 
 SPARK_POINTS = 12
 
 
-def known_runs(store: EventStore) -> list[str]:
+def known_runs(store: EventLog) -> list[str]:
     return [run for run, _ in store.runs() if run != SYSTEM_RUN]
 
 
-def gpu_utils(store: EventStore, runs: Sequence[str]) -> dict[str, float | None]:
+def gpu_utils(store: RecentLog, runs: Sequence[str]) -> dict[str, float | None]:
     """Each run's last GPU utilisation (None: no sample in its last GPU_SCAN entries). The runs' newest GPU_FIRST
     entries are read in one pipelined round trip (a sampled GPU is nearly always among them), the rest of the scan
     in one more for the runs whose sample was not; only entries that can be GPU samples are decoded."""
@@ -56,7 +56,7 @@ def gpu_utils(store: EventStore, runs: Sequence[str]) -> dict[str, float | None]
     for count in (GPU_FIRST, GPU_SCAN - GPU_FIRST):
         if not todo:
             break
-        pages = newest_pages(store.redis, store.keys, todo.items(), count=count, what="read the runs' recent events")
+        pages = store.newest_pages(list(todo.items()), count=count, what="read the runs' recent events")
         left: dict[str, str] = {}
         for run, page in zip(todo, pages, strict=True):
             found[run] = _last_gpu(page, run)
@@ -112,7 +112,7 @@ def line(state: RunState, now: float, gpu: float | None) -> str:
     )
 
 
-def plan_line(store: EventStore, stream: str) -> str | None:
+def plan_line(store: EventLog, stream: str) -> str | None:
     """A plan that is under way, one line: each experiment's state (folded from the plan's stream)."""
     events = [e for _, e in store.iter_run(stream) if not isinstance(e, Malformed)]
     started = next((e for e in events if e.type == t.PLAN_STARTED), None)
@@ -133,7 +133,7 @@ def urgency(state: RunState) -> tuple[int, int, float, str]:
     return (rank, -len(state.open_anomalies), 0.0, state.run)
 
 
-def overview(store: EventStore, *, everything: bool = False, now: float | None = None, limit: int = SCREEN_LINES,
+def overview(store: RecentLog, *, everything: bool = False, now: float | None = None, limit: int = SCREEN_LINES,
              later: list[Callable[[], None]] | None = None) -> str:  # fmt: skip
     """Active runs (every run with `everything`) and plans under way, at most `limit` lines and a tail line.
     With `later`, the views that moved are saved by the callable added to it (run once the reply is out: the
@@ -170,7 +170,7 @@ def overview(store: EventStore, *, everything: bool = False, now: float | None =
     return "\n".join(lines)
 
 
-def _save_quietly(store: EventStore, moved: list[Moved]) -> None:
+def _save_quietly(store: EventLog, moved: list[Moved]) -> None:
     """After the reply: a view not saved is only folded again by the next read."""
     try:
         save_views(store, moved)
@@ -178,7 +178,7 @@ def _save_quietly(store: EventStore, moved: list[Moved]) -> None:
         log.warning("could not save the runs' views after /status (%s); the next read folds them again", exc)
 
 
-def detail(store: EventStore, run: str, *, now: float | None = None) -> str:
+def detail(store: RecentLog, run: str, *, now: float | None = None) -> str:
     now = time.time() if now is None else now
     state = run_state(store, run)
     return "\n".join(

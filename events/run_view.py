@@ -7,12 +7,16 @@ is theirs and its format may change with them. Readers use this view, which depe
 A snapshot is a cache: any snapshot is the exact fold of the log up to its `after`, so readers may
 race (each writes only over the snapshot it started from). The archiver refreshes the view before it
 trims the log's head, so the trimmed events are always folded into the snapshot first.
+
+The snapshot is Redis's; on any other backend (events/backend.py `EventLog`, e.g. the in-memory store)
+the same functions fold the run's whole log, so the bot's logic runs there unchanged.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from trainwarden.events.backend import EventLog
 from trainwarden.events.projection import RunState, apply, decode_state, encode_state
 from trainwarden.events.redis_errors import redis_errors
 from trainwarden.events.redis_types import hash_fields, stream_entries
@@ -43,8 +47,19 @@ def _snapshot(raw: dict[bytes, bytes]) -> tuple[RunState, str | None]:
     return decode_state(raw[b"state"], raw.get(b"recent")), raw[b"after"].decode() or None
 
 
-def run_state(store: EventStore, run: str) -> RunState:
+def _folded(log: EventLog, run: str) -> RunState:
+    """The run's state folded from its log's start: a backend without the snapshot."""
+    state = RunState()
+    for _sid, item in log.iter_run(run):
+        if not isinstance(item, Malformed):
+            apply(state, item)
+    return state
+
+
+def run_state(store: EventLog, run: str) -> RunState:
     """The run's state now: the snapshot moved over the events after it, and saved when it moved."""
+    if not isinstance(store, EventStore):
+        return _folded(store, run)
     state, after = load(store, run)
     last = after
     for sid, item in store.iter_run(run, after=after):
@@ -60,19 +75,21 @@ def run_state(store: EventStore, run: str) -> RunState:
 Moved = tuple[str, str | None, str, RunState]  # run, the snapshot's `after` read, the last id folded, the state
 
 
-def run_states(store: EventStore, runs: Sequence[str]) -> dict[str, RunState]:
+def run_states(store: EventLog, runs: Sequence[str]) -> dict[str, RunState]:
     """Many runs' states at once (`trainwarden runs`): `read_states`, then the moved snapshots written back."""
     states, moved = read_states(store, runs)
     save_views(store, moved)
     return states
 
 
-def read_states(store: EventStore, runs: Sequence[str]) -> tuple[dict[str, RunState], list[Moved]]:
+def read_states(store: EventLog, runs: Sequence[str]) -> tuple[dict[str, RunState], list[Moved]]:
     """The same fold as `run_state` for many runs, read in two pipelined round trips whatever their number (the
     snapshots, then the events after them) rather than two per run; and the snapshots that moved, for `save_views`
     (now, or once a reply is out: /status). Once saved, a later read moves none."""
     if not runs:
         return {}, []
+    if not isinstance(store, EventStore):
+        return {run: _folded(store, run) for run in runs}, []
     with redis_errors("read the runs' views"):
         pipe = store.redis.pipeline(transaction=False)
         for run in runs:
@@ -97,9 +114,11 @@ def read_states(store: EventStore, runs: Sequence[str]) -> tuple[dict[str, RunSt
     return states, moved
 
 
-def save_views(store: EventStore, moved: Sequence[Moved]) -> None:
+def save_views(store: EventLog, moved: Sequence[Moved]) -> None:
     """Write back the snapshots that moved: in one pipelined round trip on one Redis (with live runs every view
     moves between two reads), one call each on a cluster, whose pipeline takes no EVAL."""
+    if not isinstance(store, EventStore):  # elsewhere nothing moves: there is no snapshot
+        return
     args = [(run, store.keys.view(run), after or "", last, *encode_state(state)) for run, after, last, state in moved]
     if not args:
         return

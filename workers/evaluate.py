@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
 from trainwarden.core.words import shorten
 from trainwarden.events import types as t
+from trainwarden.events.backend import EventLog
 from trainwarden.events.codec import FIELD_BYTES, encode
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import AnomalyOpenedData, DecisionData, StopCancelledData, StopRequestedData
@@ -73,6 +74,22 @@ def evaluate_entries(
     if entries:
         cp.after = entries[-1][0]
     return step
+
+
+Entries = list[tuple[str, Event | Malformed]]
+
+
+def evaluate_next(
+    log: EventLog, policy: Policy, cp: Checkpoint, *, run: str, host: str, clock: Callable[[], float], count: int
+) -> tuple[Entries, Step, float] | None:
+    """The next page of `run`'s log after `cp.after` (on any backend), `evaluate_entries` over it, and the time it
+    was evaluated at; None when there is nothing after it (the clock is read only when there is). Appending the
+    step is the caller's: the workers queue it on their checkpoint's transaction (workers/process.py)."""
+    entries = log.read(run, after=cp.after, count=count)
+    if not entries:
+        return None
+    now = clock()
+    return entries, evaluate_entries(policy, cp, entries, run=run, host=host, now=now), now
 
 
 def _fold_one(policy: Policy, cp: Checkpoint, step: Step, sid: str, event: Event, *, run: str, host: str,

@@ -38,7 +38,7 @@ from trainwarden.workers.batch import batched, process_batch
 from trainwarden.workers.checkpoint import ACTION_CHART, awaiting_due, decode_checkpoint, encode_checkpoint
 from trainwarden.workers.context import WorkerContext, current
 from trainwarden.workers.errors import RunBusy, RunsFailed
-from trainwarden.workers.evaluate import evaluate_entries
+from trainwarden.workers.evaluate import evaluate_next
 from trainwarden.workers.lanes import yield_to_fast_lane
 from trainwarden.workers.performers import Awaiting, perform
 from trainwarden.workers.schedule import next_tick
@@ -191,11 +191,11 @@ class RunProcessor:
         while True:
             with watch_checkpoints(self.ctx.redis, self.keys, [self.run]) as tx:
                 cp = decode_checkpoint(tx.read(self.run))
-                entries = self.ctx.store.read(self.run, after=cp.after, count=PAGE)
-                if not entries:
+                turn = evaluate_next(self.ctx.store, self.policy, cp, run=self.run, host=self.ctx.host,
+                                     clock=self.ctx.clock, count=PAGE)  # fmt: skip
+                if turn is None:
                     return bool(cp.pending)
-                now = self.ctx.clock()
-                step = evaluate_entries(self.policy, cp, entries, run=self.run, host=self.ctx.host, now=now)
+                entries, step, now = turn
                 failpoint("before-commit", self.ctx.redis, self.keys)
                 tx.begin()
                 pipe = tx.pipeline

@@ -13,8 +13,8 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from trainwarden.bot import replies
 from trainwarden.bot.config import BotConfig
+from trainwarden.events.backend import RecentLog
 from trainwarden.events.envelope import Event
-from trainwarden.events.store import EventStore
 from trainwarden.remote.fleet import Fleet
 
 
@@ -38,12 +38,17 @@ class Launcher(Protocol):
 
 
 class Context(Protocol):
-    """What a command may use: the store, the settings, the fleet, and the checks every command shares."""
+    """What a command may use: the store (any backend: events/backend.py), the settings, the fleet, and the
+    checks every command shares."""
 
-    store: EventStore
     config: BotConfig
     fleet: Fleet | None
     launcher: Launcher | None
+
+    @property
+    def store(self) -> RecentLog:
+        """Read-only here, so a context holding a narrower store (the bot's EventStore) is one."""
+        ...
 
     def append(self, event_type: str, run: str, data: Mapping[str, object]) -> Event: ...
 

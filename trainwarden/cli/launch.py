@@ -24,6 +24,7 @@ from trainwarden.core.errors import UsageError
 from trainwarden.core.signals import sigint_deferred
 from trainwarden.core.words import said
 from trainwarden.events import types as t
+from trainwarden.events.backend import EventLog
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import StoreError
 from trainwarden.events.heartbeat import read_beats
@@ -68,7 +69,7 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 GLOBAL_WITH_VALUE = ("--config", "--redis-url", "--log-level")
 
 
-def stop_asked(store: EventStore, run: str, *, after: float) -> str | None:
+def stop_asked(store: EventLog, run: str, *, after: float) -> str | None:
     """Who asked the run to stop since its launch, and why; None if nobody did."""
     asked = [e for _, e in store.iter_run(run) if isinstance(e, Event) and e.type == t.STOP_REQUESTED and e.ts >= after]
     if not asked:
@@ -192,7 +193,7 @@ def agent_running(store: EventStore, host: str) -> bool:
     return any(b.role == "agent" and b.host == host and b.stopped_at is None and not b.silent(now) for b in beats)
 
 
-def launched_since(store: EventStore, run: str, since: float) -> Event | None:
+def launched_since(store: EventLog, run: str, since: float) -> Event | None:
     """The launch of `run` recorded since `since`, if any (read after a Ctrl-C cut a remote launch short)."""
     found = [e for _, e in store.iter_run(run) if isinstance(e, Event) and e.type == t.RUN_LAUNCHED and e.ts >= since]
     return found[-1] if found else None

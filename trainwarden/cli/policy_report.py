@@ -17,9 +17,9 @@ from typing import cast
 
 from trainwarden import wiring
 from trainwarden.events import types as t
+from trainwarden.events.backend import EventLog
 from trainwarden.events.envelope import Event
 from trainwarden.events.payloads import DecisionData, PolicyAppliedData, PolicyLoadedData
-from trainwarden.events.store import EventStore
 from trainwarden.policies.default import default_policy
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.settings import Settings
@@ -69,7 +69,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def build_report(store: EventStore, *, since: float, until: float, policy: str | None = None) -> Report:
+def build_report(store: EventLog, *, since: float, until: float, policy: str | None = None) -> Report:
     names = {default_policy().hash: default_policy().name}
     names.update(_loaded(store))
     counts: dict[tuple[str, str], RuleCount] = {}
@@ -89,7 +89,7 @@ def build_report(store: EventStore, *, since: float, until: float, policy: str |
     return Report(since=since, until=until, runs_read=len(runs), rules=rules)
 
 
-def _loaded(store: EventStore) -> Iterable[tuple[str, str]]:
+def _loaded(store: EventLog) -> Iterable[tuple[str, str]]:
     """Policy hash -> name, from the system run's `policy.loaded` events (a handful: one per policy edit)."""
     for _, item in store.iter_run(t.SYSTEM_RUN):
         if isinstance(item, Event) and item.type == t.POLICY_LOADED:
