@@ -1,0 +1,46 @@
+"""The dispatch tables that replaced if-chains on event types: each handles exactly the declared types it
+should, refuses a second handler for one, and an event of a type it does not handle keeps the default."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from trainwarden.events import registry
+from trainwarden.events import types as t
+from trainwarden.events.dispatch import Dispatch
+from trainwarden.events.envelope import make_event
+from trainwarden.policies.default import default_policy
+from trainwarden.workers import evaluate
+from trainwarden.workers.checkpoint import Checkpoint
+
+
+def _refuses_a_second_handler(table: Dispatch[Any], event_type: str) -> None:
+    before = dict(table.handlers)
+    with pytest.raises(ValueError, match=f"{table.name}: '{event_type}' has a handler already"):
+        table.on(event_type)(print)
+    assert table.handlers == before  # the first handler stays
+
+
+def _declared(table: Dispatch[Any]) -> None:
+    assert set(table.handlers) <= set(registry.REGISTRY), table.name
+
+
+def test_the_workers_read_back_handles_the_action_types() -> None:
+    table = evaluate._READ_BACK
+    _declared(table)
+    assert set(table.handlers) == {
+        t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED, t.STOP_CANCELLED, t.ANOMALY_OPENED, t.PROCESS_DUMP
+    }  # fmt: skip
+    _refuses_a_second_handler(table, t.DECISION)
+
+
+def test_the_read_back_leaves_other_types_alone() -> None:
+    cp = Checkpoint()
+    cp.guard = {"decision": "eval/r:1", "rule": "x", "reason": "y", "confirm_s": 60.0, "deadline": 1e12}
+    make: Callable[..., Any] = make_event
+    events = [make(typ, run="r", host="w", producer="p", seq=i, data={"decision": "eval/r:1"}, ts=float(i))
+              for i, typ in enumerate((t.EVIDENCE_BUILT, t.SNOOZE_SET, t.DECISION), start=2)]  # fmt: skip
+    evaluate.evaluate_entries(default_policy(), cp, [(f"{e.seq}-0", e) for e in events], run="r", host="w", now=9.0)
+    assert cp.pending == [] and cp.guard is not None  # no handler, or a decision that is no STOP: nothing
