@@ -44,3 +44,30 @@ def test_the_read_back_leaves_other_types_alone() -> None:
               for i, typ in enumerate((t.EVIDENCE_BUILT, t.SNOOZE_SET, t.DECISION), start=2)]  # fmt: skip
     evaluate.evaluate_entries(default_policy(), cp, [(f"{e.seq}-0", e) for e in events], run="r", host="w", now=9.0)
     assert cp.pending == [] and cp.guard is not None  # no handler, or a decision that is no STOP: nothing
+
+
+def test_the_notices_builders_handle_what_needs_a_person() -> None:
+    from trainwarden.bot import messages, watcher_messages
+
+    table = messages._NOTICES
+    _declared(table)
+    assert set(table.handlers) == {
+        t.DECISION_SHADOW, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.DECISION, t.STOP_DONE, t.STOP_FAILED,
+        t.STOP_CANCELLED, t.RUN_FAILED, t.POLICY_REJECTED, t.RUN_LAUNCHED, t.RESUME_SKIPPED, t.LAUNCH_FAILED,
+        t.PROCESS_DUMP, *watcher_messages.TEXTS,
+    }  # fmt: skip
+    _refuses_a_second_handler(table, t.STOP_DONE)
+
+
+def test_a_type_without_a_builder_or_a_payload_that_needs_nobody_gets_none() -> None:
+    from trainwarden.bot.messages import notification_builder
+
+    def event(typ: str, **data: Any) -> Any:
+        return make_event(typ, run="r", host="h", producer="p", seq=1, data=data)
+
+    assert notification_builder(event(t.METRIC, loss=1.0)) is None  # no entry: the default
+    assert notification_builder(event(t.EVIDENCE_BUILT, path="/x")) is None
+    assert notification_builder(event(t.DECISION, decision=t.CONTINUE)) is None
+    assert notification_builder(event(t.RUN_LAUNCHED, server="s")) is None  # by hand: nobody asked on Slack
+    assert notification_builder(event(t.ANOMALY_RESOLVED, rule="x", shadow=True)) is None
+    assert notification_builder(event(t.ANOMALY_RESOLVED, rule="x")) is not None
