@@ -71,3 +71,31 @@ def test_a_type_without_a_builder_or_a_payload_that_needs_nobody_gets_none() -> 
     assert notification_builder(event(t.RUN_LAUNCHED, server="s")) is None  # by hand: nobody asked on Slack
     assert notification_builder(event(t.ANOMALY_RESOLVED, rule="x", shadow=True)) is None
     assert notification_builder(event(t.ANOMALY_RESOLVED, rule="x")) is not None
+
+
+def test_the_notifiers_fold_handles_what_changes_its_state() -> None:
+    from trainwarden.bot import stages
+
+    table = stages._OBSERVE
+    _declared(table)
+    assert set(table.handlers) == {
+        t.RUN_LAUNCHED, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.LOG_LINE, t.DECISION, t.STOP_DONE, t.RUN_FINISHED,
+        t.RUN_FAILED, t.STOP_REQUESTED, t.STOP_CANCELLED, t.EVIDENCE_BUILT, t.EVIDENCE_FAILED, t.SNOOZE_SET,
+    }  # fmt: skip
+    assert set(table.handlers) <= stages.INPUT_TYPES  # a type it folds is read from the feed
+    _refuses_a_second_handler(table, t.SNOOZE_SET)
+
+
+def test_the_notifiers_fold_leaves_state_alone_for_other_types_and_shadow_anomalies() -> None:
+    from trainwarden.bot.stages import NotifyState, observe
+
+    def event(typ: str, **data: Any) -> Any:
+        return make_event(typ, run="r", host="h", producer="p", seq=1, data=data)
+
+    state = NotifyState(open_rules=["loss"])
+    for quiet in (event(t.METRIC, loss=1.0), event(t.ANOMALY_CHARTED, rule="x"),
+                  event(t.ANOMALY_OPENED, rule="s", shadow=True), event(t.DECISION, decision=t.WAIT)):  # fmt: skip
+        observe(state, quiet)
+    assert state == NotifyState(open_rules=["loss"])
+    observe(state, event(t.RUN_LAUNCHED, server="s", requested_by="U1", shadow=True))  # a launch always counts
+    assert state == NotifyState(owners=["U1"])
