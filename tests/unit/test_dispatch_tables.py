@@ -99,3 +99,28 @@ def test_the_notifiers_fold_leaves_state_alone_for_other_types_and_shadow_anomal
     assert state == NotifyState(open_rules=["loss"])
     observe(state, event(t.RUN_LAUNCHED, server="s", requested_by="U1", shadow=True))  # a launch always counts
     assert state == NotifyState(owners=["U1"])
+
+
+def test_the_engines_lifecycle_handles_launches_stops_and_ends() -> None:
+    from trainwarden.policies import engine
+
+    table = engine._LIFECYCLE
+    _declared(table)
+    assert set(table.handlers) == {
+        t.RUN_LAUNCHED, t.STOP_REQUESTED, t.STOP_CANCELLED, t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE
+    }  # fmt: skip
+    _refuses_a_second_handler(table, t.RUN_FAILED)
+
+
+def test_an_input_type_without_a_lifecycle_handler_is_read_by_the_rules_until_the_run_ends() -> None:
+    from trainwarden.policies.engine import evaluate
+    from trainwarden.policies.state import PolicyState
+
+    def event(seq: int, typ: str, **data: Any) -> Any:
+        return make_event(typ, run="r", host="h", producer="p", seq=seq, data=data, ts=float(seq))
+
+    policy, state = default_policy(), PolicyState()
+    evaluate(policy, state, event(1, t.RUN_LAUNCHED, server="s"))
+    assert evaluate(policy, state, event(2, t.METRIC, step=1, loss=float("nan")))  # the default: the rules
+    assert evaluate(policy, state, event(3, t.STOP_REQUESTED, by="slack")) == [] and state.ended
+    assert evaluate(policy, state, event(4, t.METRIC, step=2, loss=float("nan"))) == []  # ended: nothing
