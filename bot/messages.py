@@ -21,6 +21,7 @@ from trainwarden.core.words import said, word_end
 from trainwarden.events import payloads as p
 from trainwarden.events import reading
 from trainwarden.events import types as t
+from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
 from trainwarden.policies.durations import fmt_duration
 
@@ -272,48 +273,77 @@ class Facts:
 
 
 Builder = Callable[[Event, Facts], str]
+Choose = Callable[[Event], Builder | None]  # an event's builder, or None where its payload needs nobody
+_NOTICES: Dispatch[Choose] = Dispatch("the notices' builders")
 
 
 def notification_builder(event: Event) -> Builder | None:
-    """How to word an event that needs a person, or None for everything else (healthy news): choosing
-    costs no text, so noise control can drop a notice before anything is built."""
-    decided = cast(p.DecisionData, event.data)  # read only for decisions
+    """How to word an event that needs a person, or None for everything else (healthy news, a type with no
+    entry in `_NOTICES`): choosing costs no text, so noise control can drop a notice before anything is built."""
     if event.data.get("shadow") is True:
         return None  # a shadow rule's anomaly: its decision.shadow says what it would have done
-    if event.type == t.DECISION_SHADOW:
-        return lambda e, _f: would_have(e)
-    if event.type == t.ANOMALY_OPENED:
-        return lambda e, _f: metrics_unreadable(e) if is_unreadable(e) else anomaly_opened(e)
-    if event.type == t.ANOMALY_RESOLVED:
-        return lambda e, _f: anomaly_resolved(e)
-    if event.type == t.DECISION and decided.get("decision") == t.STOP and decided.get("confirm_s"):
+    choose = _NOTICES.handlers.get(event.type)
+    return None if choose is None else choose(event)
+
+
+@_NOTICES.on(t.ANOMALY_OPENED)
+def _anomaly_opened(event: Event) -> Builder:
+    return lambda e, _f: metrics_unreadable(e) if is_unreadable(e) else anomaly_opened(e)
+
+
+@_NOTICES.on(t.DECISION)
+def _decision(event: Event) -> Builder | None:
+    """A STOP that waits for confirmation, a STOP or a WAIT; a CONTINUE needs nobody."""
+    decided = cast(p.DecisionData, event.data)
+    if decided.get("decision") == t.STOP and decided.get("confirm_s"):
         return lambda e, _f: guarded_stop(e)
-    if event.type == t.DECISION and decided.get("decision") in (t.STOP, t.WAIT):
+    if decided.get("decision") in (t.STOP, t.WAIT):
         return lambda e, _f: decision(e)
-    if event.type == t.STOP_DONE:
-        return lambda e, f: stop_done(e, f.evidence_path, f.evidence_problem)
-    if event.type == t.STOP_FAILED:
-        return lambda e, f: stop_failed(e, f.evidence_problem)
-    if event.type == t.STOP_CANCELLED:
-        return lambda e, _f: stop_cancelled(e)
-    if event.type == t.RUN_FAILED:
-        return lambda e, f: run_failed(e, f.fault)
-    if event.type == t.POLICY_REJECTED:
-        return lambda e, _f: policy_rejected(e)
-    if event.type == t.RUN_LAUNCHED and cast(p.RunLaunchedData, event.data).get("resumed_after"):
-        return lambda e, f: resumed(e, f.fault)
-    if event.type == t.RESUME_SKIPPED:
-        return lambda e, _f: resume_skipped(e)
-    if event.type == t.RUN_LAUNCHED and cast(p.RunLaunchedData, event.data).get("requested_by"):
-        return lambda e, _f: launched(e)
-    if event.type == t.LAUNCH_FAILED:
-        return lambda e, _f: launch_failed(e)
-    if event.type in watchers.TEXTS:
-        text_of = watchers.TEXTS[event.type]
-        return lambda e, _f: text_of(e)
-    if event.type == t.PROCESS_DUMP:
-        return lambda e, _f: stall_messages.process_dump(e)
     return None
+
+
+@_NOTICES.on(t.STOP_DONE)
+def _stop_done(event: Event) -> Builder:
+    return lambda e, f: stop_done(e, f.evidence_path, f.evidence_problem)
+
+
+@_NOTICES.on(t.STOP_FAILED)
+def _stop_failed(event: Event) -> Builder:
+    return lambda e, f: stop_failed(e, f.evidence_problem)
+
+
+@_NOTICES.on(t.RUN_FAILED)
+def _run_failed(event: Event) -> Builder:
+    return lambda e, f: run_failed(e, f.fault)
+
+
+@_NOTICES.on(t.RUN_LAUNCHED)
+def _run_launched(event: Event) -> Builder | None:
+    """An automatic resume, or a launch a person asked for; a launch by hand (the CLI's) needs nobody."""
+    launch = cast(p.RunLaunchedData, event.data)
+    if launch.get("resumed_after"):
+        return lambda e, f: resumed(e, f.fault)
+    if launch.get("requested_by"):
+        return lambda e, _f: launched(e)
+    return None
+
+
+# Types whose text needs only the event (no facts, no choice by payload).
+_TEXTS: dict[str, Callable[[Event], str]] = {
+    t.DECISION_SHADOW: would_have, t.ANOMALY_RESOLVED: anomaly_resolved, t.STOP_CANCELLED: stop_cancelled,
+    t.POLICY_REJECTED: policy_rejected, t.RESUME_SKIPPED: resume_skipped, t.LAUNCH_FAILED: launch_failed,
+    t.PROCESS_DUMP: stall_messages.process_dump,
+}  # fmt: skip
+
+
+def _text_only(event: Event) -> Builder:
+    """This module's `_TEXTS` and, about trainwarden's own daemons, bot/watcher_messages.py's `TEXTS`."""
+    text_of = _TEXTS.get(event.type) or watchers.TEXTS[event.type]
+    return lambda e, _f: text_of(e)
+
+
+_NOTICES.on(*_TEXTS)(_text_only)
+_NOTICES.on(*watchers.TEXTS)(_text_only)  # a type in both is refused here, at import
 
 
 def notification_text(

@@ -25,6 +25,7 @@ from trainwarden.bot import messages
 from trainwarden.events import logtags
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
+from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
 from trainwarden.policies import faults
 from trainwarden.policies.model import CRITICAL
@@ -261,50 +262,93 @@ def commit(state: NotifyState, notice: Notice) -> None:
         state.guard = None
 
 
+Observe = Callable[[NotifyState, Event], None]
+_OBSERVE: Dispatch[Observe] = Dispatch("the notifier's fold")
+
+
 def observe(state: NotifyState, event: Event) -> None:
-    """Move the state forward by one event (context that later notices depend on)."""
+    """Move the state forward by one event (context that later notices depend on); a type without a handler
+    in `_OBSERVE` changes nothing."""
+    if event.type != t.RUN_LAUNCHED and event.data.get("shadow") is True:
+        return  # a shadow rule's anomaly is not posted, so it is not among the thread's open rules
+    handler = _OBSERVE.handlers.get(event.type)
+    if handler is not None:
+        handler(state, event)
+
+
+@_OBSERVE.on(t.RUN_LAUNCHED)
+def _launched(state: NotifyState, event: Event) -> None:
+    # `config` is free-form (the run's own); no producer of this version writes a top-level `wandb_url`
+    launched = cast(p.RunLaunchedData, event.data)
+    config = launched.get("config") or {}
+    wandb_url = config.get("wandb_url") or event.data.get("wandb_url")
+    wandb = launched.get("wandb")
+    project = (wandb.get("project") if wandb else None) or config.get("project")
+    fresh = NotifyState(threads=state.threads, headlines=state.headlines, wandb_url=wandb_url,
+                        project=project if isinstance(project, str) else None,
+                        owners=owners_of(launched) or state.owners)  # fmt: skip
+    for f in dataclasses.fields(NotifyState):  # a new launch starts clean, in the same threads
+        setattr(state, f.name, getattr(fresh, f.name))
+
+
+@_OBSERVE.on(t.ANOMALY_OPENED)
+def _opened(state: NotifyState, event: Event) -> None:
     rule = rule_of(event) or ""
-    if event.type == t.RUN_LAUNCHED:
-        # `config` is free-form (the run's own); no producer of this version writes a top-level `wandb_url`
-        launched = cast(p.RunLaunchedData, event.data)
-        config = launched.get("config") or {}
-        wandb_url = config.get("wandb_url") or event.data.get("wandb_url")
-        wandb = launched.get("wandb")
-        project = (wandb.get("project") if wandb else None) or config.get("project")
-        fresh = NotifyState(threads=state.threads, headlines=state.headlines, wandb_url=wandb_url,
-                            project=project if isinstance(project, str) else None,
-                            owners=owners_of(launched) or state.owners)  # fmt: skip
-        for f in dataclasses.fields(NotifyState):  # a new launch starts clean, in the same threads
-            setattr(state, f.name, getattr(fresh, f.name))
-    elif event.data.get("shadow") is True:
-        pass  # a shadow rule's anomaly is not posted, so it is not among the thread's open rules
-    elif event.type == t.ANOMALY_OPENED:
-        state.severities[rule] = str(event.data.get("severity") or "warning")
-        if rule not in state.open_rules:
-            state.open_rules.append(rule)
-    elif event.type == t.ANOMALY_RESOLVED and rule in state.open_rules:
+    state.severities[rule] = str(event.data.get("severity") or "warning")
+    if rule not in state.open_rules:
+        state.open_rules.append(rule)
+
+
+@_OBSERVE.on(t.ANOMALY_RESOLVED)
+def _resolved(state: NotifyState, event: Event) -> None:
+    rule = rule_of(event) or ""
+    if rule in state.open_rules:
         state.open_rules.remove(rule)
         if rule == state.fault:
             state.fault = None  # training went on: it was no end
-    elif event.type == t.LOG_LINE and state.fault_line is None:
+
+
+@_OBSERVE.on(t.LOG_LINE)
+def _log_line(state: NotifyState, event: Event) -> None:
+    if state.fault_line is None:
         state.fault_line = fault_said(cast(p.LogLineData, event.data))
-    elif ends_run(event):
+
+
+@_OBSERVE.on(t.DECISION, t.STOP_DONE, t.RUN_FINISHED, t.RUN_FAILED)
+def _ending(state: NotifyState, event: Event) -> None:
+    if ends_run(event):
         state.ended = True
-    elif event.type == t.STOP_REQUESTED:
-        asked = cast(p.StopRequestedData, event.data)
-        state.stop_by = asked.get("user") if asked.get("by") == "slack" else None
-        state.stop_asked = True
-    elif event.type == t.STOP_CANCELLED:
-        state.ended = False
-    elif event.type == t.EVIDENCE_BUILT and (path := cast(p.EvidenceBuiltData, event.data).get("path")):
+
+
+@_OBSERVE.on(t.STOP_REQUESTED)
+def _stop_requested(state: NotifyState, event: Event) -> None:
+    asked = cast(p.StopRequestedData, event.data)
+    state.stop_by = asked.get("user") if asked.get("by") == "slack" else None
+    state.stop_asked = True
+
+
+@_OBSERVE.on(t.STOP_CANCELLED)
+def _stop_cancelled(state: NotifyState, event: Event) -> None:
+    state.ended = False
+
+
+@_OBSERVE.on(t.EVIDENCE_BUILT)
+def _evidence_built(state: NotifyState, event: Event) -> None:
+    if path := cast(p.EvidenceBuiltData, event.data).get("path"):
         state.evidence, state.evidence_problem = path, None
-    elif event.type == t.EVIDENCE_FAILED:
-        failed = cast(p.EvidenceFailedData, event.data)
-        state.evidence, state.evidence_problem = failed.get("pack"), messages.evidence_failed(failed)
-    elif event.type == t.SNOOZE_SET:
-        snoozed = cast(p.SnoozeSetData, event.data)
-        key = snoozed.get("rule") or ALL_RULES
-        state.snoozes[key] = max(state.snoozes.get(key, 0.0), float(snoozed.get("until", 0.0)))
+
+
+@_OBSERVE.on(t.EVIDENCE_FAILED)
+def _evidence_failed(state: NotifyState, event: Event) -> None:
+    failed = cast(p.EvidenceFailedData, event.data)
+    state.evidence, state.evidence_problem = failed.get("pack"), messages.evidence_failed(failed)
+
+
+@_OBSERVE.on(t.SNOOZE_SET)
+def _snooze_set(state: NotifyState, event: Event) -> None:
+    snoozed = cast(p.SnoozeSetData, event.data)
+    key = snoozed.get("rule") or ALL_RULES
+    state.snoozes[key] = max(state.snoozes.get(key, 0.0), float(snoozed.get("until", 0.0)))
 
 
 def owners_of(launched: p.RunLaunchedData) -> list[str]:

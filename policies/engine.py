@@ -21,9 +21,11 @@ Semantics (the training-check method):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 from trainwarden.events import types as t
+from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
 from trainwarden.events.payloads import (
     AnomalyOpenedData,
@@ -42,36 +44,50 @@ from trainwarden.policies.primary import improving, track
 from trainwarden.policies.rootcause import folded_into
 from trainwarden.policies.state import PolicyState, RuleState
 
-ENDING = frozenset({t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE})
-_LAUNCHED, _TICK, _METRIC = t.RUN_LAUNCHED, t.TICK, t.METRIC  # module globals: the hot path reads them often
+_TICK, _METRIC = t.TICK, t.METRIC  # module globals: the hot path reads them often
+
+
+Lifecycle = Callable[[Policy, PolicyState, Event], list[Outcome]]
+_LIFECYCLE: Dispatch[Lifecycle] = Dispatch("the engine's run lifecycle")
 
 
 def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
-    """Advance `state` (in place) by one event and return the outcomes to append, in order."""
-    typ = event.type
-    if typ == _LAUNCHED:
-        _reset(state, event)
-        return []
-    index = policy.index
-    if typ == t.STOP_CANCELLED:
-        return _keep_running(policy, state, event)
-    if typ == t.STOP_REQUESTED:
-        # A person asked for the stop (the policy's own requests follow its STOP decision, and where they
-        # land in the log depends on batching, so they must not count): what follows is the stop working.
-        if cast(StopRequestedData, event.data).get("by") != "policy":
-            state.ended = True
-        return []
-    if typ in ENDING:
-        if not is_current_launch(event, state.launch_seq):
-            return []  # the end of an earlier launch, noticed after the relaunch was recorded
-        # Rules may watch how a run ends (`run.failed`), but only an end nobody asked for.
-        asked = state.ended or state.decision == t.STOP
-        out = [] if asked or typ not in index.input_types else _evaluate_input(policy, state, event)
-        state.ended = True
-        return out
-    if state.ended or typ not in index.input_types:
+    """Advance `state` (in place) by one event and return the outcomes to append, in order.
+
+    A launch, a stop asked or cancelled and a run's end have a handler in `_LIFECYCLE`; every other type
+    is an input the rules read (a dict lookup first: the hot path)."""
+    lifecycle = _LIFECYCLE.handlers.get(event.type)
+    if lifecycle is not None:
+        return lifecycle(policy, state, event)
+    if state.ended or event.type not in policy.index.input_types:
         return []
     return _evaluate_input(policy, state, event)
+
+
+@_LIFECYCLE.on(t.RUN_LAUNCHED)
+def _launched(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
+    _reset(state, event)
+    return []
+
+
+@_LIFECYCLE.on(t.STOP_REQUESTED)
+def _stop_requested(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
+    # A person asked for the stop (the policy's own requests follow its STOP decision, and where they
+    # land in the log depends on batching, so they must not count): what follows is the stop working.
+    if cast(StopRequestedData, event.data).get("by") != "policy":
+        state.ended = True
+    return []
+
+
+@_LIFECYCLE.on(t.RUN_FINISHED, t.RUN_FAILED, t.STOP_DONE)
+def _ended(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
+    if not is_current_launch(event, state.launch_seq):
+        return []  # the end of an earlier launch, noticed after the relaunch was recorded
+    # Rules may watch how a run ends (`run.failed`), but only an end nobody asked for.
+    asked = state.ended or state.decision == t.STOP
+    out = [] if asked or event.type not in policy.index.input_types else _evaluate_input(policy, state, event)
+    state.ended = True
+    return out
 
 
 def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
@@ -366,6 +382,7 @@ def _decide(policy: Policy, state: PolicyState, event: Event, out: list[Outcome]
     return [Outcome(t.DECISION, data)]
 
 
+@_LIFECYCLE.on(t.STOP_CANCELLED)
 def _keep_running(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
     """`stop.cancelled` (Keep running): leave STOP; the rule that asked for it may not decide again
     until `until`. Other rules still decide."""

@@ -10,6 +10,7 @@ from trainwarden.core.words import shorten
 from trainwarden.events import types as t
 from trainwarden.events.backend import EventLog
 from trainwarden.events.codec import FIELD_BYTES, encode
+from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import AnomalyOpenedData, DecisionData, StopCancelledData, StopRequestedData
 from trainwarden.events.projection import apply
@@ -22,10 +23,10 @@ from trainwarden.workers.dump_request import asks_dump
 from trainwarden.workers.evidence import triggering_metric
 from trainwarden.workers.pending import AddStacks, BuildEvidence, ChartAnomaly, RequestDump, Resume, StopRun
 
-# Read back from the log, these may become pending actions (or settle a guarded stop).
-_ACTION_TYPES = frozenset(
-    {t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED, t.STOP_CANCELLED, t.ANOMALY_OPENED, t.PROCESS_DUMP}
-)
+# Read back from the log, these may become pending actions (workers/pending.py's records, stored as dicts) or
+# settle a guarded stop: (checkpoint, entry id, event, stopped by us before this event, policy).
+ReadBack = Callable[[Checkpoint, str, Event, bool, Policy], None]
+_READ_BACK: Dispatch[ReadBack] = Dispatch("the workers' read-back")
 
 
 @dataclass(slots=True)
@@ -99,9 +100,9 @@ def _fold_one(policy: Policy, cp: Checkpoint, step: Step, sid: str, event: Event
     run_state, policy_state = cp.run, cp.policy
     stopped_by_us = run_state.status in ("stopping", "stopped")
     apply(run_state, event)
-    typ = event.type
-    if typ in _ACTION_TYPES:
-        _read_back(cp, sid, event, stopped_by_us=stopped_by_us, policy=policy)
+    read_back = _READ_BACK.handlers.get(event.type)
+    if read_back is not None:
+        read_back(cp, sid, event, stopped_by_us, policy)
     guard = cp.guard
     if guard is not None and not guard.get("requested") and event.ts >= guard["deadline"]:
         # nobody answered in time: the workers stop the run, whether or not the bot is up
@@ -130,40 +131,57 @@ def _fold_one(policy: Policy, cp: Checkpoint, step: Step, sid: str, event: Event
             )  # fmt: skip
 
 
-def _read_back(cp: Checkpoint, sid: str, event: Event, *, stopped_by_us: bool, policy: Policy) -> None:
-    """Events that call for side effects (workers/pending.py's records, stored as dicts), or settle a guarded
-    stop, as they are read from the log."""
-    typ = event.type
+@_READ_BACK.on(t.STOP_REQUESTED)
+def _stop_requested(cp: Checkpoint, sid: str, event: Event, stopped_by_us: bool, policy: Policy) -> None:
+    cp.pending.append(StopRun(sid=sid, id=event.id).to_dict())
     guard = cp.guard
-    if typ == t.STOP_REQUESTED:
-        cp.pending.append(StopRun(sid=sid, id=event.id).to_dict())
-        if guard is not None and cast(StopRequestedData, event.data).get("decision") == guard["decision"]:
-            cp.guard = None  # Stop now (or the deadline): the usual stop path
-    elif typ == t.STOP_CANCELLED:
-        if guard is not None and cast(StopCancelledData, event.data).get("decision") == guard["decision"]:
-            cp.guard = None  # Keep running
-    elif typ == t.RUN_FAILED:
-        # the projection marks the run failed only when this is the end of its current launch
-        if cp.run.status == "failed" and cp.run.launch.get("resumable") and not stopped_by_us:
-            cp.pending.append(Resume(sid=sid, id=event.id).to_dict())
-    elif typ == t.ANOMALY_OPENED:
-        opened = cast(AnomalyOpenedData, event.data)
-        # a shadow rule's is not posted; a log line's has no metric to draw
-        metric = triggering_metric(opened.get("values") or {}, list(cp.run.recent_metrics))
-        if opened.get("severity") == CRITICAL and not opened.get("shadow") and metric is not None:
-            cp.pending.append(ChartAnomaly(sid=sid, id=event.id, rule=opened.get("rule")).to_dict())
-        if asks_dump(policy, opened):  # where it is stuck, recorded by the run's agent (once per opening)
-            cp.pending.append(RequestDump(sid=sid, id=event.id, host=opened.get("run_host")).to_dict())
-    elif typ == t.PROCESS_DUMP:  # a STOP's pack takes its stacks; a pack written already gets them now
-        cp.dump = sid
-        if cp.run.evidence:
-            cp.pending.append(AddStacks(sid=sid, id=event.id, pack=cp.run.evidence[-1]).to_dict())
-    elif (data := cast(DecisionData, event.data)).get("decision") == t.STOP:
-        # The STOP's pack has the chart: an anomaly not charted yet (its rule's, or one beside it such as
-        # grad_norm=nan with loss=nan) gets no second one: one NaN, one chart on the phone.
-        cp.pending = [a for a in cp.pending if a["kind"] != ChartAnomaly.kind]
-        cp.pending.append(BuildEvidence(sid=sid, id=event.id).to_dict())
-        confirm_s = data.get("confirm_s")
-        if confirm_s:
-            cp.guard = {"decision": event.id, "rule": data.get("rule"), "reason": data.get("reason"),
-                        "confirm_s": confirm_s, "deadline": event.ts + confirm_s}  # fmt: skip
+    if guard is not None and cast(StopRequestedData, event.data).get("decision") == guard["decision"]:
+        cp.guard = None  # Stop now (or the deadline): the usual stop path
+
+
+@_READ_BACK.on(t.STOP_CANCELLED)
+def _stop_cancelled(cp: Checkpoint, sid: str, event: Event, stopped_by_us: bool, policy: Policy) -> None:
+    guard = cp.guard
+    if guard is not None and cast(StopCancelledData, event.data).get("decision") == guard["decision"]:
+        cp.guard = None  # Keep running
+
+
+@_READ_BACK.on(t.RUN_FAILED)
+def _run_failed(cp: Checkpoint, sid: str, event: Event, stopped_by_us: bool, policy: Policy) -> None:
+    # the projection marks the run failed only when this is the end of its current launch
+    if cp.run.status == "failed" and cp.run.launch.get("resumable") and not stopped_by_us:
+        cp.pending.append(Resume(sid=sid, id=event.id).to_dict())
+
+
+@_READ_BACK.on(t.ANOMALY_OPENED)
+def _anomaly_opened(cp: Checkpoint, sid: str, event: Event, stopped_by_us: bool, policy: Policy) -> None:
+    opened = cast(AnomalyOpenedData, event.data)
+    # a shadow rule's is not posted; a log line's has no metric to draw
+    metric = triggering_metric(opened.get("values") or {}, list(cp.run.recent_metrics))
+    if opened.get("severity") == CRITICAL and not opened.get("shadow") and metric is not None:
+        cp.pending.append(ChartAnomaly(sid=sid, id=event.id, rule=opened.get("rule")).to_dict())
+    if asks_dump(policy, opened):  # where it is stuck, recorded by the run's agent (once per opening)
+        cp.pending.append(RequestDump(sid=sid, id=event.id, host=opened.get("run_host")).to_dict())
+
+
+@_READ_BACK.on(t.PROCESS_DUMP)
+def _process_dump(cp: Checkpoint, sid: str, event: Event, stopped_by_us: bool, policy: Policy) -> None:
+    """A STOP's pack takes its stacks; a pack written already gets them now."""
+    cp.dump = sid
+    if cp.run.evidence:
+        cp.pending.append(AddStacks(sid=sid, id=event.id, pack=cp.run.evidence[-1]).to_dict())
+
+
+@_READ_BACK.on(t.DECISION)
+def _decision(cp: Checkpoint, sid: str, event: Event, stopped_by_us: bool, policy: Policy) -> None:
+    data = cast(DecisionData, event.data)
+    if data.get("decision") != t.STOP:
+        return
+    # The STOP's pack has the chart: an anomaly not charted yet (its rule's, or one beside it such as
+    # grad_norm=nan with loss=nan) gets no second one: one NaN, one chart on the phone.
+    cp.pending = [a for a in cp.pending if a["kind"] != ChartAnomaly.kind]
+    cp.pending.append(BuildEvidence(sid=sid, id=event.id).to_dict())
+    confirm_s = data.get("confirm_s")
+    if confirm_s:
+        cp.guard = {"decision": event.id, "rule": data.get("rule"), "reason": data.get("reason"),
+                    "confirm_s": confirm_s, "deadline": event.ts + confirm_s}  # fmt: skip
