@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from trainwarden.bot import messages, replies
+from trainwarden.bot import message_parts, messages, replies
 from trainwarden.bot.slash.text import DEFAULT_STOP_REASON, MAX_TEXT
 from trainwarden.bot.stages import FLAPPING, GUARD, Notice, NotifyState
 from trainwarden.core.words import shorten
@@ -46,10 +46,10 @@ def button(text: str, action_id: str, value: dict[str, Any], *, style: str | Non
 
 def stop_confirm_dialog(run: str) -> dict[str, Any]:
     return {
-        "title": {"type": "plain_text", "text": messages.confirm_stop_title()},
-        "text": {"type": "mrkdwn", "text": messages.confirm_stop_body(run)},
-        "confirm": {"type": "plain_text", "text": messages.confirm_stop_yes()},
-        "deny": {"type": "plain_text", "text": messages.BUTTON_CANCEL},
+        "title": {"type": "plain_text", "text": message_parts.confirm_stop_title()},
+        "text": {"type": "mrkdwn", "text": message_parts.confirm_stop_body(run)},
+        "confirm": {"type": "plain_text", "text": message_parts.confirm_stop_yes()},
+        "deny": {"type": "plain_text", "text": message_parts.BUTTON_CANCEL},
         "style": "danger",
     }
 
@@ -69,11 +69,11 @@ def notice_blocks(
     if trend and trend[1]:
         extra.append(messages.metric_trend(*trend))
     if (remedy := d.get("remedy")) and notice.kind in WITH_BUTTONS | {GUARD, t.STOP}:
-        extra.append(messages.remedy(remedy))
+        extra.append(message_parts.remedy(remedy))
     if state.wandb_url:
-        extra.append(messages.wandb_link(state.wandb_url))
+        extra.append(message_parts.wandb_link(state.wandb_url))
     if state.evidence and notice.kind in (t.STOP_DONE, t.STOP_FAILED, GUARD, t.STOP):
-        extra.append(messages.evidence_link(state.evidence))
+        extra.append(message_parts.evidence_link(state.evidence))
     blocks = [section(text)]
     if extra:
         blocks.append(context(extra))
@@ -81,8 +81,8 @@ def notice_blocks(
     value = {"run": run, "rule": notice.rule, "decision": notice.event.id}
     if notice.kind in WITH_BUTTONS:
         blocks.append({"type": "actions", "elements": [
-            button(messages.button_snooze(snooze_s), ACTION_SNOOZE, {**value, "seconds": snooze_s}),
-            button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN,
+            button(message_parts.button_snooze(snooze_s), ACTION_SNOOZE, {**value, "seconds": snooze_s}),
+            button(message_parts.BUTTON_STOP_RUN, ACTION_STOP_RUN,
                    {**value, "reason": shorten(text, MAX_TEXT)},  # the stop's reason, whole words
                    style="danger", confirm=stop_confirm_dialog(run)),
             status_button(run),
@@ -94,22 +94,22 @@ def notice_blocks(
 
 def guard_actions(value: dict[str, Any]) -> dict[str, Any]:
     return {"type": "actions", "elements": [
-        button(messages.BUTTON_STOP_NOW, ACTION_STOP_NOW, value, style="danger"),
-        button(messages.BUTTON_KEEP_RUNNING, ACTION_KEEP_RUNNING, value, style="primary"),
+        button(message_parts.BUTTON_STOP_NOW, ACTION_STOP_NOW, value, style="danger"),
+        button(message_parts.BUTTON_KEEP_RUNNING, ACTION_KEEP_RUNNING, value, style="primary"),
     ]}  # fmt: skip
 
 
 def status_button(run: str) -> dict[str, Any]:
-    return button(messages.BUTTON_STATUS, ACTION_STATUS, {"run": run})
+    return button(message_parts.BUTTON_STATUS, ACTION_STATUS, {"run": run})
 
 
 def run_panel(run: str, text: str, *, ended: bool, snooze_s: float) -> list[dict[str, Any]]:
     """A run's status with its actions (the Status button's and the shortcut's private reply): Snooze,
     and Stop run while the run has not ended (a stopped run offers no Stop)."""
     value = {"run": run, "rule": None}
-    actions = [button(messages.button_snooze(snooze_s), ACTION_SNOOZE, {**value, "seconds": snooze_s})]
+    actions = [button(message_parts.button_snooze(snooze_s), ACTION_SNOOZE, {**value, "seconds": snooze_s})]
     if not ended:
-        actions.append(button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN,
+        actions.append(button(message_parts.BUTTON_STOP_RUN, ACTION_STOP_RUN,
                               {**value, "reason": DEFAULT_STOP_REASON}, style="danger",
                               confirm=stop_confirm_dialog(run)))  # fmt: skip
     return [section(text), {"type": "actions", "elements": actions}]
@@ -126,7 +126,7 @@ def stop_prompt(run: str, reason: str) -> list[dict[str, Any]]:
     return [
         section(replies.stop_confirm(run, reason)),
         {"type": "actions", "elements": [
-            button(messages.BUTTON_STOP_RUN, ACTION_STOP_RUN, value, style="danger"),
-            button(messages.BUTTON_CANCEL, ACTION_CANCEL, value),
+            button(message_parts.BUTTON_STOP_RUN, ACTION_STOP_RUN, value, style="danger"),
+            button(message_parts.BUTTON_CANCEL, ACTION_CANCEL, value),
         ]},
     ]  # fmt: skip

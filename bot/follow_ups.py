@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from trainwarden.bot import messages
+from trainwarden.bot import message_parts
 from trainwarden.bot.blocks import text_blocks
 from trainwarden.bot.delivery import Delivery
 from trainwarden.bot.errors import SlackRejected
@@ -44,9 +44,9 @@ def updates(state: NotifyState, out: Outgoing, guard: dict[str, Any] | None) -> 
     found: list[Update] = []
     thread, headline = state.threads.get(channel), state.headlines.get(channel)
     if notice.update_parent and thread and headline:
-        found.append(Update(channel, thread, messages.thread_parent(headline, state.open_rules)))
+        found.append(Update(channel, thread, message_parts.thread_parent(headline, state.open_rules)))
     if notice.guard_outcome and guard is not None and guard.get("ts"):
-        text = messages.guard_closed(guard["text"], guard_outcome(notice.guard_outcome))
+        text = message_parts.guard_closed(guard["text"], guard_outcome(notice.guard_outcome))
         found.append(Update(guard["channel"], guard["ts"], text))
     return found
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar, cast
 
-from trainwarden.bot import blocks, commands, messages, replies, status
+from trainwarden.bot import blocks, commands, message_parts, replies, status
 from trainwarden.bot.config import BotConfig
 from trainwarden.bot.errors import BadInput
 from trainwarden.bot.slash.base import Launcher, Reply
@@ -100,7 +100,7 @@ class Handlers(Generic[Log]):
             return Reply(replies.guard_already_closed(run))
         if ended := self.ended(run):
             return Reply(replies.already_ended(run, ended))
-        reason = f"{messages.BUTTON_STOP_NOW}: {value.get('rule')}"
+        reason = f"{message_parts.BUTTON_STOP_NOW}: {value.get('rule')}"
         asked: p.StopRequestedData = {"by": "slack", "user": user, "reason": reason, "decision": decision,
                                       "rule": value.get("rule")}  # fmt: skip
         self.append(t.STOP_REQUESTED, run, asked)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from trainwarden.bot import messages
+from trainwarden.bot import message_parts
 from trainwarden.core.words import word_end
 
 MESSAGE_TEXT = 40_000  # chat.postMessage `text` (msg_too_long above it)
@@ -38,8 +38,8 @@ def clip(text: str, limit: int) -> str:
     """`text` if it fits, else its head and a marker saying how much was cut (never over `limit`)."""
     if len(text) <= limit:
         return text
-    keep = word_end(text, max(0, limit - len(messages.truncated(len(text)))))  # the count has at most these digits
-    return (text[:keep] + messages.truncated(len(text) - keep))[:limit]
+    keep = word_end(text, max(0, limit - len(message_parts.truncated(len(text)))))  # the count has at most these digits
+    return (text[:keep] + message_parts.truncated(len(text) - keep))[:limit]
 
 
 def fit_value(value: str, limit: int = BUTTON_VALUE) -> str:
@@ -116,7 +116,7 @@ def fit_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     fitted = [fit_block(b) for b in blocks]
     if len(fitted) > BLOCKS:
         dropped = len(fitted) - (BLOCKS - 1)
-        note = {"type": "section", "text": {"type": "mrkdwn", "text": messages.blocks_left_out(dropped)}}
+        note = {"type": "section", "text": {"type": "mrkdwn", "text": message_parts.blocks_left_out(dropped)}}
         fitted = [*fitted[: BLOCKS - 1], note]
     return fitted
 

@@ -16,6 +16,7 @@ from typing import cast
 
 from trainwarden.bot import stall_messages
 from trainwarden.bot import watcher_messages as watchers
+from trainwarden.bot.message_parts import truncated
 from trainwarden.core.redact import redact_text
 from trainwarden.core.words import said, word_end
 from trainwarden.events import payloads as p
@@ -385,73 +386,5 @@ def anomaly_charted(event: Event) -> str:
     return f"CHART {where(event)}: {d.get('metric')} ({d.get('rule')}, {d.get('severity')}). {d.get('reason')}"
 
 
-def thread_parent(headline: str, open_rules: Sequence[str]) -> str:
-    """The run's parent message after an update: its first line and what is open now."""
-    state = f"open: {', '.join(open_rules)}" if open_rules else "all anomalies resolved"
-    return f"{headline} [{state}]"
-
-
-def guard_closed(headline: str, outcome: str) -> str:
-    return f"{headline} [{outcome}]"
-
-
-def guard_outcome_stopped(by: str | None) -> str:
-    return f"stopped by <@{by}>" if by else "stopped: nobody answered in time"
-
-
-def guard_outcome_kept(by: str | None) -> str:
-    return f"kept running by <@{by}>"
-
-
 def metric_trend(name: str, values: Sequence[float]) -> str:
     return " ".join(x for x in (name, sparkline(values), f"(last {len(values)}: {number(values[-1])})") if x)
-
-
-def remedy(text: str) -> str:
-    return f"Try: {text}"
-
-
-def wandb_link(url: str) -> str:
-    return f"<{url}|W&B run>"
-
-
-def evidence_link(path: str) -> str:
-    return f"Evidence pack: `{path}`"
-
-
-def truncated(omitted: int) -> str:
-    """Ends a text cut to fit Slack's limits."""
-    return f" … [{omitted} more characters cut]"
-
-
-def blocks_left_out(count: int) -> str:
-    return f"… {count} more parts of this message were left out (Slack allows 50)."
-
-
-# -- buttons ---------------------------------------------------------------------------------------
-
-BUTTON_STOP_NOW = "Stop now"
-BUTTON_KEEP_RUNNING = "Keep running"
-BUTTON_STOP_RUN = "Stop run"
-BUTTON_CANCEL = "Cancel"
-# the run's status, privately, with its Stop and Snooze (slash commands do not work in threads)
-BUTTON_STATUS = "Status"
-
-
-def button_snooze(seconds: float) -> str:
-    return f"Snooze {fmt_duration(seconds)}"
-
-
-def confirm_stop_title() -> str:
-    return "Stop this run?"
-
-
-def confirm_stop_body(run: str) -> str:
-    return (
-        f"The workers will stop {run} (its stop_command, Ctrl-C to its tmux session, or signals from its "
-        "host's agent) and save evidence."
-    )
-
-
-def confirm_stop_yes() -> str:
-    return "Stop it"

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from trainwarden.bot import messages
+from trainwarden.bot import message_parts, messages
 from trainwarden.events import logtags
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
@@ -153,7 +153,7 @@ def headline(notice: Notice) -> str:
 def guard_outcome(outcome: tuple[str, str | None]) -> str:
     """How a guarded stop ended, in the words of its closed message."""
     how, by = outcome
-    return messages.guard_outcome_stopped(by) if how == STOPPED else messages.guard_outcome_kept(by)
+    return message_parts.guard_outcome_stopped(by) if how == STOPPED else message_parts.guard_outcome_kept(by)
 
 
 def inhibit(state: NotifyState, notice: Notice) -> tuple[Notice | None, str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from trainwarden.bot import messages
+from trainwarden.bot import message_parts
 from trainwarden.bot.commands import Snooze, parse, snooze_duration
 from trainwarden.bot.errors import BadInput
 from trainwarden.core.errors import UsageError
@@ -88,7 +88,7 @@ def test_the_one_format(seconds, text):
 @pytest.mark.parametrize("seconds", [30, 1800, 5400, 86400 + 3600])
 def test_messages_and_policies_show_durations_the_same_way(seconds):
     shown = fmt_duration(seconds)
-    assert messages.button_snooze(seconds) == f"Snooze {shown}"
+    assert message_parts.button_snooze(seconds) == f"Snooze {shown}"
     assert Persistence(seconds=seconds).describe() == shown
 
 

@@ -4,7 +4,7 @@ flap, route (the tree), render, rate-limit and the follow-ups' plan; and that no
 import dataclasses
 
 import pytest
-from trainwarden.bot import messages
+from trainwarden.bot import message_parts, messages
 from trainwarden.bot.config import Route
 from trainwarden.bot.follow_ups import Update, guard_key, updates
 from trainwarden.bot.rate import RateLimit, RateLimiter
@@ -221,7 +221,7 @@ def test_follow_ups_refresh_the_parent_and_close_the_guard():
     state = NotifyState(threads={"C1": "1.0"}, headlines={"C1": "LAUNCHED r1"}, open_rules=["b"])
     resolve = notice_of(ev(1, t.ANOMALY_RESOLVED, rule="a"))
     out = Outgoing(notice=resolve, destination=Destination("C1"), key=resolve.key)
-    assert updates(state, out, None) == [Update("C1", "1.0", messages.thread_parent("LAUNCHED r1", ["b"]))]
+    assert updates(state, out, None) == [Update("C1", "1.0", message_parts.thread_parent("LAUNCHED r1", ["b"]))]
     assert updates(NotifyState(), out, None) == []  # no thread there: nothing to refresh
 
     done = notice_of(ev(2, t.STOP_DONE, detail="killed"), NotifyState(guard="g1", stop_by="U0ALICE"))
@@ -230,8 +230,8 @@ def test_follow_ups_refresh_the_parent_and_close_the_guard():
     assert (guard_key(primary), guard_key(copy)) == ("g1", "g1@C2")  # each channel's guard message
     guard = {"channel": "C1", "ts": "2.0", "text": "GUARDED STOP r1"}
     (closed,) = updates(NotifyState(), primary, guard)
-    assert closed == Update("C1", "2.0", messages.guard_closed("GUARDED STOP r1",
-                                                              messages.guard_outcome_stopped("U0ALICE")))  # fmt: skip
+    stopped = message_parts.guard_outcome_stopped("U0ALICE")
+    assert closed == Update("C1", "2.0", message_parts.guard_closed("GUARDED STOP r1", stopped))
     assert updates(NotifyState(), primary, None) == []  # the guard message was never posted
 
 

@@ -5,7 +5,7 @@ import json
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from trainwarden.bot import limits, messages, replies
+from trainwarden.bot import limits, message_parts, messages, replies
 from trainwarden.bot.blocks import notice_blocks, stop_prompt, text_blocks
 from trainwarden.bot.stages import NotifyState, select
 from trainwarden.events import types as t
@@ -60,7 +60,10 @@ def test_every_notification_fitted_is_accepted(kind, run, text, extra):
         for element in block.get("elements", []) if block["type"] == "actions" else []:
             value = json.loads(element["value"])  # still the JSON the handlers read back
             assert value["run"] == run
-    for text_ in (messages.thread_parent(notice.text, [extra] * 50), messages.guard_closed(notice.text, extra)):
+    for text_ in (
+        message_parts.thread_parent(notice.text, [extra] * 50),
+        message_parts.guard_closed(notice.text, extra),
+    ):
         accepted(text_, text_blocks(text_))
 
 
@@ -78,10 +81,10 @@ def test_a_message_within_the_limits_is_left_as_it_is():
 def test_a_cut_says_how_much_was_cut_and_too_many_blocks_say_how_many_were_left_out():
     text = limits.clip("a" * 3200, 3000)
     kept = text.index(" …")
-    assert len(text) <= 3000 and text == "a" * kept + messages.truncated(3200 - kept)
+    assert len(text) <= 3000 and text == "a" * kept + message_parts.truncated(3200 - kept)
     blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": str(i)}} for i in range(60)]
     _, fitted = accepted("x", blocks)
-    assert len(fitted) == 50 and fitted[-1]["text"]["text"] == messages.blocks_left_out(11)
+    assert len(fitted) == 50 and fitted[-1]["text"]["text"] == message_parts.blocks_left_out(11)
 
 
 def test_a_long_notice_is_masked_and_cut_quickly_and_no_secret_is_cut_in_half():

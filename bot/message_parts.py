@@ -1,0 +1,76 @@
+"""The parts around a notice: a thread's parent line, a guard's outcome, links, the marker of a cut text,
+the buttons' labels and the stop confirmation. Pure, like bot/messages.py, which words the notices."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trainwarden.policies.durations import fmt_duration
+
+
+def thread_parent(headline: str, open_rules: Sequence[str]) -> str:
+    """The run's parent message after an update: its first line and what is open now."""
+    state = f"open: {', '.join(open_rules)}" if open_rules else "all anomalies resolved"
+    return f"{headline} [{state}]"
+
+
+def guard_closed(headline: str, outcome: str) -> str:
+    return f"{headline} [{outcome}]"
+
+
+def guard_outcome_stopped(by: str | None) -> str:
+    return f"stopped by <@{by}>" if by else "stopped: nobody answered in time"
+
+
+def guard_outcome_kept(by: str | None) -> str:
+    return f"kept running by <@{by}>"
+
+
+def remedy(text: str) -> str:
+    return f"Try: {text}"
+
+
+def wandb_link(url: str) -> str:
+    return f"<{url}|W&B run>"
+
+
+def evidence_link(path: str) -> str:
+    return f"Evidence pack: `{path}`"
+
+
+def truncated(omitted: int) -> str:
+    """Ends a text cut to fit Slack's limits."""
+    return f" … [{omitted} more characters cut]"
+
+
+def blocks_left_out(count: int) -> str:
+    return f"… {count} more parts of this message were left out (Slack allows 50)."
+
+
+# -- buttons ---------------------------------------------------------------------------------------
+
+BUTTON_STOP_NOW = "Stop now"
+BUTTON_KEEP_RUNNING = "Keep running"
+BUTTON_STOP_RUN = "Stop run"
+BUTTON_CANCEL = "Cancel"
+# the run's status, privately, with its Stop and Snooze (slash commands do not work in threads)
+BUTTON_STATUS = "Status"
+
+
+def button_snooze(seconds: float) -> str:
+    return f"Snooze {fmt_duration(seconds)}"
+
+
+def confirm_stop_title() -> str:
+    return "Stop this run?"
+
+
+def confirm_stop_body(run: str) -> str:
+    return (
+        f"The workers will stop {run} (its stop_command, Ctrl-C to its tmux session, or signals from its "
+        "host's agent) and save evidence."
+    )
+
+
+def confirm_stop_yes() -> str:
+    return "Stop it"
