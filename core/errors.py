@@ -7,7 +7,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
 
     TrainwardenError                 every error trainwarden raises on purpose; `run=`, `host=` context is appended
     ├── ConfigError                  a settings file, config file or the environment is invalid (names file:line)
-    │   ├── YamlFileError            (events.errors) a YAML file that does not match its schema (file:line:column)
+    │   ├── YamlFileError            a YAML file that does not match its schema (file:line:column)
     │   └── MissingExtra             (trainwarden.extras) a command needs an optional package; names the extra
     ├── CliError                     a `trainwarden` command cannot do what it was asked
     │   ├── UsageError               a command-line argument is invalid (says what was expected)
@@ -98,6 +98,13 @@ class TrainwardenError(Exception):
 
 class ConfigError(TrainwardenError):
     """The settings file, a config file or the environment is invalid; fixing the file is the remedy."""
+
+
+class YamlFileError(ConfigError):
+    """A YAML file (settings, servers, experiments, plans) is invalid; the message starts with file:line:col.
+
+    Raised by `core/yamlfile.py`, the reader every package shares.
+    """
 
 
 class CliError(TrainwardenError):

@@ -10,13 +10,11 @@ TrainwardenError (trainwarden.core.errors)
         │   └── StoreRefused         Redis up but refusing writes for now: OOM, MISCONF, READONLY, BUSY (retried alike)
         ├── StoreAuthFailed          Redis refused our credentials (never retried: the daemon exits)
         └── LeaseLost                this process no longer holds its role's lease (events/lease.py): it stands by
-
-YamlFileError, raised by the YAML reader events/yamlfile.py, hangs under ConfigError (trainwarden.core.errors).
 """
 
 from __future__ import annotations
 
-from trainwarden.core.errors import ConfigError, TrainwardenError
+from trainwarden.core.errors import TrainwardenError
 
 
 class EventLogError(TrainwardenError):
@@ -55,10 +53,3 @@ class StoreAuthFailed(StoreError):
 
 class LeaseLost(StoreError):
     """Another process took over this one's lease (events/lease.py); its writes were refused, and it stands by."""
-
-
-class YamlFileError(ConfigError):
-    """A YAML file (settings, servers, experiments, plans) is invalid; the message starts with file:line:col.
-
-    Defined here because `events/yamlfile.py`, the reader every package shares, raises it.
-    """

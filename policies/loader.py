@@ -23,10 +23,10 @@ import re
 from typing import Any
 
 import yaml
+from trainwarden.core.errors import YamlFileError
 from trainwarden.core.metrics import canonical, is_validation, quality
+from trainwarden.core.yamlfile import Schema, compose, did_you_mean, document_schema, in_file_order
 from trainwarden.events import types as t
-from trainwarden.events.errors import YamlFileError
-from trainwarden.events.yamlfile import Schema, compose, did_you_mean, document_schema, in_file_order
 from trainwarden.policies.durations import Persistence, Span, fmt_duration
 from trainwarden.policies.errors import PolicyError
 from trainwarden.policies.kinds import READERS

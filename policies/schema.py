@@ -1,4 +1,4 @@
-"""The policy file's reader: the shared YAML reader (events/yamlfile.py) plus the policy's own value kinds.
+"""The policy file's reader: the shared YAML reader (core/yamlfile.py) plus the policy's own value kinds.
 
 Durations, persistence (`for:`), metric names with their aliases and regular expressions; each
 accessor records a problem at the offending node and the JSON Schema fragment it accepts, like the
@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from trainwarden.events.yamlfile import Context, Reader
+from trainwarden.core.yamlfile import Context, Reader
 from trainwarden.policies.backtracking import catastrophic
 from trainwarden.policies.durations import (
     DURATION_HINT,

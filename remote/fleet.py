@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from trainwarden.core.errors import YamlFileError
+from trainwarden.core.yamlfile import Context, Reader, Schema, compose, document_schema, empty_mapping, read_text
 from trainwarden.events.envelope import RUN_NAME_RE
-from trainwarden.events.errors import YamlFileError
-from trainwarden.events.yamlfile import Context, Reader, Schema, compose, document_schema, empty_mapping, read_text
 
 HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
 USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from trainwarden.core.yamlfile import Context, Reader, compose, empty_mapping, read_text
 from trainwarden.events import types as t
 from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import RUN_NAME_RE, Event
 from trainwarden.events.payloads import PlanStartedData, PlanStepData
 from trainwarden.events.projection import RunState
-from trainwarden.events.yamlfile import Context, Reader, compose, empty_mapping, read_text
 from trainwarden.remote.fleet import Fleet
 
 PLAN_PREFIX = "plan-"  # a plan's events live in their own log, named like a run

@@ -1,7 +1,7 @@
 """JSON Schemas of trainwarden's YAML files, for editors (completion, inline errors), and of the
 JSON that `trainwarden policy backtest --json` prints, for scripts.
 
-Each file's is recorded from the file's own parser (events/yamlfile.py), so it cannot drift from what
+Each file's is recorded from the file's own parser (core/yamlfile.py), so it cannot drift from what
 trainwarden accepts; the backtest output's is written beside the code that fills it. The committed
 copies in docs/schemas/ are checked against these by a test; regenerate one with
 `trainwarden schema NAME > docs/schemas/NAME.schema.json`.
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from trainwarden.backtest_schema import backtest_schema
 from trainwarden.core.errors import UsageError
-from trainwarden.events.yamlfile import Schema
+from trainwarden.core.yamlfile import Schema
 from trainwarden.policies.loader import policy_schema
 from trainwarden.remote.fleet import experiment_schema, servers_schema
 from trainwarden.settings import Settings, settings_schema

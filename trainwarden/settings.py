@@ -17,13 +17,12 @@ from trainwarden.agent import config as agent_config
 from trainwarden.agent.errors import ControlMessageError
 from trainwarden.agent.watch import RunWatch
 from trainwarden.bot.config import BotConfig
-from trainwarden.core.errors import ConfigError
+from trainwarden.core.errors import ConfigError, YamlFileError
 from trainwarden.core.limits import MAX_HOST_CHARS
-from trainwarden.events.errors import YamlFileError
+from trainwarden.core.yamlfile import Context, Reader, Schema, compose, document_schema, empty_mapping
 from trainwarden.events.feed import RECLAIM_IDLE_S
 from trainwarden.events.heartbeat import INTERVAL_S as HEARTBEAT_INTERVAL_S
 from trainwarden.events.keys import NAMESPACE
-from trainwarden.events.yamlfile import Context, Reader, Schema, compose, document_schema, empty_mapping
 from trainwarden.mcp_server.config import McpConfig, read_mcp
 from trainwarden.slack_settings import read_slack
 from trainwarden.workers import config as workers_config

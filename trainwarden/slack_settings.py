@@ -24,7 +24,7 @@ from typing import Any
 
 from trainwarden.bot.commands import COMMANDS
 from trainwarden.bot.config import Allow, BotConfig, Route
-from trainwarden.events.yamlfile import Reader, Schema
+from trainwarden.core.yamlfile import Reader, Schema
 from trainwarden.policies.model import SEVERITIES  # what a route's `severity` may match
 from trainwarden.remote.fleet import SLACK_USER_RE
 

@@ -4,7 +4,7 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from trainwarden.events.errors import YamlFileError
+from trainwarden.core.errors import YamlFileError
 from trainwarden.remote.fleet import Experiment, Server, WandbConfig, load_fleet
 from trainwarden.remote.runscript import (
     default_run_name,

@@ -4,9 +4,9 @@ itself goes through the scorecard in tests/integration/test_corpus_scorecard.py)
 from pathlib import Path
 
 import pytest
+from trainwarden.core.errors import YamlFileError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.errors import YamlFileError
 from trainwarden.policies.backtest import Backtest, Moment
 from trainwarden.policies.default import default_policy
 

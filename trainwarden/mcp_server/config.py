@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from trainwarden.events.yamlfile import Reader, Schema
+from trainwarden.core.yamlfile import Reader, Schema
 
 STOP = "stop"
 LAUNCH = "launch"

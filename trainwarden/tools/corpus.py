@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainwarden.events.yamlfile import Context, Reader, Schema, compose, document_schema, read_text
+from trainwarden.core.yamlfile import Context, Reader, Schema, compose, document_schema, read_text
 
 STOP, NOSTOP, ANOMALY = "STOP", "NOSTOP", "ANOMALY"
 LABEL = re.compile(r"^(STOP|NOSTOP|ANOMALY:[a-z0-9_-]+)$")

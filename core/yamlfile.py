@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Self, overload
 
 import yaml
-from trainwarden.events.errors import TrainwardenError, YamlFileError
+from trainwarden.core.errors import TrainwardenError, YamlFileError
 
 Schema = dict[str, Any]
 
