@@ -45,7 +45,7 @@ from trainwarden.events.lease import Lease, Unfenced
 from trainwarden.events.notify_state import NotifyStateRepo
 from trainwarden.events.payloads import NotificationData
 from trainwarden.events.redis_types import Pipeline
-from trainwarden.events.store import EventStore, redis_errors
+from trainwarden.events.store import EventStore
 
 log = logging.getLogger(__name__)
 
@@ -196,5 +196,4 @@ class Delivery:
             return
         run = records[0][1].run
         self.fence.transaction(fill, what=f"record notifications of {run}")
-        with redis_errors("record notifications", run=run):
-            self.store.flush([message.run for _, message, _ in records])
+        self.store.flush([message.run for _, message, _ in records])  # the outbox maps its own Redis errors

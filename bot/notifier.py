@@ -50,7 +50,7 @@ from trainwarden.events.redis_types import Pipeline as RedisPipeline
 from trainwarden.events.run_view import run_state as read_run_state
 from trainwarden.events.sids import sid_key
 from trainwarden.events.silence import Pulse, entry_lag
-from trainwarden.events.store import EventStore, Malformed, redis_errors
+from trainwarden.events.store import EventStore, Malformed
 
 log = logging.getLogger(__name__)
 
@@ -249,8 +249,7 @@ class Notifier:
             self.checkpoints.save_checkpoint(entry.run, checkpoint, pipeline=pipe)
 
         self.fence.transaction(write, what=f"write the notifier's checkpoint of {entry.run}")
-        with redis_errors("write the notifier's checkpoint", run=entry.run):
-            self.store.flush([entry.run])
+        self.store.flush([entry.run])  # the outbox maps its own Redis errors (events/outbox.py)
         self.liveness.progress()
         failpoint("notify-after-sent", self.store.redis, self.store.keys)
 
