@@ -351,10 +351,13 @@ def notification_text(
     event: Event, *, evidence_path: str | None = None, evidence_problem: str | None = None, fault: str | None = None
 ) -> str | None:
     """The line for an event that needs a person, or None for everything else (healthy news)."""
+    return notice_line(event, Facts(evidence_path, evidence_problem, fault))
+
+
+def notice_line(event: Event, facts: Facts) -> str | None:
+    """The event's line with the facts captured for it, masked and cut to a notice's size; None: healthy news."""
     build = notification_builder(event)
-    if build is None:
-        return None
-    return masked_head(build(event, Facts(evidence_path, evidence_problem, fault)), NOTICE_MAX)
+    return None if build is None else masked_head(build(event, facts), NOTICE_MAX)
 
 
 def masked_head(text: str, limit: int) -> str:

@@ -144,10 +144,10 @@ def headline(notice: Notice) -> str:
     """The notice's text (pure): its event's line, or the flapping summary."""
     if notice.kind == FLAPPING:
         return messages.flapping(notice.event, openings=notice.openings, window_s=notice.window_s)
-    build = messages.notification_builder(notice.event)
-    if build is None:  # select() made it, so its event has a builder
+    line = messages.notice_line(notice.event, notice.facts)
+    if line is None:  # select() made it, so its event has a builder
         raise ValueError(f"no text for a {notice.event.type} notice")
-    return messages.masked_head(build(notice.event, notice.facts), messages.NOTICE_MAX)
+    return line
 
 
 def guard_outcome(outcome: tuple[str, str | None]) -> str:
