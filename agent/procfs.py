@@ -103,14 +103,20 @@ def descendants(root: int, procs: Mapping[int, ProcStat]) -> list[int]:
     return out
 
 
-def read_cmdline(pid: int) -> str | None:
-    """The command line, arguments joined by spaces (None when it cannot be read)."""
+def read_argv(pid: int) -> list[str] | None:
+    """The command line as its arguments (None when it cannot be read, [] for a kernel thread)."""
     try:
         with open(f"{PROC}/{pid}/cmdline", "rb") as f:
             raw = f.read()
     except OSError:
         return None
-    return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace")
+    return [part.decode("utf-8", "replace") for part in raw.rstrip(b"\0").split(b"\0")] if raw else []
+
+
+def read_cmdline(pid: int) -> str | None:
+    """The command line, arguments joined by spaces (None when it cannot be read)."""
+    argv = read_argv(pid)
+    return None if argv is None else " ".join(argv)
 
 
 def matching(pattern: str, procs: Mapping[int, ProcStat], *, exclude: Iterable[int] = ()) -> list[int]:

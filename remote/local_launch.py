@@ -25,7 +25,7 @@ from trainwarden.events.payloads import RunLaunchedData
 from trainwarden.events.store import EventStore
 from trainwarden.remote.errors import LaunchError
 from trainwarden.remote.stop import session_name
-from trainwarden.remote.wrapper import EXIT_SUFFIX, recorded_run
+from trainwarden.remote.wrapper import EXIT_SUFFIX, launch_env, recorded_run
 
 STARTED_FORMAT = "#{socket_path} #{pane_pid}"
 ENV_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
@@ -99,7 +99,7 @@ def launch_local(spec: LaunchSpec, *, store: EventStore, host: str) -> Event:
     Path(f"{spec.log_path}{EXIT_SUFFIX}").unlink(missing_ok=True)  # an earlier launch's exit code is not this one's
     launched_at = time.time()
     metrics = Path(spec.workdir, spec.env.get(METRICS_ENV) or metrics_path(str(spec.log_path)))  # absolute stays
-    env = {METRICS_ENV: str(metrics), **{k: v for k, v in spec.env.items() if k != METRICS_ENV}}
+    env = {METRICS_ENV: str(metrics), **launch_env({k: v for k, v in spec.env.items() if k != METRICS_ENV})}
     env_args = [arg for name, value in env.items() for arg in ("-e", f"{name}={value}")]
     argv = tmux_argv(
         spec.tmux_socket, "new-session", "-d", "-P", "-F", STARTED_FORMAT, "-s", session, "-x", "200", "-y", "50",

@@ -16,7 +16,7 @@ from trainwarden.core.redact import SECRET_KEY_RE
 from trainwarden.core.sidecar import METRICS_ENV, metrics_path
 from trainwarden.core.tmux import tmux_argv
 from trainwarden.remote.fleet import Experiment, Server
-from trainwarden.remote.wrapper import EXIT_SUFFIX, recorded_run
+from trainwarden.remote.wrapper import EXIT_SUFFIX, launch_env, recorded_run
 
 OFFLINE_RE = re.compile(r"(?i)^(?:WANDB_MODE=(?:offline|disabled|dryrun)|WANDB_DISABLED=(?:true|1|yes))$")
 OFFLINE_MODES = ("offline", "disabled", "dryrun")
@@ -139,7 +139,7 @@ def run_script(
         **({"WANDB_RUN_GROUP": experiment.wandb.group} if experiment.wandb.group else {}),
         **({"WANDB_ENTITY": experiment.wandb.entity} if experiment.wandb.entity else {}),
         "WANDB_RUN_NAME": wandb_run_name,
-        **plain_env,
+        **launch_env(plain_env),
     }
     lines = [
         "#!/usr/bin/env bash",

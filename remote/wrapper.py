@@ -22,8 +22,19 @@ is recorded as 0, one killed by the HUP of a killed session as 129.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 
 EXIT_SUFFIX = ".exit"  # the exit file is the log's path plus this
+
+# What every launched command gets in its environment unless the run's own env names the variable (an empty
+# value says "leave Python buffered"). Its output goes through a pipe to `tee`, where Python block-buffers
+# `print` (8 KB): a NaN would reach the log only when a buffer fills or the process exits, minutes late.
+LAUNCH_ENV = {"PYTHONUNBUFFERED": "1"}
+
+
+def launch_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The run's environment: LAUNCH_ENV's defaults, then `env` (which wins, also with an empty value)."""
+    return {**LAUNCH_ENV, **env}
 
 
 def recorded_run(command: str, *, log: str, exit_file: str) -> list[str]:

@@ -187,3 +187,14 @@ def test_a_launch_tells_whether_its_run_uses_wandb():
     assert launched_with_wandb(["FINISH_AT"], "proj") is True  # the run script exports WANDB_PROJECT
     assert launched_with_wandb(["WANDB_ENTITY", "X"], None) is True
     assert launched_with_wandb(["X"], None) is None  # the agent tells, from what it sees
+
+
+def test_remote_runs_and_resumes_are_unbuffered_unless_the_experiment_says_otherwise():
+    """Their output goes through `| tee`, where Python would block-buffer print (remote/wrapper.py LAUNCH_ENV)."""
+    script = run_script(experiment=exp(), server=SERVER, run="e1", gpu_ids=[0], wandb_run_name="n", plain_env={},
+                        command=("python", "t.py"))  # fmt: skip
+    assert "export PYTHONUNBUFFERED=1" in script
+    assert script.index("export PYTHONUNBUFFERED=1") < script.index("exec -- python t.py")
+    own = run_script(experiment=exp(), server=SERVER, run="e1", gpu_ids=[0], wandb_run_name="n",
+                     plain_env={"PYTHONUNBUFFERED": ""}, command=("python", "t.py"))  # fmt: skip
+    assert "export PYTHONUNBUFFERED=''" in own and "PYTHONUNBUFFERED=1" not in own

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from trainwarden import wiring
+from trainwarden.agent.buffering import buffered_pythons
+from trainwarden.agent.buffering import warning as buffering_warning
 from trainwarden.agent.errors import ControlMessageError
 from trainwarden.agent.watch import DEFAULT_STOP_GRACE_S, RunWatch
 from trainwarden.core.errors import NotStoppable, UnknownRun, UsageError
@@ -41,6 +43,8 @@ def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     host = args.host or settings.host
     if args.pid is not None and args.pid >= 2 and host == settings.host:
         _check_signallable(args.pid, host)
+        for found in buffered_pythons(args.pid):
+            print(buffering_warning(found), file=sys.stderr)
     if args.tmux_session and not args.tmux_socket and host == settings.host:
         args.tmux_socket = _tmux_server(args.tmux_session)
     log = str(Path(args.log).expanduser().resolve())
