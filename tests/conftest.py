@@ -34,11 +34,16 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session", autouse=True)
 def data_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """No test writes into the user's data directory: every Settings default and every process a test
-    starts resolves it under this temporary XDG_DATA_HOME (settings.default_data_dir)."""
+    starts resolves it under this temporary XDG_DATA_HOME (settings.default_data_dir). And no test inherits
+    this machine's PYTHONUNBUFFERED."""
     with pytest.MonkeyPatch.context() as mp:
         path = tmp_path_factory.mktemp("xdg-data")
         mp.setenv("XDG_DATA_HOME", str(path))
         mp.delenv("TRAINWARDEN_DATA_DIR", raising=False)
+        # Every process a test starts runs as on a lab's machine, where Python block-buffers print into a pipe
+        # or a file: this machine's PYTHONUNBUFFERED=1 would hide it (a run is unbuffered only where trainwarden
+        # itself makes it so: remote/wrapper.py LAUNCH_ENV, tests/integration/test_buffered_output.py).
+        mp.delenv("PYTHONUNBUFFERED", raising=False)
         yield path
 
 

@@ -116,8 +116,9 @@ def run_case(case: Case, *, store: EventStore, settings: Path, root: Path) -> Re
     if watched.suffix == "" and watched != console:
         watched.mkdir(parents=True)  # a TensorBoard directory must exist when the watch starts
     exit_file = Path(f"{watched}.exit")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env |= {"PYTHONUNBUFFERED": "1", "PYTHONPATH": str(SCRIPTS), "KERAS_BACKEND": "torch", "OMP_NUM_THREADS": "1",
+    # As a lab runs it: not this machine's PYTHONUNBUFFERED, only what `launch` itself gives a run (LAUNCH_ENV)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_") and k != "PYTHONUNBUFFERED"}
+    env |= {**launch_env({}), "PYTHONPATH": str(SCRIPTS), "KERAS_BACKEND": "torch", "OMP_NUM_THREADS": "1",
             "CONFORMANCE_OUT": str(workdir), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
             **FRAMEWORKS[case.framework].env}  # fmt: skip
     wrapper = f"{shlex.join(argv)}; echo $? > {shlex.quote(str(exit_file))}"
