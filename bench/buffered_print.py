@@ -110,14 +110,14 @@ def main() -> None:
                 proc.wait(timeout=30)
             subprocess.run(tmux_argv(SOCKET, "kill-server"), capture_output=True, check=False)
     print(f"buffered print: NaN printed -> STOP decision, a Python loop printing every {args.interval:g} s under "
-          "`trainwarden launch` (real agent, dispatcher, RQ worker; PYTHONUNBUFFERED unset on the machine)")  # fmt: skip
+          "`trainwarden launch` (real agent, dispatcher, RQ worker; no PYTHONUNBUFFERED on the machine)")  # fmt: skip
     for variant, values in results.items():
         seen = [1000 * v for v in values if v is not None]
         ms = seen or [math.nan]
-        missed = f"   ({len(values) - len(seen)} of {len(values)} never stopped while the loop ran)" if len(
-            seen) < len(values) else ""  # fmt: skip
-        print(f"  {variant:20} n={len(values):3}  p50 {statistics.median(ms):8.1f} ms   p99 {percentile(ms, 0.99):8.1f} ms"
-              f"   max {max(ms):8.1f} ms{missed}")  # fmt: skip
+        missed = len(values) - len(seen)
+        said = f"   ({missed} of {len(values)} never stopped while the loop ran)" if missed else ""
+        print(f"  {variant:20} n={len(values):3}  p50 {statistics.median(ms):8.1f} ms   "
+              f"p99 {percentile(ms, 0.99):8.1f} ms   max {max(ms):8.1f} ms{said}")  # fmt: skip
     buffered = [v for v in results["buffered"] if v is not None]
     flushed = [v for v in results["flushed"] if v is not None]
     if buffered and flushed:

@@ -23,6 +23,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.store import EventStore
 from trainwarden.policies.kinds.values import has_training_value
+from trainwarden.remote.wrapper import launch_env
 
 from tests.conformance.matrix import FRAMEWORKS, SCENARIOS, Case, Expect, matches
 from tests.helpers import evaluated_to_end, events_of
