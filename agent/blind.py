@@ -111,8 +111,8 @@ class Blindness:
             if not text.strip() or is_bar(text):
                 continue
             self.lines += 1
-            self.latest = text[:SAMPLE_RAW_CHARS]
-            self._count(shape(text), text, now)
+            self.latest = cut = text[:SAMPLE_RAW_CHARS]  # a 1 MiB line is neither kept nor scanned whole
+            self._count(shape(cut), cut, now)
         if self._blind():
             self.said = UNREADABLE
             return Change(UNREADABLE, self.numeric, self._span(), self.sample)
@@ -135,7 +135,7 @@ class Blindness:
         self.numeric += RECUR if n + 1 == RECUR else 1
         self.numeric_at = first if self.numeric_at is None else min(self.numeric_at, first)
         self.last_at = now
-        self.sample = text[:SAMPLE_RAW_CHARS]
+        self.sample = text
 
     def _span(self) -> float:
         return 0.0 if self.numeric_at is None or self.last_at is None else self.last_at - self.numeric_at
