@@ -14,3 +14,6 @@ WANDB_BASE_URL = "https://wandb.ai"  # for run URLs in source.status events
 SPOOL_MAX_MB = 256.0  # megabytes the local spool may hold while Redis is unreachable
 UNREADABLE_AFTER_S = 60.0  # seconds a log may grow without a training metric before the run is said unreadable
 UNREADABLE_AFTER_LINES = 50  # ... or this many lines (progress-bar redraws not counted), whichever comes first
+# a log of start-up lines only (compiling, downloading, indexing: no metric-looking line) is said only after this,
+# with start-up advice; the same budget as the stall kind's `first_step_budget` default (tests/unit/test_blind.py)
+FIRST_STEP_BUDGET_S = 1200.0

@@ -37,7 +37,12 @@ from typing import Any
 from trainwarden.agent import procfs
 from trainwarden.agent.arbiter import STALE_S, STARTUP_GRACE_S, Arbiter
 from trainwarden.agent.blind import Blindness, SeenTail, trains
-from trainwarden.agent.config import UNREADABLE_AFTER_LINES, UNREADABLE_AFTER_S, WANDB_API_INTERVAL_S
+from trainwarden.agent.config import (
+    FIRST_STEP_BUDGET_S,
+    UNREADABLE_AFTER_LINES,
+    UNREADABLE_AFTER_S,
+    WANDB_API_INTERVAL_S,
+)
 from trainwarden.agent.health import Ended, GuardFinding, ProcessHealth, log_tail
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.logsource import BLOCK_IDLE_S, Item, RunLog
@@ -67,6 +72,7 @@ class WatchOptions:
     startup_grace_s: float = STARTUP_GRACE_S
     unreadable_after_s: float = UNREADABLE_AFTER_S  # a log growing this long without a training metric ...
     unreadable_after_lines: int = UNREADABLE_AFTER_LINES  # ... or this many lines: said unreadable (agent.blind)
+    first_step_budget_s: float = FIRST_STEP_BUDGET_S  # start-up lines only: said after this (agent.blind)
 
 
 class RunWatcher:
@@ -84,7 +90,8 @@ class RunWatcher:
         self.kind = kind_of(watch.log)  # a training log, or a structured metric file (agent.metric_files)
         self.log: RunLog | MetricFileLog
         self.seen: SeenTail | None = None  # a log's lines, for its blindness (none for a metric file: it is read)
-        self.blindness = Blindness(after_s=options.unreadable_after_s, after_lines=options.unreadable_after_lines)
+        self.blindness = Blindness(after_s=options.unreadable_after_s, after_lines=options.unreadable_after_lines,
+                                   first_step_s=options.first_step_budget_s, started=now)  # fmt: skip
         self.unreadable: str | None = None  # what the agent said when it found the run unreadable (the heartbeat)
         if self.kind == LOG:
             tail = self.seen = SeenTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
@@ -181,7 +188,8 @@ class RunWatcher:
             return None
         quoted = rd.sample(redact_text(change.sample, self.secrets())) if change.sample else None
         blind = change.status == rd.UNREADABLE
-        self.unreadable = rd.unreadable_facts(change.lines, change.span_s, quoted) if blind else None
+        facts = rd.startup_facts if change.startup else rd.unreadable_facts
+        self.unreadable = facts(change.lines, change.span_s, quoted) if blind else None
         data: SourceStatusData = {"source": rd.SOURCE, "status": change.status, "lines": change.lines,
                                   "reason": self.unreadable or "a training metric is read now"}  # fmt: skip
         if blind and quoted:

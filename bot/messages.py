@@ -107,7 +107,7 @@ def metrics_unreadable(event: Event) -> str:
     d = cast(p.AnomalyOpenedData, event.data)
     why = said(d.get("reason"), "no training metric read")
     why = why.removeprefix(f"status={reading.UNREADABLE} (").removesuffix(")")  # the status rule's `status=X (why)`
-    return f"UNREADABLE {where(event)}: {reading.unreadable_text(why)}{rule_and(d)}."
+    return f"{reading.label(why)} {where(event)}: {reading.unreadable_text(why)}{rule_and(d)}."
 
 
 def is_unreadable(event: Event) -> bool:

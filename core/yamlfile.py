@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Self, overload
 
 import yaml
+from trainwarden.core.durations import DURATION_HINT, duration_problem, fmt_duration, parse_duration
 from trainwarden.core.errors import TrainwardenError, YamlFileError
 
 Schema = dict[str, Any]
@@ -232,6 +233,32 @@ class Reader:
             self.ctx.problem(node, f"'{key}' must be at least {minimum:g}, got {value!r}")
             return default
         return float(value)
+
+    def seconds(
+        self, key: str, *, minimum: float | None = None, positive: bool = False, whole: bool = False
+    ) -> float | None:
+        """A duration setting (every `*_s` key): seconds as a number (`90`, `0.5`) or a duration of the one
+        grammar (core/durations.py: `90s`, `1m`, `1h30m`, `500ms`); `whole`: a whole number of seconds."""
+        expected = f"a number of seconds (90) or {DURATION_HINT}"
+        got = self.raw(key, {"type": ["number", "string"], "description": expected})
+        if got is None:
+            return None
+        node, value = got
+        seconds = parse_duration(value) if isinstance(value, str) else value
+        if isinstance(value, str) and seconds is None:
+            self.ctx.problem(node, f"'{key}': {duration_problem(value, expected=expected)}")
+            return None
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
+            self.ctx.problem(node, f"'{key}' must be {expected}, got {value!r}")
+            return None
+        if (positive and seconds <= 0) or (minimum is not None and seconds < minimum):
+            need = f"at least {fmt_duration(minimum)}" if minimum is not None and seconds < minimum else "positive"
+            self.ctx.problem(node, f"'{key}' must be {need}, got {value!r}")
+            return None
+        if whole and not float(seconds).is_integer():
+            self.ctx.problem(node, f"'{key}' must be whole seconds, got {value!r}")
+            return None
+        return float(seconds)
 
     @overload
     def integer(

@@ -5,6 +5,10 @@ A run whose log grows but yields no training metric is watched blind: its NaN is
 (agent/blind.py) says so once with status `unreadable` (how many lines, over how long, one line quoted,
 masked and capped), and `readable` once a metric is read after that. One definition of the fixes, so that
 Slack, `check` and `health` name the same ones.
+
+A run that printed start-up lines only (compiling, downloading, indexing) is no run read blind: the agent says
+it only past the first-step budget, with `startup_facts`, and its words are about start-up, not about how to
+log metrics. Each says the setting that moves it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trainwarden.core.durations import fmt_duration
 from trainwarden.core.words import shorten
 
 SOURCE = "reading"  # `source` of the source.status events about whether metrics are read
@@ -21,6 +26,11 @@ READABLE = "readable"
 NOTICE = "metrics unreadable: "  # starts the agent's heartbeat notice naming the runs it reads blind
 SAMPLE_CHARS = 120  # a quoted line is cut to this (masked first); it fits in an anomaly's reason
 FORMATS_PAGE = "docs/agent.md (the formats the agent reads)"
+LABEL = "UNREADABLE"  # the headline word of a run read blind (Slack, `check`)
+STARTUP_LABEL = "NO TRAINING OUTPUT YET"  # ... of a run past its first-step budget with start-up lines only
+STARTUP = "only start-up lines"  # begins `startup_facts`: how the words tell the two cases apart
+BUDGET_SETTINGS = "agent.unreadable_after_s or agent.unreadable_after_lines"  # what moves the unreadable warning
+STARTUP_SETTING = "agent.first_step_budget_s"  # what moves the start-up one
 FIXES = (
     "log them with trainwarden.log(...)",
     "the Hugging Face or Lightning callback (trainwarden.sdk.integrations)",
@@ -51,9 +61,44 @@ def unreadable_facts(lines: int, seconds: float, quoted: str | None) -> str:
     return f"{said}, e.g. `{quoted}`" if quoted else said
 
 
+def startup_facts(lines: int, seconds: float, quoted: str | None) -> str:
+    """The agent's reason for a run past its first-step budget with start-up lines only (fits in 200 chars)."""
+    said = f"{STARTUP} for {fmt_duration(seconds)} ({lines} lines), no training step yet"
+    return f"{said}, latest `{quoted}`" if quoted else said
+
+
+def is_startup(facts: str) -> bool:
+    return facts.startswith(STARTUP)
+
+
+def label(facts: str) -> str:
+    """The headline word for the agent's reason: a run read blind, or one still in its start-up."""
+    return STARTUP_LABEL if is_startup(facts) else LABEL
+
+
 def unreadable_text(facts: str) -> str:
-    """One line for a person: what is wrong, why it matters, what to do."""
-    return f"trainwarden cannot read this run's metrics ({facts}), so its NaN or divergence goes unseen. Fix: {fixes()}"
+    """One line for a person: what is wrong, why it matters, what to do, and the setting that moves it."""
+    if is_startup(facts):
+        return (
+            f"no training output from this run yet ({facts}). Still compiling, downloading or indexing? Then let it "
+            f"run, and raise {STARTUP_SETTING} in the settings file for a start-up this long; if it should be "
+            "training by now, look at what its process is doing"
+        )
+    return (
+        f"trainwarden cannot read this run's metrics ({facts}), so its NaN or divergence goes unseen. Fix: {fixes()}"
+        f". Said after {BUDGET_SETTINGS} of such lines"
+    )
+
+
+def notice_advice(notice: str) -> str:
+    """What `health` adds under the agent's notice (`metrics unreadable: r1: facts; r2: facts`)."""
+    facts = [part.partition(": ")[2] for part in notice.removeprefix(NOTICE).split("; ")]
+    said = []
+    if not all(is_startup(f) for f in facts):
+        said.append(f"trainwarden cannot read their metrics: a NaN goes unseen. Fix: {fixes()}")
+    if any(is_startup(f) for f in facts):
+        said.append(f"start-up lines only: still compiling or downloading? {STARTUP_SETTING} sets when this is said")
+    return "; ".join(said)
 
 
 def nonfinite_line(lines: Iterable[str]) -> str | None:

@@ -1,10 +1,6 @@
 """Durations: the one grammar and the one format for every place a user writes or reads one (policy
-files' `for:` / `duration:` / `startup:`, `/snooze`, `--since`, `--older-than`, and messages).
-
-Grammar: one or more `<number><unit>` parts, largest unit first, each unit once; units `ms`, `s`, `m`,
-`h`, `d`; a number may have decimals: `90s`, `10m`, `1h30m`, `1.5h`, `2d`, `500ms`. No spaces and no
-bare numbers (`60`: seconds or minutes?). Strict on purpose: `10 mins` is an error that says what is
-wrong and shows an accepted duration, never a silent zero.
+files' `for:` / `duration:` / `startup:`, `/snooze`, `--since`, `--older-than`, and messages). The grammar
+itself lives in core/durations.py (settings files parse it too) and is re-exported here.
 
 Progress (`parse_span`, `parse_persistence`): where a policy measures a phase or a wait, `500 steps`
 (the metric `step`) or `3 evals` (metric events holding a validation metric) count the run's own
@@ -19,58 +15,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from trainwarden.core.durations import UNITS, fmt_duration
+from trainwarden.core.durations import DURATION_HINT, duration_problem, fmt_duration, parse_duration
 
-_ORDER = {unit: i for i, unit in enumerate(UNITS)}
-_PART_RE = re.compile(r"(\d+(?:\.\d+)?)([^\d.]*)")
+__all__ = ["DURATION_HINT", "PERSISTENCE_HINT", "SPAN_HINT", "Persistence", "Span", "duration_problem", "fmt_duration",
+           "parse_duration", "parse_persistence", "parse_span"]  # fmt: skip
+
 _COUNT_RE = re.compile(r"^(\d+)\s*(samples?|steps?|evals?)$")
 
-DURATION_HINT = "a duration like 30s, 10m, 2h or 1h30m"
 SPAN_HINT = "a duration like 30s, 10m, 2h or 1h30m, or progress like '500 steps' or '3 evals'"
 PERSISTENCE_HINT = (
     "a number of samples (3, or '3 samples') or a duration like 30s, 10m, 2h, or progress ('500 steps', '3 evals')"
 )
-
-
-def _scan(text: str) -> tuple[float | None, str]:
-    """Seconds and '' for a duration; None and what is wrong otherwise."""
-    if not text:
-        return None, "it is empty"
-    if text.startswith("-"):
-        return None, "a duration is never negative"
-    total, pos, last = 0.0, 0, -1
-    while pos < len(text):
-        m = _PART_RE.match(text, pos)
-        if not m:
-            return None, f"{text[pos:]!r} is not a number followed by a unit"
-        number, unit = m.groups()
-        if not unit:
-            return None, f"{number} has no unit: write {number}s for seconds, {number}m for minutes"
-        if unit not in UNITS:
-            return None, f"{unit!r} is not a unit (ms, s, m, h or d)"
-        if _ORDER[unit] <= last:
-            return None, "the units go from the largest to the smallest, each once (1h30m, not 30m1h)"
-        total += float(number) * UNITS[unit]
-        pos, last = m.end(), _ORDER[unit]
-    return total, ""
-
-
-def parse_duration(text: str) -> float | None:
-    """Seconds, or None when `text` is not a duration (`duration_problem` says why)."""
-    return _scan(text.strip())[0]
-
-
-def duration_problem(text: str, *, expected: str = DURATION_HINT) -> str:
-    """Why `text` is not a duration, and what is expected, for error messages ('' when it is one)."""
-    compact = text.strip()
-    seconds, why = _scan(compact)
-    if seconds is not None:
-        return ""
-    squeezed = "".join(compact.split())
-    if squeezed != compact:
-        fixed, why = _scan(squeezed)
-        why = f"write it without spaces: {fmt_duration(fixed)}" if fixed is not None else why
-    return f"{text!r} is not a duration: {why}; expected {expected}"
 
 
 def _plural(n: int, unit: str) -> str:

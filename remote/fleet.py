@@ -165,7 +165,7 @@ def read_servers(top: Reader, base: Path) -> tuple[dict[str, Server], dict[str, 
             venv=_path(r, "venv"),
             scratch=scratch if r.has("scratch") else None,
             min_free_gb=r.number("min_free_gb", minimum=0),
-            connect_timeout_s=r.number("connect_timeout_s", minimum=0.1),
+            connect_timeout_s=r.seconds("connect_timeout_s", minimum=0.1),
             tmux_socket=_name(r, "tmux_socket", "tmux_socket"),
         )
         r.finish()
@@ -214,7 +214,7 @@ def read_experiment(r: Reader) -> Experiment | None:
         checkpoints=_checkpoints(r.section("checkpoints", "checkpoints")),
         allow_offline_wandb=r.boolean("allow_offline_wandb"),
         max_restarts=r.integer("max_restarts", minimum=0),
-        stop_grace_s=r.number("stop_grace_s", minimum=0),
+        stop_grace_s=r.seconds("stop_grace_s", minimum=0),
         owner=r.string("owner", pattern=SLACK_USER_RE, label="owner", hint="is not a Slack user id like U0123ABCD"),
     )
     r.finish()

@@ -40,11 +40,12 @@ REDIS_DIR = "redis"  # `trainwarden up --redis`: the redis-server's AOF and log
 PATHS = (("servers_file", "servers_file"), ("experiments_dir", "experiments_dir"), ("evidence_dir", "evidence_dir"),
          ("archive_dir", "archive_dir"), ("policy", "policy_path"), ("findings_file", "findings_file"),
          ("data_dir", "data_dir"))  # fmt: skip
-AGENT_NUMBERS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
-                 "wandb_api_interval_s", "spool_max_mb", "unreadable_after_s")  # fmt: skip
+# every duration setting reads through Reader.seconds: `90`, `90s`, `1m`, `1h30m`, `500ms` alike
+AGENT_DURATIONS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
+                   "wandb_api_interval_s", "unreadable_after_s", "first_step_budget_s")  # fmt: skip
 WATCH_PATHS = ("log", "exit_file", "metrics", "workdir", "wandb_dir", "wandb_run_dir")
 WATCH_STRINGS = ("run", "session", "tmux_socket", "wandb_path", "match")
-WORKER_NUMBERS = (
+WORKER_DURATIONS = (
     "reclaim_idle_s",
     "lock_timeout_s",
     "evidence_timeout_s",
@@ -53,7 +54,7 @@ WORKER_NUMBERS = (
     "tick_max_silence_s",
     "check_interval_s",
 )
-WORKER_INTEGERS = ("job_timeout_s", "runs_per_job")
+WORKER_INTEGERS = ("runs_per_job",)
 GPU_LIST = {"type": "array", "items": {"type": "integer", "minimum": 0}}
 
 
@@ -107,6 +108,7 @@ class Settings:
     agent_nvml: bool = True
     agent_unreadable_after_s: float = agent_config.UNREADABLE_AFTER_S  # a log growing without metrics: unreadable
     agent_unreadable_after_lines: int = agent_config.UNREADABLE_AFTER_LINES
+    agent_first_step_budget_s: float = agent_config.FIRST_STEP_BUDGET_S  # start-up lines only: said after this
     watches: tuple[RunWatch, ...] = ()
     reclaim_idle_s: float = RECLAIM_IDLE_S
     lock_timeout_s: float = workers_config.LOCK_TIMEOUT_S
@@ -158,14 +160,16 @@ def read_settings(top: Reader, base: Path) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key in ("redis_url", "rq_redis_url", "host", "namespace", "queue"):
         values[key] = top.string(key)
-    values["heartbeat_interval_s"] = top.number("heartbeat_interval_s", positive=True)
+    values["heartbeat_interval_s"] = top.seconds("heartbeat_interval_s", positive=True)
     for key, attr in PATHS:
         text = top.string(key)
         values[attr] = (base / Path(text).expanduser()).resolve() if text is not None else None
     values.update(_agent(top.section("agent", "agent"), base))
     w = top.section("workers", "workers")
-    for key in WORKER_NUMBERS:
-        values[key] = w.number(key, positive=True)
+    for key in WORKER_DURATIONS:
+        values[key] = w.seconds(key, positive=True)
+    job_timeout_s = w.seconds("job_timeout_s", minimum=1, whole=True)  # RQ takes whole seconds
+    values["job_timeout_s"] = int(job_timeout_s) if job_timeout_s is not None else None
     for key in WORKER_INTEGERS:
         values[key] = w.integer(key, minimum=1)
     w.finish()
@@ -180,8 +184,9 @@ def _agent(a: Reader, base: Path) -> dict[str, Any]:
     for key in ("state_file", "spool_dir"):
         text = a.string(key)
         out[f"agent_{key}"] = Path(text).expanduser() if text is not None else None
-    for key in AGENT_NUMBERS:
-        out[f"agent_{key}"] = a.number(key, positive=True)
+    for key in AGENT_DURATIONS:
+        out[f"agent_{key}"] = a.seconds(key, positive=True)
+    out["agent_spool_max_mb"] = a.number("spool_max_mb", positive=True)
     out["agent_wandb_base_url"] = a.string("wandb_base_url")
     out["agent_nvml"] = a.boolean("nvml")
     out["agent_unreadable_after_lines"] = a.integer("unreadable_after_lines", minimum=1)
@@ -204,7 +209,7 @@ def _watch(w: Reader, base: Path) -> RunWatch | None:
     values["allow_offline_wandb"] = w.boolean("allow_offline_wandb")
     values["pid"] = w.integer("pid")
     values["stop_command"] = [arg for _, arg in w.string_list("stop_command", expected="a list (an argv)")] or None
-    values["stop_grace_s"] = w.number("stop_grace_s", positive=True)
+    values["stop_grace_s"] = w.seconds("stop_grace_s", positive=True)
     got = w.raw("gpus", GPU_LIST)
     if got is not None:
         node, gpus = got

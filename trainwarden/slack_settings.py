@@ -28,7 +28,7 @@ from trainwarden.core.yamlfile import Reader, Schema
 from trainwarden.policies.model import SEVERITIES  # what a route's `severity` may match
 from trainwarden.remote.fleet import SLACK_USER_RE
 
-NUMBERS = ("rate_per_s", "flap_window_s", "keep_running_snooze_s", "deadman_s", "lease_s")
+DURATIONS = ("flap_window_s", "keep_running_snooze_s", "deadman_s", "lease_s")  # seconds, or `90s`, `10m`
 INTEGERS = ("burst", "flap_threshold")
 MATCHERS = ("run", "project", "host", "rule")  # shell-style globs
 ROUTE_DEPTH = 4  # levels of nested `routes` (deeper ones are reported as unknown keys)
@@ -39,8 +39,9 @@ def read_slack(s: Reader) -> BotConfig | None:
     values: dict[str, Any] = {}
     for key in ("channel", "http_host"):
         values[key] = s.string(key)
-    for key in NUMBERS:
-        values[key] = s.number(key, positive=True)
+    values["rate_per_s"] = s.number("rate_per_s", positive=True)  # a rate, not a duration
+    for key in DURATIONS:
+        values[key] = s.seconds(key, positive=True)
     for key in INTEGERS:
         values[key] = s.integer(key, minimum=1)
     values["http_port"] = s.integer("http_port", minimum=1, maximum=65535)

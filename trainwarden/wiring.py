@@ -184,6 +184,7 @@ def agent(
             wandb_base_url=settings.agent_wandb_base_url,
             unreadable_after_s=settings.agent_unreadable_after_s,
             unreadable_after_lines=settings.agent_unreadable_after_lines,
+            first_step_budget_s=settings.agent_first_step_budget_s,
         ),
     )
     return Agent(

@@ -160,7 +160,8 @@ def metrics_line(ev: dict[str, Any]) -> str:
     said = metrics_summary(ev["recent_metrics"])
     status = ev.get("reading") or {}
     if status.get("status") == reading.UNREADABLE:
-        return f"UNREADABLE: {reading.unreadable_text(str(status.get('reason') or 'no training metric read'))}"
+        facts = str(status.get("reason") or "no training metric read")
+        return f"{reading.label(facts)}: {reading.unreadable_text(facts)}"
     if ev["recent_metrics"]:
         return said
     line = reading.nonfinite_line(ev.get("log_tail") or [])

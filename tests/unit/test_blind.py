@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import time
 
-from trainwarden.agent.blind import Blindness, is_bar, trains
+from trainwarden.agent.blind import Blindness, Change, is_bar, shape, trains
+from trainwarden.agent.config import FIRST_STEP_BUDGET_S
 from trainwarden.agent.reading import MetricReader
 from trainwarden.bot import messages
 from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.projection import fold
+from trainwarden.policies.kinds.stall import Stall
 from trainwarden.workers.report import check_facts, render_report
 
 from trainwarden.cli.health import notice_text
@@ -38,8 +40,8 @@ def test_a_made_up_format_is_said_unreadable_at_the_line_budget_once_and_readabl
 def test_the_time_budget_fires_on_a_slow_log_and_quotes_its_latest_metric_looking_line():
     b = Blindness(after_s=60, after_lines=50)
     changes = feed(b, ["starting", *MADE_UP[:20]], every_s=10.0)
-    assert changes == [(6, reading.UNREADABLE)]  # 60 s of lines after the first
-    assert b.sample == MADE_UP[5]
+    assert changes == [(7, reading.UNREADABLE)]  # 60 s of metric-looking lines after the first ("starting" is not)
+    assert b.sample == MADE_UP[6]
 
 
 def test_a_run_read_from_the_start_says_nothing_and_a_quiet_log_is_not_blind():
@@ -54,6 +56,48 @@ def test_progress_bar_redraws_are_not_counted_as_lines():
     b = Blindness(after_s=60, after_lines=50)
     assert feed(b, [BAR] * 500, every_s=0.1) == []  # 50 s of redraws before a Trainer's first logged step
     assert is_bar(BAR) and is_bar("Epoch 0:  50%|#####     | 5/10 [00:01<00:01]") and not is_bar(MADE_UP[0])
+
+
+STARTUP = ["compiling model...", *[f"Downloading data: {p}%" for p in range(0, 100, 5)], "Indexing shard 3 of 12",
+           "Downloading 1.2 GB of 3.4 GB", "compile took 12.3s", "torch 2.1.0 cuda 12.1"]  # fmt: skip
+TABLE = [f"#### {i} | {0.33 - i / 1000:.4f} | 88 ####" for i in range(100)]  # a made-up table: numbers recur
+
+
+def test_start_up_lines_are_silent_until_the_first_step_budget_then_said_as_start_up():
+    b = Blindness(after_s=2, after_lines=5, first_step_s=600, started=1000.0)
+    assert feed(b, STARTUP * 10, every_s=1.0) == []  # 250 lines over 4 minutes, past both unreadable budgets
+    assert b.numeric == 0 and all(shape(line) is None for line in STARTUP[:-1])
+    change = b.step(1600.0, ["Downloading data: 99%"], metric=False)
+    assert change is not None and change.status == reading.UNREADABLE and change.startup
+    assert change.span_s == 600 and change.sample == "Downloading data: 99%"
+    assert b.step(1700.0, TABLE, metric=False) is None  # said once
+    assert b.step(1800.0, [], metric=True) == Change(reading.READABLE, 251, 0.0, None)
+
+
+def test_recurring_numbers_no_reader_understands_are_said_at_unreadable_after_s_amid_start_up_lines():
+    b = Blindness(after_s=2, after_lines=50, first_step_s=600)
+    lines = [*STARTUP, *[x for pair in zip(TABLE, STARTUP * 5, strict=False) for x in pair]]
+    changes = feed(b, lines, every_s=0.25)
+    assert changes == [(len(STARTUP) + 8, reading.UNREADABLE)]  # 2 s of table lines after the first
+    assert b.sample == TABLE[4] and b.numeric == 5
+
+
+def test_the_words_name_the_setting_that_moves_them_and_start_up_gets_start_up_advice():
+    blind = reading.unreadable_text(reading.unreadable_facts(62, 61, TABLE[5]))
+    assert "agent.unreadable_after_s" in blind and "trainwarden.log(...)" in blind
+    facts = reading.startup_facts(240, 1200, "compiling model...")
+    assert len(facts) < 200 and reading.label(facts) == "NO TRAINING OUTPUT YET"
+    said = reading.unreadable_text(facts)
+    assert "agent.first_step_budget_s" in said and "compiling" in said and "20m" in said
+    assert "trainwarden.log" not in said and "cannot read" not in said
+    text = messages.notification_text(_anomaly({"status": reading.UNREADABLE}, f"status=unreadable ({facts})"))
+    assert text is not None and text.startswith("NO TRAINING OUTPUT YET r1@gpu1: no training output from this run")
+    shown = notice_text(f"{reading.NOTICE}r1: {facts}")
+    assert "agent.first_step_budget_s" in shown and "trainwarden.log" not in shown
+
+
+def test_the_agents_first_step_budget_is_the_stall_rules_by_default():
+    assert FIRST_STEP_BUDGET_S == Stall().first_step_budget == FIRST_STEP_BUDGET_S
 
 
 def test_only_a_known_measurement_read_from_a_log_is_a_training_metric():

@@ -63,7 +63,7 @@ def test_environment_wins_for_connection_urls(tmp_path):
         ("agent:\n  watch:\n    - run: 'a b'\n      log: x\n", "tw.yaml:3:12", "invalid run name"),
         ("agent:\n  watch:\n    - run: a\n", "tw.yaml:3:7", "needs both 'run' and 'log'"),
         ("workers:\n  reclaim_idle_s: -3\n", "tw.yaml:2:19", "must be positive"),
-        ("workers:\n  reclaim_idle_s: soon\n", "tw.yaml:2:19", "must be a number"),
+        ("workers:\n  reclaim_idle_s: soon\n", "tw.yaml:2:19", "'soon' is not a duration"),
         ("host: [a\n", "tw.yaml:2:1", "not valid YAML"),
         ("- 1\n", "tw.yaml:1:1", "must be a mapping"),
         ("agent:\n  nvml: maybe\n", "tw.yaml:2:9", "must be true or false"),

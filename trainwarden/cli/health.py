@@ -85,7 +85,7 @@ def notice_text(notice: str) -> str:
     """A daemon's notice (one line per matter) as said to an operator: for runs whose metrics the agent cannot
     read, the fixes too."""
     return "\n".join(
-        f"{line}\n  (trainwarden cannot read their metrics: a NaN goes unseen. Fix: {reading.fixes()})"
+        f"{line}\n  ({reading.notice_advice(line)})"
         if line.startswith(reading.NOTICE) else line
         for line in notice.splitlines()
     )  # fmt: skip
