@@ -36,6 +36,7 @@ COPY workers ./workers
 COPY bot ./bot
 COPY remote ./remote
 COPY archive ./archive
+COPY ops ./ops
 # Every dependency is already installed above at its pin (a test checks that the pins cover these extras);
 # the same constraints hold here, so nothing is upgraded or fetched unpinned.
 RUN pip install --no-cache-dir -c /tmp/constraints.txt '.[server,bot,metrics]' \

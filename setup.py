@@ -17,6 +17,7 @@ ROOTS = {
     "trainwarden.bot": "bot",
     "trainwarden.remote": "remote",
     "trainwarden.archive": "archive",
+    "trainwarden.ops": "ops",
 }
 
 packages: list[str] = []

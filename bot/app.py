@@ -26,13 +26,13 @@ from slack_sdk import WebClient
 from trainwarden.bot import blocks, replies, threads
 from trainwarden.bot.authz import Authorize
 from trainwarden.bot.commands import COMMANDS
-from trainwarden.bot.config import NAMESPACE
 from trainwarden.bot.errors import CommandError
 from trainwarden.bot.handlers import Handlers, Reply
 from trainwarden.bot.limits import fit_message
 from trainwarden.events.errors import StoreError
 from trainwarden.events.flags import first_request
 from trainwarden.events.store import EventStore
+from trainwarden.ops.status_messages import NAMESPACE
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 from slack_bolt import BoltRequest, BoltResponse
 from slack_bolt.middleware import Middleware
 from trainwarden.bot import blocks, commands, replies, threads
-from trainwarden.bot.config import NAMESPACE, BotConfig
+from trainwarden.bot.config import BotConfig
 from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.core.redact import redact_text
 from trainwarden.events import types as t
@@ -26,6 +26,7 @@ from trainwarden.events.envelope import RUN_NAME_RE, make_event, time_seq
 from trainwarden.events.history import known_run
 from trainwarden.events.payloads import CommandData
 from trainwarden.events.store import EventStore
+from trainwarden.ops.status_messages import NAMESPACE
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainwarden.bot import replies
-from trainwarden.bot.config import HELP, NAMESPACE
+from trainwarden.bot.config import HELP
 from trainwarden.bot.errors import BadInput
 from trainwarden.bot.slash.base import Command, Context, Reply
 from trainwarden.bot.slash.launch import FORCE, Launch, LaunchCommand
@@ -31,6 +31,7 @@ from trainwarden.bot.slash.text import (
     closest,
     snooze_duration,
 )
+from trainwarden.ops.status_messages import NAMESPACE
 
 __all__ = [
     "COMMANDS", "DEFAULT_STOP_REASON", "FORCE", "MAX_SNOOZE_S", "MAX_TEXT", "METACHARACTERS", "REGISTRY",

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-NAMESPACE = "tw"  # the one slash command the manifest ships: `/tw SUBCOMMAND` (bot/commands.py REGISTRY)
 HELP = "help"  # `/tw help` (and a bare `/tw`): the list of subcommands; needs no allow-list
 RATE_PER_S = 1.0  # messages per second per channel (Slack allows about one, with short bursts)
 BURST = 4  # messages a channel may take at once before the rate applies

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar, cast
 
-from trainwarden.bot import blocks, commands, message_parts, replies, status
+from trainwarden.bot import blocks, commands, message_parts, replies
 from trainwarden.bot.config import BotConfig
 from trainwarden.bot.errors import BadInput
 from trainwarden.bot.slash.base import Launcher, Reply
@@ -27,6 +27,7 @@ from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.projection import ENDED
 from trainwarden.events.run_view import run_state
 from trainwarden.events.store import Malformed, decode_entries
+from trainwarden.ops import status
 from trainwarden.remote.fleet import Fleet
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 from trainwarden.bot.commands import COMMANDS, REGISTRY, named
-from trainwarden.bot.config import NAMESPACE
 from trainwarden.bot.http_server import PATH
+from trainwarden.ops.status_messages import NAMESPACE
 
 EXAMPLE_URL = f"https://trainwarden.example.org{PATH}"  # replaced by the bot's public URL in HTTP mode
 BLOCK_START = "  slash_commands:"

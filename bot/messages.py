@@ -7,9 +7,6 @@ Replies to commands are in bot/replies.py. Nothing here touches I/O.
 
 from __future__ import annotations
 
-import math
-import signal
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -18,7 +15,7 @@ from trainwarden.bot import stall_messages
 from trainwarden.bot import watcher_messages as watchers
 from trainwarden.bot.message_parts import truncated
 from trainwarden.core.redact import redact_text
-from trainwarden.core.words import said, word_end
+from trainwarden.core.words import clock, exit_status, number, said, sparkline, word_end
 from trainwarden.events import payloads as p
 from trainwarden.events import reading
 from trainwarden.events import types as t
@@ -26,8 +23,6 @@ from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
 from trainwarden.policies.durations import fmt_duration
 
-SPARK = "▁▂▃▄▅▆▇█"
-BAR_WIDTH = 10
 NOTICE_MAX = 3_000  # a notice is shown as one section block, which Slack caps at this (bot/limits.py)
 FAILED_TAIL_LINES = 8  # of a failed run's log (its run.failed holds up to 20), each cut at FAILED_LINE_MAX
 FAILED_LINE_MAX = 240
@@ -40,36 +35,6 @@ MASK_MARGIN = 500  # masked beyond the cut, so that no secret is cut in half and
 def where(event: Event) -> str:
     """`run@host`: `run_host` is in the payload of every worker-made type that names the run's host."""
     return f"{event.run}@{event.data.get('run_host') or event.host}"
-
-
-def clock(ts: float) -> str:
-    return time.strftime("%H:%M UTC", time.gmtime(ts))
-
-
-def sparkline(values: Sequence[float]) -> str:
-    """The finite values among `values` as block characters; "" when fewer than two are finite.
-
-    A non-finite value is left out, not drawn: the number printed beside the line already says `nan`
-    or `inf`, and a row of placeholder characters read as noise, not as "the loss went NaN"."""
-    finite = [v for v in values if math.isfinite(v)]
-    if len(finite) < 2:
-        return ""
-    low, high = min(finite), max(finite)
-    span = (high - low) or 1.0
-    return "".join(SPARK[int((v - low) / span * (len(SPARK) - 1))] for v in finite)
-
-
-def progress_bar(done: int, total: int) -> str:
-    filled = max(0, min(BAR_WIDTH, round(BAR_WIDTH * done / total))) if total > 0 else 0
-    return f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total}"
-
-
-def epoch(value: object) -> str:
-    return f"epoch {number(value)}"
-
-
-def step(value: int | None) -> str:
-    return f"step {value if value is not None else '?'}"
 
 
 def who(user: object) -> str:
@@ -85,12 +50,6 @@ def rule_and(d: object, *more: str) -> str:
     data = d if isinstance(d, dict) else {}
     parts = [str(x) for x in (data.get("rule"), data.get("severity"), *more) if x]
     return f" ({', '.join(parts)})" if parts else ""
-
-
-def number(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 # -- notifications ---------------------------------------------------------------------------------
@@ -200,17 +159,6 @@ def run_failed(event: Event, fault: str | None = None) -> str:
     if tail and not fault:
         text += " The log ends with:\n```\n" + "\n".join(tail[-FAILED_TAIL_LINES:]) + "\n```"
     return text
-
-
-def exit_status(code: object) -> str:
-    """How a process ended, from its exit code as the wrapper wrote it (128+N: killed by signal N)."""
-    if type(code) is not int:
-        return "ended with an unknown exit code (it left none: killed, or its host went down)"
-    signo = code - 128 if code > 128 else -code if code < 0 else 0
-    if signo not in signal.valid_signals():  # 0, or past the last signal (exit 255): a plain exit code
-        return f"exited with code {code}"
-    name = f" ({signal.Signals(signo).name})" if signo in {s.value for s in signal.Signals} else ""
-    return f"was killed by signal {signo}{name}, exit code {code}"
 
 
 def policy_rejected(event: Event) -> str:

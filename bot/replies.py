@@ -7,11 +7,10 @@ live in bot/messages.py. Nothing here touches I/O.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from trainwarden.bot.config import NAMESPACE
-from trainwarden.bot.messages import clock, number, sparkline
+from trainwarden.core.words import clock
+from trainwarden.ops.status_messages import NAMESPACE, slash
 from trainwarden.policies.durations import duration_problem, fmt_duration
 
 # -- command replies -------------------------------------------------------------------------------
@@ -39,11 +38,6 @@ def looks_like_secret() -> str:
 
 def control_chars() -> str:
     return "it contains control characters"
-
-
-def slash(command: str) -> str:
-    """How a subcommand is typed: `/tw stop`."""
-    return f"/{NAMESPACE} {command}"
 
 
 def synopsis(command: str, args: str) -> str:
@@ -138,46 +132,5 @@ def guard_already_closed(run: str) -> str:
     return f"The stop of {run} was already decided; nothing changed."
 
 
-def no_active_runs() -> str:
-    return "No active runs."
-
-
-def status_more(count: int) -> str:
-    return f"… and {count} more: {slash('status')} RUN for one run"
-
-
-def status_ended_hidden(count: int) -> str:
-    return f"{count} ended {'run' if count == 1 else 'runs'} not shown: {slash('status')} all"
-
-
-def status_line(
-    *, run: str, host: str, status: str, progress: str, loss: str, gpu: str, source: str, anomalies: str, age: str
-) -> str:
-    return f"{run}@{host} {status} {progress} loss {loss} gpu {gpu} src {source} anomalies {anomalies} last {age} ago"
-
-
-def value_trend(values: Sequence[float]) -> str:
-    """/status's `loss` column: the last value, then its recent trend when there is one (`1.95 ▇▅▃▁`, `nan`)."""
-    return " ".join(x for x in (number(values[-1]), sparkline(values)) if x) if values else "n/a"
-
-
-def status_detail_header(run: str, host: str, status: str) -> str:
-    return f"*{run}@{host}* is {status}"
-
-
-def status_decisions(decisions: Sequence[Mapping[str, Any]]) -> str:
-    lines = [f"{d.get('decision')} at {clock(d.get('ts', 0))}: {d.get('reason')}" for d in decisions]
-    return "Decisions: " + ("; ".join(lines) if lines else "none yet")
-
-
-def status_report(path: str | None) -> str:
-    return f"Last training-check report: `{path}/report.md`" if path else "No training-check report yet."
-
-
 def internal_error() -> str:
     return "Something went wrong on trainwarden's side; nothing was run. The bot's log has the details."
-
-
-def plan_status_line(plan: str, experiments: list[tuple[str, str]]) -> str:
-    """/status line of a plan under way: `plan sweep1: e1 finished · e2 running · e3 pending`."""
-    return f"plan {plan}: " + " · ".join(f"{name} {state}" for name, state in experiments)

@@ -4,6 +4,9 @@ words, never as `None`; a float is shown to 6 significant digits (`nan`, `inf` a
 from __future__ import annotations
 
 import math
+import signal
+import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +23,7 @@ def said(value: Any, missing: str = "?") -> str:
 
 
 ELLIPSIS = "…"
+SPARK = "▁▂▃▄▅▆▇█"
 WORD_SEARCH = 0.6  # a cut looks back for a space this far into the text; a text without one is cut at the limit
 
 
@@ -52,3 +56,37 @@ def local_time(ts: float) -> str:
     """`2026-12-06 14:03 CET`: a time as the person at this terminal reads it (the training-check report's
     timestamps), in the machine's zone, named."""
     return datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+
+
+def exit_status(code: object) -> str:
+    """How a process ended, from its exit code as the wrapper wrote it (128+N: killed by signal N)."""
+    if type(code) is not int:
+        return "ended with an unknown exit code (it left none: killed, or its host went down)"
+    signo = code - 128 if code > 128 else -code if code < 0 else 0
+    if signo not in signal.valid_signals():  # 0, or past the last signal (exit 255): a plain exit code
+        return f"exited with code {code}"
+    name = f" ({signal.Signals(signo).name})" if signo in {s.value for s in signal.Signals} else ""
+    return f"was killed by signal {signo}{name}, exit code {code}"
+
+
+def clock(ts: float) -> str:
+    return time.strftime("%H:%M UTC", time.gmtime(ts))
+
+
+def sparkline(values: Sequence[float]) -> str:
+    """The finite values among `values` as block characters; "" when fewer than two are finite.
+
+    A non-finite value is left out, not drawn: the number printed beside the line already says `nan`
+    or `inf`, and a row of placeholder characters read as noise, not as "the loss went NaN"."""
+    finite = [v for v in values if math.isfinite(v)]
+    if len(finite) < 2:
+        return ""
+    low, high = min(finite), max(finite)
+    span = (high - low) or 1.0
+    return "".join(SPARK[int((v - low) / span * (len(SPARK) - 1))] for v in finite)
+
+
+def number(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from trainwarden.bot import status
 from trainwarden.bot.errors import BadInput
 from trainwarden.bot.slash.base import Command, Context, Reply
 from trainwarden.bot.slash.text import name_arg
+from trainwarden.ops import status
 
 STATUS_ALL = "all"  # `/status all`: every run, ended ones too (so no run named `all` can be asked about)
 

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from redis.cluster import RedisCluster
 from rq import SimpleWorker
-from trainwarden.bot import status
 from trainwarden.core.errors import ConfigError
 from trainwarden.events import types as t
 from trainwarden.events.feed import DISPATCH_GROUP, GroupReader, parse_feed_entry
 from trainwarden.events.run_view import run_states
 from trainwarden.events.store import EventStore
+from trainwarden.ops import status
+from trainwarden.ops.runs import rows
 from trainwarden.remote.stop import LocalTmuxController
 from trainwarden.workers import context
 from trainwarden.workers.context import WorkerContext
@@ -24,7 +25,6 @@ from trainwarden.workers.policy_source import PolicySource
 
 from tests.helpers import events_of, metric, nan_metric
 from trainwarden import wiring
-from trainwarden.cli.runs import rows
 from trainwarden.settings import Settings
 from trainwarden.tools.redis_server import RedisClusterServers
 

@@ -9,10 +9,10 @@ from trainwarden.events import run_view
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.projection import fold
+from trainwarden.ops.runs import rows
 
 from tests.conftest import REPO, cli_argv
 from tests.helpers import events_of, metric
-from trainwarden.cli.runs import rows
 
 pytestmark = pytest.mark.redis
 

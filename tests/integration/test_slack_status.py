@@ -5,9 +5,9 @@ runs only, the most urgent first, one screen."""
 import time
 
 import pytest
-from trainwarden.bot.status import SCREEN_LINES
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
+from trainwarden.ops.status import SCREEN_LINES
 
 from tests.helpers import metric, wait_for
 from tests.slack_bot import bot_process, command, command_reply, send_command

@@ -122,7 +122,7 @@ def test_a_second_declaration_of_a_name_is_refused() -> None:
 
 
 def test_replay_lines_come_from_the_declarations() -> None:
-    from trainwarden.render import describe
+    from trainwarden.ops.render import describe
 
     tick = make_event(t.TICK, run="r", host="h", producer="p", seq=1, data={"due": 1.0})
     assert describe(tick) == "scheduled evaluation of a quiet run" == registry.REGISTRY[t.TICK].describe(tick)

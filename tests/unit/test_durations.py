@@ -10,11 +10,11 @@ from trainwarden.bot import message_parts
 from trainwarden.bot.commands import Snooze, parse, snooze_duration
 from trainwarden.bot.errors import BadInput
 from trainwarden.core.errors import UsageError
+from trainwarden.ops.times import parse_time
 from trainwarden.policies.durations import Persistence, duration_problem, fmt_duration, parse_duration
 
 from tests.policy_helpers import policy
 from trainwarden.cli.archive import parse_age
-from trainwarden.times import parse_time
 
 NOW = 1_800_000_000.0
 

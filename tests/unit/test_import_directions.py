@@ -24,9 +24,10 @@ ALLOWED: dict[str, set[str]] = {
     "policies": {"events", "core"},
     "agent": {"events", "core"},
     "workers": {"events", "policies", "remote", "core"},
-    "bot": {"events", "policies", "remote", "core"},
+    "bot": {"ops", "events", "policies", "remote", "core"},
     "remote": {"events", "core"},
     "archive": {"events", "core"},
+    "ops": {"agent", "archive", "workers", "policies", "remote", "events", "core"},
 }
 COMPOSITION_ROOT = "trainwarden"  # cli/, wiring, settings, tools/: they may import anything
 
@@ -109,6 +110,37 @@ def test_the_checker_sees_relative_and_lazy_imports(tmp_path: Path) -> None:
     found = {target for _, target in imported("trainwarden.bot.status", source, modules)}
     assert found == modules
     assert package_of("trainwarden.workers.checkpoint") == "workers" not in ALLOWED["bot"]
+
+
+# The interfaces: each parses its input, renders its output and calls the operations (ops/) between; none
+# imports another. cli.entry is no interface but the process launcher (`trainwarden bot`, `trainwarden mcp`).
+INTERFACES = {
+    "cli": ("trainwarden.cli",),
+    "mcp": ("trainwarden.mcp_server",),
+    "bot": ("trainwarden.bot",),
+}
+LAUNCHER = "trainwarden.cli.entry"
+
+
+def interface_of(module: str) -> str | None:
+    for name, prefixes in INTERFACES.items():
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return name
+    return None
+
+
+def test_no_interface_imports_another_and_the_operations_import_none() -> None:
+    bad = []
+    modules = tracked_modules()
+    for module, path in sorted(modules.items()):
+        mine = "ops" if package_of(module) == "ops" else interface_of(module)
+        if mine is None or module == LAUNCHER:
+            continue
+        for line, target in imported(module, path, modules):
+            theirs = interface_of(target)
+            if theirs is not None and theirs != mine:
+                bad.append(f"{path.relative_to(path.parents[1])}:{line} ({mine}) imports {target} ({theirs})")
+    assert bad == [], "the CLI, the MCP server and the bot call ops/, never each other:\n" + "\n".join(bad)
 
 
 def test_core_is_the_floor_and_the_root_is_the_ceiling() -> None:

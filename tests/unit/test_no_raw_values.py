@@ -10,11 +10,10 @@ from trainwarden.bot import messages
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.projection import fold
+from trainwarden.ops import render
 from trainwarden.workers.evidence import build_pack
 from trainwarden.workers.findings import findings_note
 from trainwarden.workers.report import check_facts, render_report
-
-from trainwarden import render
 
 RAW = re.compile(r"\bNone\b|0x[0-9a-f]{6,}|\{'|\['|\{\"")
 

@@ -5,10 +5,9 @@ from trainwarden.bot.messages import notification_text
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.projection import fold
+from trainwarden.ops.render import describe, state_lines
 from trainwarden.remote.fleet import Experiment
 from trainwarden.workers.actions import WANDB_KEY_FIX, failed_by, resume_key_missing
-
-from trainwarden.render import describe, state_lines
 
 
 def launched(**data):

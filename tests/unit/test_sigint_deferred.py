@@ -4,8 +4,8 @@ import os
 import signal
 
 import pytest
-from trainwarden.bot.launch_messages import interrupted
 from trainwarden.core.signals import sigint_deferred
+from trainwarden.ops.launch_messages import interrupted
 
 
 @pytest.fixture(autouse=True)

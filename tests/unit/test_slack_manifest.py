@@ -6,10 +6,10 @@ from urllib.parse import urlparse
 import yaml
 from trainwarden.bot.blocks import SHORTCUT_RUN_ACTIONS
 from trainwarden.bot.commands import COMMANDS
-from trainwarden.bot.config import NAMESPACE
 from trainwarden.bot.http_server import PATH
 from trainwarden.bot.manifest import block_of, slash_commands
 from trainwarden.bot.slash.status import STATUS_ALL
+from trainwarden.ops.status_messages import NAMESPACE
 
 from tests.conftest import REPO
 

@@ -9,8 +9,7 @@ from trainwarden.core.dumps import stuck_text
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.projection import fold
-
-from trainwarden.render import describe, state_lines
+from trainwarden.ops.render import describe, state_lines
 
 SITE = "/venv/lib/python3.11/site-packages"
 # as `py-spy dump --nonblocking --full-filenames` prints them (0.4.3)

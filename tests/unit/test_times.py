@@ -4,8 +4,7 @@ from datetime import datetime
 
 import pytest
 from trainwarden.core.errors import UsageError
-
-from trainwarden.times import parse_time
+from trainwarden.ops.times import parse_time
 
 NOW = datetime(2026, 12, 3, 10, 0, 0).timestamp()  # local time, as a user's clock shows it
 

@@ -4,7 +4,6 @@ allow-list a request is checked against; /status's loss column when the loss is 
 import math
 
 import pytest
-from trainwarden.bot import replies
 from trainwarden.bot.authz import identify
 from trainwarden.bot.commands import (
     COMMANDS,
@@ -19,6 +18,7 @@ from trainwarden.bot.commands import (
 )
 from trainwarden.bot.errors import BadInput
 from trainwarden.bot.threads import run_in_metadata
+from trainwarden.ops import status_messages
 
 NAN = math.nan
 
@@ -105,4 +105,4 @@ def test_a_shortcut_is_a_status_request_about_the_run_in_the_messages_metadata()
      ([math.inf], "inf"), ([1.5], "1.5"), ([], "n/a")],
 )  # fmt: skip
 def test_the_loss_column_says_nan_not_a_row_of_marks(values, expected):
-    assert replies.value_trend(values) == expected
+    assert status_messages.value_trend(values) == expected

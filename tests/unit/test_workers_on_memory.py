@@ -13,13 +13,14 @@ import time
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.memory import MemoryStore
+from trainwarden.ops.stop import stop_asked
 from trainwarden.policies.default import default_policy
 from trainwarden.workers.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint
 from trainwarden.workers.evaluate import evaluate_next
 from trainwarden.workers.pending import BuildEvidence, StopRun
 
 from tests.helpers import metric, nan_metric
-from trainwarden.cli.launch import launched_since, stop_asked
+from trainwarden.cli.launch import launched_since
 from trainwarden.cli.policy_report import build_report
 
 RUN = "exp01"

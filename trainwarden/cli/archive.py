@@ -7,11 +7,12 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from trainwarden import render, wiring
+from trainwarden import wiring
 from trainwarden.archive.archiver import Archiver, ArchiveResult
 from trainwarden.archive.record import read_records
 from trainwarden.core.errors import TrainwardenError, UnknownRun, UsageError
 from trainwarden.events import types as t
+from trainwarden.ops import render
 from trainwarden.policies.durations import duration_problem, parse_duration
 from trainwarden.settings import Settings
 

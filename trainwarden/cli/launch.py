@@ -17,20 +17,20 @@ from typing import Any, cast
 
 from trainwarden import wiring
 from trainwarden.agent.health import log_tail
-from trainwarden.bot.launch_messages import failed_at_launch, holding, interrupted
 from trainwarden.cli import remote as cli_remote
 from trainwarden.cli.parser import unrecognized
 from trainwarden.core.errors import UsageError
 from trainwarden.core.signals import sigint_deferred
-from trainwarden.core.words import said
 from trainwarden.events import types as t
 from trainwarden.events.backend import EventLog
 from trainwarden.events.envelope import Event
 from trainwarden.events.errors import StoreError
 from trainwarden.events.heartbeat import read_beats
-from trainwarden.events.payloads import RunLaunchedData, StopRequestedData
+from trainwarden.events.payloads import RunLaunchedData
 from trainwarden.events.store import EventStore
 from trainwarden.extras import require
+from trainwarden.ops.launch_messages import failed_at_launch, holding, interrupted
+from trainwarden.ops.stop import stop_asked
 from trainwarden.remote.first_seconds import TAIL_LINES, WINDOW_S, EarlyExit
 from trainwarden.settings import Settings
 
@@ -67,16 +67,6 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 GLOBAL_WITH_VALUE = ("--config", "--redis-url", "--log-level")
-
-
-def stop_asked(store: EventLog, run: str, *, after: float) -> str | None:
-    """Who asked the run to stop since its launch, and why; None if nobody did."""
-    asked = [e for _, e in store.iter_run(run) if isinstance(e, Event) and e.type == t.STOP_REQUESTED and e.ts >= after]
-    if not asked:
-        return None
-    d = cast(StopRequestedData, asked[-1].data)
-    by = f"rule {d['rule']}" if d.get("rule") else said(d.get("user") or d.get("by"), "someone")
-    return f"{by} asked for it ({said(d.get('reason'), 'no reason given')})"
 
 
 def subcommand(argv: list[str]) -> str | None:

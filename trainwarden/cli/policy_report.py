@@ -20,10 +20,10 @@ from trainwarden.events import types as t
 from trainwarden.events.backend import EventLog
 from trainwarden.events.envelope import Event
 from trainwarden.events.payloads import DecisionData, PolicyAppliedData, PolicyLoadedData
+from trainwarden.ops.times import parse_time
 from trainwarden.policies.default import default_policy
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.settings import Settings
-from trainwarden.times import parse_time
 
 DEFAULT_SINCE = "7d"
 COUNTED = (t.STOP, t.WAIT)

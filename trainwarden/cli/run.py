@@ -23,20 +23,17 @@ from trainwarden.agent.buffering import buffered_pythons
 from trainwarden.agent.buffering import warning as buffering_warning
 from trainwarden.agent.errors import ControlMessageError
 from trainwarden.agent.watch import DEFAULT_STOP_GRACE_S, RunWatch
-from trainwarden.core.errors import NotStoppable, UnknownRun, UsageError
+from trainwarden.core.errors import UsageError
 from trainwarden.core.redact import redact_text
 from trainwarden.core.tmux import tmux_argv
 from trainwarden.events import types as t
 from trainwarden.events.control import send_control
-from trainwarden.events.envelope import Event, make_event, time_seq
+from trainwarden.events.envelope import Event
 from trainwarden.events.payloads import RunWatchedData, StopRequestedData, StopResultData
-from trainwarden.events.projection import ENDED
-from trainwarden.events.run_view import run_state
 from trainwarden.events.store import EventStore
-from trainwarden.remote.agent_stop import AGENT, agent_absent, stop_means
+from trainwarden.ops.stop import POLL_S, request_stop, wait_outcome
+from trainwarden.remote.agent_stop import agent_absent
 from trainwarden.settings import Settings
-
-POLL_S = 0.1
 
 
 def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
@@ -147,45 +144,6 @@ def cmd_stop(args: argparse.Namespace, settings: Settings) -> int:
     by_hand = f"; stop it by hand: {d['hint']}" if d.get("hint") else ""
     print(f"trainwarden: error: stop failed for {args.run}: {d.get('error')}{by_hand}", file=sys.stderr)
     return 1
-
-
-def request_stop(store: EventStore, settings: Settings, run: str, asked: StopRequestedData) -> tuple[Event, str | None]:
-    """Append `stop.requested` for `run` (the event and its stream id); the workers carry it out. Refused first,
-    with nothing appended, what cannot be stopped: an unknown run, one that ended, one that nothing recorded
-    says how to stop, one only its host's agent can stop while that agent is absent. The CLI's `stop` and the
-    MCP server's share it, so both refuse alike."""
-    if store.length(run) == 0:
-        raise UnknownRun(run)
-    state = run_state(store, run)  # the read model: archived runs too, and no fold of a long log
-    if state.status in ENDED:
-        raise NotStoppable(f"{run} has ended already ({state.status}): there is nothing to stop")
-    means = stop_means(state.launch, state.watched)
-    if means is None:
-        raise NotStoppable(
-            f"trainwarden has no way to stop {run}: it was not launched by trainwarden and its watch names no "
-            f"pid, match, tmux session or stop command; add one with `trainwarden watch {run} --log FILE "
-            "--pid PID` (the agent keeps watching it)"
-        )
-    if means == AGENT:
-        host = (state.watched.get("host") if state.watched else None) or state.host
-        absent = agent_absent(store, host, now=time.time())
-        if absent is not None:
-            raise NotStoppable(f"{run} can only be stopped by the agent on its host, but {absent}")
-    producer = f"{asked.get('by') or 'cli'}/{settings.host}"
-    event = make_event(t.STOP_REQUESTED, run=run, host=settings.host, producer=producer, seq=time_seq(), data=asked)
-    return event, store.append_one(event)
-
-
-def wait_outcome(store: EventStore, run: str, request: str, after: str | None, timeout: float) -> Event | None:
-    deadline = time.monotonic() + timeout
-    while True:
-        for _sid, event in store.iter_run(run, after=after):
-            if (isinstance(event, Event) and event.type in (t.STOP_DONE, t.STOP_FAILED)
-                    and event.data.get("request") == request):  # fmt: skip
-                return event
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(POLL_S)
 
 
 def _positive(text: str) -> float:

@@ -9,28 +9,14 @@ it is listed as a plan, with how far the plan got.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 
-from trainwarden import render, wiring
+from trainwarden import wiring
 from trainwarden.events import types as t
-from trainwarden.events.envelope import Event
-from trainwarden.events.projection import RunState
-from trainwarden.events.run_view import run_states
-from trainwarden.events.store import EventStore
-from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
+from trainwarden.ops import render
+from trainwarden.ops.runs import Row, rows
 from trainwarden.settings import Settings
 
 COLUMNS = ("RUN", "STATUS", "HOST", "LAST EVENT")
-SYSTEM = "system"  # the status column of the reserved system run
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    run: str
-    status: str
-    host: str
-    last_ts: float
-    state: RunState | None = None  # the run's view (none for the system run and plans)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,27 +24,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--all", dest="everything", action="store_true",
                    help=f"also list trainwarden's own events (the system run, {t.SYSTEM_RUN})")  # fmt: skip
     s.set_defaults(func=cmd_runs)
-
-
-def rows(store: EventStore, *, everything: bool = False) -> list[Row]:
-    """Each known run, most recent first, with its status."""
-    known = [(run, ts) for run, ts in store.runs() if everything or run != t.SYSTEM_RUN]
-    plain = [run for run, _ in known if run != t.SYSTEM_RUN and not run.startswith(PLAN_PREFIX)]
-    states = run_states(store, plain)
-    out = []
-    for run, ts in known:
-        if run in states:
-            out.append(Row(run, states[run].status, states[run].host or "-", ts, states[run]))
-        elif run == t.SYSTEM_RUN:
-            out.append(Row(run, SYSTEM, "-", ts))
-        else:
-            out.append(Row(run, plan_status(store, run), "-", ts))
-    return out
-
-
-def plan_status(store: EventStore, stream: str) -> str:
-    plan = fold_plan(e for _, e in store.iter_run(stream) if isinstance(e, Event))
-    return "plan finished" if plan.finished else "plan running" if plan.started else "plan"
 
 
 def table(found: list[Row]) -> str:

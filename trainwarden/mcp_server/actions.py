@@ -16,9 +16,6 @@ from collections.abc import Mapping
 from typing import cast
 
 from trainwarden import wiring
-from trainwarden.bot.launch_messages import failed_at_launch
-from trainwarden.cli.launch import stop_asked
-from trainwarden.cli.run import request_stop, wait_outcome
 from trainwarden.core.errors import ActionNotAllowed, TrainwardenError, UsageError
 from trainwarden.core.redact import redact_text
 from trainwarden.core.words import shorten
@@ -29,6 +26,8 @@ from trainwarden.events.store import EventStore
 from trainwarden.extras import require
 from trainwarden.mcp_server import messages
 from trainwarden.mcp_server.config import CALLER_PREFIX, IDENTITY_RE, LAUNCH, STOP
+from trainwarden.ops.launch_messages import failed_at_launch
+from trainwarden.ops.stop import request_stop, stop_asked, wait_outcome
 from trainwarden.remote.errors import LaunchError, PlanHeld
 from trainwarden.remote.first_seconds import WINDOW_S
 from trainwarden.remote.plan_gate import plan_refusal

@@ -1,6 +1,6 @@
-"""The MCP server's reads: `check`, `status`, `runs`, `replay`, `policy_backtest`, each the CLI's (or /status's)
-own code returning its text instead of printing it. Nothing here writes an event: an agent that checks a run
-every 30 minutes leaves the run's log as it found it.
+"""The MCP server's reads: `check`, `status`, `runs`, `replay`, `policy_backtest`, each the operation (ops/) that
+the CLI (or /status) calls too, its text returned instead of printed. Nothing here writes an event: an agent that
+checks a run every 30 minutes leaves the run's log as it found it.
 """
 
 from __future__ import annotations
@@ -9,15 +9,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainwarden import render
+from trainwarden import wiring
 from trainwarden.archive.history import load_history
-from trainwarden.bot import status
-from trainwarden.cli import policy as policy_commands
-from trainwarden.cli import runs as runs_command
-from trainwarden.cli.replay import check_report, replay_lines
 from trainwarden.core.errors import UnknownRun
 from trainwarden.events.store import EventStore
 from trainwarden.mcp_server import messages
+from trainwarden.ops import backtest as backtests
+from trainwarden.ops import render, status
+from trainwarden.ops import runs as runs_op
+from trainwarden.ops.check import check_report
+from trainwarden.ops.replay import replay_lines
 from trainwarden.settings import Settings
 
 TIME_PARAMETERS = {"since": "since", "until": "until", "as_of": "as_of"}  # errors name the tool's parameters
@@ -42,7 +43,7 @@ def runs(store: EventStore) -> list[dict[str, Any]]:
     """Every run (not trainwarden's own system log), most recently active first, with what an agent
     picks one by: its status, host, step, open anomalies and last decision (`trainwarden runs`'s rows)."""
     out: list[dict[str, Any]] = []
-    for row in runs_command.rows(store):
+    for row in runs_op.rows(store):
         state = row.state
         out.append({"run": row.run, "status": row.status, "host": state.host or None if state else None,
                     "step": state.step if state else None,
@@ -65,15 +66,15 @@ def policy_backtest(settings: Settings, *, policy: str = "default", run: str | N
                     wandb_dir: str | None = None, interval_s: float = 10.0, gpus: float = 1.0,
                     as_json: bool = False) -> str:  # fmt: skip
     """`trainwarden policy backtest`: when `policy` would have fired on one recorded history."""
-    chosen = policy_commands.named_policy(policy)
-    result, source = policy_commands.backtest_one(
+    chosen = backtests.named_policy(policy)
+    result, source = backtests.backtest_one(
         chosen,
-        settings,
+        lambda: wiring.store(settings),
         run=run,
         log=Path(log) if log else None,
         wandb_dir=Path(wandb_dir) if wandb_dir else None,
         interval=interval_s,
     )
     if as_json:
-        return json.dumps(policy_commands.backtest_json(result, source=source, gpus=gpus), indent=2)
-    return "\n".join(policy_commands.backtest_lines(result, source=source, gpus=gpus))
+        return json.dumps(backtests.backtest_json(result, source=source, gpus=gpus), indent=2)
+    return "\n".join(backtests.backtest_lines(result, source=source, gpus=gpus))

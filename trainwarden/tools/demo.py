@@ -20,7 +20,7 @@ from typing import TextIO, cast
 
 import yaml
 
-from trainwarden import render, wiring, writable
+from trainwarden import wiring, writable
 from trainwarden.bot.sink import ConsoleSink
 from trainwarden.core.errors import DemoError
 from trainwarden.core.tmux import tmux_argv
@@ -29,6 +29,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.events.projection import RunState, fold
 from trainwarden.events.store import EventStore, Malformed
+from trainwarden.ops import render
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import LocalTmuxController, StopTarget
 from trainwarden.settings import load_settings

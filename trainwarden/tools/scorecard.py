@@ -18,6 +18,7 @@ from typing import Any
 from trainwarden.bot.config import FLAP_THRESHOLD, FLAP_WINDOW_S
 from trainwarden.bot.stages import GUARD, NotifyState, Pipeline
 from trainwarden.events import types as t
+from trainwarden.ops.backtest import moment_json
 from trainwarden.policies.backtest import Backtest, Moment
 from trainwarden.policies.model import CRITICAL
 from trainwarden.tools.corpus import DEV, NOSTOP, STOP, TEST, CorpusRun
@@ -221,15 +222,6 @@ def totals(scores: list[RunScore]) -> Totals:
         out.episodes_over_one += s.worst_episode > 1
         out.gpu_hours_saved += s.gpu_hours_saved or 0.0
         out.failing += not s.ok
-    return out
-
-
-def moment_json(m: Moment, *, first_ts: float | None, line: int | None = None) -> dict[str, Any]:
-    after = max(0.0, m.ts - (first_ts if first_ts is not None else m.ts))
-    out: dict[str, Any] = {"after_s": after, "step": m.step, "epoch": m.epoch, "rule": m.rule, "what": m.what,
-                           "reason": m.reason}  # fmt: skip
-    if line is not None:
-        out["line"] = line
     return out
 
 

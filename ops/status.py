@@ -1,5 +1,5 @@
-"""/status: each run's state read from the projections (the run view of events/run_view.py, and a
-plan's fold), rendered one line per run.
+"""The status operation (Slack's /status, the MCP server's `status`): each run's state read from the projections
+(the run view of events/run_view.py, and a plan's fold), rendered one line per run (ops/status_messages.py).
 
 Reads are batched, whatever the number of runs: every run's view comes from `run_states` (two pipelined round
 trips, then the moved snapshots written back), and the shown lines' GPU samples from one more pipeline, so /status
@@ -18,8 +18,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from trainwarden.bot import messages, replies
-from trainwarden.bot.stages import SYSTEM_RUN
 from trainwarden.core.errors import TrainwardenError
 from trainwarden.core.metrics import first_of
 from trainwarden.events import types as t
@@ -29,6 +27,7 @@ from trainwarden.events.payloads import PlanStartedData
 from trainwarden.events.projection import RunState, is_finite_number
 from trainwarden.events.run_view import Moved, read_states, run_state, save_views
 from trainwarden.events.store import Malformed, decode_entries
+from trainwarden.ops import status_messages
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.remote.plan import PLAN_PREFIX, fold_plan
 
@@ -44,7 +43,7 @@ SPARK_POINTS = 12
 
 
 def known_runs(store: EventLog) -> list[str]:
-    return [run for run, _ in store.runs() if run != SYSTEM_RUN]
+    return [run for run, _ in store.runs() if run != t.SYSTEM_RUN]
 
 
 def gpu_utils(store: RecentLog, runs: Sequence[str]) -> dict[str, float | None]:
@@ -87,19 +86,19 @@ def progress(state: RunState) -> str:
     """Step / total steps (from the experiment, recorded at launch), else epochs, else the step."""
     total, epochs = state.launch.get("total_steps"), state.launch.get("epochs")
     if isinstance(total, int) and total > 0 and state.step is not None:
-        return messages.progress_bar(state.step, total)
+        return status_messages.progress_bar(state.step, total)
     epoch = state.last_metrics.get("epoch")
     if isinstance(epoch, int | float) and isinstance(epochs, int) and epochs > 0:
-        return messages.progress_bar(int(epoch), epochs)
+        return status_messages.progress_bar(int(epoch), epochs)
     if epoch is not None:
-        return messages.epoch(epoch)
-    return messages.step(state.step)
+        return status_messages.epoch(epoch)
+    return status_messages.step(state.step)
 
 
 def line(state: RunState, now: float, gpu: float | None) -> str:
     losses = loss_values(state)
-    loss = replies.value_trend(losses)
-    return replies.status_line(
+    loss = status_messages.value_trend(losses)
+    return status_messages.status_line(
         run=state.run,
         host=state.host or "?",
         status=state.status,
@@ -121,7 +120,7 @@ def plan_line(store: EventLog, stream: str) -> str | None:
         return None
     data = cast(PlanStartedData, started.data)
     names = data.get("experiments") or list(state.steps)
-    return replies.plan_status_line(data.get("plan", stream), [(n, state.state_of(n)) for n in names])
+    return status_messages.plan_status_line(data.get("plan", stream), [(n, state.state_of(n)) for n in names])
 
 
 def urgency(state: RunState) -> tuple[int, int, float, str]:
@@ -162,11 +161,11 @@ def overview(store: RecentLog, *, everything: bool = False, now: float | None = 
     lines = [line(state, now, gpus[state.run]) for state in shown] + plans[: max(0, limit - len(shown))]
     more = len(states) + len(plans) - len(lines)
     if not lines:
-        lines.append(replies.no_active_runs())
+        lines.append(status_messages.no_active_runs())
     if more:
-        lines.append(replies.status_more(more))
+        lines.append(status_messages.status_more(more))
     if hidden:
-        lines.append(replies.status_ended_hidden(hidden))
+        lines.append(status_messages.status_ended_hidden(hidden))
     return "\n".join(lines)
 
 
@@ -183,9 +182,9 @@ def detail(store: RecentLog, run: str, *, now: float | None = None) -> str:
     state = run_state(store, run)
     return "\n".join(
         [
-            replies.status_detail_header(run, state.host or "?", state.status),
+            status_messages.status_detail_header(run, state.host or "?", state.status),
             line(state, now, gpu_utils(store, [run])[run]),
-            replies.status_decisions(state.decisions[-5:]),
-            replies.status_report(state.evidence[-1] if state.evidence else None),
+            status_messages.status_decisions(state.decisions[-5:]),
+            status_messages.status_report(state.evidence[-1] if state.evidence else None),
         ]
     )

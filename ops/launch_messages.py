@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from trainwarden.bot.messages import exit_status
+from trainwarden.core.words import exit_status
 
 if TYPE_CHECKING:
     from trainwarden.remote.first_seconds import EarlyExit
