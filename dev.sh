@@ -58,7 +58,7 @@ ensure_venv() {
   # Strict editable mode: the installed package is a tree of links to the checkout's files, which a type
   # checker resolves as trainwarden.events etc.; a new module needs a reinstall, so the stamp covers them.
   stamp=$( { cat pyproject.toml setup.py
-             find trainwarden events agent policies workers bot remote archive core sdk -name '*.py' | sort; } | sha256sum | cut -d' ' -f1)
+             find trainwarden events agent policies workers bot remote archive core sdk ops -name '*.py' | sort; } | sha256sum | cut -d' ' -f1)
   if [ ! -f .venv/.dev-stamp ] || [ "$(cat .venv/.dev-stamp)" != "$stamp" ]; then
     say "installing trainwarden and its test tools into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
