@@ -18,7 +18,19 @@ from tests.conftest import REPO
 from tests.deploy_files import Instruction, dockerfile, exec_form, trainwarden_accepts
 
 CONSTRAINTS = REPO / "deploy" / "constraints.txt"
-SOURCE_ROOTS = ("trainwarden", "core", "sdk", "events", "agent", "policies", "workers", "bot", "remote", "archive", "ops")
+SOURCE_ROOTS = (
+    "trainwarden",
+    "core",
+    "sdk",
+    "events",
+    "agent",
+    "policies",
+    "workers",
+    "bot",
+    "remote",
+    "archive",
+    "ops",
+)
 
 
 def constraints_script() -> ModuleType:
