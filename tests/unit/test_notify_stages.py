@@ -231,7 +231,7 @@ def test_follow_ups_refresh_the_parent_and_close_the_guard():
     guard = {"channel": "C1", "ts": "2.0", "text": "GUARDED STOP r1"}
     (closed,) = updates(NotifyState(), primary, guard)
     stopped = message_parts.guard_outcome_stopped("U0ALICE")
-    assert closed == Update("C1", "2.0", message_parts.guard_closed("GUARDED STOP r1", stopped))
+    assert closed == Update("C1", "2.0", message_parts.closed("GUARDED STOP r1", stopped))
     assert updates(NotifyState(), primary, None) == []  # the guard message was never posted
 
 
