@@ -2,9 +2,10 @@
 
 A resolve refreshes the run's parent message in that channel (its open rules); a stop done or a run's
 failure closes it (its first line and the outcome, its Stop run and Snooze buttons gone: they could no longer
-act); the outcome of a guarded stop closes the guard's message (its buttons go). `updates` decides them (pure); `FollowUps`
-makes them, after the post and before its result is recorded (bot/delivery.py `after_post`), so a
-crash in between repeats them (they are idempotent). An edit Slack refuses costs the edit only.
+act); the outcome of a guarded stop closes the guard's message (its buttons go). `updates` decides them
+(pure); `FollowUps` makes them, after the post and before its result is recorded (bot/delivery.py
+`after_post`), so a crash in between repeats them (they are idempotent). An edit Slack refuses costs the
+edit only.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def number(value: object) -> str:
 
 def anomaly_opened(event: Event) -> str:
     d = cast(p.AnomalyOpenedData, event.data)
-    tried = f" {remedy(d['remedy'])}." if d.get("remedy") else ""
+    tried = f" {remedy(str(d.get('remedy')))}." if d.get("remedy") else ""
     return f"ANOMALY {where(event)}: {said(d.get('reason'), 'no reason recorded')}{rule_and(d)}.{tried}"
 
 
