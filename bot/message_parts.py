@@ -33,6 +33,9 @@ def run_stopped(by: str | None) -> str:
     return f"run stopped by <@{by}>" if by else "run stopped"
 
 
+RUN_FINISHED = "run finished"  # the outcome on a run's parent message once it ended by itself
+
+
 def run_failed(code: object) -> str:
     """The outcome on a run's parent message once the run failed (the thread's FAILED says the rest)."""
     return f"run failed, exit code {code}" if type(code) is int else "run failed"

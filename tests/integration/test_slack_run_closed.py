@@ -82,3 +82,18 @@ def test_a_refused_update_loses_no_stop_post_and_the_notifier_goes_on(store, sla
     store.append([Evaluator("exp08").opened("grad-norm", "grad_norm=180 > 100")])
     drain(n)
     assert slack_api.messages[-1].text.startswith("ANOMALY exp08@gpu1")
+
+
+def test_a_run_that_finished_closes_its_parent_but_not_after_a_stop(store, slack_api):
+    ev, stopped = Evaluator("exp09"), Evaluator("exp10")
+    store.append([anomaly(ev), ev(t.RUN_FINISHED, exit_code=0)])
+    store.append([anomaly(stopped), *stop(stopped), stopped(t.RUN_FINISHED, exit_code=0)])
+    drain(notifier(store, slack_api))
+
+    finished = next(m for m in slack_api.parents() if m.key and m.key.startswith("eval/exp09:"))
+    assert finished.updates == [f"ANOMALY exp09@gpu1: loss=9 > 2x recent average 2.4 (loss-spike, warning). "
+                                f"Try: {REMEDY}. [run finished]"]  # fmt: skip
+    assert not any(b["type"] == "actions" for b in finished.blocks)
+    assert slack_api.replies(finished.ts) == []  # a run that finished posts nothing
+    closed = next(m for m in slack_api.parents() if m.key and m.key.startswith("eval/exp10:"))
+    assert closed.updates[-1].endswith("[run stopped by <@U0ALICE>]")  # the stop's outcome stays
