@@ -68,8 +68,9 @@ def notice_blocks(
     extra: list[str] = []
     if trend and trend[1]:
         extra.append(messages.metric_trend(*trend))
-    if (remedy := d.get("remedy")) and notice.kind in WITH_BUTTONS | {GUARD, t.STOP}:
-        extra.append(message_parts.remedy(remedy))
+    remedy = d.get("remedy")
+    if remedy and notice.kind in WITH_BUTTONS | {GUARD, t.STOP} and message_parts.remedy(remedy) not in text:
+        extra.append(message_parts.remedy(remedy))  # an ANOMALY's line says it already: not twice
     if state.wandb_url:
         extra.append(message_parts.wandb_link(state.wandb_url))
     if state.evidence and notice.kind in (t.STOP_DONE, t.STOP_FAILED, GUARD, t.STOP):

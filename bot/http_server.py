@@ -10,8 +10,12 @@ that is not a number (401) and a `payload` that is not a JSON object (400). `GET
 Slow clients: waitress's inactivity timeout is refreshed by every byte, so 100 clients sending their
 headers a byte a second once held all its connections for as long as they liked. `Guard` gives each
 request READ_DEADLINE_S from its first byte to its last (whatever the pace; an idle connection gets the
-same as its inactivity timeout), and refuses a connection from an address that already holds
-PER_ADDRESS, so one client cannot take the slots Slack's requests need.
+same as its inactivity timeout), and lets one address hold at most PER_ADDRESS connections that have sent
+no whole request for GRACE_S or longer (the oldest beyond are closed, within a second), so one client cannot
+take the connections Slack's requests need. Only those count: behind nginx, a tunnel or a load balancer every
+request comes from one address, and a cap on all its connections turned Slack's own away (300 concurrent
+commands: 36 answered). A connection younger than GRACE_S is not capped (a client that has just connected
+may not have written yet); the pool (CONNECTIONS) is large enough that those cannot take it.
 
 Waitress parses requests in its own loop and runs the app in a few threads; the app only waits for
 a listener's acknowledgement (at once), so a handful of threads carries any command rate Slack sends.
@@ -48,7 +52,10 @@ MAX_BODY = 1 << 20
 THREADS = 4  # requests handled at once; each waits only for an acknowledgement
 TIMESTAMP_RE = re.compile(r"[0-9]{1,12}")  # Unix seconds, ASCII digits only
 READ_DEADLINE_S = 10  # seconds from a request's first byte to its last (and an idle connection's life)
-PER_ADDRESS = 20  # connections one client address may hold at once (waitress holds 100 in all)
+PER_ADDRESS = 20  # connections one address may hold that sent no whole request in GRACE_S
+GRACE_S = 2.0  # a connection waiting this long for its request (since its accept or the request's first byte) is slow
+CONNECTIONS = 500  # connections held at once (waitress's default, 100, was the limit with a cap on every connection)
+MAX_HEADERS = 64 << 10  # a request's headers (waitress's default, 256 KiB, times CONNECTIONS is memory to spare)
 SAID_EVERY_S = 60.0  # a refused or dropped address is logged at most this often
 
 
@@ -79,14 +86,20 @@ def _plain(start_response: StartResponse, status: str, body: bytes) -> list[byte
 
 
 class DeadlinedChannel(HTTPChannel):
-    """A connection that knows when the request it is reading began (its first byte)."""
+    """A connection that knows when the request it is reading began (its first byte; its accept before)."""
 
-    started = 0.0
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.started = time.time()  # waitress's clock (its maintenance is given time.time())
+        super().__init__(*args, **kwargs)
 
     def received(self, data: bytes) -> bool:
         if self.request is None and data:
-            self.started = time.time()  # waitress's clock (its maintenance is given time.time())
+            self.started = time.time()
         return bool(super().received(data))
+
+    def waiting(self) -> bool:
+        """No whole request yet (none sent, headers or body still coming, or idle between two): what is capped."""
+        return not self.requests and not self.will_close and not self.close_when_flushed
 
 
 def _address(addr: Any) -> str:
@@ -107,30 +120,31 @@ class Guard:
                 server.channel_class = self.channel  # type: ignore[assignment]
                 server.maintenance = functools.partial(self.maintenance, server)  # type: ignore[method-assign]
 
-    def channel(self, server: Any, conn: socket.socket, addr: Any, adj: Any, map: Any = None) -> HTTPChannel | None:
-        host = _address(addr)
-        held = sum(1 for c in server.active_channels.values() if getattr(c, "addr", None) and c.addr[0] == host)
-        if held >= PER_ADDRESS:
-            self._say(
-                host, "refused", f"refusing connections from {host}: it holds {held} already (at most {PER_ADDRESS})"
-            )
-            conn.close()
-            return None
+    def channel(self, server: Any, conn: socket.socket, addr: Any, adj: Any, map: Any = None) -> HTTPChannel:
         return DeadlinedChannel(server, conn, addr, adj, map=map)
 
     def maintenance(self, server: Any, now: float) -> None:
-        """waitress's own (idle connections) plus the deadline on a request being read."""
+        """waitress's own (idle connections), the deadline on a request being read, and the per-address cap."""
         type(server).maintenance(server, now)  # the class's: the instance's is this
+        stalled: dict[str, list[DeadlinedChannel]] = {}
         for channel in list(server.active_channels.values()):
-            late = now - getattr(channel, "started", now) > READ_DEADLINE_S
-            if channel.request is not None and not channel.requests and late and not channel.will_close:
+            if not isinstance(channel, DeadlinedChannel) or not channel.waiting():
+                continue
+            host = _address(channel.addr)
+            if channel.request is not None and now - channel.started > READ_DEADLINE_S:
                 channel.will_close = True
-                host = _address(channel.addr)
-                self._say(
-                    host,
-                    "dropped",
-                    f"dropping connections from {host} that sent no whole request in {READ_DEADLINE_S}s",
-                )
+                self._say(host, "dropped", f"dropping connections from {host} that sent no whole request in "
+                                           f"{READ_DEADLINE_S}s")  # fmt: skip
+            elif now - channel.started >= GRACE_S:
+                stalled.setdefault(host, []).append(channel)
+        for host, channels in stalled.items():
+            if len(channels) > PER_ADDRESS:
+                channels.sort(key=lambda c: c.started)
+                for channel in channels[: len(channels) - PER_ADDRESS]:
+                    channel.will_close = True  # closed by waitress's loop at once: no request of it is served
+                self._say(host, "capped", f"closing {len(channels) - PER_ADDRESS} connections from {host}: it held "
+                                          f"{len(channels)} that sent no whole request in {GRACE_S:g}s "
+                                          f"(at most {PER_ADDRESS})")  # fmt: skip
 
     def _say(self, host: str, kind: str, text: str) -> None:
         now = time.monotonic()
@@ -159,7 +173,8 @@ class SlackHTTPServer:
         self.sockets: dict[int, Any] = {}
         self.server = create_server(SlackWSGI(app, path), map=self.sockets, host=host, port=port, threads=THREADS,
                                     max_request_body_size=MAX_BODY, ident="trainwarden",
-                                    channel_timeout=READ_DEADLINE_S, cleanup_interval=1)  # fmt: skip
+                                    channel_timeout=READ_DEADLINE_S, cleanup_interval=1, connection_limit=CONNECTIONS,
+                                    max_request_header_size=MAX_HEADERS, asyncore_use_poll=True)  # fmt: skip
         Guard().install(self.sockets)
         self.address = _listening(self.sockets)
         self._thread: threading.Thread | None = None

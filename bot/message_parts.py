@@ -14,7 +14,9 @@ def thread_parent(headline: str, open_rules: Sequence[str]) -> str:
     return f"{headline} [{state}]"
 
 
-def guard_closed(headline: str, outcome: str) -> str:
+def closed(headline: str, outcome: str) -> str:
+    """A message whose buttons can no longer act (a decided guard, the parent of a run that stopped or ended):
+    its first line and the outcome, in one line."""
     return f"{headline} [{outcome}]"
 
 
@@ -24,6 +26,19 @@ def guard_outcome_stopped(by: str | None) -> str:
 
 def guard_outcome_kept(by: str | None) -> str:
     return f"kept running by <@{by}>"
+
+
+def run_stopped(by: str | None) -> str:
+    """The outcome on a run's parent message once the run was stopped."""
+    return f"run stopped by <@{by}>" if by else "run stopped"
+
+
+RUN_FINISHED = "run finished"  # the outcome on a run's parent message once it ended by itself
+
+
+def run_failed(code: object) -> str:
+    """The outcome on a run's parent message once the run failed (the thread's FAILED says the rest)."""
+    return f"run failed, exit code {code}" if type(code) is int else "run failed"
 
 
 def remedy(text: str) -> str:

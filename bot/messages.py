@@ -13,7 +13,7 @@ from typing import cast
 
 from trainwarden.bot import stall_messages
 from trainwarden.bot import watcher_messages as watchers
-from trainwarden.bot.message_parts import truncated
+from trainwarden.bot.message_parts import remedy, truncated
 from trainwarden.core.redact import redact_text
 from trainwarden.core.words import clock, exit_status, number, said, sparkline, word_end
 from trainwarden.events import payloads as p
@@ -57,8 +57,8 @@ def rule_and(d: object, *more: str) -> str:
 
 def anomaly_opened(event: Event) -> str:
     d = cast(p.AnomalyOpenedData, event.data)
-    remedy = f" Try: {d['remedy']}." if d.get("remedy") else ""
-    return f"ANOMALY {where(event)}: {said(d.get('reason'), 'no reason recorded')}{rule_and(d)}.{remedy}"
+    tried = f" {remedy(str(d.get('remedy')))}." if d.get("remedy") else ""
+    return f"ANOMALY {where(event)}: {said(d.get('reason'), 'no reason recorded')}{rule_and(d)}.{tried}"
 
 
 def metrics_unreadable(event: Event) -> str:

@@ -237,6 +237,8 @@ class Notifier:
                                snooze_s=self.snooze_s, fresh=fresh)  # fmt: skip
             elif messages.notification_builder(item) is not None:
                 self.suppressed[reason] += 1
+            elif item.type == t.RUN_FINISHED:
+                self.path.follow_ups.finished(state, item)  # posts nothing, closes the run's parent
             if item.type in (t.EVIDENCE_BUILT, t.EVIDENCE_FAILED):
                 self._share_pack(state, item, fresh=fresh)
             elif item.type == t.ANOMALY_CHARTED:

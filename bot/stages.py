@@ -43,6 +43,8 @@ INPUT_TYPES = frozenset(
      t.STOP_CANCELLED, t.SNOOZE_SET, t.LAUNCH_FAILED, t.WATCHDOG_STALLED, t.WATCHDOG_RECOVERED, t.POLICY_REJECTED,
      t.COMPONENT_SILENT, t.COMPONENT_RECOVERED, t.LOG_LINE, t.RESUME_SKIPPED, t.PROCESS_DUMP}
 )  # fmt: skip
+# Kinds after which the run's parent message offers nothing that can act: it is closed with the outcome.
+ENDS_THREAD = frozenset({t.STOP_DONE, t.RUN_FAILED})
 # Kinds that are noise control's business; decisions to STOP, stops and failures always go out (what a rule
 # in shadow mode would have decided is not one: it may be snoozed, and is not news once the run ended).
 QUIETABLE = frozenset({t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.WAIT, t.DECISION_SHADOW, t.PROCESS_DUMP})
@@ -59,7 +61,7 @@ class Notice:
     event: Event
     rule: str | None = None
     broadcast: bool = False  # also show in the channel (a STOP)
-    update_parent: bool = False  # refresh the run's parent message (a resolve)
+    update_parent: bool = False  # refresh the run's parent message (a resolve), or close it (ENDS_THREAD)
     close_guard: str | None = None  # key of a guarded-stop message to close ...
     guard_outcome: tuple[str, str | None] | None = None  # ... with this outcome: (STOPPED or KEPT, by whom)
     facts: messages.Facts = field(default_factory=messages.Facts)  # beyond the event, as known when selected
@@ -133,7 +135,7 @@ def select(state: NotifyState, event: Event) -> Notice | None:
         event=event,
         rule=rule_of(event),
         broadcast=kind in (t.STOP, GUARD),
-        update_parent=event.type in (t.ANOMALY_RESOLVED, t.WATCHDOG_RECOVERED),
+        update_parent=event.type in (t.ANOMALY_RESOLVED, t.WATCHDOG_RECOVERED) or event.type in ENDS_THREAD,
         close_guard=close,
         guard_outcome=outcome,
         facts=messages.Facts(state.evidence, state.evidence_problem, state.fault_line),

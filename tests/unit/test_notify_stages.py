@@ -231,9 +231,19 @@ def test_follow_ups_refresh_the_parent_and_close_the_guard():
     guard = {"channel": "C1", "ts": "2.0", "text": "GUARDED STOP r1"}
     (closed,) = updates(NotifyState(), primary, guard)
     stopped = message_parts.guard_outcome_stopped("U0ALICE")
-    assert closed == Update("C1", "2.0", message_parts.guard_closed("GUARDED STOP r1", stopped))
+    assert closed == Update("C1", "2.0", message_parts.closed("GUARDED STOP r1", stopped))
     assert updates(NotifyState(), primary, None) == []  # the guard message was never posted
 
 
 def test_a_notice_of_the_old_shape_is_gone():
     assert "text" not in {f.name for f in dataclasses.fields(Notice)}  # text is a rendering, not a field
+
+
+def test_a_stop_done_or_a_failure_closes_the_parent_with_the_outcome():
+    state = NotifyState(threads={"C1": "1.0"}, headlines={"C1": "ANOMALY r1"}, open_rules=["a"], stop_by="U0ALICE")
+    for event, outcome in ((ev(1, t.STOP_DONE, detail="killed"), message_parts.run_stopped("U0ALICE")),
+                           (ev(2, t.RUN_FAILED, exit_code=137), message_parts.run_failed(137))):  # fmt: skip
+        notice = notice_of(event)
+        out = Outgoing(notice=notice, destination=Destination("C1"), key=notice.key)
+        assert updates(state, out, None) == [Update("C1", "1.0", message_parts.closed("ANOMALY r1", outcome))]
+    assert message_parts.run_stopped(None) == "run stopped" and message_parts.run_failed(None) == "run failed"

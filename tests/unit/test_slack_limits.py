@@ -62,7 +62,7 @@ def test_every_notification_fitted_is_accepted(kind, run, text, extra):
             assert value["run"] == run
     for text_ in (
         message_parts.thread_parent(notice.text, [extra] * 50),
-        message_parts.guard_closed(notice.text, extra),
+        message_parts.closed(notice.text, extra),
     ):
         accepted(text_, text_blocks(text_))
 
