@@ -109,6 +109,7 @@ class ProcessHealth:
         self.seen_alive = False
         self.gone = False  # its processes were known (seen, or a launch's pid) and are not there now
         self.guard_reported = False
+        self.tops: list[tuple[int, int]] = []  # (pid, start ticks) of its top processes at the last sample
         self.env_read = not self.trackable  # a run without a pid or session has no environment to read
         self.wandb_env: list[str] = []  # names of the WANDB_* variables its processes have (agent.wandb_use)
         self._last: tuple[float, int] | None = None  # (time, cpu ticks of the tree)
@@ -146,6 +147,7 @@ class ProcessHealth:
             self.gone = self.seen_alive or (bool(self.watch.launch) and self.watch.pid is not None)
             return {"alive": False} if self.gone else None
         root = roots[0]
+        self.tops = [(r.pid, r.start_ticks) for r in roots]
         if self.watch.pid is not None or self.watch.session:
             self.root = root
         self.seen_alive = True
@@ -201,6 +203,15 @@ class ProcessHealth:
         """Whether an offline W&B is a finding: not for a run without W&B (`wandb: 0`), nor for one whose
         experiment allows offline (`allow_offline_wandb`, from its launch)."""
         return self.watch.wandb is not False and not self.watch.allow_offline_wandb
+
+    def died(self) -> bool:
+        """Cheap enough for every poll (a stat of each top process and of the exit file): whether the run's end
+        shows, so the agent samples it now and records the end within a poll, not at the next process sample."""
+        for pid, start in self.tops:
+            now = procfs.read_stat(pid)
+            if now is None or now.start_ticks != start or now.state == "Z":
+                return True
+        return read_exit_code(self.watch.exit_path, not_before=self.watch.launched_at) is not None
 
     def ended(self) -> Ended | None:
         """How the run ended, or None while it runs (or while that cannot be told)."""

@@ -3,8 +3,9 @@
 One `step()`: apply new control messages (watch, unwatch, and stop: carried out by agent.stopper);
 publish the outcomes of stops carried out since; read logs and W&B (unless the spool is full: then the
 logs keep the lines until Redis takes the backlog); every `process_interval_s` sample process
-health; every `gpu_interval_s` sample GPUs and drain XID events; every `heartbeat_interval_s` send
-a heartbeat to each run; then flush, and save the state once everything made is durable.
+health, and at once when a run's process is gone or its exit file came (a death is recorded within a
+poll, not at the next sample); every `gpu_interval_s` sample GPUs and drain XID events; every
+`heartbeat_interval_s` send a heartbeat to each run; then flush, and save the state once everything made is durable.
 
 A failure in one run's sources, or in GPU sampling, is that run's or that sampler's alone: it is
 counted and logged once (agent.isolation), and every other run is watched as before. Should a step
@@ -218,6 +219,8 @@ class Agent:
                     events.extend(watcher.poll(now, claimed))
                 except Exception as exc:  # this run only (its log and W&B are each guarded inside too)
                     self.errors.failed(f"{watcher.run} sources", exc)
+        if self._dying():
+            self._due["process"] = now  # a run's end shows: sample now, so its end is recorded within a poll
         if self.watchers and self._due_now("process", cfg.process_interval_s, now):
             procs = procfs.snapshot()
             for watcher in self.watchers.values():
@@ -236,6 +239,16 @@ class Agent:
         self.publisher.publish(events)
         self._retire(now)
         return len(events)
+
+    def _dying(self) -> bool:
+        """Whether a run's process is gone or its exit file came (ProcessHealth.died), checked every poll."""
+        for watcher in self.watchers.values():
+            try:
+                if watcher.ended is None and watcher.health.died():
+                    return True
+            except OSError as exc:  # an exit file it may not read: the process sample says so
+                self.errors.failed(f"{watcher.run} process", exc)
+        return False
 
     def _gpu_events(self, samples: list[GpuSample], xids: list[Xid], now: float) -> list[Event]:
         """`gpu` events for the GPUs each run uses (its processes on them, or its `gpus`), and XIDs.

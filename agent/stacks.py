@@ -4,6 +4,10 @@ The agent takes the dump (agent/dumper.py); this module only reads text and numb
 here is tested on its own. A thread's "where" is its innermost frame that says something: the
 standard library's waiting machinery (threading, selectors, queue, multiprocessing's pipes) is
 skipped, and a torch.distributed collective, a DataLoader fetch, a lock or a file read is preferred.
+
+The thread blamed is the one that runs the training loop: the thread whose stack holds a training step,
+else the main thread; a helper that waits by design while it idles (`IDLE_HELPERS`: tqdm's monitor, the
+pin-memory thread, ...) is never blamed, whatever it waits in.
 """
 
 from __future__ import annotations
@@ -32,9 +36,29 @@ SKIP_FILES = re.compile(
     r"|(^|/)multiprocessing/(connection|queues|synchronize|popen_\w+)\.py$"
     r"|torch/distributed/c10d_logger\.py$"
 )  # fmt: skip
+# Helper threads that wait forever by design: one waiting in its own loop is idle, never the culprit.
+# (what, file, function) of the frame it idles in, matched on its innermost frames up to the first one outside
+# SKIP_FILES; the one table to extend.
+IDLE_HELPERS: tuple[tuple[str, re.Pattern[str], re.Pattern[str]], ...] = tuple(
+    (what, re.compile(file), re.compile(function)) for what, file, function in (
+        ("tqdm's monitor thread", r"(^|/)tqdm/_monitor\.py$", r"(^|\.)run$"),
+        ("torch's pin-memory thread", r"torch/utils/data/_utils/pin_memory\.py$", r"_pin_memory_loop$"),
+        ("a logging QueueListener", r"(^|/)logging/handlers\.py$", r"(^|\.)(_monitor|dequeue)$"),
+        ("W&B's service and internal threads", r"(^|/)wandb/", r"."),
+        ("a threading.Timer waiting", r"(^|/)threading\.py$", r"^(Timer\.)?run$"),
+        ("an idle concurrent.futures worker", r"(^|/)concurrent/futures/thread\.py$", r"_worker$"),
+    )
+)  # fmt: skip
+# functions whose frame says "this thread runs the training step" (a loop run in a thread of its own)
+STEP_FUNCTIONS = frozenset({
+    "train_step", "training_step", "train_one_epoch", "train_epoch", "_inner_training_loop", "training_loop",
+    "run_training_batch", "optimizer_step", "backward",
+})  # fmt: skip
+MAIN_THREAD = "MainThread"
 _THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \(([\w+]+)\)(?:: "(.*)")?\s*$')  # (idle), (active+gil)
 _FRAME = re.compile(r"^\s+(\S.*?) \((.+?):(\d+)\)\s*$")
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+_WITH = re.compile(r"^(?:async\s+)?with\s+([A-Za-z_][\w.]*)\s*(?::|,|\bas\b)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +144,9 @@ def where(thread: Thread) -> Where | None:
         return None
     inner = kept[0]
     call = call_on_line(inner.code)
+    if call is None and (held := _WITH.match(inner.code or "")):
+        # innermost on `with self.lock:`: a C-level __enter__ (a Lock, an RLock) or threading's (skipped above)
+        return Where(f"with {held.group(1)}", LOCK, inner)
     if call is not None and call.rsplit(".", 1)[-1] in ("acquire", "wait", "join"):
         return Where(call, LOCK, inner)
     if inner.function.rsplit(".", 1)[-1] in IO_CALLS or (call and call.rsplit(".", 1)[-1] in IO_CALLS):
@@ -130,12 +157,43 @@ def where(thread: Thread) -> Where | None:
 _RANKING = {COLLECTIVE: 0, DATALOADER: 1, LOCK: 2, IO: 3, OTHER: 4}
 
 
+def idle_helper(thread: Thread) -> str | None:
+    """Which known helper (`IDLE_HELPERS`) the thread is, idling in its own loop; None for any other thread."""
+    for f in thread.frames:
+        for what, file, function in IDLE_HELPERS:
+            if file.search(f.file) and function.search(f.function):
+                return what
+        if not SKIP_FILES.search(f.file):
+            return None  # the innermost frame of its own: the thread works (or waits) in something else
+    return None
+
+
+def holds_step(thread: Thread) -> bool:
+    """Whether the thread's stack runs a training step (`STEP_FUNCTIONS`)."""
+    return any(f.function.rsplit(".", 1)[-1] in STEP_FUNCTIONS for f in thread.frames)
+
+
+def is_main(thread: Thread, pid: int) -> bool:
+    """Python's main thread: by its name, or by its id (Linux: the main thread's id is the pid)."""
+    return thread.name == MAIN_THREAD or thread.tid == str(pid)
+
+
 def culprit(processes: Sequence[ProcessState]) -> tuple[ProcessState, Where] | None:
-    """The most telling (process, where) of the run: a collective first, then a data loader, a lock, a read."""
-    found = [(p, w) for p in processes for th in p.threads if (w := where(th)) is not None]
+    """The most telling (process, where) of the run: in each process the thread that runs the training loop
+    (the one holding the step, else the main thread) before any other, and a known idle helper never; then a
+    collective first, a data loader, a lock, a read; then the lowest rank."""
+    found = []
+    for p in processes:
+        stepping = any(holds_step(th) for th in p.threads)
+        for th in p.threads:
+            if idle_helper(th) is not None or (w := where(th)) is None:
+                continue
+            loop = holds_step(th) if stepping else is_main(th, p.pid)
+            found.append((0 if loop else 1, p, w))
     if not found:
         return None
-    return min(found, key=lambda pw: (_RANKING[pw[1].category], pw[0].rank if pw[0].rank is not None else 1 << 30))
+    best = min(found, key=lambda x: (x[0], _RANKING[x[2].category], x[1].rank if x[1].rank is not None else 1 << 30))
+    return best[1], best[2]
 
 
 def verdict(cpu_pct: float | None, gpu_pct: float | None) -> str:

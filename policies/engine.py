@@ -74,6 +74,8 @@ def _launched(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]
 def _stop_requested(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
     # A person asked for the stop (the policy's own requests follow its STOP decision, and where they
     # land in the log depends on batching, so they must not count): what follows is the stop working.
+    # Either way the fault lines the stop's signals make belong to it (`_stop_echo`).
+    state.stop_asked = event.ts
     if cast(StopRequestedData, event.data).get("by") != "policy":
         state.ended = True
     return []
@@ -210,6 +212,7 @@ def _reset(state: PolicyState, event: Event) -> None:
     state.start = event.ts
     state.now = event.ts if state.now is None else max(state.now, event.ts)
     state.ended = False
+    state.stop_asked = None
     state.step = None
     state.config = dict(config) if isinstance(config, dict) else {}
     state.rules = {}
@@ -257,6 +260,10 @@ def _advance(
             return False
         if rule.defer and improving(state, rule):
             return False  # the metric that matters still improves: not an early stop
+        if _stop_echo(rule, state, event):
+            rs.holding, rs.since, rs.samples = False, None, 0  # the stop's own doing (a Ctrl-C's traceback)
+            rs.kind_state = rule.kind.initial(state.config, state.now)
+            return False
         if folded_into(policy, state, rule, rs) is not None:
             rs.holding, rs.since, rs.samples = False, None, 0  # a follow-on of the fault open now: its message says it
             rs.kind_state = rule.kind.initial(state.config, state.now)
@@ -293,6 +300,15 @@ def _advance(
         state.deciding.pop(rule.id, None)
         return True
     return _escalate(policy, rule, rs, state, event=event, out=out)
+
+
+def _stop_echo(rule: Rule, state: PolicyState, event: Event) -> bool:
+    """Whether a log line is a fault the run's STOP made (its Ctrl-C's KeyboardInterrupt traceback): read within
+    the rule kind's `stop_echo_s` after the stop was asked. It is the stop's, recorded by the stop's outcome and
+    the line in the log, never an anomaly of its own."""
+    window: float | None = getattr(rule.kind, "stop_echo_s", None)
+    asked = state.stop_asked
+    return window is not None and asked is not None and event.type == t.LOG_LINE and asked <= event.ts <= asked + window
 
 
 def _persisted(persist: Persistence, rs: RuleState, state: PolicyState) -> bool:

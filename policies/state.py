@@ -71,6 +71,7 @@ class PolicyState:
     now: float | None = None
     last_input: float | None = None  # ts of the last input that was not a tick
     ended: bool = False
+    stop_asked: float | None = None  # ts of this launch's latest stop.requested, whoever asked (a fault it caused)
     dirty: bool = False  # the set of open rules changed outside an event (a policy change)
     step: Any = None
     config: dict[str, Any] = field(default_factory=dict)  # the launch config (baselines live there)

@@ -57,6 +57,13 @@ class Absence:
         return {"duration": self.duration, "watch": sorted(self.watch), "metric": list(self.names)}
 
 
+# A STOP's own signals make the run print faults: the Ctrl-C's KeyboardInterrupt traceback, torchrun's
+# ChildFailedError, `Killed` after the SIGKILL. A log line read this long after the stop was asked (the signal
+# ladder's SIGINT and SIGTERM graces at their default 10 s each, and slack for the agent's reading) belongs to the
+# stop and opens no anomaly (policies/engine.py).
+STOP_ECHO_S = 60.0
+
+
 @dataclass(frozen=True, slots=True)
 class LogPattern:
     """A log line with one of the agent's `tags` (events/logtags.py: oom, nccl, ...) and/or matching
@@ -73,6 +80,7 @@ class LogPattern:
 
     kind: ClassVar[str] = "log_pattern"
     time_driven: ClassVar[bool] = False
+    stop_echo_s: ClassVar[float] = STOP_ECHO_S  # a fault line this soon after a STOP was asked is the stop's
     clear_only: ClassVar[frozenset[str]] = frozenset({t.METRIC})
     pattern: str
     regex: re.Pattern[str] | None = field(compare=False, repr=False)

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from trainwarden.agent.control import ControlReader
@@ -118,3 +119,38 @@ def test_a_real_wandb_run_in_tmux_is_read_from_its_run_files(store, tmp_path, tm
     assert [(e.data["step"], e.data["loss"]) for e in metrics] == [(1, 2.5), (2, 2.25)]
     assert all("/wandb/exp01/offline-run-" in e.producer for e in metrics)
     assert "wandb_ok" in [e.data["status"] for e in events_of(store, "exp01", t.SOURCE_STATUS)]
+
+
+# a step, then (told to go) a segfault; its last line says when, by the clock the agent's events use
+SEGFAULT = """
+import os, signal, sys, time
+print("step=1 loss=2.0", flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+print(f"crashing at {time.time():.3f}", flush=True)
+os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+def test_a_segfault_is_recorded_within_a_poll_not_at_the_next_process_sample(store, tmp_path, tmux_socket):
+    """Process samples at the default 10 s: the death shows on the fast path (the exit file, the pid gone)."""
+    from trainwarden.events.projection import fold
+    from trainwarden.workers.report import check_facts, render_report
+
+    go = tmp_path / "go"
+    launch(store, tmp_path, tmux_socket, "env", "-u", "PYTHONUNBUFFERED", sys.executable, "-c", SEGFAULT, str(go))
+    agent = Agent(publisher=Publisher(store), host="gpu1", state_path=tmp_path / "state.json",
+                  config=AgentConfig(heartbeat_interval_s=3600.0, control_interval_s=0.05),
+                  control=ControlReader(store.redis, store.keys.agent_control("gpu1")))  # fmt: skip
+    drive(agent, lambda: [e for e in events_of(store, "exp01", t.HEALTH) if e.data.get("alive")],
+          what="the run seen alive")  # fmt: skip
+    drive(agent, lambda: events_of(store, "exp01", t.METRIC), what="its step")
+    go.touch()
+    (failed,) = drive(agent, lambda: events_of(store, "exp01", t.RUN_FAILED), timeout=3.0, what="run.failed")
+    crashed = float((tmp_path / "train.log").read_text().split("crashing at ")[1].split()[0])
+    print(f"run.failed recorded {failed.ts - crashed:.3f}s after the segfault")
+    assert failed.data["exit_code"] == 139  # 128 + SIGSEGV, by the wrapper
+    facts = check_facts(fold(events_of(store, "exp01")), now=time.time(), interval_s=60, stale_s=60, files_inspected=[])
+    report = render_report(facts)
+    assert facts["status"] == "failed" and "- Run: exp01 on gpu1 (failed, step 1)" in report, report
+    assert "- Reason: failed at step 1 (exit 139)" in report and "CONTINUE" not in report, report

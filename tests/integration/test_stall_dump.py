@@ -22,6 +22,7 @@ from trainwarden.bot.notifier import Notifier
 from trainwarden.bot.sink import ConsoleSink, Message
 from trainwarden.bot.slack_sink import SlackSink
 from trainwarden.bot.stages import Pipeline
+from trainwarden.bot.stall_messages import process_dump
 from trainwarden.core.dumps import stuck_text
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
@@ -95,6 +96,27 @@ for batch in DataLoader(Slow(), batch_size=2):
 """
 
 
+# a loop with a tqdm bar (whose monitor thread waits forever by design) and a callback that deadlocks the main
+# thread on a lock the loop took itself
+TQDM_LOCKED = """
+import threading
+from tqdm import tqdm
+class Callback:
+    def __init__(self, lock):
+        self.lock = lock
+    def on_step_end(self):
+        with self.lock:
+            pass
+lock = threading.Lock()
+callback = Callback(lock)
+for step in tqdm(range(100), mininterval=0):
+    if step == 2:
+        lock.acquire()
+        print("ready", flush=True)
+        callback.on_step_end()
+"""
+
+
 def order(run="exp01", since=None):
     return DumpOrder(run=run, anomaly=f"eval/{run}:1", rule="run-stalled", reply_as=f"dump/{run}/1-0", since=since)
 
@@ -155,6 +177,27 @@ def test_py_spy_names_the_lock_acquire_a_training_step_is_blocked_on(locked):
     assert dumped["cpu_pct"] is not None and dumped["cpu_pct"] < 5.0
     assert 355 <= dumped.get("stalled_s", 0) < 400
     assert f"Thread {proc.pid} (idle)" in dumped["text"]
+
+
+@needs_pyspy
+def test_the_dump_blames_the_main_thread_on_its_lock_and_never_tqdms_monitor_thread(tmp_path):
+    pytest.importorskip("tqdm")
+    script = tmp_path / "tqdm_locked.py"
+    script.write_text(TQDM_LOCKED)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proc = started([sys.executable, str(script)], ready=1, env=env)
+    try:
+        wait_for(lambda: len(os.listdir(f"/proc/{proc.pid}/task")) >= 2, timeout=10, what="tqdm's monitor thread")
+        dumped = take_dump(order(since=time.time() - 360), Target((proc.pid,)), pyspy=PYSPY, clock=time.time)
+    finally:
+        ended(proc)
+    line = process_dump(make_event(t.PROCESS_DUMP, run="exp01", host="gpu1", producer="dump/exp01/1-0", seq=1,
+                                   data=dumped, ts=time.time()))  # fmt: skip
+    print(line)
+    assert '"tqdm_monitor"' in dumped["text"] and "TMonitor.run" in dumped["text"], dumped["text"]
+    assert (dumped.get("where"), dumped.get("category"), dumped.get("pid")) == ("with self.lock", "lock", proc.pid)
+    assert dumped.get("place") == "Callback.on_step_end, tqdm_locked.py:8", dumped
+    assert "in `with self.lock`" in line and "TMonitor" not in line and "was_killed" not in line, line
 
 
 @needs_pyspy

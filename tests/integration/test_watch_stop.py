@@ -205,3 +205,65 @@ def test_a_run_watched_as_offline_on_purpose_is_not_stopped_for_it(settings_file
             proc.wait()
         for d in daemons:
             stop_process(d)
+
+
+# a loop that leaves Ctrl-C to Python: its KeyboardInterrupt traceback goes to the log as it ends
+INTERRUPTED = """
+import time
+step = 0
+while True:
+    step += 1
+    print(f"step={step} loss={4.2 * 0.99**step:.4f}", flush=True)
+    time.sleep(0.05)
+"""
+
+
+def test_the_ctrl_c_traceback_of_a_policy_stop_belongs_to_the_stop_and_opens_no_anomaly(store, worker_ctx, tmp_path):
+    from trainwarden.agent.control import ControlReader
+    from trainwarden.agent.publisher import Publisher
+    from trainwarden.agent.runner import Agent, AgentConfig
+    from trainwarden.agent.watch import RunWatch
+    from trainwarden.remote.agent_stop import send_stop
+    from trainwarden.workers.process import process_run
+
+    run, log = "ctrlc", tmp_path / "ctrlc.log"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONUNBUFFERED"}
+    with open(log, "ab") as sink:
+        proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED], stdout=sink, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+    agent = Agent(publisher=Publisher(store), host="gpu1", state_path=tmp_path / "state.json",
+                  watches=[RunWatch(run=run, log=log, pid=proc.pid, stop_grace_s=5.0)],
+                  config=AgentConfig(heartbeat_interval_s=3600.0, control_interval_s=0.05),
+                  control=ControlReader(store.redis, store.keys.agent_control("gpu1")))  # fmt: skip
+
+    def driven(predicate):
+        def step():
+            agent.step()
+            agent.flush()
+            return predicate()
+
+        return step
+
+    try:
+        wait_for(driven(lambda: len(events_of(store, run, t.METRIC)) >= 3), timeout=20, what="its steps")
+        process_run(run, [])
+        # the policy's STOP carried out by the run's agent, as the worker asks it: SIGINT first
+        request = make_event(t.STOP_REQUESTED, run=run, host="worker-test", producer=f"eval/{run}/stop", seq=1,
+                             data={"by": "policy", "reason": "loss exploded", "decision": "eval/x:1"},
+                             ts=time.time())  # fmt: skip
+        sid = store.append_one(request)
+        send_stop(store, host="gpu1", request=request, reply_as=action_producer(run, sid))
+        (done,) = wait_for(driven(lambda: events_of(store, run, t.STOP_DONE)), timeout=20, what="stop.done")
+        wait_for(driven(lambda: events_of(store, run, t.RUN_FINISHED) + events_of(store, run, t.RUN_FAILED)),
+                 timeout=20, what="the run's end")  # fmt: skip
+    finally:
+        proc.kill()
+        proc.wait()
+    assert done.data["method"] == "SIGINT", done.data
+    assert "KeyboardInterrupt" in log.read_text()
+    tracebacks = [e for e in events_of(store, run, t.LOG_LINE) if e.data.get("tag") == "traceback"]
+    assert tracebacks and tracebacks[0].ts >= request.ts, [e.data for e in events_of(store, run, t.LOG_LINE)]
+    process_run(run, [])
+    opened = [e.data["rule"] for e in events_of(store, run, t.ANOMALY_OPENED)]
+    assert "log-traceback" not in opened, opened
+    assert fold(events_of(store, run)).status == "stopped"

@@ -336,3 +336,18 @@ def test_a_run_that_vanished_without_an_exit_code_reads_as_unknown_never_none():
     reasons = [d["reason"] for typ, d in run(POLICY, events) if typ in (t.DECISION, t.ANOMALY_OPENED) and "reason" in d]
     assert any("exit_code=unknown (the tmux session is gone)" in r for r in reasons), reasons
     assert not any("None" in r for r in reasons), reasons
+
+
+def test_a_fault_line_in_the_wake_of_a_policy_stop_is_the_stops_and_opens_nothing():
+    c = Clock()
+    ctrl_c = 'Traceback (most recent call last):\n  File "train.py", line 9\nKeyboardInterrupt'
+    asked = [c.metric(0, step=1, loss=2.1), c.event(t.STOP_REQUESTED, 10, by="policy", reason="loss exploded")]
+    assert summary(run(POLICY, [*asked, c.log(12, ctrl_c, tag="traceback")])) == ["CONTINUE"]
+    # before the stop was asked, or long after it (a stop that failed, a run going on): a fault as ever
+    c = Clock()
+    early = [c.metric(0, step=1, loss=2.1), c.log(9, ctrl_c, tag="traceback"),
+             c.event(t.STOP_REQUESTED, 10, by="policy")]  # fmt: skip
+    assert summary(run(POLICY, early)) == ["CONTINUE", "opened:log-traceback"]
+    c = Clock()
+    late = [*asked[:1], c.event(t.STOP_REQUESTED, 10, by="policy"), c.log(10 + 61, ctrl_c, tag="traceback")]
+    assert summary(run(POLICY, late)) == ["CONTINUE", "opened:log-traceback"]

@@ -155,3 +155,72 @@ def test_replay_says_where_the_dump_found_the_run():
     assert line == "stuck in `lock.acquire` (pid 7): a hang (py-spy, 3 processes)"
     (stuck,) = [ln for ln in state_lines(fold([event])) if ln.startswith("stuck:")]
     assert stuck.endswith("stuck in `lock.acquire` (pid 7): a hang (its process.dump)") and "xxx" not in stuck
+
+
+PY = "/usr/lib/python3.11"
+# a run with a tqdm bar whose callback deadlocked the main thread on a lock (as py-spy 0.4 dumps it), and the
+# helpers a training process keeps that wait by design
+HELPERS = f"""Thread 300 (idle): "MainThread"
+    Cb.on_step_end (/work/train.py:8)
+    <module> (/work/train.py:17)
+Thread 301 (idle): "tqdm_monitor"
+    Condition.wait ({PY}/threading.py:331)
+    Event.wait ({PY}/threading.py:629)
+    TMonitor.run ({SITE}/tqdm/_monitor.py:69)
+    Thread._bootstrap_inner ({PY}/threading.py:1045)
+Thread 302 (idle): "Thread-2 (_pin_memory_loop)"
+    get ({PY}/queue.py:180)
+    _pin_memory_loop ({SITE}/torch/utils/data/_utils/pin_memory.py:52)
+Thread 303 (idle): "Thread-3 (_monitor)"
+    get ({PY}/queue.py:171)
+    dequeue ({PY}/logging/handlers.py:1531)
+    QueueListener._monitor ({PY}/logging/handlers.py:1564)
+Thread 304 (idle): "MsgRouterThr"
+    Condition.wait ({PY}/threading.py:331)
+    MessageRouter._read_message ({SITE}/wandb/sdk/interface/router_sock.py:27)
+    MessageRouter.message_loop ({SITE}/wandb/sdk/interface/router.py:70)
+Thread 305 (idle): "Thread-5"
+    Condition.wait ({PY}/threading.py:331)
+    Event.wait ({PY}/threading.py:629)
+    Timer.run ({PY}/threading.py:1412)
+Thread 306 (idle): "ThreadPoolExecutor-0_0"
+    get ({PY}/queue.py:171)
+    _worker ({PY}/concurrent/futures/thread.py:81)
+"""
+CODE = {("/work/train.py", 8): "with self.lock:",
+        (f"{SITE}/tqdm/_monitor.py", 69): "self.was_killed.wait(self.sleep_interval)",
+        (f"{SITE}/wandb/sdk/interface/router_sock.py", 27): "self._cond.wait(timeout=1)"}  # fmt: skip
+
+
+def with_code(threads):
+    return tuple(stacks.Thread(th.tid, th.name, th.idle, tuple(stacks.Frame(f.function, f.file, f.line,
+                 CODE.get((f.file, f.line))) for f in th.frames)) for th in threads)  # fmt: skip
+
+
+def test_the_main_thread_on_a_lock_is_blamed_and_never_a_helper_that_waits_by_design():
+    threads = with_code(stacks.parse_pyspy(HELPERS))
+    assert [stacks.idle_helper(th) for th in threads] == [
+        None, "tqdm's monitor thread", "torch's pin-memory thread", "a logging QueueListener",
+        "W&B's service and internal threads", "a threading.Timer waiting", "an idle concurrent.futures worker",
+    ]  # fmt: skip
+    found = stacks.culprit([stacks.ProcessState(pid=300, rank=None, cpu_pct=0.0, threads=threads)])
+    assert found is not None
+    assert (found[1].call, found[1].category, found[1].place) == ("with self.lock", stacks.LOCK,
+                                                                 "Cb.on_step_end, train.py:8")  # fmt: skip
+    # the helpers alone: nothing to blame (the dump falls back to the kernel's wait)
+    assert stacks.culprit([stacks.ProcessState(pid=300, rank=None, cpu_pct=0.0, threads=threads[1:])]) is None
+
+
+def test_a_helper_at_work_in_user_code_and_the_thread_holding_the_step_are_not_idle():
+    busy = stacks.Thread("7", "ThreadPoolExecutor-0_0", True, (
+        stacks.Frame("upload", "/work/ckpt.py", 12, "self.lock.acquire()"),
+        stacks.Frame("_worker", f"{PY}/concurrent/futures/thread.py", 83),
+    ))  # fmt: skip
+    assert stacks.idle_helper(busy) is None
+    main = stacks.Thread("9", "MainThread", True, (stacks.Frame("main", "/work/run.py", 30, "trainer.join()"),))
+    loop = stacks.Thread("10", "trainer", True, (
+        stacks.Frame("fetch", "/work/data.py", 4, "sock.recv_into(buf)"),
+        stacks.Frame("train_step", "/work/run.py", 12, "batch = fetch()"),
+    ))  # fmt: skip
+    found = stacks.culprit([stacks.ProcessState(pid=9, rank=None, cpu_pct=0.0, threads=(main, loop, busy))])
+    assert found is not None and (found[1].call, found[1].frame.function) == ("sock.recv_into", "fetch")
