@@ -3,7 +3,9 @@ words, never as `None`; a float is shown to 6 significant digits (`nan`, `inf` a
 
 from __future__ import annotations
 
+import difflib
 import math
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -52,3 +54,14 @@ def local_time(ts: float) -> str:
     """`2026-12-06 14:03 CET`: a time as the person at this terminal reads it (the training-check report's
     timestamps), in the machine's zone, named."""
     return datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%d %H:%M %Z")
+
+
+CLOSE = 0.6  # difflib's default similarity: `lauch` -> `launch`, `nc-nam` -> `nc-nan`; `xyz` suggests nothing
+
+
+def closest(word: str, candidates: Iterable[str]) -> str | None:
+    """Pure: the candidate most like `word` (in any case), if one is close enough to be what was meant: the
+    one "did you mean" of the command line (commands, options, choices, run names)."""
+    folded = {c.lower(): c for c in candidates}
+    found = difflib.get_close_matches(word.lower(), list(folded), n=1, cutoff=CLOSE)
+    return folded[found[0]] if found else None

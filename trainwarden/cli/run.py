@@ -24,6 +24,7 @@ from trainwarden.agent.watch import DEFAULT_STOP_GRACE_S, RunWatch
 from trainwarden.core.errors import NotStoppable, UnknownRun, UsageError
 from trainwarden.core.redact import redact_text
 from trainwarden.core.tmux import tmux_argv
+from trainwarden.core.words import closest
 from trainwarden.events import types as t
 from trainwarden.events.control import send_control
 from trainwarden.events.envelope import Event, make_event, time_seq
@@ -151,7 +152,7 @@ def request_stop(store: EventStore, settings: Settings, run: str, asked: StopReq
     says how to stop, one only its host's agent can stop while that agent is absent. The CLI's `stop` and the
     MCP server's share it, so both refuse alike."""
     if store.length(run) == 0:
-        raise UnknownRun(run)
+        raise UnknownRun(run, meant=closest(run, (name for name, _ in store.runs())))
     state = run_state(store, run)  # the read model: archived runs too, and no fold of a long log
     if state.status in ENDED:
         raise NotStoppable(f"{run} has ended already ({state.status}): there is nothing to stop")
