@@ -8,13 +8,13 @@ import shlex
 import subprocess
 
 import pytest
+from trainwarden.core.words import closest
 
 from tests.conftest import REPO
 from trainwarden.cli import help as cli_help
 from trainwarden.cli.entry import build_parser, main
 from trainwarden.cli.launch import split_command
 from trainwarden.cli.parser import unknown_command, unrecognized
-from trainwarden.core.words import closest
 
 
 def commands(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> list[tuple[str, argparse.ArgumentParser]]:
