@@ -20,6 +20,7 @@ from trainwarden.archive.file import peek_archive, read_archive
 from trainwarden.archive.format import SUFFIX, Entry
 from trainwarden.archive.record import ArchiveRecord, read_records
 from trainwarden.core.errors import UnknownRun, UsageError
+from trainwarden.core.words import closest
 from trainwarden.events.errors import StoreUnavailable
 from trainwarden.events.sids import sid_key
 from trainwarden.events.store import EventStore
@@ -103,7 +104,7 @@ def load_history(
     if not entries and required:
         if records:
             raise ArchiveNotFound(f"the log of {run!r} is archived and none of its files is here: " + "; ".join(notes))
-        raise UnknownRun(run)
+        raise UnknownRun(run, meant=closest(run, (name for name, _ in store.runs())) if store is not None else None)
     return History(run=run, entries=entries, files=tuple(f.path for f in files), archived=archived, notes=tuple(notes))
 
 

@@ -15,7 +15,7 @@ import threading
 
 from trainwarden.bot.errors import NotifierBusy
 from trainwarden.events.errors import StoreError
-from trainwarden.events.heartbeat import Liveness
+from trainwarden.events.heartbeat import NOT_AN_ERROR, Liveness
 from trainwarden.events.lease import Holding, Lease
 from trainwarden.events.loop import Outage
 from trainwarden.events.redis_errors import transient
@@ -41,7 +41,9 @@ def stand_by(lease: Lease, stop: threading.Event, *, burst: bool, poll_s: float 
             continue
         outage.succeeded()
         if holding.mine:
-            log.warning("this notifier holds the notifier lease (fencing token %d) and posts", holding.token)
+            # a role, not an error: logged at WARNING (seen at --log-level WARNING), kept out of `health`'s LAST ERROR
+            log.warning("this notifier holds the notifier lease (fencing token %d) and posts", holding.token,
+                        extra=NOT_AN_ERROR)  # fmt: skip
             return True
         if burst:
             raise NotifierBusy(f"another notifier ({holding.holder}) holds the notifier lease and posts; "
@@ -49,7 +51,7 @@ def stand_by(lease: Lease, stop: threading.Event, *, burst: bool, poll_s: float 
         if said is None or said.holder != holding.holder:
             log.warning("standing by: notifier %s holds the notifier lease (token %d, %.0fs left); this one "
                         "takes over when it stops or its lease lapses", holding.holder, holding.token,
-                        holding.ttl_s)  # fmt: skip
+                        holding.ttl_s, extra=NOT_AN_ERROR)  # fmt: skip
             said = holding
         stop.wait(min(poll_s, max(0.05, holding.ttl_s)))
     return False

@@ -118,9 +118,11 @@ class UsageError(CliError):
 class UnknownRun(CliError):
     """The run has no events in the log."""
 
-    def __init__(self, run: str) -> None:
+    def __init__(self, run: str, *, meant: str | None = None) -> None:
+        """`meant`: the known run most like `run` (core/words.py `closest`), for "did you mean"."""
         self.run = run
-        super().__init__(f"unknown run {run!r}: it has no events (see `trainwarden runs`)")
+        hint = f"; did you mean {meant!r}?" if meant is not None else ""
+        super().__init__(f"unknown run {run!r}: it has no events{hint} (see `trainwarden runs`)")
 
 
 class NotStoppable(CliError):

@@ -3,10 +3,11 @@ words, never as `None`; a float is shown to 6 significant digits (`nan`, `inf` a
 
 from __future__ import annotations
 
+import difflib
 import math
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -90,3 +91,14 @@ def number(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+CLOSE = 0.6  # difflib's default similarity: `lauch` -> `launch`, `nc-nam` -> `nc-nan`; `xyz` suggests nothing
+
+
+def closest(word: str, candidates: Iterable[str]) -> str | None:
+    """Pure: the candidate most like `word` (in any case), if one is close enough to be what was meant: the
+    one "did you mean" of the command line (commands, options, choices, run names)."""
+    folded = {c.lower(): c for c in candidates}
+    found = difflib.get_close_matches(word.lower(), list(folded), n=1, cutoff=CLOSE)
+    return folded[found[0]] if found else None

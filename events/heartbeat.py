@@ -302,7 +302,9 @@ class Liveness:
         return wait[0] if wait is not None else None
 
 
-NOT_AN_ERROR = {"not_an_error": True}  # `extra=` of a warning that reports good news (Redis back): not a last error
+# `extra=` of a warning that reports good news (Redis back) or a normal state (the notifier lease held, a
+# standby waiting): not a last error, so `trainwarden health` shows no error for a daemon that has none
+NOT_AN_ERROR = {"not_an_error": True}
 
 
 class LastErrorHandler(logging.Handler):

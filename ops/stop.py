@@ -8,7 +8,7 @@ import time
 from typing import cast
 
 from trainwarden.core.errors import NotStoppable, UnknownRun
-from trainwarden.core.words import said
+from trainwarden.core.words import closest, said
 from trainwarden.events import types as t
 from trainwarden.events.backend import EventLog
 from trainwarden.events.envelope import Event, make_event, time_seq
@@ -30,7 +30,7 @@ def request_stop(
     says how to stop, one only its host's agent can stop while that agent is absent. The CLI's `stop` and the
     MCP server's share it, so both refuse alike."""
     if store.length(run) == 0:
-        raise UnknownRun(run)
+        raise UnknownRun(run, meant=closest(run, (name for name, _ in store.runs())))
     state = run_state(store, run)  # the read model: archived runs too, and no fold of a long log
     if state.status in ENDED:
         raise NotStoppable(f"{run} has ended already ({state.status}): there is nothing to stop")

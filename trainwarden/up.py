@@ -219,7 +219,10 @@ def local_redis(url: str) -> tuple[int, str | None] | None:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme != "redis" or parts.hostname not in LOCAL_HOSTS or parts.username:
         return None
-    return parts.port or 6379, parts.password
+    try:
+        return parts.port or 6379, parts.password
+    except ValueError:  # not a port number: events/connect.py says what is wrong with the URL
+        return None
 
 
 def answers(settings: Settings) -> bool:

@@ -2,16 +2,21 @@
 
 import re
 import subprocess
+import time
 
 import pytest
+import redis
+import yaml
 from rq import Queue
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
+from trainwarden.events.heartbeat import read_beats
+from trainwarden.events.keys import Keys
 from trainwarden.workers.config import QUEUE_NAME
 from trainwarden.workers.dispatcher import Dispatcher
 
-from tests.conftest import REPO, cli_argv
-from tests.helpers import events_of, metric
+from tests.conftest import REPO, cli_argv, spawn, stop_process
+from tests.helpers import events_of, metric, wait_for
 
 pytestmark = pytest.mark.redis
 
@@ -122,3 +127,32 @@ def test_output_to_a_reader_that_went_away_ends_quietly(tmp_path):
         err = proc.stderr.read()
     assert proc.wait(timeout=60) == 141
     assert err == b""
+
+
+def test_replay_and_stop_of_a_misspelt_run_name_the_run_meant(store, settings_file):
+    store.append([metric("nc-nan", 1, loss=1.0), metric("exp01", 1, loss=1.0)])
+    for command in ("replay", "check", "stop"):
+        proc = run_cli(settings_file, command, "nc-nam")
+        assert proc.returncode == 1, proc
+        assert "unknown run 'nc-nam': it has no events; did you mean 'nc-nan'?" in proc.stderr, proc.stderr
+    assert "did you mean" not in run_cli(settings_file, "replay", "zzzzzz").stderr  # nothing close: no guess
+
+
+def test_health_shows_no_error_for_the_notifier_holding_its_lease(settings_file, tmp_path):
+    """Holding the notifier lease is the bot's normal state: logged, but never its LAST ERROR in `health`."""
+    settings = yaml.safe_load(settings_file.read_text())
+    settings_file.write_text(yaml.safe_dump({**settings, "heartbeat_interval_s": 0.2}))
+    client = redis.Redis.from_url(settings["redis_url"])
+    log = tmp_path / "bot.log"
+    bot = spawn(settings_file, log, "bot", env={"SLACK_BOT_TOKEN": ""})  # the console notifier
+    try:
+        wait_for(lambda: "holds the notifier lease" in log.read_text(), timeout=60, what="the bot holding its lease")
+        seen = time.time()
+        wait_for(lambda: [b for b in read_beats(client, Keys()) if b.role == "notifier" and b.ts > seen + 0.5],
+                 timeout=60, what="a heartbeat of the bot written after it took the lease")  # fmt: skip
+        health = run_cli(settings_file, "health")
+    finally:
+        stop_process(bot)
+    (line,) = [line for line in health.stdout.splitlines() if line.startswith("notifier@")]
+    assert "notifier lease" not in health.stdout, health.stdout
+    assert line.split()[-2:] == ["-", "OK"], health.stdout  # LAST ERROR "-", STATUS OK

@@ -55,8 +55,36 @@ def test_launch_without_a_command_and_without_servers_asks_for_the_command(tmp_p
     assert main(["launch", "exp01", "--config", str(settings)]) == 1
     err = capsys.readouterr().err
     assert "give the training command after --" in err and "no servers configured" not in err
-    assert main(["launch", "exp01", "--config", str(settings), "python", "train.py"]) == 1  # `--` forgotten
+    with pytest.raises(SystemExit) as exited:
+        main(["launch", "exp01", "--config", str(settings), "python", "train.py"])  # `--` forgotten: a usage error
+    assert exited.value.code == 2
     assert "give the training command after --" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ({"REDIS_URL": "localhost:6479"},
+         "Redis URL 'localhost:6479' has no scheme; write it as redis://localhost:6479/0"),
+        ({"--redis-url": "htp://x"}, "Redis URL 'htp://x' has the scheme 'htp://'; write it as redis://x/0"),
+        ({"--redis-url": "secret@localhost:6479"}, "Redis URL '***@localhost:6479' has no scheme; write it as "
+         "redis://***@localhost:6479/0"),  # a password in it is never shown
+        ({"--redis-url": "redis://localhost:port"}, "Redis URL 'redis://localhost:port': Port could not be cast"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("command", [["runs"], ["health"], ["replay", "exp01"]])
+def test_a_malformed_redis_url_is_one_line_with_the_fix(monkeypatch, capsys, given, said, command):
+    """Not redis-py's 20-line traceback (ValueError: Redis URL must specify one of the following schemes)."""
+    monkeypatch.delenv("TRAINWARDEN_CONFIG", raising=False)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    if "REDIS_URL" in given:
+        monkeypatch.setenv("REDIS_URL", given["REDIS_URL"])
+    options = ["--redis-url", given["--redis-url"]] if "--redis-url" in given else []
+    assert main([*options, *command]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"trainwarden: error: {said}"), err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and "secret" not in err
+    assert "REDIS_URL, --redis-url or redis_url in the settings file" in err  # where to correct it
 
 
 def test_policy_check_lists_problems_in_line_order(tmp_path, capsys):

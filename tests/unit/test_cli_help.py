@@ -8,12 +8,13 @@ import shlex
 import subprocess
 
 import pytest
+from trainwarden.core.words import closest
 
 from tests.conftest import REPO
 from trainwarden.cli import help as cli_help
 from trainwarden.cli.entry import build_parser, main
 from trainwarden.cli.launch import split_command
-from trainwarden.cli.parser import closest, unknown_command, unrecognized
+from trainwarden.cli.parser import unknown_command, unrecognized
 
 
 def commands(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()) -> list[tuple[str, argparse.ArgumentParser]]:
@@ -57,6 +58,16 @@ def test_the_top_level_help_has_examples(capsys):
         main(["--help"])
     assert exited.value.code == 0
     assert "Examples:\n  trainwarden demo" in capsys.readouterr().out
+
+
+def test_the_top_level_help_opens_with_what_the_tool_does(capsys):
+    """Not with the module's docstring (`main` (the console script, re-exported by cli/__init__.py)...)."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    first = out.partition("\n\n")[2].partition("\n\n")[0]  # the paragraph after the usage
+    assert first.startswith("trainwarden watches ML training runs"), out
+    assert "cli/__init__" not in out and "console script" not in out
 
 
 @pytest.mark.parametrize(
@@ -118,12 +129,17 @@ def test_a_misspelt_option_value_names_the_choice_meant(capsys):
     assert "did you mean 'policy'?" in capsys.readouterr().err
 
 
-def test_a_misspelt_launch_option_is_named_too(tmp_path, capsys):
+@pytest.mark.parametrize("typo", [["--chek-s", "1"], ["--workdr", "/tmp"]])
+def test_a_misspelt_launch_option_is_named_too_and_exits_2_like_every_usage_error(tmp_path, capsys, typo):
     settings = tmp_path / "tw.yaml"
     settings.write_text("redis_url: redis://127.0.0.1:1/0\n")  # never reached
-    assert main(["launch", "exp01", "--config", str(settings), "--chek-s", "1", "--", "python", "train.py"]) == 1
+    with pytest.raises(SystemExit) as exited:
+        main(["launch", "exp01", "--config", str(settings), *typo, "--", "python", "train.py"])
+    assert exited.value.code == 2  # as `up --reds` (argparse's status for a usage error), not 1
     err = capsys.readouterr().err
-    assert "unrecognized arguments: --chek-s 1; did you mean --check-s?" in err
+    assert err.startswith("usage: trainwarden launch ")  # launch's usage
+    meant = {"--chek-s": "--check-s", "--workdr": "--workdir"}[typo[0]]
+    assert f"unrecognized arguments: {shlex.join(typo)}; did you mean {meant}?" in err
 
 
 @pytest.mark.parametrize(("word", "said"), [("demoo", "dev.sh: unknown command 'demoo'; did you mean 'demo'?"),

@@ -11,6 +11,7 @@ from trainwarden import wiring
 from trainwarden.archive.archiver import Archiver, ArchiveResult
 from trainwarden.archive.record import read_records
 from trainwarden.core.errors import TrainwardenError, UnknownRun, UsageError
+from trainwarden.core.words import closest
 from trainwarden.events import types as t
 from trainwarden.ops import render
 from trainwarden.policies.durations import duration_problem, parse_duration
@@ -73,7 +74,7 @@ def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
         runs = list(dict.fromkeys(args.runs))
         for run in runs:
             if run not in known and not read_records(store.redis, store.keys, run):
-                raise UnknownRun(run)
+                raise UnknownRun(run, meant=closest(run, known))
         print(f"{verb} {len(runs)} run(s) into {root}", flush=True)
     archiver = Archiver(store, root, host=settings.host, progress=lambda line: print(f"  {line}", flush=True))
     failed = entries = written = 0

@@ -261,8 +261,9 @@ def metrics_options(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     # Every subparser is a Parser too (argparse makes them of their parent's class): suggestions and examples
+    # The description is what the tool does (cli/help.py's entry ""), not this module's docstring
     p: argparse.ArgumentParser = Parser(
-        prog="trainwarden", description=__doc__, extras_allowed=True, allow_abbrev=False
+        prog="trainwarden", extras_allowed=True, allow_abbrev=False
     )  # see _main; `policy backtest --log`: not --log-level|format
     global_options(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -337,7 +338,9 @@ def _main(argv: list[str]) -> int:
     if unknown and args.func is not launch_commands.cmd_launch:
         parser.error(unrecognized(unknown, parser._option_string_actions))
     if args.func is launch_commands.cmd_launch:
-        args.stray = [*args.stray, *unknown]  # words before `--` (argparse leaves some unmatched): cmd_launch says so
+        args.stray = [*args.stray, *unknown]  # words before `--` (argparse leaves some unmatched)
+        if (problem := launch_commands.stray_problem(args)) is not None:
+            _command_parser(parser, args.command).error(problem)  # launch's usage, exit 2
         args.training_command = training_command or []
     logsetup.configure(level=args.log_level, fmt=args.log_format, daemon=args.command)
     if args.command in DAEMONS:  # until the daemon installs its reload: SIGHUP's default would end it
@@ -365,6 +368,12 @@ def _main(argv: list[str]) -> int:
     if code != 0:
         last_words()  # what ended it was logged (the bot's dead loop, RQ's loop): the heartbeat has it
     return code
+
+
+def _command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The subcommand's own parser (its usage and prog in an error)."""
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices[name]
 
 
 def auth_failed(exc: Exception, settings: Settings | None) -> str:

@@ -69,6 +69,18 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 GLOBAL_WITH_VALUE = ("--config", "--redis-url", "--log-level")
 
 
+def stray_problem(args: argparse.Namespace) -> str | None:
+    """Pure: the usage error for words before `--` that no option of launch takes (a command without `--`, or
+    a misspelt option, named with the one meant); None when there are none. `cli.main` exits 2 with it, as
+    argparse does for every other command's unrecognized arguments."""
+    if not args.stray:
+        return None
+    options = any(w.startswith("-") for w in args.stray)
+    unknown = f"{unrecognized(args.stray, args.known_options)}; " if options else ""
+    return (f"{unknown}give the training command after --, options before it: "
+            f"trainwarden launch {args.run} [OPTIONS] -- COMMAND...")  # fmt: skip
+
+
 def subcommand(argv: list[str]) -> str | None:
     """The first word that is neither an option nor a global option's value."""
     words = iter(argv)
@@ -86,11 +98,6 @@ def cmd_launch(args: argparse.Namespace, settings: Settings) -> int:
     from trainwarden.remote.local_launch import LaunchSpec, early_exit, launch_local
     from trainwarden.remote.wrapper import EXIT_SUFFIX
 
-    if args.stray:  # words before `--` that are no option of launch: a command without `--`, or a typo
-        options = any(w.startswith("-") for w in args.stray)
-        unknown = f"{unrecognized(args.stray, args.known_options)}; " if options else ""
-        raise UsageError(f"{unknown}give the training command after --, options before it: "
-                         f"trainwarden launch {args.run} [OPTIONS] -- COMMAND...")  # fmt: skip
     command: list[str] = args.training_command
     if not command:
         if settings.servers_file is None:

@@ -8,7 +8,6 @@ suggestions are the same at every level: `trainwarden lauch`, `trainwarden polic
 from __future__ import annotations
 
 import argparse
-import difflib
 import shlex
 import shutil
 import textwrap
@@ -16,16 +15,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from trainwarden.cli import help as cli_help
+from trainwarden.core.words import closest
 
 MAX_WIDTH = 100  # columns of a description on a wide terminal (easier to read than a 200-column line)
-CUTOFF = 0.6  # difflib's default similarity: `lauch` -> `launch`, `--reds` -> `--redis`; `xyz` suggests nothing
-
-
-def closest(word: str, candidates: Iterable[str]) -> str | None:
-    """Pure: the candidate most like `word` (in any case), if one is close enough to be what was meant."""
-    folded = {c.lower(): c for c in candidates}
-    found = difflib.get_close_matches(word.lower(), list(folded), n=1, cutoff=CUTOFF)
-    return folded[found[0]] if found else None
 
 
 def paragraph(text: str) -> str:
