@@ -14,6 +14,7 @@ user that lacks a right."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import uuid
@@ -33,6 +34,7 @@ from trainwarden.events.store import EventStore
 from tests.conftest import REPO, cli_argv, spawn, stop_process
 from tests.deploy_files import DEPLOY
 from tests.helpers import events_of, wait_for
+from tests.sshd import SshServer
 from tests.tls import make_certs
 from trainwarden.tools.redis_server import RedisServer, free_port
 
@@ -200,3 +202,39 @@ def test_health_here_names_a_right_the_user_lacks(
     assert failed.startswith(f"FAIL acl: user agent-lacking may not run {missing} (")
     assert f"; fix: give it the agent's rule: ACL SETUSER agent-lacking {agent_acl_rule(Keys(), HOST)} " in failed
     assert AGENT_PASSWORD not in done.stdout + done.stderr
+
+
+def tunnel_argv(ssh: SshServer, local: int, remote: int) -> list[str]:
+    """The shipped tunnel unit's ExecStart, with the test sshd's key, known_hosts, port and user."""
+    unit = (DEPLOY / "trainwarden-redis-tunnel.service").read_text()
+    (start,) = [x.partition("=")[2] for x in unit.splitlines() if x.startswith("ExecStart=")]
+    argv = shlex.split(start)
+    swap = {"/etc/trainwarden/tunnel_ed25519": str(ssh.user_key),
+            "UserKnownHostsFile=/etc/trainwarden/tunnel_known_hosts": f"UserKnownHostsFile={ssh.known_hosts}",
+            "127.0.0.1:6380:127.0.0.1:6380": f"127.0.0.1:{local}:127.0.0.1:{remote}",
+            "tunnel@central.lab": f"{ssh.user}@127.0.0.1"}  # fmt: skip
+    assert set(swap) <= set(argv), argv
+    return [*(swap.get(a, a) for a in argv[:-1]), "-p", str(ssh.port), swap[argv[-1]]]
+
+
+def test_health_here_through_the_shipped_ssh_tunnel(central: Central, admin: redis.Redis, tmp_path: Path) -> None:
+    (tmp_path / "sshd").mkdir()
+    ssh = SshServer(tmp_path / "sshd")
+    local = free_port()
+    with open(tmp_path / "tunnel.log", "wb") as log:
+        tunnel = subprocess.Popen(tunnel_argv(ssh.start(), local, central.tls_port), stdin=subprocess.DEVNULL,
+                                  stdout=log, stderr=log)  # fmt: skip
+    try:
+        url = central.url(AGENT_USER, AGENT_PASSWORD).replace(f":{central.tls_port}/", f":{local}/")
+        env = gpu_env(tmp_path, url)
+        settings = agent_settings(tmp_path)
+        wait_for(lambda: "OK   redis:" in health_here(settings, env).stdout, timeout=30, what="the tunnel")
+        done = health_here(settings, env)
+    finally:
+        tunnel.terminate()
+        tunnel.wait(timeout=30)
+        ssh.stop()
+        print("--- tunnel.log\n" + (tmp_path / "tunnel.log").read_text(errors="replace"))
+    assert line(done.stdout, "OK   redis:").startswith(f"OK   redis: rediss://{AGENT_USER}:***@127.0.0.1:{local}/0")
+    assert line(done.stdout, "OK   acl:")
+    assert f"no daemon on {HOST} has sent a heartbeat" in done.stdout and done.returncode == 1  # no agent runs here

@@ -10,8 +10,6 @@ from __future__ import annotations
 import urllib.parse
 from dataclasses import dataclass
 
-import redis
-
 from trainwarden import wiring, writable
 from trainwarden.core.redact import redact_text
 from trainwarden.events.access import agent_acl_rule, agent_needs, denied
@@ -56,7 +54,7 @@ def reach(settings: Settings) -> tuple[Check, Client | None]:
         return Check("redis", FAIL, f"{url} refused the credentials ({first_line(exc)})",
                      f"the user and password in REDIS_URL (rediss://USER:PASSWORD@HOST:PORT/0) as Redis has them "
                      f"(`user NAME on >PASSWORD` in its conf, {CONF})"), None  # fmt: skip
-    except (StoreError, redis.RedisError) as exc:
+    except StoreError as exc:
         client.close()
         return Check("redis", FAIL, f"cannot reach {url}: {first_line(exc)}", unreachable_fix(str(exc))), None
     return Check("redis", OK, f"{url} answers{tls} as user {user_of(settings.redis_url)}"), client
