@@ -2,10 +2,11 @@
 
 A GPU server's agent needs few rights: append events (the append script: EVALSHA, else EVAL, and the
 XADD/HGET/HSET/ZADD it calls, each checked against the caller's ACL), write its own heartbeat, read its
-host's control stream, and read its heartbeat back for `trainwarden health --here`. The rule and the
-check are built from one list, so the rule given to operators (deploy/redis-central.conf,
-docs/operations.md) is the one `health --here` checks. The check asks Redis itself
-(`redis.acl_check_cmd`, Redis 7) in one script, and writes nothing.
+host's control stream; and, for the commands run on that server with its URL, `trainwarden health --here`
+(its heartbeat read back) and `trainwarden watch` (a run added to its control stream, its run.watched
+read). The rule and the check are built from one list, so the rule given to operators
+(deploy/redis-central.conf, docs/operations.md) is the one `health --here` checks. The check asks Redis
+itself (`redis.acl_check_cmd`, Redis 7) in one script, and writes nothing.
 """
 
 from __future__ import annotations
@@ -63,21 +64,23 @@ def agent_needs(keys: Keys, host: str, *, cluster: bool = False) -> tuple[Need, 
         Need(("hset", beat, "f", "v"), beat, "its heartbeat"),
         Need(("pexpire", beat, "1"), beat, "its heartbeat"),
         Need(("sadd", keys.beats(), component), keys.beats(), "its heartbeat"),
-        Need(("xread", "COUNT", "1", "STREAMS", control, "0"), control, "its host's control stream, read only"),
+        Need(("xread", "COUNT", "1", "STREAMS", control, "0"), control, "its host's control stream"),
         Need(("smembers", keys.beats()), keys.beats(), "`trainwarden health --here`"),
-        Need(("hgetall", beat), beat, "`trainwarden health --here`"),
-        Need(("pttl", beat), beat, "`trainwarden health --here`"),
+        Need(("hgetall", beat), beat, "`trainwarden health --here`, `trainwarden watch`"),
+        Need(("pttl", beat), beat, "`trainwarden health --here`, `trainwarden watch`"),
+        Need(("xadd", control, "*", "op", "watch"), control, "`trainwarden watch` on this host: a run for the agent"),
+        Need(("xrange", log, "-", "+", "COUNT", "1"), log, "`trainwarden watch`: the agent's run.watched"),
     )
 
 
 def agent_acl_rule(keys: Keys, host: str, *, cluster: bool = False) -> str:
     """The ACL rule (after `ACL SETUSER NAME on >PASSWORD`, or `user NAME on >PASSWORD` in redis.conf) that gives
-    the agent on `host` what it needs and no more: per-run keys by pattern, its host's control stream read-only."""
+    the agent on `host` what it needs and no more: per-run keys by pattern; of the per-host keys, its own only."""
     patterns = [keys.log("*"), keys.hwm("*"), *([keys.outbox("*")] if cluster else [keys.feed(), keys.runs()]),
-                keys.beats(), keys.beat(f"agent@{host}")]  # fmt: skip
+                keys.beats(), keys.beat(f"agent@{host}"), keys.agent_control(host)]  # fmt: skip
     commands = dict.fromkeys(n.argv[0] for n in agent_needs(keys, host, cluster=cluster))
-    return " ".join(["resetkeys", *(f"~{p}" for p in patterns), f"%R~{keys.agent_control(host)}", "resetchannels",
-                     "-@all", *(f"+{c}" for c in commands)])  # fmt: skip
+    return " ".join(["resetkeys", *(f"~{p}" for p in patterns), "resetchannels", "-@all",
+                     *(f"+{c}" for c in commands)])  # fmt: skip
 
 
 def denied(client: Client, needs: tuple[Need, ...]) -> list[Need]:

@@ -7,9 +7,10 @@ passwords and directory replaced; TLS with a throwaway CA made here), the agent 
 shipped deploy/agent.yaml, a data directory of its own and `rediss://agent-gpu1:...` (the conf's user and
 rule); the dispatcher and worker as host `central` with another data directory, as the default user. A
 training in tmux turns NaN: the agent's metric reaches the event log, the worker decides STOP and asks the
-agent (its host's control stream), and the agent stops the run. `trainwarden health --here` on the GPU
-server passes against it, and fails with one line and its fix for a wrong password, a missing CA, or a
-user that lacks a right."""
+agent (its host's control stream), and the agent stops the run. `trainwarden health --here` and
+`trainwarden watch` on the GPU server work as the agent's user; `health --here` fails with one line and
+its fix for a wrong password, a missing CA, or a user that lacks a right; and the shipped SSH tunnel unit's
+command carries the same connection through a real sshd."""
 
 from __future__ import annotations
 
@@ -162,6 +163,27 @@ def test_nan_on_the_gpu_server_is_stopped_through_rediss_as_the_agent_user(
     assert line(here.stdout, "OK   acl:").startswith(f"OK   acl: user {AGENT_USER} may run the agent's")
     assert f"agent@{HOST}" in here.stdout and "dispatcher@" not in here.stdout
     assert AGENT_PASSWORD not in here.stdout + here.stderr
+
+
+def test_trainwarden_watch_on_the_gpu_server_as_the_agent_user(
+    central: Central, admin: redis.Redis, tmp_path: Path
+) -> None:
+    """A run started by hand, added to the running agent with the agent's own URL: its rule allows that too."""
+    (log := tmp_path / "train.log").write_text("step=1 loss=2.5\n")
+    settings, env = agent_settings(tmp_path), gpu_env(tmp_path, central.url(AGENT_USER, AGENT_PASSWORD))
+    training = subprocess.Popen(["sleep", "300"])  # the run's process, as `--pid` names it
+    agent = spawn(settings, tmp_path / "agent.log", "agent", env=env)
+    try:
+        wait_for(lambda: health_here(settings, env).returncode == 0, timeout=60, what="the agent's heartbeat")
+        argv = cli_argv(settings, "watch", "exp02", "--log", str(log), "--pid", str(training.pid))
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **env})
+    finally:
+        stop_process(agent)
+        training.kill()
+        training.wait()
+    assert done.returncode == 0, done.stdout + done.stderr + (tmp_path / "agent.log").read_text()
+    assert done.stdout.startswith(f"watching exp02 on {HOST}: log {log}")
+    assert admin.acl_log() == []
 
 
 def test_health_here_names_a_wrong_password_with_its_fix(central: Central, admin: redis.Redis, tmp_path: Path) -> None:
