@@ -27,6 +27,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │       ├── StoreUnavailable     Redis unreachable or timed out; callers retry (appends are idempotent)
     │       │   └── StoreRefused     Redis up but refusing writes for now (OOM, MISCONF, READONLY, BUSY): retried alike
     │       ├── StoreAuthFailed      Redis refused our credentials (NOAUTH, WRONGPASS): fatal, said in one line
+    │       ├── AclUncheckable       Redis cannot check an ACL user's rights for us (before 7.0)
     │       └── LeaseLost            another process took over this one's lease (the notifier's): it stands by
     ├── AgentError                   (agent.errors) the agent's sources and control stream
     │   ├── SourceUnavailable        a metric source cannot be read now (the agent says so and keeps running)

@@ -9,6 +9,7 @@ TrainwardenError (trainwarden.core.errors)
         ├── StoreUnavailable         Redis unreachable or timed out (callers retry)
         │   └── StoreRefused         Redis up but refusing writes for now: OOM, MISCONF, READONLY, BUSY (retried alike)
         ├── StoreAuthFailed          Redis refused our credentials (never retried: the daemon exits)
+        ├── AclUncheckable           Redis cannot check an ACL user's rights for us (before 7.0)
         └── LeaseLost                this process no longer holds its role's lease (events/lease.py): it stands by
 """
 
@@ -49,6 +50,11 @@ class StoreRefused(StoreUnavailable):
 class StoreAuthFailed(StoreError):
     """Redis refused the credentials (no password, wrong password, ACL user without rights): retrying
     cannot help, so daemons stop and say so in one line (the URL shown with its password masked)."""
+
+
+class AclUncheckable(StoreError):
+    """Redis cannot say whether a user may run a command (no `redis.acl_check_cmd` before Redis 7):
+    `trainwarden health --here` says so instead of judging the ACL."""
 
 
 class LeaseLost(StoreError):

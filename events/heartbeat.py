@@ -109,10 +109,12 @@ def decode(fields: Mapping[bytes, bytes] | Mapping[str, str]) -> Beat | None:
         return None
 
 
-def read_beats(client: redis.Redis, keys: Keys) -> list[Beat]:
-    """Every known component's last beat (those whose hash expired are dropped from the index)."""
+def read_beats(client: redis.Redis, keys: Keys, *, host: str | None = None) -> list[Beat]:
+    """Every known component's last beat (those whose hash expired are dropped from the index), or only
+    `host`'s: read without touching another host's hash, which a GPU server's ACL user may not read."""
     with redis_errors("read the heartbeats"):
         names = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in client.smembers(keys.beats()))
+        names = [n for n in names if host is None or n.partition("@")[2] == host]  # role@host; roles hold no @
         if not names:
             return []
         pipe = client.pipeline(transaction=False)
@@ -127,7 +129,7 @@ def read_beats(client: redis.Redis, keys: Keys) -> list[Beat]:
             gone.append(name)
             continue
         beats.append(_aged(beat, ttl_ms))
-    if gone:
+    if gone and host is None:  # the index is tidied by a full read (an agent's user may not write it)
         with redis_errors("read the heartbeats"):
             client.srem(keys.beats(), *gone)
     return sorted(beats, key=lambda b: b.component)

@@ -16,6 +16,7 @@ from trainwarden.events.keys import Keys
 
 from tests.conftest import cli_argv, spawn, stop_process
 from tests.helpers import wait_for
+from tests.tls import make_certs
 from trainwarden.tools.redis_server import RedisServer, free_port
 
 PASSWORD = "pw-0f7c1d9e-secret"
@@ -121,22 +122,6 @@ def test_acl_user(locked: RedisServer, tmp_path: Path) -> None:
     done = subprocess.run(cli_argv(bad, "worker"), capture_output=True, text=True, timeout=60, check=False)
     assert_refused(subprocess.CompletedProcess(done.args, done.returncode, done.stdout, done.stderr), WRONG,
                    f"redis://{USER}:***@127.0.0.1:{locked.port}/0")  # fmt: skip
-
-
-def make_certs(directory: Path) -> tuple[Path, Path, Path]:
-    """A throwaway CA and a server certificate for 127.0.0.1."""
-    ca_key, ca, key, csr, cert = (directory / n for n in ("ca.key", "ca.crt", "server.key", "server.csr", "server.crt"))
-    ext = directory / "san.ext"
-    ext.write_text("subjectAltName=IP:127.0.0.1\n")
-    for argv in (
-        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca, "-days", "1",
-         "-subj", "/CN=tw-test-ca"],
-        ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
-        ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert, "-days", "1",
-         "-extfile", ext],
-    ):  # fmt: skip
-        subprocess.run(["openssl", *map(str, argv)], capture_output=True, check=True, timeout=60)
-    return ca, cert, key
 
 
 def test_rediss_with_ca_in_the_url(tmp_path: Path) -> None:

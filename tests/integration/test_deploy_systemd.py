@@ -29,6 +29,7 @@ UNITS = {  # unit -> the `trainwarden` subcommand it runs
     "trainwarden-bot.service": "bot",
     "trainwarden-up@.service": "up",
 }
+HELPERS = ("trainwarden-redis-tunnel.service",)  # a GPU server's SSH tunnel to Redis (its ExecStart: ssh)
 AGENT_AS_ROOT = DEPLOY / "agent-as-root.conf"
 EXPOSURE = re.compile(r"Overall exposure level for \S+: (\d+\.\d)")
 
@@ -54,7 +55,7 @@ def settings(text: str, key: str) -> list[str]:
 
 
 def test_every_daemon_has_a_unit() -> None:
-    assert {p.name for p in DEPLOY.glob("*.service")} == set(UNITS)
+    assert {p.name for p in DEPLOY.glob("*.service")} == {*UNITS, *HELPERS}
     for name, command in UNITS.items():
         (start,) = settings((DEPLOY / name).read_text(), "ExecStart")
         argv = shlex.split(start)
@@ -62,7 +63,7 @@ def test_every_daemon_has_a_unit() -> None:
         assert trainwarden_accepts(argv[1:]), f"{name}: `trainwarden {shlex.join(argv[1:])}`"
 
 
-@pytest.mark.parametrize("name", sorted(UNITS))
+@pytest.mark.parametrize("name", sorted([*UNITS, *HELPERS]))
 def test_the_unit_verifies_without_a_warning(name: str, tmp_path: Path) -> None:
     unit = stand_in(tmp_path, name, (DEPLOY / name).read_text())
     done = analyze("verify", str(unit))
@@ -73,7 +74,7 @@ def test_the_unit_verifies_without_a_warning(name: str, tmp_path: Path) -> None:
         assert done.returncode == 0 and done.stderr.strip() == "", done.stderr
 
 
-@pytest.mark.parametrize("name", sorted(UNITS))
+@pytest.mark.parametrize("name", sorted([*UNITS, *HELPERS]))
 def test_the_unit_is_sandboxed_to_an_exposure_under_5(name: str, tmp_path: Path) -> None:
     unit = stand_in(tmp_path, name, (DEPLOY / name).read_text())
     done = analyze("security", "--offline=yes", f"--threshold={THRESHOLD}", str(unit))

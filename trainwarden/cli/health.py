@@ -4,7 +4,8 @@ Expected parts are those seen within the heartbeat retention (a week: the hash e
 `--forget COMPONENT` drops a retired one at once); a part is SILENT when its last beat is older than
 three of its own intervals (events/heartbeat.py), STOPPED when it was stopped on purpose (no alarm
 is raised for it; health still exits 1, since it watches nothing). `--here` judges only this host's
-components: a container's health check (deploy/docker-compose.yml), where one daemon runs per host name.
+components, after this host's view of Redis (cli/health_here.py): a GPU server's check of its agent, and a
+container's health check (deploy/docker-compose.yml), where one daemon runs per host name.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import time
 from typing import Any
 
 from trainwarden import wiring
+from trainwarden.cli.health_here import FAIL, host_checks
 from trainwarden.core.words import shorten
 from trainwarden.events import reading
+from trainwarden.events.access import may
 from trainwarden.events.heartbeat import SILENT_INTERVALS, Beat, forget, read_beats, write_refusal
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.settings import Settings
@@ -33,8 +36,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("health", help="every daemon's heartbeat in one table; exit 1 when a part is silent")
     s.add_argument("--json", action="store_true", help="one JSON object per component, in a list")
     s.add_argument("--forget", metavar="COMPONENT", help="stop expecting a component (role@host) that is gone")
-    s.add_argument("--here", action="store_true", help="only the daemons of this host (the host setting, "
-                   "TRAINWARDEN_HOST, else the hostname): a container's health check")  # fmt: skip
+    s.add_argument("--here", action="store_true", help="this host's view: Redis reached with its URL (TLS, "
+                   "credentials), its ACL user allowed the agent's commands, the data directory writable, NVML; "
+                   "then only this host's daemons (the host setting, TRAINWARDEN_HOST, else the hostname)")  # fmt: skip
     s.set_defaults(func=cmd_health)
 
 
@@ -97,18 +101,30 @@ def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
         gone = forget(store.redis, store.keys, args.forget)  # type: ignore[arg-type]
         print(f"{args.forget}: {'forgotten' if gone else 'not known'}")
         return 0
+    checked = True
+    if args.here:
+        checks, client = host_checks(settings)
+        for check in checks:
+            print(check.line(), file=sys.stderr if args.json else sys.stdout)
+        checked = all(c.status != FAIL for c in checks)
+        if client is None:
+            return 1  # Redis not reached: no heartbeat to read
+        client.close()
     now = time.time()
-    refused = write_refusal(store.redis, store.keys)
-    beats = read_beats(store.redis, store.keys)  # type: ignore[arg-type]
-    rows = [row(b, now) for b in beats if not args.here or b.host == settings.host]
-    healthy = bool(rows) and all(r["status"] == OK for r in rows) and refused is None
+    # an agent's ACL user may not write the probe key (its rights were checked above): asked first, not refused
+    probe = not args.here or may(store.redis, "set", store.keys.probe(), "x")
+    refused = write_refusal(store.redis, store.keys) if probe else None
+    beats = read_beats(store.redis, store.keys, host=settings.host if args.here else None)  # type: ignore[arg-type]
+    rows = [row(b, now) for b in beats]
+    healthy = checked and bool(rows) and all(r["status"] == OK for r in rows) and refused is None
     if refused:  # first: it is why every daemon's heartbeat stalls (they are writes) and why events wait
         print(f"{refused}; the daemons wait (the agents spool) and catch up once it takes writes again",
               file=sys.stderr if args.json else sys.stdout)  # fmt: skip
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
-        print(f"no daemon on {settings.host} has sent a heartbeat (start one there)" if args.here else
+        print(f"no daemon on {settings.host} has sent a heartbeat (start one there: on a GPU server `systemctl "
+              "start trainwarden-agent`; `journalctl -u trainwarden-agent` says why it stopped)" if args.here else
               "no daemon has sent a heartbeat: nothing watches runs yet. `trainwarden up` starts the agent, "
               "dispatcher, worker and bot on this machine (`trainwarden up --redis` with a Redis of its "
               "own)")  # fmt: skip

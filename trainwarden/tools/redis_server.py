@@ -27,8 +27,10 @@ class RedisServer:
     """A redis-server with AOF on (`appendfsync everysec`), data in `directory`, bound to 127.0.0.1."""
 
     def __init__(self, directory: Path, *, port: int | None = None, extra_args: list[str] | None = None,
-                 password: str | None = None, own_session: bool = False) -> None:  # fmt: skip
+                 password: str | None = None, own_session: bool = False,
+                 config: Path | None = None) -> None:  # fmt: skip
         self.directory = Path(directory)
+        self.config = config  # a redis.conf read first: the options below override it
         self.port = port
         self.extra_args = extra_args or []
         self.password = password  # requirepass: clients and the URL carry it
@@ -66,6 +68,7 @@ class RedisServer:
     def _spawn(self, binary: str, port: int) -> bool:
         args = [
             binary,
+            *([str(self.config)] if self.config else []),
             "--port", str(port),
             "--bind", "127.0.0.1",
             "--dir", str(self.directory),
