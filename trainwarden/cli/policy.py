@@ -27,6 +27,7 @@ from trainwarden.policies.backtest import Backtest, backtest
 from trainwarden.policies.default import default_policy
 from trainwarden.policies.durations import fmt_duration
 from trainwarden.policies.errors import PolicyError
+from trainwarden.policies.lint import warnings
 from trainwarden.policies.model import Policy
 from trainwarden.settings import Settings
 from trainwarden.tools.corpus import read_manifest
@@ -94,6 +95,8 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"  {problem}", file=sys.stderr)
             continue
         print(f"{path}: ok: policy {policy.name!r}, {len(policy.rules)} rules, hash {policy.hash}")
+        for warning in warnings(policy):
+            print(f"{path}: {warning}")
     return 1 if failed else 0
 
 
