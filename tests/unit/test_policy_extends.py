@@ -24,6 +24,10 @@ def test_extends_default_keeps_the_defaults_rules_and_adds_a_new_id_after_them()
     assert policy.rule("loss-nonfinite").decision == t.STOP
     assert (policy.name, policy.startup, policy.mode) == ("mine", default_policy().startup, "enforce")
     assert policy.base_text == default_policy_text()
+    # without `extends` the file is still the whole policy (existing policies keep their meaning and hash)
+    assert ids(load_policy(MINE, source="mine.yaml")) == ["gn-high"]
+    with pytest.raises(PolicyError, match="needs a list of 'rules'"):
+        load_policy("name: mine\n", source="mine.yaml")
 
 
 def test_a_rule_with_a_default_id_replaces_it_in_place():
@@ -57,12 +61,6 @@ def test_the_hash_covers_the_merged_rules_and_the_recorded_base():
 def test_the_file_sets_what_it_names_and_inherits_the_rest():
     policy = load_policy("extends: default\nstartup: 10m\nmode: shadow\n", source="s.yaml")
     assert (policy.name, policy.startup.seconds, policy.mode) == ("policy", 600.0, "shadow")
-
-
-def test_without_extends_the_file_is_still_the_whole_policy():
-    assert ids(load_policy(MINE, source="mine.yaml")) == ["gn-high"]
-    with pytest.raises(PolicyError, match="needs a list of 'rules'"):
-        load_policy("name: mine\n", source="mine.yaml")
 
 
 def test_a_stopping_policy_without_a_nonfinite_loss_rule_gets_one_warning_line():
