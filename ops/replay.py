@@ -68,7 +68,7 @@ class RecordedPolicies:
     default policy, and a file given on the command line."""
 
     def __init__(self, store: EventStore, *, extra: Path | None = None) -> None:
-        self.texts: dict[str, str] = {}
+        self.texts: dict[str, tuple[str, str | None]] = {}  # hash -> its text, and its base's (`extends`)
         try:
             system = load_history(store, t.SYSTEM_RUN, required=False).entries  # archived too
         except StoreUnavailable:
@@ -78,7 +78,7 @@ class RecordedPolicies:
                 continue
             loaded = cast(PolicyLoadedData, item.data)
             if text := loaded.get("text"):
-                self.texts[loaded["policy"]] = text
+                self.texts[loaded["policy"]] = text, loaded.get("base")
         self.known: dict[str, Policy] = {default_policy().hash: default_policy()}
         if extra is not None:
             policy = read_policy_file(extra)
@@ -86,14 +86,14 @@ class RecordedPolicies:
 
     def get(self, digest: str) -> Policy:
         if digest not in self.known:
-            text = self.texts.get(digest)
+            text, base = self.texts.get(digest, (None, None))
             if text is None:
                 raise PolicyNotRecorded(
                     f"policy {digest} made decisions in this run but its text is not in the log (no policy.loaded "
                     f"for it in run '{t.SYSTEM_RUN}'); pass the policy file with --policy FILE"
                 )
             try:
-                self.known[digest] = load_policy(text, source=f"policy {digest} (recorded)")
+                self.known[digest] = load_policy(text, source=f"policy {digest} (recorded)", base_text=base)
             except PolicyError as exc:
                 raise PolicyNotRecorded(
                     f"the recorded text of policy {digest} does not load (pass the policy file with --policy FILE): "

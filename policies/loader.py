@@ -6,6 +6,8 @@
     primary: {metric: wer, mode: min}   # the eval metric that matters (else: the launch config's, or inferred)
     aliases:                     # extra spellings of a metric, added to the built-in ones
       loss: [loss, my/loss]
+    extends: default             # the default policy's rules, changed by this file's (policies/inherit.py);
+    disable: [gpu-util-low]      # without it the file is the whole policy
     rules:
       - id: loss-nonfinite
         kind: nonfinite
@@ -29,6 +31,7 @@ from trainwarden.core.yamlfile import Schema, compose, did_you_mean, document_sc
 from trainwarden.events import types as t
 from trainwarden.policies.durations import Persistence, Span, fmt_duration
 from trainwarden.policies.errors import PolicyError
+from trainwarden.policies.inherit import BASE_SCHEMA, DISABLE_SCHEMA, disabled, merge
 from trainwarden.policies.kinds import READERS
 from trainwarden.policies.model import (
     DECISIONS,
@@ -52,8 +55,9 @@ ALIASES_SCHEMA = {"type": "object", "description": "extra spellings of a metric,
                   "additionalProperties": {"type": "array", "items": {"type": "string"}, "minItems": 1}}  # fmt: skip
 
 
-def load_policy(text: str, *, source: str) -> Policy:
-    """Parse and validate a policy; raises PolicyError listing every problem."""
+def load_policy(text: str, *, source: str, base_text: str | None = None) -> Policy:
+    """Parse and validate a policy; raises PolicyError listing every problem. `base_text`: the text of the
+    policy that `extends: default` names, as recorded with this one (None: the packaged default)."""
     ctx = PolicyContext(source=source)
     try:
         root = compose(text, source)
@@ -62,37 +66,65 @@ def load_policy(text: str, *, source: str) -> Policy:
     if root is None:
         raise PolicyError([f"{source}:1:1: the policy is empty; expected 'name' and a list of 'rules'"], source=source)
     top = PolicyReader(root, ctx, "the policy")
-    name, startup, mode, primary = _header(top)
+    base = _base(top, base_text)
+    name, startup, mode, primary = _header(top, base)
     rules: list[Rule] = []
+    nodes: dict[str, yaml.Node] = {}
     if top.has("rules"):
         node = top.value_node("rules")
         if not isinstance(node, yaml.SequenceNode) or not node.value:
             ctx.problem(node, "'rules' must be a non-empty list of rules")
         else:
-            seen: dict[str, yaml.Node] = {}
             for item in node.value:
-                rule = _rule(item, ctx, seen)
+                rule = _rule(item, ctx, nodes)
                 if rule is not None:
                     rules.append(rule)
-    elif top.ok:
+    elif top.ok and not top.has("extends"):
         ctx.problem(root, "the policy needs a list of 'rules'")
+    off = disabled(top)
+    if base is not None:
+        rules = merge(top, base.rules, rules, off)
+    elif off and top.ok and not top.has("extends"):
+        top.fail("disable", "'disable' removes rules of the policy this one extends: add 'extends: default'")
     top.finish()
     if ctx.problems:
         raise PolicyError(in_file_order(ctx.problems), source=source)
     return Policy(name=name, rules=tuple(rules), startup=startup, mode=mode, primary=primary, text=text,
-                  source=source)  # fmt: skip
+                  source=source, base_text=None if base is None else base.text)  # fmt: skip
 
 
-def _header(top: PolicyReader) -> tuple[str, Span, str, Primary | None]:
-    """The policy's name, startup phase, mode and primary metric; reads its aliases into the context (rules
-    use them)."""
+def _base(top: PolicyReader, base_text: str | None) -> Policy | None:
+    """The policy `extends` names (only 'default': the packaged one, or its text as recorded), or None."""
+    got = top.raw("extends", BASE_SCHEMA)
+    if got is None:
+        return None
+    node, value = got
+    if value != "default":
+        top.ctx.problem(node, f"'extends' must be 'default' (the policy shipped with trainwarden), got {value!r}"
+                        f"{did_you_mean(str(value), ['default'])}")  # fmt: skip
+        return None
+    if base_text is None:
+        from trainwarden.policies.default import default_policy  # deferred: default.py loads with this module
+
+        return default_policy()
+    try:
+        return load_policy(base_text, source=f"{top.ctx.source}'s recorded base")
+    except PolicyError as exc:
+        top.ctx.problem(node, f"the recorded text of the policy it extends does not load: {exc.problems[0]}")
+        return None
+
+
+def _header(top: PolicyReader, base: Policy | None = None) -> tuple[str, Span, str, Primary | None]:
+    """The policy's name, startup phase, mode and primary metric (those it does not set: its base's); reads
+    its aliases into the context (rules use them)."""
     name = top.string("name", default="policy") or "policy"
-    startup = top.span("startup", default=Span(seconds=DEFAULT_STARTUP_S))
-    mode = top.choice("mode", MODES, default="enforce")
+    startup = top.span("startup", default=base.startup if base else Span(seconds=DEFAULT_STARTUP_S))
+    mode = top.choice("mode", MODES, default=base.mode if base else "enforce")
     got = top.raw("aliases", ALIASES_SCHEMA)
     if got is not None:
         top.ctx.aliases = _aliases(top, *got)
-    return name, startup, mode, _primary(top)
+    primary = _primary(top)
+    return name, startup, mode, primary if primary is not None or base is None else base.primary
 
 
 def _primary(top: PolicyReader) -> Primary | None:
@@ -236,6 +268,8 @@ def policy_schema() -> Schema:
     """The policy file's JSON Schema, recorded by running the loader's readers on empty documents."""
     ctx = PolicyContext(source="schema", probe=True)
     top = PolicyReader(None, ctx, "the policy")
+    top.raw("extends", BASE_SCHEMA)
+    top.raw("disable", DISABLE_SCHEMA)
     _header(top)
     variants = []
     for kind_name, reader in sorted(READERS.items()):
@@ -247,6 +281,6 @@ def policy_schema() -> Schema:
         r.boolean("defer", default=False)
         variants.append(r.json_schema())
     rules = {"type": "array", "minItems": 1, "items": {"oneOf": variants}}
-    top.declare("rules", rules, required=True)
+    top.declare("rules", rules)  # required without `extends`: the loader says so
     return document_schema("trainwarden policy", top, "A policy file: rules that turn a run's events into anomalies, "
                            "WAIT and STOP decisions (`trainwarden policy check FILE`).")  # fmt: skip

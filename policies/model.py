@@ -226,6 +226,9 @@ class Policy:
     primary: Primary | None = None  # None: the launch config's, else inferred from what the run prints
     text: str | None = field(default=None, compare=False)  # the YAML it was read from (recorded when loaded)
     source: str = field(default="<built>", compare=False)
+    # the text of the policy it `extends` (recorded with it: a replay rebuilds these rules whatever the installed
+    # default policy says); None when the file is the whole policy
+    base_text: str | None = field(default=None, compare=False)
     hash: str = field(init=False, compare=False)
     sigs: tuple[str, ...] = field(init=False, compare=False, repr=False)
     index: Index = field(init=False, compare=False, repr=False)

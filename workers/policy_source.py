@@ -77,7 +77,7 @@ def _recorded(data: PolicyLoadedData) -> Policy | None:
     if not text or data.get("sha256") != sha256(text):
         return None  # built in code (no text), or not the text that was loaded
     try:
-        return load_policy(text, source=f"{data.get('source')} (as recorded in Redis)")
+        return load_policy(text, source=f"{data.get('source')} (as recorded in Redis)", base_text=data.get("base"))
     except PolicyError:
         return None  # valid for an older trainwarden, not this one
 
@@ -204,6 +204,8 @@ class PolicySource:
             "policy": policy.hash, "name": policy.name, "source": str(self.path or DEFAULT_SOURCE),
             "rules": len(policy.rules), "sha256": sha256(text) if text else None, "text": text,
         }  # fmt: skip
+        if policy.base_text is not None:
+            data["base"] = policy.base_text
         return make_event(t.POLICY_LOADED, run=t.SYSTEM_RUN, host=self.host, producer=f"policy/{policy.hash}", seq=1,
                           data=data)  # fmt: skip
 

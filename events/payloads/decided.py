@@ -311,6 +311,7 @@ class PolicyLoadedData(TypedDict):
     rules: int  # how many rules
     sha256: str | None  # of the text
     text: str | None  # None for a policy built in code: replay --verify then needs --policy
+    base: NotRequired[str]  # the text of the policy it `extends` (a replay loads it with that base, not today's)
 
 
 def _policy_loaded(event: "Event") -> str:

@@ -39,6 +39,29 @@ def test_policy_check_exit_codes_and_messages(settings_file):
     assert f"{FIXTURES / 'bad-regex.yaml'}:5:14: 'pattern' is not a valid regular expression" in bad.stderr
 
 
+ONE_RULE = "name: mine\nrules:\n  - {id: gn-high, kind: threshold, metric: grad_norm, above: 100, decision: STOP}\n"
+
+
+def test_policy_check_warns_in_one_line_when_a_stopping_policy_has_no_nonfinite_loss_rule(settings_file, tmp_path):
+    mine, extended = tmp_path / "mine.yaml", tmp_path / "extended.yaml"
+    mine.write_text(ONE_RULE)
+    extended.write_text(ONE_RULE.replace("rules:", "extends: default\nrules:"))
+    out = cli(settings_file, "policy", "check", str(mine), str(extended), str(REPO / "policies" / "default.yaml"))
+    assert out.returncode == 0, out.stderr  # a warning, not a failure
+    count = len(yaml.safe_load((REPO / "policies" / "default.yaml").read_text())["rules"])
+    assert [line.split(": ", 1)[0] for line in out.stdout.splitlines()] == [
+        str(mine),
+        str(mine),
+        str(extended),
+        str(REPO / "policies" / "default.yaml"),
+    ]
+    assert out.stdout.splitlines()[1] == (
+        f"{mine}: warning: policy 'mine' stops runs (rule 'gn-high') but has no rule for a non-finite loss, so a NaN "
+        "run is never stopped: add `extends: default` or a `kind: nonfinite` rule on loss"
+    )
+    assert f"{extended}: ok: policy 'mine', {count + 1} rules, hash" in out.stdout
+
+
 def test_policy_show_prints_a_file_that_checks(settings_file, tmp_path):
     shown = cli(settings_file, "policy", "show")
     copy = tmp_path / "mine.yaml"

@@ -10,7 +10,7 @@ from trainwarden.events import packfiles
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.workers import context
-from trainwarden.workers.policy_source import PolicySource
+from trainwarden.workers.policy_source import PolicySource, last_recorded_policy
 from trainwarden.workers.process import process_run
 from trainwarden.workers.verify import verify_run
 
@@ -137,6 +137,22 @@ def test_stop_writes_evidence_with_chart_findings_and_summary(store, worker_ctx,
     assert findings.count("exp01 stopped by loss-nonfinite") == 1
     assert f"- Evidence: {pack_dir}" in findings
     assert math.isnan(events_of(store, "exp01", t.METRIC)[-1].data["loss"])
+
+
+def test_a_one_rule_policy_that_extends_the_default_stops_a_nan_run(store, policy_file, worker_ctx):
+    rewrite(policy_file, GN_WAIT.replace("rules:", "extends: default\nrules:"))  # gn-high: the team's one rule
+    store.append([metric("exp01", i, step=i, loss=2.0 / i, grad_norm=1.0) for i in range(1, 10)])
+    store.append([nan_metric("exp01", 10)])
+    process_run("exp01", [])
+    policy = PolicySource(host="x", path=policy_file).policy
+    assert policy.rule("gn-high") is not None
+    assert decisions(store)[-1] == (t.STOP, "loss-nonfinite", policy.hash)
+    # recorded with the default it extends: a later worker or replay rebuilds this policy, hash and all
+    loaded = events_of(store, t.SYSTEM_RUN, t.POLICY_LOADED)[-1]
+    assert (loaded.data["policy"], loaded.data["base"]) == (policy.hash, policy.base_text)
+    recorded = last_recorded_policy(store)
+    assert recorded is not None and recorded.hash == policy.hash
+    assert verify_run("exp01", list(store.iter_run("exp01")), {policy.hash: recorded}.__getitem__).ok
 
 
 GN_CRITICAL = GN_WAIT.replace("decision: WAIT", "severity: critical")

@@ -24,6 +24,17 @@ EXPECTED = {
     "not-yaml.yaml": ["5:1: not valid YAML"],
     "no-rules.yaml": ["1:1: the policy needs a list of 'rules'"],
     "escalate-without-decision.yaml": ["7:7: escalate needs 'decision' (STOP or WAIT) and 'for'"],
+    "extends-unknown.yaml": [
+        "2:10: 'extends' must be 'default' (the policy shipped with trainwarden), got "
+        "'defualt'; did you mean 'default'?"
+    ],
+    "disable-unknown.yaml": [
+        "5:5: 'disable' names rule 'gpu-temp-hi', which the default policy does not have; did you mean 'gpu-temp-high'?"
+    ],
+    "disable-without-extends.yaml": [
+        "2:10: 'disable' removes rules of the policy this one extends: add 'extends: default'"
+    ],
+    "disable-and-override.yaml": ["3:11: rule 'loss-spike' is both disabled and defined in 'rules'"],
     "many-problems.yaml": [
         "2:10: 'startup' must be a duration like 30s, 10m, 2h or 1h30m, or progress like '500 steps' or '3 evals', "
         "got 'half an hour'",

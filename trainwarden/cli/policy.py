@@ -16,6 +16,7 @@ from trainwarden.ops.backtest import backtest_json, backtest_lines, backtest_one
 from trainwarden.policies.backtest import backtest
 from trainwarden.policies.default import default_policy
 from trainwarden.policies.errors import PolicyError
+from trainwarden.policies.lint import warnings
 from trainwarden.policies.model import Policy
 from trainwarden.settings import Settings
 from trainwarden.tools.corpus import read_manifest
@@ -80,6 +81,8 @@ def cmd_check(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"  {problem}", file=sys.stderr)
             continue
         print(f"{path}: ok: policy {policy.name!r}, {len(policy.rules)} rules, hash {policy.hash}")
+        for warning in warnings(policy):
+            print(f"{path}: {warning}")
     return 1 if failed else 0
 
 
