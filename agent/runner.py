@@ -270,7 +270,12 @@ class Agent:
         out = []
         errors = self.errors.heartbeat()
         for w in self.watchers.values():
-            data = heartbeat_data(interval_s=self.config.heartbeat_interval_s, gpu=gpu, run_sources=w.sources(),
+            try:  # one run's sources (a file the agent may not look at) cost that run's heartbeat only
+                sources = w.sources()
+            except Exception as exc:
+                self.errors.failed(f"{w.run} heartbeat", exc)
+                sources = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            data = heartbeat_data(interval_s=self.config.heartbeat_interval_s, gpu=gpu, run_sources=sources,
                                   spool=spool_info, runs=len(self.watchers), errors=errors)  # fmt: skip
             out.append(self._event(t.AGENT_HEARTBEAT, w.run, f"{self.host}/hb", now, data))
         return out
