@@ -14,3 +14,4 @@ WANDB_BASE_URL = "https://wandb.ai"  # for run URLs in source.status events
 SPOOL_MAX_MB = 256.0  # megabytes the local spool may hold while Redis is unreachable
 UNREADABLE_AFTER_S = 60.0  # seconds a log may grow without a training metric before the run is said unreadable
 UNREADABLE_AFTER_LINES = 50  # ... or this many lines (progress-bar redraws not counted), whichever comes first
+LEASE_S = 15.0  # seconds a host's agent lease runs unrenewed: a standby agent takes over at most this after a hang

@@ -41,7 +41,7 @@ PATHS = (("servers_file", "servers_file"), ("experiments_dir", "experiments_dir"
          ("archive_dir", "archive_dir"), ("policy", "policy_path"), ("findings_file", "findings_file"),
          ("data_dir", "data_dir"))  # fmt: skip
 AGENT_NUMBERS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
-                 "wandb_api_interval_s", "spool_max_mb", "unreadable_after_s")  # fmt: skip
+                 "wandb_api_interval_s", "spool_max_mb", "unreadable_after_s", "lease_s")  # fmt: skip
 WATCH_PATHS = ("log", "exit_file", "metrics", "workdir", "wandb_dir", "wandb_run_dir")
 WATCH_STRINGS = ("run", "session", "tmux_socket", "wandb_path", "match")
 WORKER_NUMBERS = (
@@ -105,6 +105,9 @@ class Settings:
     agent_spool_dir: Path | None = None  # default: `spool/` beside the state file
     agent_spool_max_mb: float = agent_config.SPOOL_MAX_MB
     agent_nvml: bool = True
+    agent_lease_s: float = (
+        agent_config.LEASE_S
+    )  # one agent per host: a standby takes over after this (events/agent_lease.py)
     agent_unreadable_after_s: float = agent_config.UNREADABLE_AFTER_S  # a log growing without metrics: unreadable
     agent_unreadable_after_lines: int = agent_config.UNREADABLE_AFTER_LINES
     watches: tuple[RunWatch, ...] = ()
