@@ -17,3 +17,4 @@ UNREADABLE_AFTER_LINES = 50  # ... or this many lines (progress-bar redraws not 
 # a log of start-up lines only (compiling, downloading, indexing: no metric-looking line) is said only after this,
 # with start-up advice; the same budget as the stall kind's `first_step_budget` default (tests/unit/test_blind.py)
 FIRST_STEP_BUDGET_S = 1200.0
+LEASE_S = 15.0  # seconds a host's agent lease runs unrenewed: a standby agent takes over at most this after a hang

@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 from typing import BinaryIO
 
+from trainwarden.agent import access
 from trainwarden.agent.structured import Record, number, whole_step
 from trainwarden.agent.tail import open_if_changed
 
@@ -66,7 +67,7 @@ class CsvFile:
 
     @property
     def exists(self) -> bool:
-        return self.path.exists()
+        return access.exists(self.path)
 
     @property
     def progress(self) -> int:

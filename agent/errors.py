@@ -8,7 +8,8 @@ TrainwardenError (trainwarden.core.errors)
     │   └── MetricFileError     a structured metric file is corrupt, or its reader package is missing
     ├── WandbFileError          a W&B transaction log that is not what it should be (bad header, checksum)
     ├── SpoolUnwritable         the spool cannot be written (a full or read-only disk): events wait in memory
-    └── ControlMessageError     a control-stream message the agent cannot use (it is skipped, with the reason)
+    ├── ControlMessageError     a control-stream message the agent cannot use (it is skipped, with the reason)
+    └── AgentBusy               `agent --burst` while another agent holds the host's agent lease
 
 A source error never stops the agent: it becomes a `source.status` event or a heartbeat field.
 `trainwarden policy backtest` raises SourceUnavailable too, for a log file or W&B directory it cannot read.
@@ -55,3 +56,7 @@ class SpoolUnwritable(AgentError):
 
 class ControlMessageError(AgentError):
     """A control-stream message is malformed; it is skipped and logged."""
+
+
+class AgentBusy(AgentError):
+    """Another agent holds the host's agent lease (events/agent_lease.py); a --burst run does not wait for it."""

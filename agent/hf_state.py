@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from trainwarden.agent import access
 from trainwarden.agent.structured import Record, whole_step
 
 SUMMARY_KEYS = ("train_runtime",)  # only the end-of-run summary has these
@@ -59,7 +60,7 @@ class TrainerState:
 
     @property
     def exists(self) -> bool:
-        return self._seen is not None or self.path.exists()  # asked every poll: no directory listing
+        return self._seen is not None or access.exists(self.path)  # asked every poll: no directory listing
 
     def _newest(self) -> tuple[Path, os.stat_result] | None:
         best: tuple[Path, os.stat_result] | None = None

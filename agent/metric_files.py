@@ -24,6 +24,7 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
+from trainwarden.agent import access
 from trainwarden.agent.csv_metrics import CsvFile
 from trainwarden.agent.hf_state import TrainerState
 from trainwarden.agent.isolation import SourceErrors
@@ -50,7 +51,7 @@ def kind_of(path: Path) -> str:
         return CSV
     if name.endswith("trainer_state.json"):
         return HF_STATE
-    if PREFIX in name or (path.is_dir() and not name.endswith(LOG_SUFFIXES)):
+    if PREFIX in name or (access.is_dir(path) and not name.endswith(LOG_SUFFIXES)):
         return TENSORBOARD
     return LOG
 

@@ -40,8 +40,9 @@ from trainwarden.core.logcontext import log_context
 from trainwarden.events import reading
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event, time_seq
-from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.errors import LeaseLost, StoreUnavailable
 from trainwarden.events.heartbeat import NOT_AN_ERROR
+from trainwarden.events.lease import Lease
 from trainwarden.events.payloads import GpuProcessData, RunWatchedData, SourceStatusData
 from trainwarden.events.silence import Pulse
 
@@ -65,7 +66,8 @@ class Agent:
                  state_path: Path | None = None, config: AgentConfig | None = None,
                  gpu: GpuSampler | None = None, gpu_problem: str | None = None,
                  control: ControlReader | None = None, wandb_api: HistoryApi | None = None,
-                 clock: Callable[[], float] = time.time, pulse: Pulse | None = None) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.time, pulse: Pulse | None = None,
+                 lease: Lease | None = None) -> None:  # fmt: skip
         self.publisher = publisher
         self.host = host
         self.state_path = state_path
@@ -76,6 +78,8 @@ class Agent:
         self.wandb_api = wandb_api
         self.clock = clock
         self.pulse = pulse  # the daemon heartbeat (events/heartbeat.py): spool backlog, last error
+        self.lease = lease  # the host's agent lease (events/agent_lease.py): renewed each step, checked before a stop
+        self._renewed_at = time.monotonic()
         self.state = agent_state.load(state_path)
         self.configured = {w.run: w for w in watches}
         self.watchers: dict[str, RunWatcher] = {}
@@ -167,6 +171,8 @@ class Agent:
             if message is None:
                 continue
             if message.stop is not None:
+                if self.lease is not None:
+                    self.lease.check()  # LeaseLost: another agent took over this host; it alone signals the run
                 watcher = self.watchers.get(message.run)
                 self.stopper.start(message.stop, watcher.watch if watcher is not None else None,
                                    watcher.health.root if watcher is not None else None)  # fmt: skip
@@ -195,14 +201,29 @@ class Agent:
         self._due[name] = now + interval
         return True
 
+    def _keep_lease(self) -> None:
+        """Renew the host's agent lease every third of its TTL; LeaseLost once another agent holds it."""
+        if self.lease is None or time.monotonic() - self._renewed_at < self.lease.ttl_s / 3:
+            return
+        try:
+            renewed = self.lease.renew()
+        except StoreUnavailable:
+            return  # Redis is away: no stop can reach this agent either; renewed again once it is back
+        self._renewed_at = time.monotonic()
+        if not renewed:
+            raise LeaseLost(f"the {self.lease.name} lease lapsed and another agent took it; this one stands down")
+
     def step(self) -> int:
         """One pass over every source; returns the number of events made."""
+        self._keep_lease()
         now = self.clock()
         cfg = self.config
         self._apply_reconfigured(now)
         if self._due_now("control", cfg.control_interval_s, now):
             try:
                 self._read_control(now)
+            except LeaseLost:
+                raise  # this agent stands down: nothing it reads is its to carry out any more
             except Exception as exc:  # the runs already watched are watched on
                 self.errors.failed("control stream", exc)
         events: list[Event] = [*self.stopper.finished(), *self.dumper.finished()]
@@ -283,7 +304,12 @@ class Agent:
         out = []
         errors = self.errors.heartbeat()
         for w in self.watchers.values():
-            data = heartbeat_data(interval_s=self.config.heartbeat_interval_s, gpu=gpu, run_sources=w.sources(),
+            try:  # one run's sources (a file the agent may not look at) cost that run's heartbeat only
+                sources = w.sources()
+            except Exception as exc:
+                self.errors.failed(f"{w.run} heartbeat", exc)
+                sources = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            data = heartbeat_data(interval_s=self.config.heartbeat_interval_s, gpu=gpu, run_sources=sources,
                                   spool=spool_info, runs=len(self.watchers), errors=errors)  # fmt: skip
             out.append(self._event(t.AGENT_HEARTBEAT, w.run, f"{self.host}/hb", now, data))
         return out

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from trainwarden.agent import access
+
 READ_CHUNK = 1 << 20  # bytes read per poll; also the longest line kept whole
 SETTLE_S = 1.0  # a last line that has not grown for this long is read without its terminator
 
@@ -78,7 +80,7 @@ class LogTail:
 
     @property
     def exists(self) -> bool:
-        return self.path.exists()
+        return access.exists(self.path)  # a directory it may not enter: not there, for now
 
     def pending(self) -> bool:
         """Whether a partial last line was seen and not returned as it stands."""

@@ -24,6 +24,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from trainwarden.agent.access import exists as reachable
+from trainwarden.agent.access import is_dir
 from trainwarden.agent.errors import MetricFileError
 from trainwarden.agent.structured import Record, whole_step
 
@@ -92,9 +94,9 @@ def scalars(payload: bytes) -> tuple[dict[str, float | int], int | None, float |
 
 def event_files(path: Path) -> list[Path]:
     """The event files of a run: the file itself, or every one under the directory (in name order)."""
-    if path.is_dir():
+    if is_dir(path):
         return sorted(p for p in path.rglob(f"*{PREFIX}*") if p.is_file())
-    return [path] if path.exists() else []
+    return [path] if reachable(path) else []
 
 
 def sub_of(rel: str) -> str:
@@ -151,12 +153,12 @@ class EventFiles:
 
     @property
     def exists(self) -> bool:
-        return self.path.exists()
+        return reachable(self.path)
 
     @property
     def offset(self) -> int:
-        if self.path.is_dir() or not self.files:
-            return 0 if self.path.is_dir() else self._start
+        if is_dir(self.path) or not self.files:
+            return 0 if is_dir(self.path) else self._start
         return next(iter(self.files.values())).offset
 
     @offset.setter
@@ -172,7 +174,7 @@ class EventFiles:
         for path in event_files(self.path):
             reader = self.files.get(path)
             if reader is None:
-                single = not self.path.is_dir()
+                single = not is_dir(self.path)
                 rel = path.name if single else str(path.relative_to(self.path))
                 reader = self.files[path] = EventFile(path, rel=rel, offset=self._start if single else 0)
             out.extend(reader.poll())

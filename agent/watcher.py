@@ -20,7 +20,8 @@ events): `agent.metric_files` says which by the path's name, and its records sta
 metric lines would (held back while W&B is the source, like them).
 
 The log and W&B are read apart: when one of them fails (a log the agent may not open, a W&B file
-it cannot decode), the failure is counted (`SourceErrors`) and the other is read as usual; a W&B
+it cannot decode), the failure is counted (`SourceErrors`) and the other is read as usual (a log it
+may not open is also said in the run's events, once: agent.access); a W&B
 failure reads as "W&B unavailable", so the log takes over as the metrics source. The sidecar is
 read first in each poll, so a step the training process both printed and wrote is published from
 the sidecar once it is active (agent.arbiter).
@@ -34,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainwarden.agent import procfs
+from trainwarden.agent import access, procfs
+from trainwarden.agent.access import LogAccess
 from trainwarden.agent.arbiter import STALE_S, STARTUP_GRACE_S, Arbiter
 from trainwarden.agent.blind import Blindness, SeenTail, trains
 from trainwarden.agent.config import (
@@ -93,6 +95,7 @@ class RunWatcher:
         self.blindness = Blindness(after_s=options.unreadable_after_s, after_lines=options.unreadable_after_lines,
                                    first_step_s=options.first_step_budget_s, started=now)  # fmt: skip
         self.unreadable: str | None = None  # what the agent said when it found the run unreadable (the heartbeat)
+        self.access = LogAccess(watch.log)  # whether it may read the log (a directory made private: agent.access)
         if self.kind == LOG:
             tail = self.seen = SeenTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
             self.log = RunLog(run=watch.run, host=host, tail=tail, block_idle_s=options.block_idle_s,
@@ -138,10 +141,16 @@ class RunWatcher:
             exact = self.sidecar.poll(now)
         except Exception as exc:  # the sidecar only: the log and W&B are still read
             self.errors.failed(f"{self.run} sidecar", exc)
+        access: SourceStatusData | None = None
         try:
             items = self.log.poll(now)
+        except OSError as exc:  # the log only, and said in the run's events (once): W&B is still read
+            self.errors.failed(f"{self.run} log", exc)
+            access = self.access.failed(exc)
         except Exception as exc:  # the log only: W&B is still read
             self.errors.failed(f"{self.run} log", exc)
+        else:
+            access = self.access.read()
         try:
             reading = self.wandb.poll(now, self.health.pids, claimed)
         except Exception as exc:  # W&B only: the log takes over
@@ -154,6 +163,8 @@ class RunWatcher:
         decision = self.arbiter.step(now=now, items=items, wandb=reading, log_available=self.log.tail.exists,
                                      sidecar=self.sidecar.active, uses_wandb=use.uses)  # fmt: skip
         out: list[Event] = []
+        if access is not None:
+            out.append(self._event(t.SOURCE_STATUS, f"{self.host}/status/{self.run}", time_seq(), now, access))
         if decision.transition is not None:
             tr = decision.transition
             status: SourceStatusData = {"source": METRICS_SOURCE, "status": tr.status, "previous": tr.previous,
@@ -237,7 +248,9 @@ class RunWatcher:
             data["launch"] = self.watch.launch_seq  # which launch ended: a relaunch may already be recorded
         # a run added with `watch --pid/--match` is not our child: it leaves no exit code to read, and its end
         # is an end, not a failure (its log says the rest); a launched one that left none was killed
-        unknowable = ended.exit_code is None and self.watch.launch_seq is None and not self.watch.exit_path.exists()
+        unknowable = (
+            ended.exit_code is None and self.watch.launch_seq is None and not access.exists(self.watch.exit_path)
+        )
         if ended.exit_code != 0 and not unknowable:
             data["log_tail"] = [] if self.kind == TENSORBOARD else log_tail(self.watch.log, secrets=self.secrets.values)
             if ended.exit_code is None:
@@ -253,7 +266,8 @@ class RunWatcher:
         process = ("ended" if self.ended else "alive" if h.pids else "gone" if h.gone
                    else "unknown" if not h.trackable else "not seen")  # fmt: skip
         return {
-            "log": "ok" if self.log.tail.exists else "missing",
+            "log": "unreachable" if self.access.problem else "ok" if self.log.tail.exists else "missing",
+            "log_problem": self.access.problem,
             "metrics": self.arbiter.status,
             "metrics_reason": self.arbiter.reason,
             "held_lines_dropped": self.arbiter.dropped,

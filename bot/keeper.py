@@ -14,47 +14,25 @@ import logging
 import threading
 
 from trainwarden.bot.errors import NotifierBusy
-from trainwarden.events.errors import StoreError
-from trainwarden.events.heartbeat import NOT_AN_ERROR, Liveness
+from trainwarden.events import standby
+from trainwarden.events.heartbeat import Liveness
 from trainwarden.events.lease import Holding, Lease
-from trainwarden.events.loop import Outage
-from trainwarden.events.redis_errors import transient
 from trainwarden.events.silence import Pulse
 
 log = logging.getLogger(__name__)
 
-POLL_S = 1.0  # how often a standby asks for the lease (a takeover waits at most this after it lapses)
+POLL_S = standby.POLL_S
 
 
 def stand_by(lease: Lease, stop: threading.Event, *, burst: bool, poll_s: float = POLL_S) -> bool:
     """Wait until this process holds `lease` (True) or `stop` is set (False). A --burst run does not wait:
     it raises NotifierBusy, one line naming the holder."""
-    outage = Outage("notifier lease")
-    said: Holding | None = None
-    while not stop.is_set():
-        try:
-            holding = lease.acquire()
-        except StoreError as exc:
-            if burst or not transient(exc):
-                raise
-            stop.wait(outage.failed(exc))
-            continue
-        outage.succeeded()
-        if holding.mine:
-            # a role, not an error: logged at WARNING (seen at --log-level WARNING), kept out of `health`'s LAST ERROR
-            log.warning("this notifier holds the notifier lease (fencing token %d) and posts", holding.token,
-                        extra=NOT_AN_ERROR)  # fmt: skip
-            return True
-        if burst:
-            raise NotifierBusy(f"another notifier ({holding.holder}) holds the notifier lease and posts; "
-                               "--burst posts nothing while it runs")  # fmt: skip
-        if said is None or said.holder != holding.holder:
-            log.warning("standing by: notifier %s holds the notifier lease (token %d, %.0fs left); this one "
-                        "takes over when it stops or its lease lapses", holding.holder, holding.token,
-                        holding.ttl_s, extra=NOT_AN_ERROR)  # fmt: skip
-            said = holding
-        stop.wait(min(poll_s, max(0.05, holding.ttl_s)))
-    return False
+
+    def busy(holding: Holding) -> NotifierBusy:
+        return NotifierBusy(f"another notifier ({holding.holder}) holds the notifier lease and posts; "
+                            "--burst posts nothing while it runs")  # fmt: skip
+
+    return standby.stand_by(lease, stop, role="notifier", doing="posts", busy=busy if burst else None, poll_s=poll_s)
 
 
 class Keeper:

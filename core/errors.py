@@ -36,7 +36,8 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   │   └── MetricFileError      a structured metric file (TensorBoard events, ...) is corrupt or needs a package
     │   ├── WandbFileError           a W&B transaction log that is not what it should be (bad header, checksum)
     │   ├── SpoolUnwritable          the spool cannot be written (full or read-only disk): events wait in memory
-    │   └── ControlMessageError      a control-stream message the agent cannot use (skipped, with the reason)
+    │   ├── ControlMessageError      a control-stream message the agent cannot use (skipped, with the reason)
+    │   └── AgentBusy                `agent --burst` while another agent holds the host's agent lease
     ├── PolicyError                  (policies.errors) a policy that does not validate (every problem, file:line:col)
     ├── WorkerError                  (workers.errors) the RQ jobs
     │   ├── NoWorkerContext          a job ran in a process that `trainwarden worker` did not set up

@@ -42,7 +42,7 @@ PATHS = (("servers_file", "servers_file"), ("experiments_dir", "experiments_dir"
          ("data_dir", "data_dir"))  # fmt: skip
 # every duration setting reads through Reader.seconds: `90`, `90s`, `1m`, `1h30m`, `500ms` alike
 AGENT_DURATIONS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
-                   "wandb_api_interval_s", "unreadable_after_s", "first_step_budget_s")  # fmt: skip
+                   "wandb_api_interval_s", "unreadable_after_s", "first_step_budget_s", "lease_s")  # fmt: skip
 WATCH_PATHS = ("log", "exit_file", "metrics", "workdir", "wandb_dir", "wandb_run_dir")
 WATCH_STRINGS = ("run", "session", "tmux_socket", "wandb_path", "match")
 WORKER_DURATIONS = (
@@ -106,6 +106,9 @@ class Settings:
     agent_spool_dir: Path | None = None  # default: `spool/` beside the state file
     agent_spool_max_mb: float = agent_config.SPOOL_MAX_MB
     agent_nvml: bool = True
+    agent_lease_s: float = (
+        agent_config.LEASE_S
+    )  # one agent per host: a standby takes over after this (events/agent_lease.py)
     agent_unreadable_after_s: float = agent_config.UNREADABLE_AFTER_S  # a log growing without metrics: unreadable
     agent_unreadable_after_lines: int = agent_config.UNREADABLE_AFTER_LINES
     agent_first_step_budget_s: float = agent_config.FIRST_STEP_BUDGET_S  # start-up lines only: said after this

@@ -157,6 +157,7 @@ def agent(
     watches: tuple[RunWatch, ...] | None = None,
     state_file: Path | None = None,
     gpu: GpuSampler | None = None,
+    lease: Lease | None = None,
 ) -> Agent:
     from trainwarden.agent.control import ControlReader
     from trainwarden.agent.publisher import Publisher
@@ -198,7 +199,16 @@ def agent(
         control=ControlReader(client, event_store.keys.agent_control(settings.host)),
         wandb_api=PublicApi(api_key=api_key) if api_key else None,
         pulse=pulse(settings, "agent", event_store, watch=False),
+        lease=lease,
     )
+
+
+def agent_lease(settings: Settings) -> Lease:
+    """The host's agent lease: one agent per host watches and stops its runs (events/agent_lease.py)."""
+    from trainwarden.events.agent_lease import agent_lease as lease_of
+
+    client = events_redis(settings)
+    return lease_of(client, store(settings, client).keys, settings.host, ttl_s=settings.agent_lease_s)
 
 
 def dispatcher(settings: Settings) -> Dispatcher:

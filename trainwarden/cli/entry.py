@@ -14,11 +14,12 @@ import os
 import sys
 import threading
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainwarden import logsetup, metrics_server, probes, reload, schemas, up, wiring, writable
+from trainwarden.agent.errors import AgentBusy
 from trainwarden.agent.watch import RunWatch
 from trainwarden.cli import archive as archive_commands
 from trainwarden.cli import health as health_commands
@@ -32,7 +33,10 @@ from trainwarden.cli.parser import Parser, unrecognized
 from trainwarden.core.errors import ConfigError, TrainwardenError
 from trainwarden.core.redact import redact_text
 from trainwarden.core.signals import reload_on_sighup, stop_on_signals
+from trainwarden.events import standby
+from trainwarden.events.errors import StoreError
 from trainwarden.events.heartbeat import Heartbeat, last_words
+from trainwarden.events.lease import Holding, Lease
 from trainwarden.events.redis_errors import AUTH_FAILURES
 from trainwarden.events.store import EventStore
 from trainwarden.extras import MissingExtra, require
@@ -69,7 +73,35 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     if unwritable := writable.problems(settings, writable.AGENT, state_file=args.state_file):
         raise ConfigError("; ".join(unwritable))  # it could keep neither its offsets nor a spool for outages
     wiring.check_redis(settings)
-    agent = wiring.agent(settings, watches=tuple(watches), state_file=args.state_file)
+    stop = stop_on_signals()
+    lease = wiring.agent_lease(settings)  # one agent per host (events/agent_lease.py): another one stands by
+    if not standby.stand_by(lease, stop, role="agent", doing="watches the runs of " + settings.host,
+                            busy=_agent_busy(settings.host) if args.burst else None):  # fmt: skip
+        return 0
+    try:
+        return _run_agent(args, settings, watches, given, lease=lease, stop=stop)
+    finally:
+        _release(lease)
+
+
+def _agent_busy(host: str) -> Callable[[Holding], AgentBusy]:
+    def busy(holding: Holding) -> AgentBusy:
+        return AgentBusy(f"another agent ({holding.holder}) watches the runs of {host}; --burst reads nothing "
+                         "while it runs")  # fmt: skip
+
+    return busy
+
+
+def _release(lease: Lease) -> None:
+    try:
+        lease.release()  # a standby takes over at once
+    except StoreError as exc:
+        log.warning("could not release the agent lease (%s); a standby takes over when it lapses", exc)
+
+
+def _run_agent(args: argparse.Namespace, settings: Settings, watches: list[RunWatch], given: list[RunWatch],
+               *, lease: Lease, stop: threading.Event) -> int:  # fmt: skip
+    agent = wiring.agent(settings, watches=tuple(watches), state_file=args.state_file, lease=lease)
     if agent.pulse is not None:
         _serve_metrics(args, "agent", agent.pulse.heartbeat, wiring.store(settings, agent.pulse.heartbeat.client))
     control = agent.control.key if agent.control is not None else "no control stream"
@@ -77,7 +109,6 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     log.info("agent on %s watching %s; new runs from %s", settings.host, watching, control)
     if agent.gpu_problem:
         log.warning("%s; the agent goes on without GPU samples", agent.gpu_problem)
-    stop = stop_on_signals()
     reload_on_sighup("agent", reload.AgentReload(lambda: _settings(args), settings, agent, tuple(given)))
     agent.run(burst=args.burst, stop=stop)
     if agent.pulse is not None:
