@@ -172,10 +172,8 @@ declare(
 
 
 class SourceStatusData(TypedDict):
-    source: str  # metrics: the run's data source; nvml: GPU sampling; reading: whether its metrics are read; log:
-    # whether the agent may read the log (agent/access.py)
-    status: str  # sidecar | wandb_ok | log_fallback | log | unreachable; unavailable (nvml); unreadable | readable;
-    # unreachable | ok (log)
+    source: str  # metrics: its data source; nvml: GPU sampling; reading: its metrics read?; log: the log readable?
+    status: str  # sidecar | wandb_ok | log_fallback | log | unreachable; unavailable (nvml); unreadable | readable; ok
     reason: str
     previous: NotRequired[str | None]
     url: NotRequired[str | None]
