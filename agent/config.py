@@ -18,3 +18,7 @@ UNREADABLE_AFTER_LINES = 50  # ... or this many lines (progress-bar redraws not 
 # with start-up advice; the same budget as the stall kind's `first_step_budget` default (tests/unit/test_blind.py)
 FIRST_STEP_BUDGET_S = 1200.0
 LEASE_S = 15.0  # seconds a host's agent lease runs unrenewed: a standby agent takes over at most this after a hang
+# seconds a renamed log (rotation) stays open after it stopped growing, its writer gone: a run writing through
+# `>> train.log`, `tee` or a FileHandler keeps writing into the renamed file (Filebeat's close_inactive,
+# fluent-bit's rotate_wait)
+ROTATE_WAIT_S = 30.0

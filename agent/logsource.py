@@ -34,6 +34,7 @@ from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.parse import MAX_LINE_CHARS, fault_of, tag_of
 from trainwarden.agent.phases import PhaseTracker
 from trainwarden.agent.reading import MetricReader
+from trainwarden.agent.state import LogPosition, Partial
 from trainwarden.agent.tail import Line, LogTail
 from trainwarden.core.redact import known_secrets, redact_text
 from trainwarden.events import types as t
@@ -106,6 +107,31 @@ class RunLog:
         """Where to resume after a restart: before an unfinished traceback, else the tail's offset."""
         pending = self.grouper.pending_start
         return self.tail.offset if pending is None else min(pending, self.tail.offset)
+
+    def position(self, held: Item | None = None) -> LogPosition:
+        """Where to resume after a restart (`held`: the arbiter's first held item), saved with what it covers: the
+        fingerprint of the bytes before it, and the partial line starting there whose metrics went out."""
+        offset, generation, inode = self.tail.resume
+        block = self.grouper.block
+        if block is not None and block.end.generation == generation:
+            offset = min(offset, block.start)  # before an unfinished traceback
+        if held is not None and held.generation == generation:
+            offset = min(offset, held.start)
+        early = self._early
+        partial = None
+        if early is not None and early[:2] == (generation, offset) and (held is None or held.start != offset):
+            partial = Partial(offset, dict(early[2]))  # published (a held item at its start would not be)
+        return LogPosition(offset=offset, generation=generation, inode=inode, fingerprint=self.tail.fingerprint(offset),
+                           partial=partial)  # fmt: skip
+
+    def resume(self, position: LogPosition) -> None:
+        """Take up a saved partial line: its completion sends only what it adds, at the same position."""
+        partial = position.partial
+        if partial is not None and partial.start == self.tail.offset == position.offset:
+            self._early = (position.generation, partial.start, dict(partial.data))
+            step = partial.data.get("step")
+            if self.reader.last_step is None and type(step) is int:
+                self.reader.last_step = step
 
     @property
     def behind(self) -> bool:

@@ -158,3 +158,31 @@ def open_paths(pids: Iterable[int]) -> list[str]:
             except OSError:
                 continue
     return out
+
+
+def writing(dev: int, ino: int) -> bool:
+    """Whether a process (one we may look at) holds the file `dev`/`ino` open for writing: a renamed log's
+    writer (`>> train.log`, `tee`, a `FileHandler`) still alive. Costs a walk over every process's descriptors,
+    so the log follower asks only once a renamed log has been quiet for a while."""
+    try:
+        pids = [p for p in os.listdir(PROC) if p.isdigit()]
+    except OSError:
+        return False
+    for pid in pids:
+        fd_dir = f"{PROC}/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"{fd_dir}/{fd}")
+                if st.st_ino != ino or st.st_dev != dev:
+                    continue
+                with open(f"{PROC}/{pid}/fdinfo/{fd}") as info:
+                    flags = next((line.split()[1] for line in info if line.startswith("flags:")), "0")
+            except (OSError, IndexError):
+                continue
+            if int(flags, 8) & (os.O_WRONLY | os.O_RDWR):
+                return True
+    return False

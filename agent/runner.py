@@ -132,7 +132,9 @@ class Agent:
         return self._event(t.RUN_WATCHED, watch.run, f"{self.host}/watch/{watch.run}", now, data)
 
     def _unwatch(self, run: str) -> None:
-        self.watchers.pop(run, None)
+        watcher = self.watchers.pop(run, None)
+        if watcher is not None:
+            watcher.close()
         self.state.registered.pop(run, None)
         self.state.logs.pop(run, None)
         self.state.wandb.pop(run, None)
@@ -403,6 +405,8 @@ class Agent:
         finally:
             if self.publisher.durable and stepped:
                 self.save_state(force=True)
+            for watcher in self.watchers.values():
+                watcher.close()  # a renamed log held open is found again by its inode (agent.tail)
 
     def behind(self) -> bool:
         """Whether a log's (or a sidecar's) last read stopped short of its end (more than a read's worth waited)."""

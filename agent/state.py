@@ -20,7 +20,17 @@ from trainwarden.agent.watch import RunWatch
 
 log = logging.getLogger(__name__)
 
-VERSION = 2
+VERSION = 3
+READS = (2, 3)  # versions read: a v2 file's logs have no fingerprint and no partial line, and are taken as they are
+
+
+@dataclass(frozen=True, slots=True)
+class Partial:
+    """A last line without its terminator whose metrics were published (agent.logsource): when the completed line
+    is read after a restart, only what it adds is sent, never a second sample of the same step."""
+
+    start: int  # where the line starts (the saved offset)
+    data: dict[str, float | int]  # the values published from it
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +38,15 @@ class LogPosition:
     offset: int = 0
     generation: int = 0
     inode: int | None = None
+    fingerprint: str | None = None  # of the bytes before `offset` (agent.tail.fingerprint_of): only what it covers
+    partial: Partial | None = None
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> LogPosition:
+        partial = raw.get("partial")
+        return cls(offset=int(raw.get("offset", 0)), generation=int(raw.get("generation", 0)), inode=raw.get("inode"),
+                   fingerprint=raw.get("fingerprint"),
+                   partial=Partial(int(partial["start"]), dict(partial["data"])) if partial else None)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +79,12 @@ class AgentState:
     @classmethod
     def from_json(cls, text: str) -> AgentState:
         raw: dict[str, Any] = json.loads(text)
-        if raw.get("v") != VERSION:
+        if raw.get("v") not in READS:
             raise ValueError(f"state file version {raw.get('v')!r}, expected {VERSION}")
         return cls(
-            logs={run: LogPosition(**p) for run, p in raw.get("logs", {}).items()},
+            logs={run: LogPosition.from_dict(p) for run, p in raw.get("logs", {}).items()},
             wandb={run: WandbPosition(**p) for run, p in raw.get("wandb", {}).items()},
-            sidecars={run: LogPosition(**p) for run, p in raw.get("sidecars", {}).items()},
+            sidecars={run: LogPosition.from_dict(p) for run, p in raw.get("sidecars", {}).items()},
             registered={run: RunWatch.from_dict(w) for run, w in raw.get("registered", {}).items()},
             control_id=str(raw.get("control_id", "0-0")),
         )

@@ -41,6 +41,7 @@ from trainwarden.agent.arbiter import STALE_S, STARTUP_GRACE_S, Arbiter
 from trainwarden.agent.blind import Blindness, SeenTail, trains
 from trainwarden.agent.config import (
     FIRST_STEP_BUDGET_S,
+    ROTATE_WAIT_S,
     UNREADABLE_AFTER_LINES,
     UNREADABLE_AFTER_S,
     WANDB_API_INTERVAL_S,
@@ -75,6 +76,7 @@ class WatchOptions:
     unreadable_after_s: float = UNREADABLE_AFTER_S  # a log growing this long without a training metric ...
     unreadable_after_lines: int = UNREADABLE_AFTER_LINES  # ... or this many lines: said unreadable (agent.blind)
     first_step_budget_s: float = FIRST_STEP_BUDGET_S  # start-up lines only: said after this (agent.blind)
+    rotate_wait_s: float = ROTATE_WAIT_S  # a renamed log stays open this long after it stopped growing (agent.tail)
 
 
 class RunWatcher:
@@ -97,9 +99,11 @@ class RunWatcher:
         self.unreadable: str | None = None  # what the agent said when it found the run unreadable (the heartbeat)
         self.access = LogAccess(watch.log)  # whether it may read the log (a directory made private: agent.access)
         if self.kind == LOG:
-            tail = self.seen = SeenTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
+            tail = self.seen = SeenTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode,
+                                        fingerprint=pos.fingerprint, rotate_wait_s=options.rotate_wait_s)  # fmt: skip
             self.log = RunLog(run=watch.run, host=host, tail=tail, block_idle_s=options.block_idle_s,
                               secrets=self.secrets, errors=self.errors)  # fmt: skip
+            self.log.resume(pos)
         else:
             reader = open_reader(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode)
             self.log = MetricFileLog(run=watch.run, host=host, reader=reader, errors=self.errors)
@@ -119,12 +123,19 @@ class RunWatcher:
     # -- positions for the state file ------------------------------------------------------------
 
     def log_position(self) -> LogPosition:
+        if isinstance(self.log, RunLog):
+            return self.log.position(self.arbiter.held_first)
         tail = self.log.tail
         offset = self.log.safe_offset
         held = self.arbiter.held_first
         if held is not None and held.generation == tail.generation:
             offset = min(offset, held.start)
         return LogPosition(offset=offset, generation=tail.generation, inode=tail.inode)
+
+    def close(self) -> None:
+        """Let go of what is held open (a renamed log, agent.tail)."""
+        if isinstance(self.log, RunLog):
+            self.log.tail.close()
 
     def wandb_position(self) -> WandbPosition | None:
         if self.wandb.run_dir is None:

@@ -42,7 +42,8 @@ PATHS = (("servers_file", "servers_file"), ("experiments_dir", "experiments_dir"
          ("data_dir", "data_dir"))  # fmt: skip
 # every duration setting reads through Reader.seconds: `90`, `90s`, `1m`, `1h30m`, `500ms` alike
 AGENT_DURATIONS = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_interval_s", "wandb_stale_s",
-                   "wandb_api_interval_s", "unreadable_after_s", "first_step_budget_s", "lease_s")  # fmt: skip
+                   "wandb_api_interval_s", "unreadable_after_s", "first_step_budget_s", "lease_s",
+                   "rotate_wait_s")  # fmt: skip
 WATCH_PATHS = ("log", "exit_file", "metrics", "workdir", "wandb_dir", "wandb_run_dir")
 WATCH_STRINGS = ("run", "session", "tmux_socket", "wandb_path", "match")
 WORKER_DURATIONS = (
@@ -112,6 +113,7 @@ class Settings:
     agent_unreadable_after_s: float = agent_config.UNREADABLE_AFTER_S  # a log growing without metrics: unreadable
     agent_unreadable_after_lines: int = agent_config.UNREADABLE_AFTER_LINES
     agent_first_step_budget_s: float = agent_config.FIRST_STEP_BUDGET_S  # start-up lines only: said after this
+    agent_rotate_wait_s: float = agent_config.ROTATE_WAIT_S  # a renamed log stays open this long once quiet
     watches: tuple[RunWatch, ...] = ()
     reclaim_idle_s: float = RECLAIM_IDLE_S
     lock_timeout_s: float = workers_config.LOCK_TIMEOUT_S

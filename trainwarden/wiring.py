@@ -186,6 +186,7 @@ def agent(
             unreadable_after_s=settings.agent_unreadable_after_s,
             unreadable_after_lines=settings.agent_unreadable_after_lines,
             first_step_budget_s=settings.agent_first_step_budget_s,
+            rotate_wait_s=settings.agent_rotate_wait_s,
         ),
     )
     return Agent(
