@@ -7,7 +7,7 @@ drop the default's safety rules (a NaN loss's STOP).
     rules:                        # ... with a rule of the same id replaced (in its place), a new id added
       - {id: gn-high, kind: threshold, metric: grad_norm, above: 100, decision: WAIT}
 
-Without `extends` the file is the whole policy, as it always was (docs/decisions/0035-policyext-extends.md).
+Without `extends` the file is the whole policy, as it always was (docs/decisions/0039-policy-extends.md).
 The merged rules make the policy: its hash, recorded with every decision, covers them. Pure.
 """
 

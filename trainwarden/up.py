@@ -13,7 +13,9 @@ A daemon that exits on its own is reported and `up` stops the others and exits 1
 restarting it: a crash loop would hide the cause (a wrong Redis URL, a missing extra) behind
 restarts. For restarts run `up` (or each daemon) under systemd or another supervisor.
 
-`--redis` starts a redis-server with AOF in DATA_DIR/redis when none answers at a local URL.
+`--redis` starts a redis-server with AOF in DATA_DIR/redis when none answers at a local URL, and
+keeps it: killed, it is started again on the same data (trainwarden/redis_keeper.py); when it cannot
+be, `up` stops the daemons and exits 1.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from trainwarden.events.errors import StoreError
 from trainwarden.events.heartbeat import component_name, read_beats
 from trainwarden.events.lease import process_alive
 from trainwarden.events.store import EventStore
+from trainwarden.redis_keeper import RedisKeeper
 from trainwarden.settings import LOGS_DIR, REDIS_DIR, Settings
 from trainwarden.tools.redis_server import RedisServer
 
@@ -121,12 +124,13 @@ class Supervisor:
         return next((c for c in self.children if c.proc is not None and c.proc.poll() is not None), None)
 
     def run(self, *, stop: threading.Event, hurry: threading.Event, news: Callable[[], str | None],
-            grace_s: float = STOP_GRACE_S, hup: threading.Event | None = None) -> int:  # fmt: skip
-        """Until `stop` or a child's exit; then stop the others. 1 when a child exited on its own, else 0.
-        Each time `hup` is set, SIGHUP goes to every running child."""
-        dead = None
+            grace_s: float = STOP_GRACE_S, hup: threading.Event | None = None,
+            fatal: Callable[[], str | None] = lambda: None) -> int:  # fmt: skip
+        """Until `stop`, a child's exit or `fatal()` says why not to go on; then stop the others. 1 when a child
+        exited on its own or on `fatal`, else 0. Each time `hup` is set, SIGHUP goes to every running child."""
+        dead = why = None
         while not stop.is_set():
-            if (dead := self.exited()) is not None:
+            if (dead := self.exited()) is not None or (why := fatal()) is not None:
                 break
             if hup is not None and hup.is_set():
                 hup.clear()
@@ -137,12 +141,14 @@ class Supervisor:
         if dead is not None and dead.proc is not None:
             self.say("up", f"{dead.name} exited with status {dead.proc.returncode} (its log: {dead.log_path}); "
                            "stopping the others")  # fmt: skip
+        elif why is not None:
+            self.say("up", f"{why}; stopping the daemons")
         else:
             self.say("up", "stopping the daemons (Ctrl-C again kills them at once)")
         self.stop(hurry=hurry, grace_s=grace_s)
         statuses = ", ".join(f"{c.name} {c.proc.returncode}" for c in self.children if c.proc is not None)
         self.say("up", f"all stopped (exit statuses: {statuses})")
-        return 1 if dead is not None else 0
+        return 1 if dead is not None or why is not None else 0
 
     def signal_all(self, sig: signal.Signals) -> str:
         """Send `sig` to each running child; their names."""
@@ -249,7 +255,8 @@ def ensure_redis(settings: Settings, *, start: bool, say: Callable[[str], None])
         )
     port, password = local
     server = RedisServer(directory, port=port, password=password, own_session=True).start()
-    say(f"started redis-server on port {port}, AOF on, data in {directory}")
+    pid = server.process.pid if server.process is not None else None
+    say(f"started redis-server on port {port} (pid {pid}), AOF on, data in {directory}")
     return server
 
 
@@ -288,7 +295,8 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         if running:
             raise UpError(f"already running here: {', '.join(running)}; stop it first (another `trainwarden up`, "
                           "a daemon started by hand or by systemd): two would follow the same runs")  # fmt: skip
-        return _supervise(supervisor, settings, logs, stop=stop, hurry=hurry, hup=hup)
+        keeper = None if server is None else RedisKeeper(server, say=lambda text: supervisor.say("up", text))
+        return _supervise(supervisor, settings, logs, stop=stop, hurry=hurry, hup=hup, keeper=keeper)
     finally:
         if server is not None:
             server.stop()
@@ -296,7 +304,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _supervise(supervisor: Supervisor, settings: Settings, logs: Path, *, stop: threading.Event,
-               hurry: threading.Event, hup: threading.Event) -> int:  # fmt: skip
+               hurry: threading.Event, hup: threading.Event, keeper: RedisKeeper | None = None) -> int:  # fmt: skip
     supervisor.start()
     started = ", ".join(f"{c.name} (pid {c.proc.pid})" for c in supervisor.children if c.proc is not None)
     supervisor.say("up", f"started {started}; logs in {logs}/NAME.log")
@@ -304,7 +312,8 @@ def _supervise(supervisor: Supervisor, settings: Settings, logs: Path, *, stop: 
         supervisor.say("up", f"metrics, /healthz and /readyz: {', '.join(endpoints)}")
     ready = Readiness(wiring.store(settings), settings.host, supervisor.children)
     try:
-        return supervisor.run(stop=stop, hurry=hurry, news=ready.check, hup=hup)
+        fatal = keeper.check if keeper is not None else lambda: None
+        return supervisor.run(stop=stop, hurry=hurry, news=ready.check, hup=hup, fatal=fatal)
     finally:
         ready.store.redis.close()
 

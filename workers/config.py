@@ -11,6 +11,7 @@ JOB_TIMEOUT_S = 600  # seconds an RQ job may run
 RUNS_PER_JOB = 32  # runs one RQ job may cover (the dispatcher fills jobs this full while workers are busy)
 CHECKPOINT_CACHE_RUNS = 4096  # runs whose last committed checkpoint a worker process keeps (workers/batch.py)
 LINGER_S = 0.1  # seconds the dispatcher gathers runs into a job while the queue is not empty
+FAST_START_S = 1.0  # a fast-lane job not begun this long after a worker took it is dispatched again
 IDLE_LINGER_S = 0.05  # the same while the queue is empty (urgent runs never wait: workers/lanes.py)
 TICK_CHECK_S = 5.0  # seconds between the dispatcher's looks at the tick schedule
 TICK_STARTUP_S = 60.0  # seconds between ticks of a quiet run in its startup phase

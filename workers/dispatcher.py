@@ -18,7 +18,8 @@ events/urgency.py) is neither gathered nor held back: its job goes at once to th
 (`<queue>-fast`, workers/lanes.py), which workers take before the normal queue, with whatever this
 dispatcher had gathered for it. Its own `fast` flag dedups fast jobs as `queued` does normal ones. A
 normal job of the run still waiting then finds the work done (the run lock and the WATCHed
-checkpoint make it a no-op).
+checkpoint make it a no-op). A fast job that a worker took but did not begin within `fast_start_s` (the
+worker paused while first in Redis's line) is dispatched again (workers/fast_watch.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rq import Queue
+from rq.job import Job
 from trainwarden.events.errors import DecodeError, StoreUnavailable
 from trainwarden.events.feed import (
     ALL_GROUPS,
@@ -47,6 +49,7 @@ from trainwarden.events.silence import Pulse, entry_lag
 from trainwarden.events.store import EventStore, redis_errors
 from trainwarden.events.types import WORKER_OUTPUT_TYPES
 from trainwarden.workers import config
+from trainwarden.workers.fast_watch import FastWatch
 from trainwarden.workers.lanes import fast_lane
 from trainwarden.workers.process import process_runs
 from trainwarden.workers.schedule import Ticker
@@ -107,10 +110,12 @@ class Dispatcher:
         idle_linger_s: float = config.IDLE_LINGER_S,
         pulse: Pulse | None = None,
         fast_queue: Queue | None = None,
+        fast_start_s: float = config.FAST_START_S,
     ) -> None:
         self.store = store
         self.queue = queue
-        self.fast_queue = fast_queue  # by default `queue`'s fast lane, made when first needed
+        self.fast_queue = fast_queue or fast_lane(queue)
+        self.fast_watch = FastWatch(self.fast_queue, start_s=fast_start_s)  # fast jobs until seen begun
         self.reclaim_idle_ms = reclaim_idle_ms
         self.job_timeout_s = job_timeout_s
         self.trim_interval_s = trim_interval_s
@@ -148,9 +153,12 @@ class Dispatcher:
         if self.ticker is not None and now >= self._next_tick_check:
             self._next_tick_check = now + self.tick_check_s
             handled += self.ticker.step()
+        handled += self._redispatch_unstarted(now)
         if self.gathering.work and block_ms is not None:
             due = self.gathering.since + min(self.linger_s, self.idle_linger_s)
             block_ms = max(1, min(block_ms, int(1000 * (due - now))))
+        if (look := self.fast_watch.next_due()) is not None and block_ms is not None:
+            block_ms = max(1, min(block_ms, int(1000 * (look - now))))
         new = self.reader.read(count=READ_COUNT, block_ms=block_ms)
         handled += self._route(new, reclaimed=False)
         if self.pulse is not None:
@@ -236,10 +244,21 @@ class Dispatcher:
                 jobs.append((run, self.gathering.work.pop(run, []) + fids))
             elif not reclaimed:
                 covered.extend(fids)
-        if self.fast_queue is None:
-            self.fast_queue = fast_lane(self.queue)
-        self._enqueue_jobs(jobs, spread=SPREAD_JOBS, queue=self.fast_queue)
+        enqueued = self._enqueue_jobs(jobs, spread=SPREAD_JOBS, queue=self.fast_queue)
+        self.fast_watch.add(enqueued, time.monotonic())
         return covered
+
+    def _redispatch_unstarted(self, now: float) -> int:
+        """A copy, at the front of the fast lane, of each fast job a worker took but has not begun; runs sent."""
+        runs = 0
+        for lost in self.fast_watch.unstarted(now):
+            work = lost.work
+            log.warning("fast-lane job %s (%s) was taken by a worker that has not begun it in %.1fs (paused?); "
+                        "dispatching it again", lost.job.id, _describe(work), now - lost.since)  # fmt: skip
+            copies = self._enqueue_jobs(work, spread=1, queue=self.fast_queue, at_front=True)
+            self.fast_watch.add(copies, now, copies=lost.copies + 1)
+            runs += len(work)
+        return runs
 
     def _flag(self, runs: list[str], *, reclaimed: bool, fast: bool = False) -> set[str]:
         """Set the runs' `queued` flags (`fast` ones for the fast lane) in one round trip; returns the runs
@@ -268,10 +287,11 @@ class Dispatcher:
         self._enqueue_jobs(self.gathering.items(), spread=spread)
         self.gathering.work.clear()  # only once enqueued: after a failure they go out with the next try
 
-    def _enqueue_jobs(self, work: Work, *, spread: int, queue: Queue | None = None) -> None:
+    def _enqueue_jobs(self, work: Work, *, spread: int, queue: Queue | None = None,
+                      at_front: bool = False) -> list[Job]:  # fmt: skip
         jobs = chunk_runs(work, runs_per_job=self.runs_per_job, spread=spread)
         if not jobs:
-            return
+            return []
         datas = [
             Queue.prepare_data(
                 process_runs,
@@ -280,13 +300,15 @@ class Dispatcher:
                 result_ttl=RESULT_TTL_S,
                 failure_ttl=FAILURE_TTL_S,
                 description=_describe(job),
+                at_front=at_front,
             )
             for job in jobs
         ]
         with redis_errors("enqueue jobs"):
-            (queue or self.queue).enqueue_many(datas)  # one pipeline for all of them
+            enqueued = (queue or self.queue).enqueue_many(datas)  # one pipeline for all of them
         self.enqueued += len(jobs)
         self.dispatched += len(work)
+        return enqueued
 
 
 def _describe(job: Work) -> str:

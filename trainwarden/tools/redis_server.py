@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from trainwarden.core.errors import RedisServerError
 
@@ -82,7 +84,9 @@ class RedisServer:
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         start_new_session=self.own_session)  # fmt: skip
-        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, password=self.password)
+        # no retries of its own (redis-py's default backs off for seconds): this loop retries, and sees an exit
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1, password=self.password,
+                             retry=Retry(NoBackoff(), 0))  # fmt: skip
         deadline = time.monotonic() + START_TIMEOUT_S
         try:
             while time.monotonic() < deadline:
@@ -91,7 +95,7 @@ class RedisServer:
                 try:
                     if client.ping():
                         return True
-                except redis.ConnectionError:
+                except (redis.ConnectionError, redis.TimeoutError):  # not up yet, or another process holds the port
                     time.sleep(0.02)
             self.stop()
             return False
