@@ -10,115 +10,32 @@ parser: run the parser once in *probe* mode (`Context(probe=True)`, an empty doc
 section and list visited once) and call `json_schema()` on its top `Reader`. Parsers therefore
 read their keys straight-line, through `section()` and `items()`, not behind `if key in ...`.
 
-Lives in `events/` because every package reads such files and `events/` is the one they all use.
+Lives in `core/` because every package reads such files; the file-level parts are in core/yamlsource.py.
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Collection
 from typing import Any, Self, overload
 
 import yaml
 from trainwarden.core.durations import DURATION_HINT, duration_problem, fmt_duration, parse_duration
-from trainwarden.core.errors import TrainwardenError, YamlFileError
+from trainwarden.core.yamlsource import (  # re-exported: parsers import the reader's parts from here
+    MAX_YAML_CHARS,
+    Context,
+    compose,
+    did_you_mean,
+    empty_mapping,
+    in_file_order,
+    plain,
+    read_text,
+    report,
+    where,
+)
 
 Schema = dict[str, Any]
-
-
-def plain(node: yaml.Node) -> Any:
-    """A node's Python value (safe tags only)."""
-    return yaml.safe_load(yaml.serialize(node))
-
-
-def empty_mapping() -> yaml.MappingNode:
-    """Stands in for an absent section, so that a parser reads it like any other (and finds defaults)."""
-    return yaml.MappingNode("tag:yaml.org,2002:map", [])
-
-
-def where(source: str, node: yaml.Node | None) -> str:
-    if node is None or node.start_mark is None:  # a stand-in node (an absent section) has no position
-        return source
-    return f"{source}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
-
-
-def read_text(path: Path) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as exc:
-        raise YamlFileError(f"{path}: cannot read: {exc.strerror}") from None
-
-
-MAX_YAML_CHARS = 1_000_000  # a settings, policy, servers or manifest file is a few KB; parsing 50 MB takes minutes
-
-
-def compose(text: str, source: str) -> yaml.Node | None:
-    """The node tree with positions; a syntax error stops here (nothing after it can be trusted), and so
-    does a file too large to be one of ours (PyYAML would parse it for minutes, saying nothing)."""
-    if len(text) > MAX_YAML_CHARS:
-        raise YamlFileError(f"{source}: {len(text):,} characters, over the {MAX_YAML_CHARS:,} a trainwarden YAML "
-                            "file may have: is it the right file?")  # fmt: skip
-    try:
-        return yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        raise YamlFileError(f"{at}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-
-
-_POSITION = re.compile(r"^(.*?):(\d+):(\d+): ")
-
-
-def in_file_order(problems: Sequence[str]) -> list[str]:
-    """Problems sorted by file, line and column (they are found section by section, not top to bottom);
-    any without a position keep their order, after the others."""
-
-    def key(problem: str) -> tuple[int, str, int, int]:
-        m = _POSITION.match(problem)
-        return (0, m[1], int(m[2]), int(m[3])) if m else (1, "", 0, 0)
-
-    return sorted(problems, key=key)
-
-
-def did_you_mean(word: str, choices: Collection[str]) -> str:
-    """'; did you mean 'x'?' for the closest of `choices`, or '' when none is close."""
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f"; did you mean '{close[0]}'?" if close else ""
-
-
-def report(problems: Sequence[str]) -> str:
-    """One message for several problems; a single one stays on one line."""
-    if len(problems) == 1:
-        return problems[0]
-    return f"{len(problems)} problems:\n" + "\n".join(f"  {p}" for p in problems)
-
-
-@dataclass(slots=True)
-class Context:
-    """The problems found so far in one file (several files may share one `problems` list)."""
-
-    source: str
-    problems: list[str] = field(default_factory=list)
-    noun: str = "key"  # what the file's keys are called in messages ("field" in policies)
-    probe: bool = False  # generating a schema: visit every section and list once, problems do not matter
-
-    def where(self, node: yaml.Node | None) -> str:
-        return where(self.source, node)
-
-    def problem(self, node: yaml.Node | None, message: str) -> None:
-        self.problems.append(f"{self.where(node)}: {message}")
-
-    def check(self, error: type[TrainwardenError] = YamlFileError) -> None:
-        """Raise `error` listing every problem, if there is one; its `problems` attribute holds them."""
-        if self.problems:
-            self.problems[:] = in_file_order(self.problems)
-            exc = error(report(self.problems))
-            exc.problems = list(self.problems)  # type: ignore[attr-defined]  # read by callers that list them
-            raise exc
 
 
 class Reader:
@@ -449,3 +366,7 @@ def document_schema(title: str, top: Reader, description: str = "") -> Schema:
         schema["description"] = description
     schema.update(top.json_schema())
     return schema
+
+
+__all__ = ["MAX_YAML_CHARS", "Context", "Reader", "Schema", "compose", "did_you_mean", "document_schema",
+           "empty_mapping", "in_file_order", "plain", "read_text", "report", "where"]  # fmt: skip
