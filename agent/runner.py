@@ -4,7 +4,7 @@ One `step()`: apply new control messages (watch, unwatch, and stop: carried out 
 publish the outcomes of stops carried out since; read logs and W&B (unless the spool is full: then the
 logs keep the lines until Redis takes the backlog); every `process_interval_s` sample process
 health; every `gpu_interval_s` sample GPUs and drain XID events; every `heartbeat_interval_s` send
-a heartbeat to each run; then flush, and save the state once everything made is durable.
+a heartbeat to each run that has not ended; then flush, and save the state once everything made is durable.
 
 A failure in one run's sources, or in GPU sampling, is that run's or that sampler's alone: it is
 counted and logged once (agent.isolation), and every other run is watched as before. Should a step
@@ -270,6 +270,8 @@ class Agent:
         out = []
         errors = self.errors.heartbeat()
         for w in self.watchers.values():
+            if w.ended is not None:  # its end is told: a heartbeat now would make an ended run look alive
+                continue
             data = heartbeat_data(interval_s=self.config.heartbeat_interval_s, gpu=gpu, run_sources=w.sources(),
                                   spool=spool_info, runs=len(self.watchers), errors=errors)  # fmt: skip
             out.append(self._event(t.AGENT_HEARTBEAT, w.run, f"{self.host}/hb", now, data))
