@@ -1,5 +1,7 @@
-"""The `agent.heartbeat` event: sent to every watched run, so a run's own log tells "agent alive,
-run silent" from "agent dead" (no heartbeat for a few intervals)."""
+"""The `agent.heartbeat` event: sent to every watched run that has not ended, so a run's own log tells "agent
+alive, run silent" from "agent dead" (no heartbeat for a few intervals). An ended run gets none: its end is told
+(run.finished / run.failed), and heartbeats after it would make it look alive; a new launch of the name is a new
+watch, and gets them again."""
 
 from __future__ import annotations
 

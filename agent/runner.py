@@ -5,7 +5,8 @@ publish the outcomes of stops carried out since; read logs and W&B (unless the s
 logs keep the lines until Redis takes the backlog); every `process_interval_s` sample process
 health, and at once when a run's process is gone or its exit file came (a death is recorded within a
 poll, not at the next sample); every `gpu_interval_s` sample GPUs and drain XID events; every
-`heartbeat_interval_s` send a heartbeat to each run; then flush, and save the state once everything made is durable.
+`heartbeat_interval_s` send a heartbeat to each run that has not ended; then flush, and save the state once
+everything made is durable.
 
 A failure in one run's sources, or in GPU sampling, is that run's or that sampler's alone: it is
 counted and logged once (agent.isolation), and every other run is watched as before. Should a step
@@ -306,6 +307,8 @@ class Agent:
         out = []
         errors = self.errors.heartbeat()
         for w in self.watchers.values():
+            if w.ended is not None:  # its end is told: a heartbeat now would make an ended run look alive
+                continue
             try:  # one run's sources (a file the agent may not look at) cost that run's heartbeat only
                 sources = w.sources()
             except Exception as exc:

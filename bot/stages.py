@@ -286,10 +286,13 @@ def _launched(state: NotifyState, event: Event) -> None:
     wandb_url = config.get("wandb_url") or event.data.get("wandb_url")
     wandb = launched.get("wandb")
     project = (wandb.get("project") if wandb else None) or config.get("project")
-    fresh = NotifyState(threads=state.threads, headlines=state.headlines, wandb_url=wandb_url,
-                        project=project if isinstance(project, str) else None,
-                        owners=owners_of(launched) or state.owners)  # fmt: skip
-    for f in dataclasses.fields(NotifyState):  # a new launch starts clean, in the same threads
+    # Every launch starts clean; a resume carries on the run before it, in its threads (RESUMED ... in the thread),
+    # and a new launch of the name is a new run to the people reading: its own threads, the old ones left as they were
+    resume = p.is_resume(launched)
+    fresh = NotifyState(threads=state.threads if resume else {}, headlines=state.headlines if resume else {},
+                        wandb_url=wandb_url, project=project if isinstance(project, str) else None,
+                        owners=owners_of(launched) or (state.owners if resume else []))  # fmt: skip
+    for f in dataclasses.fields(NotifyState):
         setattr(state, f.name, getattr(fresh, f.name))
 
 

@@ -106,6 +106,10 @@ def render() -> str:
         "of this version write the required fields; a field left out is read as absent (a log of another",
         "version replays). A type not listed here is kept, stored and shown (as unknown) by replay.",
         "",
+        "A run's last event, as `trainwarden runs`, /status and a backtest's end give it, is its last *activity*:",
+        "an event of a type marked so below (training or the run's lifecycle). The agent's heartbeats, people's",
+        "commands and trainwarden's own verdicts stay in the run's log but do not make it look active.",
+        "",
         "| type | meaning |",
         "|---|---|",
     ]
@@ -113,6 +117,8 @@ def render() -> str:
     for e in CATALOGUE:
         lines += ["", f"## {e.name}", "", f"{e.meaning[0].upper()}{e.meaning[1:]}.", ""]
         lines += [f"- emitted by: {e.emitted_by}", f"- appended to: {e.log}", f"- payload: `{e.payload.__name__}`"]
+        if e.activity:
+            lines.append("- the run's activity: its time is the run's last event (`trainwarden runs`, /status)")
         notes = field_notes(e.payload)
         lines += ["", "| field | type | always | what |", "|---|---|---|---|"]
         lines += [f"| `{key}` | `{_cell(typ)}` | {'yes' if req else 'no'} | {_cell(notes.get(key, ''))} |"
@@ -163,8 +169,9 @@ DECISION_RANK = {{CONTINUE: 0, WAIT: 1, STOP: 2}}
 
 
 def render_types() -> str:
-    """events/types.py: one constant per declared type (a literal to a type checker), the set of them, and the
-    types the workers and the bot write as results (a feed entry of only these needs no worker)."""
+    """events/types.py: one constant per declared type (a literal to a type checker), the set of them, the
+    types the workers and the bot write as results (a feed entry of only these needs no worker), and the types
+    that are the run's activity."""
     lines = [TYPES_HEAD]
     lines += [f'{e.constant}: Final = "{e.name}"' for e in CATALOGUE]
     lines += ["", "# Every declared type: the upper-case strings defined so far (a type not here is still kept",
@@ -174,7 +181,11 @@ def render_types() -> str:
     lines += ["# Written by the workers as the result of processing a run, and the bot's bookkeeping. A feed entry",
               "# holding only these needs no further processing by the workers (the notifier still reads them).",
               "WORKER_OUTPUT_TYPES = frozenset("]  # fmt: skip
-    lines += ["    {", *(f"        {e.constant}," for e in CATALOGUE if e.worker_output), "    }", ")"]
+    lines += ["    {", *(f"        {e.constant}," for e in CATALOGUE if e.worker_output), "    }", ")", ""]
+    lines += ["# The run's own doing, training or its lifecycle: its latest such event is the run's last activity",
+              "# (`trainwarden runs`, /status, a backtest's end). An agent's heartbeat or a person's command is not.",
+              "ACTIVITY_TYPES = frozenset("]  # fmt: skip
+    lines += ["    {", *(f"        {e.constant}," for e in CATALOGUE if e.activity), "    }", ")"]
     return "\n".join(lines) + "\n" + TYPES_TAIL
 
 

@@ -58,7 +58,9 @@ class RunState:
     evidence: list[str] = field(default_factory=list)
     dump: dict[str, Any] | None = None  # the latest process.dump, without its text: where the run was stuck
     first_ts: float | None = None
-    last_ts: float | None = None
+    last_ts: float | None = None  # the log's last event, of any type
+    last_activity_ts: float | None = None  # the run's last activity (events/types.py ACTIVITY_TYPES): its last event
+    # as people read it, which an agent's heartbeat or a /status asked about it does not move
     last_metric_ts: float | None = None
     event_count: int = 0
     type_counts: Counter[str] = field(default_factory=Counter)
@@ -92,6 +94,8 @@ class RunState:
             elif isinstance(current, Counter):
                 value = Counter(value)
             setattr(state, name, value)
+        if "last_activity_ts" not in data:  # saved before the field existed: its last event is the best known
+            state.last_activity_ts = state.last_ts
         return state
 
 
@@ -128,6 +132,8 @@ def apply(state: RunState, event: Event) -> RunState:
     if state.first_ts is None:
         state.first_ts = event.ts
     state.last_ts = event.ts
+    if event.type in t.ACTIVITY_TYPES:
+        state.last_activity_ts = event.ts
     state.event_count += 1
     state.type_counts[event.type] += 1
     handler = _HANDLERS.get(event.type)
@@ -153,9 +159,19 @@ def _history(items: list[dict[str, Any]], item: dict[str, Any]) -> None:
         del items[: len(items) - HISTORY]
 
 
+# What a run's log holds whatever the launch: a new launch of the name keeps these and starts the rest afresh
+_OF_THE_LOG = frozenset({"run", "host", "watched", "first_ts", "last_ts", "last_activity_ts", "event_count",
+                         "type_counts"})  # fmt: skip
+
+
 @on(t.RUN_LAUNCHED)
 def _launched(state: RunState, event: Event) -> None:
     data = cast(p.RunLaunchedData, redact(event.data))  # masked at the source too: kept only masked
+    if not p.is_resume(data):  # a new launch of the name: nothing of the previous one (its step, metrics,
+        fresh = RunState()  # decisions, evidence) is this one's; replay still shows both, from the log
+        for name in RunState.__slots__:
+            if name not in _OF_THE_LOG:
+                setattr(state, name, getattr(fresh, name))
     state.launch = p.RunLaunchedData(**data)
     state.launch_seq = event.seq
     state.host = data.get("host", event.host)

@@ -49,6 +49,8 @@ class EventType:
     describe: Describe = fields_line  # replay's line for one event (`trainwarden replay`, `runs`)
     worker_output: bool = False  # written by the workers or the bot as a result: a feed entry of only these
     # needs no further processing by the workers (workers/dispatcher.py, workers/process.py)
+    activity: bool = False  # the run's own doing (training or its lifecycle): its latest such event is the run's
+    # last activity (`trainwarden runs`, /status, a backtest's end); an agent's heartbeat or a person's command is not
 
     @property
     def constant(self) -> str:
@@ -69,9 +71,10 @@ def declare(
     more: str = "",
     describe: Describe = fields_line,
     worker_output: bool = False,
+    activity: bool = False,
 ) -> EventType:
     """Register one event type; a second declaration of a name is a programming error, refused at import."""
     if name in REGISTRY:
         raise ValueError(f"event type {name!r} is declared twice (events/payloads/): keep one declaration")
-    REGISTRY[name] = spec = EventType(name, payload, meaning, emitted_by, log, more, describe, worker_output)
+    REGISTRY[name] = spec = EventType(name, payload, meaning, emitted_by, log, more, describe, worker_output, activity)
     return spec

@@ -94,6 +94,28 @@ WORKER_OUTPUT_TYPES = frozenset(
     }
 )
 
+# The run's own doing, training or its lifecycle: its latest such event is the run's last activity
+# (`trainwarden runs`, /status, a backtest's end). An agent's heartbeat or a person's command is not.
+ACTIVITY_TYPES = frozenset(
+    {
+        RUN_LAUNCHED,
+        RUN_WATCHED,
+        RUN_STARTED,
+        RUN_FINISHED,
+        RUN_FAILED,
+        METRIC,
+        GPU,
+        GPU_XID,
+        HEALTH,
+        LOG_LINE,
+        PHASE,
+        STOP_REQUESTED,
+        STOP_DONE,
+        STOP_FAILED,
+        CHECKPOINT_SAVED,
+    }
+)
+
 # Events that concern the whole installation, not one run (policy.loaded, the bot's dead-man's
 # switch, run-less commands), live in this reserved run's log; the launcher refuses it as a run name.
 SYSTEM_RUN: Final = "trainwarden.system"

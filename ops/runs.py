@@ -25,24 +25,26 @@ class Row:
     run: str
     status: str
     host: str
-    last_ts: float
+    last_ts: float  # a run's last activity (events/types.py ACTIVITY_TYPES), else its log's last event
     state: RunState | None = None  # the run's view (none for the system run and plans)
 
 
 def rows(store: EventStore, *, everything: bool = False) -> list[Row]:
-    """Each known run, most recent first, with its status."""
+    """Each known run, most recently active first, with its status. A run's time is its last activity, not its log's
+    last append: the agent's heartbeats and the commands people send about it go on after it ended."""
     known = [(run, ts) for run, ts in store.runs() if everything or run != t.SYSTEM_RUN]
     plain = [run for run, _ in known if run != t.SYSTEM_RUN and not run.startswith(PLAN_PREFIX)]
     states = run_states(store, plain)
     out = []
     for run, ts in known:
         if run in states:
-            out.append(Row(run, states[run].status, states[run].host or "-", ts, states[run]))
+            state = states[run]
+            out.append(Row(run, state.status, state.host or "-", state.last_activity_ts or ts, state))
         elif run == t.SYSTEM_RUN:
             out.append(Row(run, SYSTEM, "-", ts))
         else:
             out.append(Row(run, plan_status(store, run), "-", ts))
-    return out
+    return sorted(out, key=lambda row: row.last_ts, reverse=True)
 
 
 def plan_status(store: EventStore, stream: str) -> str:

@@ -107,7 +107,7 @@ def line(state: RunState, now: float, gpu: float | None) -> str:
         gpu=f"{gpu:.0f}%" if gpu is not None else "n/a",
         source=state.source or "n/a",
         anomalies=", ".join(state.open_anomalies) or "none",
-        age=fmt_duration(now - state.last_ts) if state.last_ts else "?",
+        age=fmt_duration(now - state.last_activity_ts) if state.last_activity_ts else "?",
     )
 
 
@@ -127,7 +127,7 @@ def urgency(state: RunState) -> tuple[int, int, float, str]:
     """Sort key, most urgent first: active before ended, a stop under way, then the most open anomalies;
     ended runs most recent first."""
     if state.status not in ACTIVE:
-        return (3, 0, -(state.last_ts or 0.0), state.run)
+        return (3, 0, -(state.last_activity_ts or 0.0), state.run)
     rank = 0 if state.status == "stopping" else 1 if state.open_anomalies else 2
     return (rank, -len(state.open_anomalies), 0.0, state.run)
 

@@ -30,7 +30,7 @@ class Moment:
 class Backtest:
     policy: Policy
     events: int = 0
-    first_ts: float | None = None
+    first_ts: float | None = None  # the run's first and last activity (events/types.py ACTIVITY_TYPES)
     last_ts: float | None = None
     first_step: Any = None
     last_step: Any = None
@@ -38,6 +38,8 @@ class Backtest:
     firings: list[Moment] = field(default_factory=list)
     timeline: list[Moment] = field(default_factory=list)
     outcomes: list[Event] = field(default_factory=list)  # what the workers would have appended, as events
+    stop_end: tuple[float | None, Any] | None = None  # (ts, step) the STOP's launch ended at, when the name was
+    # launched again after it: the next launch's time is not what the STOP would have saved
 
     @property
     def stop(self) -> Moment | None:
@@ -46,10 +48,11 @@ class Backtest:
     def saved(self, gpus: float = 1.0) -> tuple[Any, float, float] | None:
         """(steps, minutes, GPU-hours) between the STOP and the run's end; None without a STOP."""
         stop = self.stop
-        if stop is None or self.last_ts is None:
+        end_ts, end_step = self.stop_end or (self.last_ts, self.last_step)
+        if stop is None or end_ts is None:
             return None
-        steps = (self.last_step - stop.step) if isinstance(self.last_step, int) and isinstance(stop.step, int) else None
-        minutes = max(0.0, (self.last_ts - stop.ts) / 60)
+        steps = (end_step - stop.step) if isinstance(end_step, int) and isinstance(stop.step, int) else None
+        minutes = max(0.0, (end_ts - stop.ts) / 60)
         return steps, minutes, minutes / 60 * gpus
 
 
@@ -62,8 +65,11 @@ def backtest(policy: Policy, events: Iterable[Event]) -> Backtest:
         if event.type not in policy.index.input_types and event.type not in (t.RUN_LAUNCHED, *_ENDS):
             continue
         result.events += 1
-        result.first_ts = event.ts if result.first_ts is None else result.first_ts
-        result.last_ts = event.ts
+        if event.type == t.RUN_LAUNCHED and result.stop_end is None and result.stop is not None:
+            result.stop_end = (result.last_ts, result.last_step)
+        if event.type in t.ACTIVITY_TYPES:  # the run's span is its activity, not the heartbeats after its end
+            result.first_ts = event.ts if result.first_ts is None else result.first_ts
+            result.last_ts = event.ts
         step = event.data.get("step") if event.type == t.METRIC else None
         if event.type == t.METRIC:
             result.metrics += 1

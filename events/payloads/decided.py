@@ -218,6 +218,7 @@ declare(
     "over MCP",
     emitted_by="worker (workers/evaluate.py), bot (bot/handlers.py), CLI (trainwarden/cli/run.py), `trainwarden mcp`",
     describe=_stop_requested,
+    activity=True,
 )
 
 
@@ -252,6 +253,7 @@ declare(
     emitted_by="worker (workers/actions.py), or the run host's agent for a watched run (agent/stopper.py)",
     worker_output=True,
     describe=_stop_done,
+    activity=True,
 )
 
 declare(
@@ -261,6 +263,7 @@ declare(
     emitted_by="worker (workers/actions.py), or the run host's agent for a watched run (agent/stopper.py)",
     worker_output=True,
     describe=_stop_failed,
+    activity=True,
 )
 
 

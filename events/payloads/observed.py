@@ -38,6 +38,7 @@ declare(
     emitted_by="agent (agent/logsource.py, agent/watcher.py, agent/wandb_source.py)",
     more="every other key: a metric under its canonical name, a number (NaN and Inf kept)",
     describe=_metric,
+    activity=True,
 )
 
 
@@ -71,6 +72,7 @@ declare(
     GpuData,
     meaning="one GPU's sample (NVML) for a run using it",
     emitted_by="agent (agent/runner.py)",
+    activity=True,
 )
 
 
@@ -88,6 +90,7 @@ declare(
     GpuXidData,
     meaning="an NVIDIA XID error on a GPU the run uses (or on an unclaimed GPU)",
     emitted_by="agent (agent/runner.py)",
+    activity=True,
 )
 
 
@@ -113,6 +116,7 @@ declare(
     HealthData,
     meaning="the run's processes (alive, memory, CPU), or a guard finding such as W&B kept offline",
     emitted_by="agent (agent/watcher.py)",
+    activity=True,
 )
 
 
@@ -133,6 +137,7 @@ declare(
     meaning="a notable log line (an error, OOM, NCCL failure; a traceback grouped into one)",
     emitted_by="agent (agent/logsource.py)",
     describe=_log_line,
+    activity=True,
 )
 
 
@@ -148,6 +153,7 @@ declare(
     meaning="the log says an eval or a checkpoint save began, or a save ended (the frameworks' own lines); the stall "
     "rule judges a silence by its phase",
     emitted_by="agent (agent/phases.py, agent/logsource.py)",
+    activity=True,
 )
 
 

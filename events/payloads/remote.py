@@ -102,6 +102,7 @@ declare(
     CheckpointSavedData,
     meaning="the training code saved a checkpoint (its metric ranks it for retention)",
     emitted_by="the training code itself; read by `trainwarden checkpoints`, `collect`",
+    activity=True,
 )
 
 

@@ -83,9 +83,15 @@ def _launched(event: "Event") -> str:
     return f"{session} on {said(launched.get('host'), event.host)}, log {log_path}{resumed(launched)}"
 
 
+def is_resume(launched: RunLaunchedData) -> bool:
+    """Whether a launch carries on the run before it (an automatic resume, `launch --resume`): else it is a new
+    launch of the name, which starts with a state and a Slack thread of its own."""
+    return bool(launched.get("resume")) or int(launched.get("attempt") or 1) > 1
+
+
 def resumed(launched: RunLaunchedData) -> str:
     """`, attempt 2, resumed from /ck/epoch_9.pt after exit code 137` for a resume; nothing for a first launch."""
-    if not launched.get("resume") and int(launched.get("attempt") or 1) == 1:
+    if not is_resume(launched):
         return ""
     start = f" from {launched['checkpoint']}" if launched.get("checkpoint") else ""
     after = launched.get("resumed_after")
@@ -100,6 +106,7 @@ declare(
     meaning="a run was started in tmux, locally or on a server; a relaunch starts a new launch (its seq identifies it)",
     emitted_by="CLI, bot, planner, workers' resume (remote/launch.py, remote/local_launch.py)",
     describe=_launched,
+    activity=True,
 )
 
 
@@ -123,6 +130,7 @@ declare(
     RunWatchedData,
     meaning="an agent watches a run it did not launch (`trainwarden watch`, settings, --watch): how to stop it",
     emitted_by="agent (agent/runner.py)",
+    activity=True,
 )
 
 
@@ -137,6 +145,7 @@ declare(
     RunStartedData,
     meaning="the launched run's process is up (its pid)",
     emitted_by="the launcher (remote/launch.py)",
+    activity=True,
 )
 
 
@@ -157,6 +166,7 @@ declare(
     RunEndedData,
     meaning="the run's process exited with code 0 (or, added with `watch --pid/--match`, ended: its code unknowable)",
     emitted_by="agent (agent/watcher.py), planner's liveness check (remote/liveness.py)",
+    activity=True,
 )
 
 declare(
@@ -164,4 +174,5 @@ declare(
     RunEndedData,
     meaning="the run's process exited with a non-zero code, or vanished",
     emitted_by="agent (agent/watcher.py), planner's liveness check (remote/liveness.py)",
+    activity=True,
 )

@@ -11,6 +11,9 @@ from trainwarden.agent.control import ControlReader
 from trainwarden.agent.publisher import Publisher
 from trainwarden.agent.runner import Agent, AgentConfig
 from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.ops import status
+from trainwarden.ops.runs import rows
 from trainwarden.remote.local_launch import LaunchSpec, launch_local
 from trainwarden.remote.stop import tmux_argv
 
@@ -154,3 +157,30 @@ def test_a_segfault_is_recorded_within_a_poll_not_at_the_next_process_sample(sto
     report = render_report(facts)
     assert facts["status"] == "failed" and "- Run: exp01 on gpu1 (failed, step 1)" in report, report
     assert "- Reason: failed at step 1 (exit 139)" in report and "CONTINUE" not in report, report
+
+
+def test_an_ended_run_gets_no_heartbeat_and_its_last_event_stays_its_end(store, tmp_path, tmux_socket):
+    done = tmp_path / "done"
+    script = (f"import os, time; print('step=1 loss=1.0', flush=True); "
+              f"[time.sleep(0.02) for _ in iter(lambda: os.path.exists({str(done)!r}), True)]")  # fmt: skip
+    launch(store, tmp_path, tmux_socket, sys.executable, "-c", script)
+    ahead = [0.0]  # the agent's clock runs this far ahead of the wall clock: minutes pass at once
+    agent = Agent(publisher=Publisher(store), host="gpu1", state_path=tmp_path / "state.json",
+                  config=AgentConfig(process_interval_s=0.05, heartbeat_interval_s=30.0, control_interval_s=0.05),
+                  control=ControlReader(store.redis, store.keys.agent_control("gpu1")),
+                  clock=lambda: time.time() + ahead[0])  # fmt: skip
+    drive(agent, lambda: events_of(store, "exp01", t.AGENT_HEARTBEAT), what="a heartbeat while the run runs")
+    done.touch()
+    (finished,) = drive(agent, lambda: events_of(store, "exp01", t.RUN_FINISHED), what="run.finished")
+    for _ in range(9):  # 4.5 minutes of the agent's heartbeat interval, under the 5 it keeps an ended run watched
+        ahead[0] += 30.0
+        agent.step()
+        agent.flush()
+    assert [b.ts for b in events_of(store, "exp01", t.AGENT_HEARTBEAT) if b.ts > finished.ts] == []
+    # a /tw status about it, as the bot's audit records it: the run's log, not its activity
+    asked = finished.ts + 270.0
+    store.append([make_event(t.COMMAND_RECEIVED, run="exp01", host="bot", producer="bot/audit", seq=1, ts=asked,
+                             data={"user": "U1", "command": "status", "text": "exp01"})])  # fmt: skip
+    (row,) = [r for r in rows(store) if r.run == "exp01"]
+    assert (row.status, row.last_ts) == ("finished", finished.ts)  # `trainwarden runs`' LAST EVENT, MCP's `runs`
+    assert status.detail(store, "exp01", now=asked).splitlines()[1].endswith(" last 4m30s ago")  # /tw status, MCP

@@ -78,3 +78,14 @@ def test_no_runs_yet(store, settings_file):
     proc = subprocess.run(cli_argv(settings_file, "runs"), capture_output=True, text=True, cwd=REPO, check=True,
                           timeout=60)  # fmt: skip
     assert proc.stdout.startswith("no runs yet")
+
+
+def test_last_event_is_the_runs_last_activity_and_orders_the_runs(store):
+    # the agent's heartbeats and a /tw status go on after "ended"'s end: they neither date it nor put it first
+    store.append([event(t.RUN_LAUNCHED, "ended", 1), metric("ended", 2, step=2, loss=1.0),
+                  event(t.RUN_FINISHED, "ended", 3, exit_code=0)])  # fmt: skip
+    store.append([event(t.RUN_LAUNCHED, "live", 50), metric("live", 1100, step=5, loss=1.0)])
+    store.append([event(t.AGENT_HEARTBEAT, "ended", 600, interval_s=30.0),
+                  event(t.COMMAND_RECEIVED, "ended", 700, user="U1", command="status", text="ended")])  # fmt: skip
+    found = rows(store)
+    assert [(r.run, r.last_ts) for r in found] == [("live", 2100.0), ("ended", 2003.0)]

@@ -378,3 +378,32 @@ def test_a_critical_anomaly_shares_its_chart_in_its_thread_unless_a_stop_pack_co
         ),
     ]
     assert slack_api.uploads[0].data == png
+
+
+def test_a_new_launch_of_a_name_is_posted_in_a_thread_of_its_own(store, slack_api):
+    ev = Evaluator("nc-long")
+
+    def attempt(steps, loss):
+        """A launch asked for in Slack, its metrics, a STOP on the loss and the stop carried out."""
+        store.append([ev(t.RUN_LAUNCHED, host="gpu1", session="train-nc-long", log_path="/l", requested_by="U1",
+                         attempt=1)])  # fmt: skip
+        seq = ev.seq * 100
+        store.append([metric("nc-long", seq + i, step=i * 10, loss=loss - i / 100) for i in range(1, steps + 1)])
+        store.append([ev(t.DECISION, decision="STOP", rule="loss-spike", reason="loss spiked",
+                         values={"loss": loss, "step": steps * 10}),
+                      ev(t.STOP_DONE, detail="sent Ctrl-C")])  # fmt: skip
+        drain(notifier(store, slack_api))
+
+    attempt(39, 3.78)
+    first_parent, *first_replies = slack_api.messages
+    attempt(3, 2.5)
+    second_parent, *second_replies = slack_api.messages[len(first_replies) + 1 :]
+    assert [m.text.split()[0] for m in (first_parent, second_parent)] == ["LAUNCHED", "LAUNCHED"]
+    assert second_parent.thread_ts is None and len(slack_api.parents()) == 2  # a new thread, not the old one
+    assert [m.text.split()[0] for m in second_replies] == ["STOP", "STOPPED"]
+    assert [m.thread_ts for m in second_replies] == [second_parent.ts] * 2
+    assert [m.thread_ts for m in first_replies] == [first_parent.ts] * 2  # the first launch's thread as it was
+    # the second STOP's trend is its own launch's three losses, not the 39 samples of the first
+    stop_post = [c for name, c in slack_api.calls if name == "chat.postMessage"][-2]
+    context = next(b for b in stop_post["blocks"] if b["type"] == "context")
+    assert context["elements"][0]["text"].endswith("(last 3: 2.47)")

@@ -147,3 +147,21 @@ def test_launch_refusals_append_nothing(bot, store):
     held = bot.command("tw", "launch demo-exp", user=USER)
     assert "plan p1 holds it" in held.text and held.then is None  # refused: nothing runs after the reply
     assert [run for run, _ in store.runs()] == ["exp01"]
+
+
+def test_status_of_a_run_launched_again_is_the_new_launchs_and_asking_does_not_date_it(bot):
+    store = bot.store
+    ago = time.time() - 600.0
+
+    def at(event_type: str, seq: int, ts: float, **data: object) -> Event:
+        return make_event(event_type, run="nc-long", host="gpu1", producer="p", seq=seq, ts=ts, data=data)
+
+    store.append([at(t.RUN_LAUNCHED, 1, ago - 400, host="gpu1", session="train-nc-long"),
+                  *(at(t.METRIC, 1 + i, ago - 400 + i, step=i * 10, loss=4.0 - i / 100) for i in range(1, 40)),
+                  at(t.STOP_DONE, 50, ago - 300, detail="sent Ctrl-C"),
+                  at(t.RUN_LAUNCHED, 60, ago, host="gpu1", session="train-nc-long", attempt=1),
+                  at(t.AGENT_HEARTBEAT, 61, ago + 300, interval_s=30.0),
+                  at(t.COMMAND_RECEIVED, 62, time.time(), user=USER, command="status", text="nc-long")])  # fmt: skip
+    line = bot.command("tw", "status nc-long", user=USER).text.splitlines()[1]
+    assert line.startswith("nc-long@gpu1 launched ") and "step 390" not in line and " loss n/a " in line
+    assert line.endswith(" last 10m ago")  # its launch: not the heartbeat, nor a /tw status asked just now (its audit)

@@ -34,14 +34,24 @@ def test_fold_is_deterministic_and_state_round_trips():
     assert NotifyState.from_dict(copy.deepcopy(state.to_dict())) == again
 
 
-def test_a_relaunch_starts_clean_in_the_same_thread():
-    state = NotifyState(
-        threads={"C1": "1.0"}, headlines={"C1": "h"}, ended=True, posted_open={"a": "k"}, snoozes={"*": 1e12}
-    )
-    out, state = fold([ev(1, t.RUN_LAUNCHED, config={"wandb_url": "https://wandb.test/r1"}),
+def test_a_resume_starts_clean_in_the_same_thread():
+    state = NotifyState(threads={"C1": "1.0"}, headlines={"C1": "h"}, ended=True, posted_open={"a": "k"},
+                        snoozes={"*": 1e12}, owners=["U1"])  # fmt: skip
+    out, state = fold([ev(1, t.RUN_LAUNCHED, config={"wandb_url": "https://wandb.test/r1"}, resume=True, attempt=2),
                        ev(2, t.ANOMALY_OPENED, rule="a", reason="x")], state)  # fmt: skip
     assert out == ["healthy", t.ANOMALY_OPENED]
     assert state.threads == {"C1": "1.0"} and state.wandb_url == "https://wandb.test/r1" and not state.ended
+    assert state.owners == ["U1"]  # a resume has no owner of its own: it keeps the run's
+
+
+def test_a_new_launch_of_the_name_starts_clean_in_a_thread_of_its_own():
+    state = NotifyState(threads={"C1": "1.0"}, headlines={"C1": "h"}, ended=True, posted_open={"a": "k"},
+                        snoozes={"*": 1e12}, owners=["U1"], stop_asked=True)  # fmt: skip
+    out, state = fold([ev(1, t.RUN_LAUNCHED, config={"wandb_url": "https://wandb.test/r1"}, attempt=1),
+                       ev(2, t.ANOMALY_OPENED, rule="a", reason="x")], state)  # fmt: skip
+    assert out == ["healthy", t.ANOMALY_OPENED]
+    assert state.threads == {} and state.headlines == {}  # its first message is the parent of a new thread
+    assert state.owners == [] and not state.stop_asked and not state.ended
 
 
 def test_stop_and_failures_are_never_quieted():

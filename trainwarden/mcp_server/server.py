@@ -63,14 +63,14 @@ def build(settings: Settings, store: EventStore) -> MCPServer[Any]:
     @server.tool(annotations=READ)
     def status(run: str | None = None, everything: bool = False) -> str:
         """Active runs, one line each (most urgent first): status, progress, loss trend, GPU, data source, open
-        anomalies, age of the last event. `everything`: ended runs too. With `run`: that run with its last
-        decisions and evidence pack."""
+        anomalies, age of its last activity (training or lifecycle). `everything`: ended runs too. With `run`:
+        that run with its last decisions and evidence pack."""
         return said(lambda: reads.status_text(store, run=run, everything=everything))
 
     @server.tool(annotations=READ)
     def runs() -> list[dict[str, Any]]:
         """Every run trainwarden knows, most recently active first: status, host, step, open anomalies, the
-        last decision, and the time of its last event."""
+        last decision, and the time of its last activity (a heartbeat or a command about it is not one)."""
         return said(lambda: reads.runs(store))
 
     @server.tool(annotations=READ)
