@@ -30,6 +30,7 @@ from trainwarden.agent import state as agent_state
 from trainwarden.agent.control import ControlReader
 from trainwarden.agent.dumper import Dumper, Target, find_pyspy
 from trainwarden.agent.gpu import GpuSample, GpuSampler, Xid
+from trainwarden.agent.gpu_runs import gpu_run_events, gpus_of
 from trainwarden.agent.heartbeat import heartbeat_data
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.publisher import Publisher
@@ -44,7 +45,7 @@ from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import LeaseLost, StoreUnavailable
 from trainwarden.events.heartbeat import NOT_AN_ERROR
 from trainwarden.events.lease import Lease
-from trainwarden.events.payloads import GpuProcessData, RunWatchedData, SourceStatusData
+from trainwarden.events.payloads import RunWatchedData, SourceStatusData
 from trainwarden.events.silence import Pulse
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ class Agent:
         if (w := self.watchers.get(order.run)) is None:
             log.warning("dump of %s asked, but this agent does not watch it", order.run)
             return
-        gpus = tuple(s for s in self.gpu_samples if s.index in _gpus_of(w, self.gpu_samples))
+        gpus = tuple(s for s in self.gpu_samples if s.index in gpus_of(w, self.gpu_samples))
         since = w.health.ticks_since(order.since) if order.since is not None else None
         self.dumper.start(order, Target(tuple(w.health.pids), gpus, since))
 
@@ -275,25 +276,9 @@ class Agent:
         return False
 
     def _gpu_events(self, samples: list[GpuSample], xids: list[Xid], now: float) -> list[Event]:
-        """`gpu` events for the GPUs each run uses (its processes on them, or its `gpus`), and XIDs.
-        An XID on a GPU no run is known to use goes to every run: too rare and grave to lose."""
-        out: list[Event] = []
         live = [w for w in self.watchers.values() if w.ended is None]
-        used = {w.run: _gpus_of(w, samples) for w in live}
-        claimed = set().union(*used.values()) if used else set()
-        for w in live:
-            pids = set(w.health.pids)
-            for s in samples:
-                if s.index in used[w.run]:
-                    data = {**s.data(), "mapped": "process" if pids.intersection(s.pids) else "config"}
-                    if data["mapped"] == "process" and (others := _others(s, pids)):
-                        data["others"] = others
-                    out.append(self._event(t.GPU, w.run, f"{self.host}/gpu", now, data))
-            for x in xids:
-                if x.index in used[w.run] or x.index not in claimed:
-                    data = {**x.data(), "mapped": x.index in used[w.run]}
-                    out.append(self._event(t.GPU_XID, w.run, f"{self.host}/xid", now, data))
-        return out
+        return [self._event(kind, run, f"{self.host}/{producer}", now, data)
+                for kind, run, producer, data in gpu_run_events(live, samples, xids)]  # fmt: skip
 
     def _heartbeats(self, now: float) -> list[Event]:
         gpu = ({"status": "ok", **self.gpu_info} if self.gpu is not None
@@ -439,19 +424,3 @@ class Agent:
             out.append(f"{self.state_error} ({self.state_save_failures} tries): a restart now reads the logs again "
                        "from the last saved offsets")  # fmt: skip
         return out
-
-
-def _others(sample: GpuSample, pids: set[int]) -> list[GpuProcessData]:
-    """The compute processes on a GPU that are not the run's, named (a job sharing the GPU slows the run). Only
-    where NVML lists the run's own pids too: then its pids are this agent's, not another container's."""
-    out: list[GpuProcessData] = []
-    for pid in sample.pids:
-        if pid not in pids:
-            stat = procfs.read_stat(pid)
-            out.append({"pid": pid, "name": stat.comm if stat is not None else ""})
-    return out
-
-
-def _gpus_of(watcher: RunWatcher, samples: list[GpuSample]) -> set[int]:
-    pids = set(watcher.health.pids)
-    return {s.index for s in samples if pids.intersection(s.pids)} | set(watcher.watch.gpus)
