@@ -147,17 +147,20 @@ def open_paths(pids: Iterable[int]) -> list[str]:
     """Paths of the files these processes hold open (those we may look at)."""
     out: list[str] = []
     for pid in pids:
-        fd_dir = f"{PROC}/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue
-        for fd in fds:
+        for fd in descriptors(pid):
             try:
-                out.append(os.readlink(f"{fd_dir}/{fd}"))
+                out.append(os.readlink(f"{PROC}/{pid}/fd/{fd}"))
             except OSError:
                 continue
     return out
+
+
+def descriptors(pid: int | str) -> list[str]:
+    """The process's open file descriptors, as names under /proc/PID/fd ([] for one we may not look at)."""
+    try:
+        return os.listdir(f"{PROC}/{pid}/fd")
+    except OSError:
+        return []
 
 
 def writing(dev: int, ino: int) -> bool:
@@ -169,14 +172,9 @@ def writing(dev: int, ino: int) -> bool:
     except OSError:
         return False
     for pid in pids:
-        fd_dir = f"{PROC}/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue
-        for fd in fds:
+        for fd in descriptors(pid):
             try:
-                st = os.stat(f"{fd_dir}/{fd}")
+                st = os.stat(f"{PROC}/{pid}/fd/{fd}")
                 if st.st_ino != ino or st.st_dev != dev:
                     continue
                 with open(f"{PROC}/{pid}/fdinfo/{fd}") as info:
