@@ -140,11 +140,12 @@ def _read(
 
 def _holes(records: list[ArchiveRecord], known: set[str], entries: list[Entry]) -> list[str]:
     """The entries of archives recorded during the read (not in `known`) that the read has not got."""
+    new = [record for record in records if record.name not in known]
+    if not new:
+        return []  # the usual read: no archive committed during it
     keys = [sid_key(sid) for sid, _ in entries]
     holes = []
-    for record in records:
-        if record.name in known:
-            continue
+    for record in new:
         got = bisect_right(keys, sid_key(record.last)) - bisect_left(keys, sid_key(record.first))
         if got < record.count:
             holes.append(f"entries {record.first}..{record.last} ({record.count - got} of {record.count}, archived "
