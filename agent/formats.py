@@ -30,7 +30,7 @@ from trainwarden.agent.line_parsers import json_line
 from trainwarden.agent.pairs import Metrics, parse_number
 from trainwarden.agent.prefixes import strip_prefix
 
-__all__ = ["FORMATS", "Format", "Metrics", "json_line", "parse_metrics", "parse_number", "read_line"]
+__all__ = ["FORMATS", "Format", "Metrics", "binary", "json_line", "parse_metrics", "parse_number", "read_line"]
 
 # what a model summary prints (Lightning's table footer, peft's trainable parameters): sizes, not training
 MODEL_SUMMARY_RE = re.compile(
@@ -98,8 +98,24 @@ _TABLE = tuple((fmt.hint, fmt.accepts, fmt.parse, fmt.final, fmt) for fmt in FOR
 ANSI_RE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[@-Z\\-_])")
 
 
+# what a text log does not hold: U+FFFD (the tailer's stand-in for bytes that are not UTF-8), the C0 controls but
+# tab, CR, backspace (Keras bars) and ESC (colours), and DEL; NUL is left out (a log a crash padded with NULs)
+NOT_TEXT_RE = re.compile(r"[\x01-\x07\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd]")
+
+
+def binary(line: str) -> bool:
+    """Random bytes in a log (a binary written into it, a disk's garbage) cut into lines at their newlines: more
+    than one character in ten not text. Such a line holds no metric: 5 MB of them read as 146 one-letter metrics
+    (`s=6`, `p=4`). A real line with one stray byte (a cp1252 dash before `loss=nan`) is still read."""
+    if line.isprintable():
+        return False
+    return len(NOT_TEXT_RE.findall(line)) * 10 > len(line)
+
+
 def parse_metrics(line: str) -> Metrics:
     """The metrics in one log line, whatever the format; {} when it has none (or cannot be read)."""
+    if binary(line):
+        return {}
     if "\x1b" in line:
         line = ANSI_RE.sub("", line)
     try:
@@ -110,6 +126,8 @@ def parse_metrics(line: str) -> Metrics:
 
 def read_line(line: str) -> tuple[Metrics, Format | None]:
     """The metrics in one log line and the format that read them (None when none did)."""
+    if binary(line):
+        return {}, None
     if "\x1b" in line:
         line = ANSI_RE.sub("", line)
     try:

@@ -42,7 +42,7 @@ import re
 from functools import lru_cache
 
 from trainwarden.agent import bars
-from trainwarden.agent.formats import Metrics, read_line
+from trainwarden.agent.formats import Metrics, binary, read_line
 from trainwarden.agent.pairs import PROSE
 from trainwarden.agent.prefixes import strip_prefix
 from trainwarden.agent.tables import Tables
@@ -124,6 +124,8 @@ class MetricReader:
     def read(self, text: str, *, again: bool = False) -> tuple[Metrics, list[str]]:
         """The metrics of one line (empty when none) and the problems of values left out of them; `again`: the
         line completes the one read before (a partial line read early, agent.tail), so it keeps its position."""
+        if binary(text):
+            return {}, []  # random bytes, not text: no metric, and no table row either
         header = EPOCH_HEADER_RE.search(text) if "Epoch" in text else None
         if header is not None:
             self.header_epoch = int(header.group(1))

@@ -5,6 +5,7 @@ TrainwardenError (trainwarden.core.errors)
     ├── ArchiveFormatError        a file that is not what `trainwarden archive` writes (file:line)
     │   └── ArchiveLineError      what is wrong with one line (the reader adds file:line)
     ├── ArchiveNotFound           a run's history is in archive files that are not on this machine
+    ├── HistoryIncomplete         archives kept trimming the log while it was read: a hole remains
     ├── ArchiveConflict           the stream's head moved while an archive of it was written (nothing trimmed)
     ├── ArchiveBusy               another archive of the run is in progress
     ├── ArchiveWriteFailed        the file could not be written (disk full, permissions; nothing trimmed)
@@ -32,6 +33,10 @@ class ArchiveLineError(ArchiveFormatError):
 
 class ArchiveNotFound(ArchiveError):
     """The run's events were archived to files this machine does not have (the message names them)."""
+
+
+class HistoryIncomplete(ArchiveError):
+    """Archives trimmed the run's log while it was read, every try: the message names the entries missing."""
 
 
 class ArchiveConflict(ArchiveError):

@@ -5,23 +5,26 @@ archived reads as if it never was. The files come from `--from` (files or direct
 without it, from the records `trainwarden archive` left in Redis, where the files exist on this
 machine. The stream is read strictly after the last archived id, so a file whose trim never
 happened (an archive that died) counts its entries once. Whatever cannot be found is said in
-`notes`, never silently skipped.
+`notes`, never silently skipped; an archive that trims the log during the read makes the read start over
+(failpoint `history-before-stream` pauses a reader there for the test).
 """
 
 from __future__ import annotations
 
 import time
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainwarden.archive.errors import ArchiveNotFound
+from trainwarden.archive.errors import ArchiveNotFound, HistoryIncomplete
 from trainwarden.archive.file import peek_archive, read_archive
 from trainwarden.archive.format import SUFFIX, Entry
 from trainwarden.archive.record import ArchiveRecord, read_records
 from trainwarden.core.errors import UnknownRun, UsageError
 from trainwarden.core.words import closest
 from trainwarden.events.errors import StoreUnavailable
+from trainwarden.events.faults import pause_point
 from trainwarden.events.sids import sid_key
 from trainwarden.events.store import EventStore
 
@@ -60,12 +63,34 @@ def archive_paths(sources: Sequence[Path], run: str | None) -> list[Path]:
     return list({p.resolve(): p for p in out}.values())
 
 
+READS = 3  # tries at a whole read when archives trim the log under it
+
+
 def load_history(
     store: EventStore | None, run: str | None, sources: Sequence[Path] = (), *, required: bool = True
 ) -> History:
-    """The run's entries in stream order, archives first; `run` may be None when `sources` name it."""
-    files = [_File(p, *_peek(p)) for p in archive_paths(sources, run)]
-    run = _which_run(run, files)
+    """The run's entries in stream order, archives first; `run` may be None when `sources` name it.
+
+    An archive that trims the log while it is read would leave a hole (its file was not among those
+    read, its entries are gone from the stream): the records are read again after the stream, and a
+    read that misses any recorded entry is done again; HistoryIncomplete names the hole if every try has one.
+    """
+    holes: list[str] = []
+    for _ in range(READS):
+        given = [_File(p, *_peek(p)) for p in archive_paths(sources, run)]  # a directory may have gained files
+        run = _which_run(run, given)
+        history, holes = _read(store, run, given, sources, required=required)
+        if not holes:
+            return history
+    raise HistoryIncomplete(f"archives of {run!r} trimmed its log while it was read, {READS} times in a row: "
+                            + "; ".join(holes) + "; run the command again once the archive is done")  # fmt: skip
+
+
+def _read(
+    store: EventStore | None, run: str, given: list[_File], sources: Sequence[Path], *, required: bool
+) -> tuple[History, list[str]]:
+    """One read of the run, and the holes an archive that committed during it left (none: the read is whole)."""
+    files = list(given)
     notes: list[str] = []
     records: list[ArchiveRecord] = []
     if store is not None:
@@ -98,14 +123,34 @@ def load_history(
         for record in records:
             if lo is None or hi is None or not (lo <= sid_key(record.first) and sid_key(record.last) <= hi):
                 notes.append(_missing(record, given=True))
+    holes: list[str] = []
     if store is not None:
+        pause_point("history-before-stream", store.redis, store.keys)
         after = entries[-1][0] if entries else None
         entries.extend(store.iter_run(run, after=after))
-    if not entries and required:
+        holes = _holes(read_records(store.redis, store.keys, run), {r.name for r in records}, entries)
+    if not entries and required and not holes:
         if records:
             raise ArchiveNotFound(f"the log of {run!r} is archived and none of its files is here: " + "; ".join(notes))
         raise UnknownRun(run, meant=closest(run, (name for name, _ in store.runs())) if store is not None else None)
-    return History(run=run, entries=entries, files=tuple(f.path for f in files), archived=archived, notes=tuple(notes))
+    history = History(run=run, entries=entries, files=tuple(f.path for f in files), archived=archived,
+                      notes=tuple(notes))  # fmt: skip
+    return history, holes
+
+
+def _holes(records: list[ArchiveRecord], known: set[str], entries: list[Entry]) -> list[str]:
+    """The entries of archives recorded during the read (not in `known`) that the read has not got."""
+    new = [record for record in records if record.name not in known]
+    if not new:
+        return []  # the usual read: no archive committed during it
+    keys = [sid_key(sid) for sid, _ in entries]
+    holes = []
+    for record in new:
+        got = bisect_right(keys, sid_key(record.last)) - bisect_left(keys, sid_key(record.first))
+        if got < record.count:
+            holes.append(f"entries {record.first}..{record.last} ({record.count - got} of {record.count}, archived "
+                         f"to {record.path} during the read) are missing")  # fmt: skip
+    return holes
 
 
 def _peek(path: Path) -> tuple[str, str | None]:

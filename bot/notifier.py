@@ -192,8 +192,10 @@ class Notifier:
                         if isinstance(exc, SlackRejected) and not exc.setup:
                             raise  # bot/delivery.py handles refusals of one message; anything else is a bug
                         self.delivery.flush()  # what was posted before the outage stays recorded
-                        log.warning("Slack unavailable (%s); %s stays pending and is retried", exc, fid,
-                                    extra={"run": entry.run, "event_id": entry.last})  # fmt: skip
+                        # an outage is said once by the sink (its start, then its end with its duration)
+                        level = logging.DEBUG if isinstance(exc, SlackUnavailable) else logging.WARNING
+                        log.log(level, "Slack unavailable (%s); %s stays pending and is retried", exc, fid,
+                                extra={"run": entry.run, "event_id": entry.last})  # fmt: skip
                         self.states.pop(entry.run, None)  # reload from the checkpoint: nothing counted twice
                         self._own_pending = True
                         pause = min(5.0, self.reclaim_idle_ms / 10000)

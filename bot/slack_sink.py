@@ -26,6 +26,7 @@ from trainwarden.bot.limits import fit_message
 from trainwarden.bot.rate import RateLimiter, wait_turn
 from trainwarden.bot.sink import METADATA_TYPE, Message
 from trainwarden.events.heartbeat import Liveness
+from trainwarden.events.loop import Outage
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,17 @@ SETUP_ERRORS = frozenset({
 })  # fmt: skip
 
 
+def _not_retried(record: logging.LogRecord) -> bool:
+    """slack_sdk logs an ERROR for every call that could not reach Slack; the sink retries those and says the
+    outage once (SlackSink.outage), so they are left out."""
+    return not record.getMessage().startswith("Failed to send a request to Slack API server")
+
+
+# the logger of the bot's WebClient (wiring.slack_client), in place of slack_sdk's own
+SDK_LOG = logging.getLogger(f"{__name__}.sdk")
+SDK_LOG.addFilter(_not_retried)
+
+
 class SlackSink:
     def __init__(
         self,
@@ -65,6 +77,9 @@ class SlackSink:
         self.backoff_s = backoff_s
         self.sleep = sleep
         self.retries = 0  # calls repeated after 429, 5xx or a dropped connection
+        # one line when Slack stops answering and one, with its duration, when it answers again: a 2-minute
+        # outage logged a line per try (and slack_sdk an ERROR per try: wiring.slack_client quiets those)
+        self.outage = Outage("notifier", service="Slack")
 
     def post(self, message: Message) -> str:
         text, blocks = fit_message(message.text, message.blocks)
@@ -164,7 +179,9 @@ class SlackSink:
                 return {"ts": ts}
             try:
                 with self.liveness.waiting(f"waiting for Slack to answer {method}", CALL_WAIT_S):
-                    return call()
+                    reply = call()
+                self.outage.succeeded()
+                return reply
             except SlackApiError as exc:
                 status = exc.response.status_code
                 if status == 429 and limited_429 < MAX_RATE_LIMITED:
@@ -176,6 +193,7 @@ class SlackSink:
                     self.limiter.pause(channel, retry_after)
                     continue
                 if status < 500 and status != 429:
+                    self.outage.succeeded()  # Slack answered
                     error = str(exc.response.get("error") or status)
                     setup = error in SETUP_ERRORS
                     fix = "; check the bot token's scopes and that the bot was invited to the channel" if setup else ""
@@ -186,10 +204,11 @@ class SlackSink:
                 cause = f"{type(exc).__name__}: {exc}"
             failures += 1
             unclear = True
+            self.outage.failed(SlackUnavailable(f"Slack does not answer {method} ({cause})", channel=channel))
             if failures >= self.max_attempts:
                 raise SlackUnavailable(f"{method} failed {failures} times, last: {cause}", channel=channel)
             self.retries += 1
             pause = min(BACKOFF_MAX_S, self.backoff_s * 2 ** (failures - 1))
-            log.warning("%s failed (%s); retrying in %.1fs", method, cause, pause)
+            log.debug("%s failed (%s); retrying in %.1fs", method, cause, pause)  # the outage's line says it
             with self.liveness.waiting(f"retrying {method} in {pause:.1f} s after {cause}", pause):
                 self.sleep(pause)

@@ -61,6 +61,7 @@ and is drawn here. Retrying is decided by class (e.g. callers retry `StoreUnavai
     │   ├── ArchiveFormatError       a file that is not what `trainwarden archive` writes (file:line)
     │   │   └── ArchiveLineError     what is wrong with one line (the reader adds file:line)
     │   ├── ArchiveNotFound          a run's history is in archive files that are not on this machine
+    │   ├── HistoryIncomplete        archives kept trimming the log while it was read: a hole remains
     │   ├── ArchiveConflict          the stream's head moved while an archive of it was written (nothing trimmed)
     │   ├── ArchiveBusy              another archive of the run is in progress
     │   ├── ArchiveWriteFailed       the file could not be written (disk full, permissions; nothing trimmed)

@@ -24,3 +24,20 @@ def failpoint(name: str, client: Client, keys: Keys) -> None:
     client.set(keys.fault(name), os.getpid())
     time.sleep(FROZEN_MAX_S)
     os._exit(70)
+
+
+_paused: set[str] = set()
+
+
+def pause_point(name: str, client: Client, keys: Keys) -> None:
+    """Like `failpoint`, but the process goes on once the test deletes the key (it acted meanwhile, e.g. an
+    archive trimmed the log under a reader). Pauses once per process: a retry passes through."""
+    active = os.environ.get(ENV_VAR)
+    if not active or name not in active.split(",") or name in _paused:
+        return
+    _paused.add(name)
+    key = keys.fault(name)
+    client.set(key, os.getpid())
+    deadline = time.monotonic() + FROZEN_MAX_S
+    while client.exists(key) and time.monotonic() < deadline:
+        time.sleep(0.05)

@@ -19,10 +19,12 @@ BACKOFF_MAX_S = 5.0
 
 
 class Outage:
-    """One component riding out Redis outages: the growing pause, and one log line when it starts and ends."""
+    """One component riding out outages of a service (Redis; Slack for the notifier's sink): the growing pause,
+    and one log line when it starts and one, with its duration, when it ends."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, service: str = "Redis") -> None:
         self.name = name
+        self.service = service
         self.since: float | None = None
         self.backoff = BACKOFF_START_S
         self.refused = False  # Redis answers but refuses writes (OOM, MISCONF, ...): only a write shows it ended
@@ -43,7 +45,7 @@ class Outage:
             return
         if self.since is not None:
             again = "takes writes" if self.refused else "reachable"
-            log.warning("%s: Redis %s again after %.1fs", self.name, again, time.monotonic() - self.since,
+            log.warning("%s: %s %s again after %.1fs", self.name, self.service, again, time.monotonic() - self.since,
                         extra=NOT_AN_ERROR)  # fmt: skip
         self.since = None
         self.backoff = BACKOFF_START_S

@@ -10,6 +10,7 @@ Retry-After), "500", "reset" (connection dropped, nothing posted), "reset-after-
 is posted, then the connection is dropped: the reply is lost), "refuse:ERROR" (ok=false with that
 error, nothing posted). Like Slack, it refuses a message over Slack's documented limits
 (`slack_violations`: msg_too_long, invalid_blocks), checked here independently of bot/limits.py.
+`down()` and `up()` make it unreachable (connection refused) for a while, on the same port after.
 """
 
 from __future__ import annotations
@@ -84,13 +85,26 @@ class SlackAPI:
         self.upload_slots: dict[str, dict[str, Any]] = {}  # file id -> filename, length, data once POSTed
         self.lock = threading.Lock()
         self._ts = itertools.count(1)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.server = self._serve(0)
+        self._port: int = self.server.server_address[1]
+
+    def _serve(self, port: int) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return server
+
+    def down(self) -> None:
+        """Slack unreachable: nothing listens on the port any more (connection refused) until `up`."""
+        self.close()
+
+    def up(self) -> None:
+        """Listening again, on the same port, with what it received so far."""
+        self.server = self._serve(self._port)
 
     @property
     def port(self) -> int:
-        return self.server.server_address[1]
+        return self._port
 
     @property
     def url(self) -> str:

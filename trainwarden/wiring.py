@@ -343,13 +343,14 @@ def slack_client(env: Mapping[str, str]) -> WebClient:
     """The Web API client; SLACK_API_URL points it elsewhere (a proxy, or the tests' local server)."""
     from slack_sdk import WebClient
 
-    from trainwarden.bot.slack_sink import TIMEOUT_S
+    from trainwarden.bot.slack_sink import SDK_LOG, TIMEOUT_S
 
     return WebClient(
         token=env["SLACK_BOT_TOKEN"],
         base_url=env.get("SLACK_API_URL") or WebClient.BASE_URL,
         retry_handlers=[],  # bot/slack_sink.py retries, reconciling first where a post may have landed
         timeout=TIMEOUT_S,
+        logger=SDK_LOG,  # without an ERROR per try that could not reach Slack: the sink says the outage once
     )
 
 

@@ -3,6 +3,8 @@
 The real `trainwarden agent` process tails real files into a real redis-server.
 """
 
+import math
+import random
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,22 @@ def test_a_step_that_fails_saves_no_offset_past_its_lines(store, tmp_path, monke
         failing.run(burst=True)
     agent().run(burst=True)  # restarted
     assert steps(store) == [1, 2]
+
+
+def test_five_megabytes_of_random_bytes_in_a_log_are_no_metrics(store, tmp_path, agent_settings):
+    """Random bytes in a log (a binary cat'ed into it, a disk's garbage) once became about 145 one-letter "metrics"
+    (`s=6`, `p=4`): a line the tailer had to decode with U+FFFD, or full of control bytes, holds no metric."""
+    log = tmp_path / "train.log"
+    log.write_text("step=1 loss=2.0\nstep=2 loss=1.9\n")
+    agent = spawn(agent_settings, tmp_path / "agent.log", "agent", "--watch", f"exp01={log}")
+    try:
+        wait_for(lambda: steps(store) == [1, 2], timeout=20, what="steps 1 and 2")
+        with open(log, "ab") as f:  # the same 5 MB every run: a seeded generator, not os.urandom
+            f.write(random.Random(38).randbytes(5 * 1024 * 1024) + b"\nstep=3 loss=1.8\nstep=4 loss=nan\n")
+        wait_for(lambda: 4 in steps(store), timeout=120, what="step 4, after the random bytes")
+        assert agent.poll() is None, (tmp_path / "agent.log").read_text()[-2000:]
+    finally:
+        stop_process(agent)
+    metrics = events_of(store, "exp01", t.METRIC)
+    assert [sorted(e.data) for e in metrics] == [["loss", "step"]] * 4, [e.data for e in metrics][:20]
+    assert steps(store) == [1, 2, 3, 4] and math.isnan(metrics[-1].data["loss"])

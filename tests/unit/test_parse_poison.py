@@ -50,3 +50,13 @@ def test_a_step_the_events_refuse_is_left_out_of_the_metric_event():
     # the refused step is left out; the event still has a position, derived (the run's first training line)
     assert item.event.data.keys() == {"loss", "step"} and item.event.data["step"] == 1
     assert line_item(run="r", host="h", line=Line(0, 30, "step=2.5"), now=1.0) is None
+
+
+def test_random_bytes_are_no_metrics_and_one_stray_byte_costs_no_line():
+    """Lines cut from random bytes (decoded with U+FFFD, full of control bytes) read as `s=6`, `p=4`: not text,
+    so no metric; a real line with one byte that is not UTF-8 (a cp1252 dash) keeps its NaN."""
+    for garbage in ("\ufffd\x03s=6\ufffd\ufffd\x10", "p=4\x02\x05\ufffd", "\x7f\ufffdK\ufffd#z=8 \ufffd\x19\ufffd"):
+        assert parse_metrics(garbage) == {}, garbage
+    kept = parse_metrics(b"epoch 1 \x97 step=7 loss=nan".decode("utf-8", "replace"))
+    assert kept["step"] == 7 and math.isnan(kept["loss"])
+    assert parse_metrics("Epoch 1/3\x08\x08\x08\x08\r 10/10 - loss: 0.25") != {}  # Keras backspaces are text

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from trainwarden import wiring
 from trainwarden.archive.history import History, load_history
-from trainwarden.events.envelope import Event
-from trainwarden.events.store import EventStore, Malformed
+from trainwarden.events.store import EventStore
 from trainwarden.ops.check import check_report
 from trainwarden.ops.replay import RecordedPolicies, replay_lines
 from trainwarden.settings import Settings
@@ -77,17 +76,19 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     store = wiring.store(settings)
     history = _history(store, args.run, args.sources)
     if args.verify:
-        return _verify(store, history.run, history.entries, args.policy)
+        return _verify(store, history, args.policy)
     for line in replay_lines(history, types=args.type, since=args.since, until=args.until, as_of=args.as_of,
                              as_json=args.json):  # fmt: skip
         print(line)
     return 0
 
 
-def _verify(store: EventStore, run: str, entries: list[tuple[str, Event | Malformed]], extra: Path | None) -> int:
-    result = verify_run(run, entries, RecordedPolicies(store, extra=extra).get)
+def _verify(store: EventStore, history: History, extra: Path | None) -> int:
+    run = history.run
+    result = verify_run(run, history.entries, RecordedPolicies(store, extra=extra).get)
     used = ", ".join(dict.fromkeys(result.policies)) or "none"
-    print(f"Verify {run}: {result.outputs} recorded evaluator outputs ({result.decisions} decisions), "
+    read = f"{len(history.entries)} entries ({history.archived} from {len(history.files)} archive file(s))"
+    print(f"Verify {run}: {read}, {result.outputs} recorded evaluator outputs ({result.decisions} decisions), "
           f"re-evaluated with policy {used}")  # fmt: skip
     if result.unevaluated:
         print(f"  {result.unevaluated} entries before the first policy.applied were folded, not re-evaluated")
