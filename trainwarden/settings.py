@@ -173,7 +173,7 @@ def read_settings(top: Reader, base: Path) -> dict[str, Any]:
     values["job_timeout_s"] = int(job_timeout_s) if job_timeout_s is not None else None
     for key in WORKER_INTEGERS:
         values[key] = w.integer(key, minimum=1)
-    values["breaker"] = _breaker(w.section("breaker", "workers.breaker")) if w.has("breaker") else None
+    values["breaker"] = _breaker(w.section("breaker", "workers.breaker"))
     w.finish()
     values["slack"] = read_slack(top.section("slack", "slack"))
     values["mcp"] = read_mcp(top.section("mcp", "mcp"))
