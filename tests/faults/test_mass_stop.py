@@ -76,7 +76,7 @@ def test_a_wrong_threshold_reloaded_by_sighup_stops_at_most_max_stops_runs_and_h
                  what="every run evaluated by the sane policy")  # fmt: skip
         policy.write_text(POLICY.format(name="wrong", above=0.001))
         os.kill(worker.pid, signal.SIGHUP)
-        said(worker_log, "SIGHUP: worker reloaded policy wrong")
+        (reloaded,) = said(worker_log, "SIGHUP: worker reloaded policy wrong")
         store.append([metric(run, 2, step=2, loss=1.9) for run in RUNS])
         settled = wait_for(lambda: settled_all(store, RUNS), timeout=120, what="every run's STOP carried out or held")
         # a NaN now, with the breaker tripped: a fault of one run is stopped at once, a held run's too
@@ -90,6 +90,8 @@ def test_a_wrong_threshold_reloaded_by_sighup_stops_at_most_max_stops_runs_and_h
         print(worker_log.read_text(errors="replace")[-3000:])
     carried_out = [run for run, kind in settled.items() if kind != t.STOP_HELD]
     print(f"mass stop: {len(carried_out)} stops carried out, {len(held)} held, of {len(RUNS)} runs")
+    # at the reload, a backtest of the new policy said what it would do
+    assert f"a backtest over the {len(RUNS)} running run(s) stops {len(RUNS)} now (exp00, " in reloaded, reloaded
     assert len(carried_out) <= MAX_STOPS, carried_out
     assert len(held) == len(RUNS) - len(carried_out)
     assert set(breaker.held_stops(r, store.keys)) == set(held)  # the list a person releases or cancels

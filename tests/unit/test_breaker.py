@@ -55,8 +55,8 @@ def test_a_nan_on_a_run_whose_stop_is_held_is_stopped_at_once_and_nothing_else_a
     decision = next(e for e in first if e.type == t.DECISION and e.data["decision"] == t.STOP)
     request = next(e for e in first if e.type == t.STOP_REQUESTED)
     held = make_event(t.STOP_HELD, run="r", host="w", producer="act/r/2-0", seq=1, ts=2.0,
-                      data={"request": request.id, "decision": decision.id, "rule": "loss-too-high",
-                            "reason": "x", "stops": 3, "max_stops": 3, "window_s": 600.0, "run_host": "gpu1"})  # fmt: skip
+                      data={"request": request.id, "decision": decision.id, "rule": "loss-too-high", "reason": "x",
+                            "stops": 3, "max_stops": 3, "window_s": 600.0, "run_host": "gpu1"})  # fmt: skip
     read_back = [(f"{i}-1", e) for i, e in enumerate(first, start=2)] + [("9-0", held)]
     evaluate_entries(POLICY, cp, read_back, run="r", host="w", now=2.0)
     assert cp.guard is not None and cp.guard["deadline"] is None  # held: no deadline stops it
