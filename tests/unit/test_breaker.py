@@ -78,3 +78,19 @@ def test_the_breaker_settings_take_durations_and_refuse_a_bad_one_at_its_line(tm
     with pytest.raises(ConfigError) as info:
         parse_settings("workers:\n  breaker:\n    max_stop: 5\n", path, {})
     assert f"{path}:3:" in str(info.value)
+
+
+def test_a_persons_stop_of_a_held_run_settles_its_hold():
+    cp = Checkpoint()
+    first = evaluate_entries(POLICY, cp, [("1-0", metric(1, step=1, loss=2.0))], run="r", host="w", now=1.0).outputs
+    decision = next(e for e in first if e.type == t.DECISION and e.data["decision"] == t.STOP)
+    held = make_event(t.STOP_HELD, run="r", host="w", producer="act/r/2-0", seq=1, ts=2.0,
+                      data={"request": "eval/r:3", "decision": decision.id, "rule": "loss-too-high", "reason": "x",
+                            "stops": 3, "max_stops": 3, "window_s": 600.0, "run_host": "gpu1"})  # fmt: skip
+    evaluate_entries(POLICY, cp, [("9-0", held)], run="r", host="w", now=2.0)
+    assert cp.guard is not None
+    cli = make_event(t.STOP_REQUESTED, run="r", host="laptop", producer="cli/ana", seq=1, ts=3.0,
+                     data={"by": "cli", "user": "ana", "reason": "release", "decision": None})  # fmt: skip
+    evaluate_entries(POLICY, cp, [("10-0", cli)], run="r", host="w", now=3.0)
+    assert cp.guard is None
+    assert [a["kind"] for a in cp.pending][-1] == "stop"
