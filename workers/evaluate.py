@@ -161,8 +161,10 @@ def _fault_under_hold(cp: Checkpoint, policy: Policy, event_type: str, data: dic
 def _stop_requested(cp: Checkpoint, sid: str, event: Event, stopped_by_us: bool, policy: Policy) -> None:
     cp.pending.append(StopRun(sid=sid, id=event.id).to_dict())
     guard, asked = cp.guard, cast(StopRequestedData, event.data)
-    if guard is not None and (asked.get("decision") == guard["decision"] or (guard.get("held") and asked.get("by")
-                                                                            not in (None, "policy"))):  # fmt: skip
+    if guard is None:
+        return
+    released = bool(guard.get("held")) and asked.get("by") not in (None, "policy")
+    if asked.get("decision") == guard["decision"] or released:
         cp.guard = None  # Stop now (or the deadline), or a person's stop of a held run: the usual stop path
 
 
