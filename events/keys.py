@@ -69,6 +69,14 @@ class Keys:
         """Sorted set run -> wall-clock time its next tick is due (workers/schedule.py)."""
         return f"{self.namespace}:schedule"
 
+    def breaker(self) -> str:
+        """Sorted set stop request id -> time: the policy STOPs carried out lately, across runs (events/breaker.py)."""
+        return f"{self.namespace}:breaker:stops"
+
+    def breaker_held(self) -> str:
+        """Hash run -> JSON of its STOP the breaker holds for a person (events/breaker.py)."""
+        return f"{self.namespace}:breaker:held"
+
     def dead_letters(self) -> str:
         return f"{self.namespace}:dead"
 

@@ -274,6 +274,14 @@ def _stop(state: RunState, event: Event) -> None:
         state.status = "stopped"
 
 
+@on(t.STOP_HELD)
+def _held(state: RunState, event: Event) -> None:
+    """The stop breaker held the policy's STOP (workers/breaker.py): the run goes on until a person decides."""
+    _history(state.stops, {"type": event.type, "id": event.id, "ts": event.ts, **event.data})
+    if state.status == "stopping":
+        state.status = "running"
+
+
 def _of_current_launch(state: RunState, event: Event) -> bool:
     launch = cast(p.RunEndedData, event.data).get("launch")
     return type(launch) is not int or state.launch_seq is None or launch == state.launch_seq

@@ -32,6 +32,7 @@ EVIDENCE_FAILED: Final = "evidence.failed"
 STOP_REQUESTED: Final = "stop.requested"
 STOP_DONE: Final = "stop.done"
 STOP_FAILED: Final = "stop.failed"
+STOP_HELD: Final = "stop.held"
 RESUME_SKIPPED: Final = "resume.skipped"
 TICK: Final = "tick"
 POLICY_LOADED: Final = "policy.loaded"
@@ -75,6 +76,7 @@ WORKER_OUTPUT_TYPES = frozenset(
         EVIDENCE_FAILED,
         STOP_DONE,
         STOP_FAILED,
+        STOP_HELD,
         RESUME_SKIPPED,
         POLICY_LOADED,
         POLICY_REJECTED,

@@ -62,6 +62,9 @@ class Escalation:
     persist: Persistence
 
 
+FAULT_KINDS = frozenset({"nonfinite", "nonfinite_term", "log_pattern"})  # `Rule.fault`
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rule:
     id: str
@@ -76,6 +79,12 @@ class Rule:
     confirm_s: float = 0.0  # a STOP it asks for waits this long for a person (Slack buttons); 0: at once
     mode: str | None = None  # enforce | shadow; None: the policy's mode
     defer: bool = False  # holds off (does not open) while the run's primary metric is improving
+
+    @property
+    def fault(self) -> bool:
+        """A fault of one run (a non-finite value, a crash in the log): its STOP is never held by the stop
+        breaker (workers/breaker.py)."""
+        return self.kind.kind in FAULT_KINDS
 
     @property
     def cooldown_s(self) -> float:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from trainwarden.core.errors import ConfigError
+from trainwarden.core.errors import ConfigError, TrainwardenError
 from trainwarden.settings import Settings
 
 if TYPE_CHECKING:
@@ -81,8 +81,11 @@ class WorkerReload:
     def __call__(self) -> str:
         from trainwarden.workers.process import record_policy_events
 
+        before = self.ctx.policies.policy.hash
         said = self.ctx.policies.reload_now()
         record_policy_events(self.ctx)  # policy.loaded / policy.rejected, as the next job would
+        if self.ctx.policies.policy.hash != before:
+            said += f"; {_preview(self.ctx)}"
         try:
             new = self.load()
         except ConfigError as exc:
@@ -90,6 +93,17 @@ class WorkerReload:
         restart = changed(self.settings, new)
         self.settings = new
         return said + _restart_note(restart)
+
+
+def _preview(ctx: WorkerContext) -> str:
+    """How many running runs the new policy would stop now (workers/preview.py); a failure to read costs the
+    preview, never the reload."""
+    from trainwarden.workers import preview
+
+    try:
+        return preview.said(*preview.would_stop(ctx.store, ctx.policies.policy))
+    except TrainwardenError as exc:
+        return f"no backtest of it over the running runs: {exc}"
 
 
 @dataclass(slots=True)

@@ -120,6 +120,7 @@ class Settings:
     evidence_timeout_s: float = workers_config.EVIDENCE_TIMEOUT_S
     job_timeout_s: int = workers_config.JOB_TIMEOUT_S
     runs_per_job: int = workers_config.RUNS_PER_JOB
+    breaker: workers_config.BreakerSettings = field(default_factory=workers_config.BreakerSettings)
     slack: BotConfig = field(default_factory=BotConfig)
     mcp: McpConfig = field(default_factory=McpConfig)  # `trainwarden mcp`: what an agent may do
     servers_file: Path | None = None  # servers.yaml: remote runs over SSH
@@ -177,11 +178,22 @@ def read_settings(top: Reader, base: Path) -> dict[str, Any]:
     values["job_timeout_s"] = int(job_timeout_s) if job_timeout_s is not None else None
     for key in WORKER_INTEGERS:
         values[key] = w.integer(key, minimum=1)
+    values["breaker"] = _breaker(w.section("breaker", "workers.breaker"))
     w.finish()
     values["slack"] = read_slack(top.section("slack", "slack"))
     values["mcp"] = read_mcp(top.section("mcp", "mcp"))
     top.finish()
     return {k: v for k, v in values.items() if v is not None}
+
+
+def _breaker(b: Reader) -> workers_config.BreakerSettings:
+    """The stop breaker (workers/breaker.py): `max_stops: 0` turns it off."""
+    defaults = workers_config.BreakerSettings()
+    max_stops = b.integer("max_stops", minimum=0)
+    window_s = b.seconds("window_s", positive=True)
+    b.finish()
+    return workers_config.BreakerSettings(max_stops=defaults.max_stops if max_stops is None else max_stops,
+                                          window_s=defaults.window_s if window_s is None else window_s)  # fmt: skip
 
 
 def _agent(a: Reader, base: Path) -> dict[str, Any]:

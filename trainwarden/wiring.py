@@ -296,6 +296,7 @@ def worker_context(settings: Settings) -> WorkerContext:
         ticks=tick_settings(settings),
         lock_timeout_s=settings.lock_timeout_s,
         evidence_timeout_s=settings.evidence_timeout_s,
+        breaker=settings.breaker,
         launcher=remote_launcher(settings, the_fleet, shared) if the_fleet else None,
     )
 

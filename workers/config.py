@@ -3,6 +3,8 @@ worker context, the tick schedule and the settings file read them from here (a l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 QUEUE_NAME = "trainwarden"  # the RQ queue jobs go to
 FAST_QUEUE_SUFFIX = "-fast"  # the fast lane of a queue (workers/lanes.py): its name plus this
 LOCK_TIMEOUT_S = 30.0  # seconds a worker may hold a run's lock between progress
@@ -18,3 +20,13 @@ TICK_STARTUP_S = 60.0  # seconds between ticks of a quiet run in its startup pha
 TICK_STEADY_S = 900.0  # seconds between ticks of a quiet run after its startup phase
 CHECK_INTERVAL_S = 1800.0  # seconds between training checks: a report's `Next check` (the method's 30 minutes)
 TICK_MAX_SILENCE_S = 86_400.0  # seconds of silence (event time) after which a run is no longer ticked
+BREAKER_MAX_STOPS = 3  # policy STOPs carried out across all runs within the window before the rest are held
+BREAKER_WINDOW_S = 600.0  # the stop breaker's sliding window (workers/breaker.py)
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerSettings:
+    """`workers.breaker` in the settings file (workers/breaker.py)."""
+
+    max_stops: int = BREAKER_MAX_STOPS  # 0: no breaker
+    window_s: float = BREAKER_WINDOW_S

@@ -17,7 +17,7 @@ from trainwarden.events.redis_types import Client
 from trainwarden.events.store import EventStore
 from trainwarden.remote.launch import RemoteLauncher
 from trainwarden.remote.stop import RunController
-from trainwarden.workers.config import EVIDENCE_TIMEOUT_S, LOCK_TIMEOUT_S
+from trainwarden.workers.config import EVIDENCE_TIMEOUT_S, LOCK_TIMEOUT_S, BreakerSettings
 from trainwarden.workers.errors import NoWorkerContext
 from trainwarden.workers.policy_source import PolicySource
 from trainwarden.workers.schedule import TickSettings
@@ -36,6 +36,7 @@ class WorkerContext:
     lock_timeout_s: float = LOCK_TIMEOUT_S
     evidence_timeout_s: float = EVIDENCE_TIMEOUT_S
     feed_group: str = DISPATCH_GROUP
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)  # policy STOPs held past a burst
     launcher: RemoteLauncher | None = None  # set when servers.yaml is configured (resumes, /launch)
 
     @property

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 from trainwarden.core.words import shorten
 from trainwarden.events import types as t
@@ -12,7 +12,13 @@ from trainwarden.events.backend import EventLog
 from trainwarden.events.codec import FIELD_BYTES, encode
 from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event, make_event
-from trainwarden.events.payloads import AnomalyOpenedData, DecisionData, StopCancelledData, StopRequestedData
+from trainwarden.events.payloads import (
+    AnomalyOpenedData,
+    DecisionData,
+    StopCancelledData,
+    StopHeldData,
+    StopRequestedData,
+)
 from trainwarden.events.projection import apply
 from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
@@ -104,7 +110,8 @@ def _fold_one(policy: Policy, cp: Checkpoint, step: Step, sid: str, event: Event
     if read_back is not None:
         read_back(cp, sid, event, stopped_by_us, policy)
     guard = cp.guard
-    if guard is not None and not guard.get("requested") and event.ts >= guard["deadline"]:
+    deadline = guard.get("deadline") if guard is not None else None  # a held STOP has none: a person decides
+    if guard is not None and deadline is not None and not guard.get("requested") and event.ts >= deadline:
         # nobody answered in time: the workers stop the run, whether or not the bot is up
         guard["requested"] = True
         cp.emitted += 1
@@ -121,6 +128,14 @@ def _fold_one(policy: Policy, cp: Checkpoint, step: Step, sid: str, event: Event
         cp.emitted += 1
         out = make_event(outcome.type, run=run, host=host, producer=producer, seq=cp.emitted, data=data, ts=now)
         step.outputs.append(out)
+        if _fault_under_hold(cp, policy, outcome.type, data):  # its STOP is held, and now a NaN: no breaker for it
+            guard = cast(dict[str, Any], cp.guard)
+            guard["requested"] = True
+            cp.emitted += 1
+            fault: StopRequestedData = {"by": "policy", "rule": data["rule"], "reason": data["reason"],
+                                        "decision": guard["decision"], "run_host": data["run_host"]}  # fmt: skip
+            step.outputs.append(make_event(t.STOP_REQUESTED, run=run, host=host, producer=producer, seq=cp.emitted,
+                                           data=fault, ts=now))  # fmt: skip
         if outcome.type == t.DECISION and data["decision"] == t.STOP and not data.get("confirm_s"):
             cp.emitted += 1
             request: StopRequestedData = {"by": "policy", "rule": data["rule"], "reason": data["reason"],
@@ -131,12 +146,35 @@ def _fold_one(policy: Policy, cp: Checkpoint, step: Step, sid: str, event: Event
             )  # fmt: skip
 
 
+def _fault_under_hold(cp: Checkpoint, policy: Policy, event_type: str, data: dict[str, Any]) -> bool:
+    """Whether `data` is a fault rule's STOP anomaly opening on a run whose earlier STOP the breaker holds: the
+    decision is STOP already (no new one is recorded), so the fault's stop is asked for here."""
+    guard = cp.guard
+    if guard is None or not guard.get("held") or guard.get("requested") or event_type != t.ANOMALY_OPENED:
+        return False
+    if data.get("decision") != t.STOP or data.get("shadow"):
+        return False
+    return any(r.id == data.get("rule") and r.fault for r in policy.rules)
+
+
 @_READ_BACK.on(t.STOP_REQUESTED)
 def _stop_requested(cp: Checkpoint, sid: str, event: Event, stopped_by_us: bool, policy: Policy) -> None:
     cp.pending.append(StopRun(sid=sid, id=event.id).to_dict())
-    guard = cp.guard
-    if guard is not None and cast(StopRequestedData, event.data).get("decision") == guard["decision"]:
-        cp.guard = None  # Stop now (or the deadline): the usual stop path
+    guard, asked = cp.guard, cast(StopRequestedData, event.data)
+    if guard is None:
+        return
+    released = bool(guard.get("held")) and asked.get("by") not in (None, "policy")
+    if asked.get("decision") == guard["decision"] or released:
+        cp.guard = None  # Stop now (or the deadline), or a person's stop of a held run: the usual stop path
+
+
+@_READ_BACK.on(t.STOP_HELD)
+def _stop_held(cp: Checkpoint, sid: str, event: Event, stopped_by_us: bool, policy: Policy) -> None:
+    """The breaker held the STOP (workers/breaker.py): a guard with no deadline, settled by a person's stop
+    (Release) or Keep running (Cancel), as a guarded stop's."""
+    held = cast(StopHeldData, event.data)
+    cp.guard = {"decision": held.get("decision"), "rule": held.get("rule"), "reason": held.get("reason"),
+                "confirm_s": 0, "deadline": None, "held": event.id}  # fmt: skip
 
 
 @_READ_BACK.on(t.STOP_CANCELLED)

@@ -18,7 +18,7 @@ from trainwarden.events.envelope import Event, make_event
 from trainwarden.events.payloads import ResumeSkippedData
 from trainwarden.events.store import Malformed
 from trainwarden.remote import agent_stop
-from trainwarden.workers import pending
+from trainwarden.workers import breaker, pending
 from trainwarden.workers.actions import (
     action_producer,
     build_evidence,
@@ -101,6 +101,13 @@ def _evidence(job: Job, action: BuildEvidence) -> Outcome:
 
 @performs(StopRun)
 def _stop(job: Job, action: StopRun) -> Outcome:
+    if action.sent is None:  # not yet handed to an agent: the breaker may hold it
+        held = breaker.check(job.ctx, job.source, run_host=job.cp.run.host or job.ctx.host, now=job.now)
+        if held is not None:
+            log.warning("stop breaker: holding the STOP of %s by %s (%d policy stops within %gs); a person "
+                        "releases it with `trainwarden stop %s`", job.run, held["rule"], held["stops"],
+                        held["window_s"], job.run)  # fmt: skip
+            return job.event(t.STOP_HELD, held)
     watched = job.cp.run.watched
     if watched is not None and agent_stop.stop_means(job.cp.run.launch, watched) == agent_stop.AGENT:
         return stop_by_agent(job.ctx, watched, job.source, action, producer=job.producer, now=job.now)

@@ -47,7 +47,7 @@ def next_tick(cp: Checkpoint, policy: Policy, ticks: TickSettings, *, wall_now: 
     awaiting = awaiting_due(cp.pending)
     if awaiting is not None:
         return awaiting  # a stop the agent carries out: look again if it has not reported by then
-    if cp.guard is not None and not cp.guard.get("requested"):
+    if cp.guard is not None and not cp.guard.get("requested") and cp.guard.get("deadline") is not None:
         return cp.guard["deadline"]  # a guarded stop: look again when nobody has answered in time
     if ps.ended or ps.decision == t.STOP or cp.run.status in ENDED_STATUSES or ps.start is None or ps.now is None:
         return None

@@ -267,6 +267,35 @@ declare(
 )
 
 
+class StopHeldData(TypedDict):
+    """A policy STOP the breaker held (workers/breaker.py): the run goes on until a person releases or cancels it."""
+
+    request: str  # id of the stop.requested not carried out
+    decision: str | None  # id of the STOP decision (the Release and Cancel act on it)
+    rule: str | None
+    reason: str | None  # the request's reason
+    stops: int  # policy STOPs carried out within the window
+    max_stops: int
+    window_s: float
+    run_host: str
+
+
+def _stop_held(event: "Event") -> str:
+    held = cast(StopHeldData, event.data)
+    return (f"{said(held.get('rule'), 'a rule')}: held by the stop breaker "
+            f"({held.get('stops')} of {held.get('max_stops')} stops in {held.get('window_s')}s)")  # fmt: skip
+
+
+declare(
+    "stop.held",
+    StopHeldData,
+    meaning="the stop breaker held a policy STOP for a person: too many stops lately across runs",
+    emitted_by="worker (workers/breaker.py via workers/performers.py)",
+    worker_output=True,
+    describe=_stop_held,
+)
+
+
 class ResumeSkippedData(TypedDict):
     reason: str  # why it was not relaunched
     failure: str  # id of the run.failed

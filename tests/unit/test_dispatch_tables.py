@@ -20,7 +20,7 @@ from trainwarden.workers import evaluate
 from trainwarden.workers.checkpoint import Checkpoint
 
 TABLES = [  # (table, the types it handles, one of them to register twice)
-    (evaluate._READ_BACK, {t.DECISION, t.STOP_REQUESTED, t.RUN_FAILED, t.STOP_CANCELLED, t.ANOMALY_OPENED,
+    (evaluate._READ_BACK, {t.DECISION, t.STOP_REQUESTED, t.STOP_HELD, t.RUN_FAILED, t.STOP_CANCELLED, t.ANOMALY_OPENED,
                            t.PROCESS_DUMP}, t.DECISION),
     (messages._NOTICES, {t.DECISION_SHADOW, t.ANOMALY_OPENED, t.ANOMALY_RESOLVED, t.DECISION, t.STOP_DONE,
                          t.STOP_FAILED, t.STOP_CANCELLED, t.RUN_FAILED, t.POLICY_REJECTED, t.RUN_LAUNCHED,

@@ -1,0 +1,96 @@
+"""The stop breaker's pure parts (workers/breaker.py): which STOPs it may hold, the settings, and the NaN of a run
+whose STOP it holds (evaluated like any input, so `replay --verify` re-evaluates it)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from trainwarden.core.errors import ConfigError
+from trainwarden.events import types as t
+from trainwarden.events.envelope import make_event
+from trainwarden.policies.loader import load_policy
+from trainwarden.workers.breaker import gated
+from trainwarden.workers.checkpoint import Checkpoint
+from trainwarden.workers.config import BreakerSettings
+from trainwarden.workers.evaluate import evaluate_entries
+
+from trainwarden.settings import parse_settings
+
+POLICY = load_policy(
+    """\
+name: p
+rules:
+  - {id: loss-nonfinite, kind: nonfinite, metric: loss, decision: STOP}
+  - {id: loss-too-high, kind: threshold, metric: loss, above: 0.001, decision: STOP}
+""",
+    source="p.yaml",
+)
+ON = BreakerSettings(max_stops=3, window_s=600.0)
+
+
+@pytest.mark.parametrize(
+    ("request_data", "settings", "held"),
+    [
+        ({"by": "policy", "rule": "loss-too-high"}, ON, True),
+        ({"by": "policy", "rule": "loss-nonfinite"}, ON, False),  # a NaN is a fault of one run: never held
+        ({"by": "slack", "user": "U1", "rule": "loss-too-high"}, ON, False),  # a person's stop (Release, /stop)
+        ({"by": "cli", "user": "ana"}, ON, False),
+        ({"by": "policy", "rule": "gone-since-reload"}, ON, True),  # a rule the policy no longer has: not a fault
+        ({"by": "policy", "rule": "loss-too-high"}, BreakerSettings(max_stops=0), False),  # turned off
+    ],
+)
+def test_which_stops_the_breaker_may_hold(request_data, settings, held):
+    assert gated(request_data, POLICY, settings) is held
+
+
+def metric(seq, **data):
+    return make_event(t.METRIC, run="r", host="gpu1", producer="gpu1/log/r/g0", seq=seq, data=data, ts=float(seq))
+
+
+def test_a_nan_on_a_run_whose_stop_is_held_is_stopped_at_once_and_nothing_else_asks_again():
+    cp = Checkpoint()
+    first = evaluate_entries(POLICY, cp, [("1-0", metric(1, step=1, loss=2.0))], run="r", host="w", now=1.0).outputs
+    decision = next(e for e in first if e.type == t.DECISION and e.data["decision"] == t.STOP)
+    request = next(e for e in first if e.type == t.STOP_REQUESTED)
+    held = make_event(t.STOP_HELD, run="r", host="w", producer="act/r/2-0", seq=1, ts=2.0,
+                      data={"request": request.id, "decision": decision.id, "rule": "loss-too-high", "reason": "x",
+                            "stops": 3, "max_stops": 3, "window_s": 600.0, "run_host": "gpu1"})  # fmt: skip
+    read_back = [(f"{i}-1", e) for i, e in enumerate(first, start=2)] + [("9-0", held)]
+    evaluate_entries(POLICY, cp, read_back, run="r", host="w", now=2.0)
+    assert cp.guard is not None and cp.guard["deadline"] is None  # held: no deadline stops it
+    assert cp.run.status != "stopping"
+    calm = evaluate_entries(POLICY, cp, [("10-0", metric(2, step=2, loss=1.5))], run="r", host="w", now=3.0)
+    assert not [e for e in calm.outputs if e.type == t.STOP_REQUESTED]  # still held
+    nan = evaluate_entries(POLICY, cp, [("11-0", metric(3, step=3, loss=math.nan))], run="r", host="w", now=4.0)
+    (fault,) = [e for e in nan.outputs if e.type == t.STOP_REQUESTED]
+    assert fault.data["rule"] == "loss-nonfinite" and fault.data["decision"] == decision.id
+    again = evaluate_entries(POLICY, cp, [("12-0", metric(4, step=4, loss=math.nan))], run="r", host="w", now=5.0)
+    assert not [e for e in again.outputs if e.type == t.STOP_REQUESTED]
+
+
+def test_the_breaker_settings_take_durations_and_refuse_a_bad_one_at_its_line(tmp_path):
+    path = Path(tmp_path / "s.yaml")
+    got = parse_settings("workers:\n  breaker: {max_stops: 5, window_s: 15m}\n", path, {})
+    assert got.breaker == BreakerSettings(max_stops=5, window_s=900.0)
+    assert parse_settings("host: h\n", path, {}).breaker == BreakerSettings()
+    with pytest.raises(ConfigError) as info:
+        parse_settings("workers:\n  breaker:\n    max_stop: 5\n", path, {})
+    assert f"{path}:3:" in str(info.value)
+
+
+def test_a_persons_stop_of_a_held_run_settles_its_hold():
+    cp = Checkpoint()
+    first = evaluate_entries(POLICY, cp, [("1-0", metric(1, step=1, loss=2.0))], run="r", host="w", now=1.0).outputs
+    decision = next(e for e in first if e.type == t.DECISION and e.data["decision"] == t.STOP)
+    held = make_event(t.STOP_HELD, run="r", host="w", producer="act/r/2-0", seq=1, ts=2.0,
+                      data={"request": "eval/r:3", "decision": decision.id, "rule": "loss-too-high", "reason": "x",
+                            "stops": 3, "max_stops": 3, "window_s": 600.0, "run_host": "gpu1"})  # fmt: skip
+    evaluate_entries(POLICY, cp, [("9-0", held)], run="r", host="w", now=2.0)
+    assert cp.guard is not None
+    cli = make_event(t.STOP_REQUESTED, run="r", host="laptop", producer="cli/ana", seq=1, ts=3.0,
+                     data={"by": "cli", "user": "ana", "reason": "release", "decision": None})  # fmt: skip
+    evaluate_entries(POLICY, cp, [("10-0", cli)], run="r", host="w", now=3.0)
+    assert cp.guard is None
+    assert [a["kind"] for a in cp.pending][-1] == "stop"
