@@ -282,8 +282,9 @@ class StopHeldData(TypedDict):
 
 def _stop_held(event: "Event") -> str:
     held = cast(StopHeldData, event.data)
-    return (f"{said(held.get('rule'), 'a rule')}: held by the stop breaker "
-            f"({held.get('stops')} of {held.get('max_stops')} stops in {held.get('window_s')}s)")  # fmt: skip
+    stops, limit = said(held.get("stops"), "?"), said(held.get("max_stops"), "?")
+    window = f"{held.get('window_s'):g}s" if isinstance(held.get("window_s"), int | float) else "its window"
+    return f"{said(held.get('rule'), 'a rule')}: held by the stop breaker ({stops} of {limit} stops in {window})"
 
 
 declare(
