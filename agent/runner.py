@@ -41,6 +41,7 @@ from trainwarden.agent.watcher import RunWatcher, WatchOptions
 from trainwarden.core.logcontext import log_context
 from trainwarden.events import reading
 from trainwarden.events import types as t
+from trainwarden.events.agent_lease import LeaseKeeper
 from trainwarden.events.envelope import Event, make_event, time_seq
 from trainwarden.events.errors import LeaseLost, StoreUnavailable
 from trainwarden.events.heartbeat import NOT_AN_ERROR
@@ -81,7 +82,7 @@ class Agent:
         self.clock = clock
         self.pulse = pulse  # the daemon heartbeat (events/heartbeat.py): spool backlog, last error
         self.lease = lease  # the host's agent lease (events/agent_lease.py): renewed each step, checked before a stop
-        self._renewed_at = time.monotonic()
+        self.lease_keeper = LeaseKeeper(lease) if lease is not None else None
         self.state = agent_state.load(state_path)
         self.configured = {w.run: w for w in watches}
         self.watchers: dict[str, RunWatcher] = {}
@@ -205,21 +206,10 @@ class Agent:
         self._due[name] = now + interval
         return True
 
-    def _keep_lease(self) -> None:
-        """Renew the host's agent lease every third of its TTL; LeaseLost once another agent holds it."""
-        if self.lease is None or time.monotonic() - self._renewed_at < self.lease.ttl_s / 3:
-            return
-        try:
-            renewed = self.lease.renew()
-        except StoreUnavailable:
-            return  # Redis is away: no stop can reach this agent either; renewed again once it is back
-        self._renewed_at = time.monotonic()
-        if not renewed:
-            raise LeaseLost(f"the {self.lease.name} lease lapsed and another agent took it; this one stands down")
-
     def step(self) -> int:
         """One pass over every source; returns the number of events made."""
-        self._keep_lease()
+        if self.lease_keeper is not None:
+            self.lease_keeper.keep()  # LeaseLost once another agent holds this host's lease
         now = self.clock()
         cfg = self.config
         self._apply_reconfigured(now)

@@ -22,9 +22,12 @@ POLL_S = 1.0  # how often a standby asks for the lease (a takeover waits at most
 
 
 def stand_by(lease: Lease, stop: threading.Event, *, role: str, doing: str,
-             busy: Callable[[Holding], Exception] | None = None, poll_s: float = POLL_S) -> bool:  # fmt: skip
+             busy: Callable[[Holding], Exception] | None = None, poll_s: float = POLL_S,
+             unheld_in_outage: bool = False) -> bool:  # fmt: skip
     """Wait until this process holds `lease` (True) or `stop` is set (False). With `busy` it does not wait:
-    it raises what `busy` makes of the holder (one line naming it)."""
+    it raises what `busy` makes of the holder (one line naming it). With `unheld_in_outage`, Redis away (or
+    refusing writes) is no reason to wait: True at once, the lease not held; the caller takes it once Redis
+    answers (an agent must read and spool its runs through an outage, and no stop reaches it meanwhile)."""
     outage = Outage(f"{lease.name} lease")
     said: Holding | None = None
     while not stop.is_set():
@@ -33,6 +36,11 @@ def stand_by(lease: Lease, stop: threading.Event, *, role: str, doing: str,
         except StoreError as exc:
             if busy is not None or not transient(exc):
                 raise
+            if unheld_in_outage:
+                log.warning("cannot take the %s lease now (%s); this %s %s without it and takes it once "
+                            "Redis answers (another %s then makes it stand down)", lease.name, exc, role, doing,
+                            role)  # fmt: skip
+                return True
             stop.wait(outage.failed(exc))
             continue
         outage.succeeded()

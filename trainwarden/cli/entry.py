@@ -76,7 +76,8 @@ def cmd_agent(args: argparse.Namespace, settings: Settings) -> int:
     stop = stop_on_signals()
     lease = wiring.agent_lease(settings)  # one agent per host (events/agent_lease.py): another one stands by
     if not standby.stand_by(lease, stop, role="agent", doing="watches the runs of " + settings.host,
-                            busy=_agent_busy(settings.host) if args.burst else None):  # fmt: skip
+                            busy=_agent_busy(settings.host) if args.burst else None,
+                            unheld_in_outage=True):  # fmt: skip
         return 0
     try:
         return _run_agent(args, settings, watches, given, lease=lease, stop=stop)
