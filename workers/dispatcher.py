@@ -114,8 +114,8 @@ class Dispatcher:
     ) -> None:
         self.store = store
         self.queue = queue
-        self.fast_queue = fast_queue or fast_lane(queue)
-        self.fast_watch = FastWatch(self.fast_queue, start_s=fast_start_s)  # fast jobs until seen begun
+        self.fast_queue = fast_queue  # by default `queue`'s fast lane, made when first needed
+        self.fast_watch = FastWatch(fast_queue, start_s=fast_start_s)  # fast jobs until seen begun
         self.reclaim_idle_ms = reclaim_idle_ms
         self.job_timeout_s = job_timeout_s
         self.trim_interval_s = trim_interval_s
@@ -244,9 +244,14 @@ class Dispatcher:
                 jobs.append((run, self.gathering.work.pop(run, []) + fids))
             elif not reclaimed:
                 covered.extend(fids)
-        enqueued = self._enqueue_jobs(jobs, spread=SPREAD_JOBS, queue=self.fast_queue)
+        enqueued = self._enqueue_jobs(jobs, spread=SPREAD_JOBS, queue=self._fast_lane())
         self.fast_watch.add(enqueued, time.monotonic())
         return covered
+
+    def _fast_lane(self) -> Queue:
+        if self.fast_queue is None:
+            self.fast_queue = self.fast_watch.queue = fast_lane(self.queue)
+        return self.fast_queue
 
     def _redispatch_unstarted(self, now: float) -> int:
         """A copy, at the front of the fast lane, of each fast job a worker took but has not begun; runs sent."""
@@ -255,7 +260,7 @@ class Dispatcher:
             work = lost.work
             log.warning("fast-lane job %s (%s) was taken by a worker that has not begun it in %.1fs (paused?); "
                         "dispatching it again", lost.job.id, _describe(work), now - lost.since)  # fmt: skip
-            copies = self._enqueue_jobs(work, spread=1, queue=self.fast_queue, at_front=True)
+            copies = self._enqueue_jobs(work, spread=1, queue=self._fast_lane(), at_front=True)
             self.fast_watch.add(copies, now, copies=lost.copies + 1)
             runs += len(work)
         return runs

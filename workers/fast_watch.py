@@ -53,7 +53,7 @@ class Watched:
 class FastWatch:
     """The fast-lane jobs a dispatcher enqueued, until each is seen begun (or finished and gone)."""
 
-    queue: Queue  # the fast lane
+    queue: Queue | None  # the fast lane (None until the dispatcher first sends a fast job)
     start_s: float = FAST_START_S
     watched: list[Watched] = field(default_factory=list)
 
@@ -95,4 +95,5 @@ class FastWatch:
             return "begun"
         if status != JobStatus.QUEUED:
             return "begun"
-        return "waiting" if self.queue.get_job_position(job.id) is not None else "taken"
+        in_line = self.queue is not None and self.queue.get_job_position(job.id) is not None
+        return "waiting" if in_line else "taken"
