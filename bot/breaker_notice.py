@@ -52,28 +52,40 @@ class BreakerNotice:
     def held(self, event: Event, *, fresh: bool) -> None:
         """A `stop.held`: post the breaker's message or add the run to the open one; say so on the run's STOP."""
         held = cast(StopHeldData, event.data)
-        notice = breaker_notice.notice(self.store.redis, self.store.keys)
         entry = {"rule": held.get("rule"), "reason": held.get("reason"), "decision": held.get("decision")}
         counts = {"stops": held.get("stops"), "max_stops": held.get("max_stops"), "window_s": held.get("window_s")}
-        if notice is None or notice.get("closed"):  # the first held STOP of an episode
-            notice = {"episode": event.id, "channel": self.channel, "runs": {event.run: entry}, **counts}
-            text = text_of(notice)
-            message = Message(key=event.id, run=event.run, channel=self.channel, text=text,
-                              blocks=breaker_blocks(text, event.id))  # fmt: skip
-            status = None if fresh else self.delivery.status(event.run, event.id)
-            if status is None or status["state"] != SENT:
-                message = self.rate(message)
-            ts = self.delivery.deliver(message, status=status)
-            if ts is None:
-                return  # refused twice (recorded): the runs stay held, `trainwarden stop` releases one
-            notice["ts"] = ts
-        else:
-            notice = {**notice, **counts, "runs": {**(notice.get("runs") or {}), event.run: entry}}
-            text = text_of(notice)
-            self._edit(notice["channel"], notice["ts"], text, breaker_blocks(text, notice["episode"]))
+        notice = breaker_notice.notice(self.store.redis, self.store.keys)
+        if notice is None or notice.get("closed") or not self._add(notice, event.run, entry, counts):
+            self._post(event, entry, counts, fresh=fresh)  # the first held STOP of an episode
+        self._stop_held(event.run, held.get("decision"))
+
+    def _add(self, notice: dict[str, Any], run: str, entry: dict[str, Any], counts: dict[str, Any]) -> bool:
+        """Add `run` to the open message and edit it; False when a click closed it before `run` was in it."""
+        notice = {**notice, **counts, "runs": {**(notice.get("runs") or {}), run: entry}}
+        self._save(notice)
+        now = breaker_notice.notice(self.store.redis, self.store.keys) or {}
+        if now.get("episode") == notice["episode"] and now.get("closed"):
+            return run in (now.get("runs") or {})  # the click acted on it (and edits the message itself)
+        text = text_of(notice)
+        self._edit(notice["channel"], notice["ts"], text, breaker_blocks(text, notice["episode"]))
+        return True
+
+    def _post(self, event: Event, entry: dict[str, Any], counts: dict[str, Any], *, fresh: bool) -> None:
+        notice = {"episode": event.id, "channel": self.channel, "runs": {event.run: entry}, **counts}
+        text = text_of(notice)
+        message = Message(key=event.id, run=event.run, channel=self.channel, text=text,
+                          blocks=breaker_blocks(text, event.id))  # fmt: skip
+        status = None if fresh else self.delivery.status(event.run, event.id)
+        if status is None or status["state"] != SENT:
+            message = self.rate(message)
+        ts = self.delivery.deliver(message, status=status)
+        if ts is None:
+            return  # refused twice (recorded): the runs stay held, `trainwarden stop RUN` releases one
+        self._save({**notice, "ts": ts})
+
+    def _save(self, notice: dict[str, Any]) -> None:
         self.fence.transaction(lambda pipe: breaker_notice.save(self.store.keys, notice, pipeline=pipe),
                                what="record the stop breaker's message")  # fmt: skip
-        self._stop_held(event.run, held.get("decision"))
 
     def _stop_held(self, run: str, decision: str | None) -> None:
         """The run's STOP message, if it was posted, says that the breaker held it (its primary copy)."""

@@ -63,8 +63,10 @@ def test_five_held_stops_post_one_message_edited_four_times_and_a_nan_stop_goes_
     assert len(posts) == 1 and message.channel == "C1" and message.thread_ts is None  # the channel, no thread
     edits = [params for name, params in slack_api.calls if name == "chat.update" and params["ts"] == message.ts]
     assert len(edits) == 4  # the list grows: one edit per later held STOP, no new message
-    assert posts[0]["text"].startswith("STOP BREAKER: 1 policy STOPs held (3 carried out in the last 10m; limit 3): "
-                                   "exp01 (loss-high: loss=3.1 > 0.001) — nothing is stopped until you choose")
+    assert posts[0]["text"].startswith(
+        "STOP BREAKER: 1 policy STOPs held (3 carried out in the last 10m; limit 3): "
+        "exp01 (loss-high: loss=3.1 > 0.001) — nothing is stopped until you choose"
+    )
     assert message.updates[-1] == (
         "STOP BREAKER: 5 policy STOPs held (3 carried out in the last 10m; limit 3): "
         + ", ".join(f"{r} (loss-high: loss=3.{r[-1]} > 0.001)" for r in RUNS)
