@@ -25,6 +25,7 @@ from slack_bolt.middleware import Middleware
 from slack_sdk import WebClient
 from trainwarden.bot import blocks, replies, threads
 from trainwarden.bot.authz import Authorize
+from trainwarden.bot.breaker_buttons import BreakerButtons
 from trainwarden.bot.commands import COMMANDS
 from trainwarden.bot.errors import CommandError
 from trainwarden.bot.handlers import Handlers, Reply
@@ -119,7 +120,13 @@ def build_app(
     for name in (NAMESPACE, *COMMANDS):
         app.command(f"/{name}")(on_command)
 
+    def chat_update(channel: str, ts: str, text: str, blocks_: list[dict[str, Any]]) -> None:
+        client.chat_update(channel=channel, ts=ts, text=text, blocks=blocks_)
+
+    breaker = BreakerButtons(handlers=handlers, update=chat_update)
     buttons: dict[str, Callable[..., Reply]] = {
+        blocks.ACTION_BREAKER_RELEASE: breaker.release,
+        blocks.ACTION_BREAKER_CANCEL: breaker.cancel,
         blocks.ACTION_STOP_NOW: handlers.stop_now,
         blocks.ACTION_KEEP_RUNNING: handlers.keep_running,
         blocks.ACTION_STOP_RUN: handlers.stop_run,

@@ -38,6 +38,8 @@ ACTION_COMMAND = {
     blocks.ACTION_CANCEL: "stop",
     blocks.ACTION_SNOOZE: "snooze",
     blocks.ACTION_STATUS: "status",
+    blocks.ACTION_BREAKER_RELEASE: "stop",
+    blocks.ACTION_BREAKER_CANCEL: "stop",
 }
 
 

@@ -20,7 +20,10 @@ ACTION_STOP_RUN = "tw_stop_run"  # anomaly or /stop: stop the run (after Slack's
 ACTION_SNOOZE = "tw_snooze"  # anomaly: snooze its rule
 ACTION_CANCEL = "tw_cancel"  # /stop: dismiss
 ACTION_STATUS = "tw_status"  # a thread message: the run's status with its Stop and Snooze, privately
-ACTIONS = (ACTION_STOP_NOW, ACTION_KEEP_RUNNING, ACTION_STOP_RUN, ACTION_SNOOZE, ACTION_CANCEL, ACTION_STATUS)
+ACTION_BREAKER_RELEASE = "tw_breaker_release"  # the stop breaker's message: carry out every held stop
+ACTION_BREAKER_CANCEL = "tw_breaker_cancel"  # ... or cancel them all: the runs keep running
+ACTIONS = (ACTION_STOP_NOW, ACTION_KEEP_RUNNING, ACTION_STOP_RUN, ACTION_SNOOZE, ACTION_CANCEL, ACTION_STATUS,
+           ACTION_BREAKER_RELEASE, ACTION_BREAKER_CANCEL)  # fmt: skip
 SHORTCUT_RUN_ACTIONS = "tw_run_actions"  # the message shortcut (slack/manifest.yaml): what ACTION_STATUS shows
 WITH_BUTTONS = frozenset({t.ANOMALY_OPENED, FLAPPING, t.WAIT, t.DECISION_SHADOW})
 
@@ -98,6 +101,15 @@ def guard_actions(value: dict[str, Any]) -> dict[str, Any]:
         button(message_parts.BUTTON_STOP_NOW, ACTION_STOP_NOW, value, style="danger"),
         button(message_parts.BUTTON_KEEP_RUNNING, ACTION_KEEP_RUNNING, value, style="primary"),
     ]}  # fmt: skip
+
+
+def breaker_blocks(text: str, episode: str) -> list[dict[str, Any]]:
+    """The stop breaker's message: what is held, Release all and Cancel all (for its episode only)."""
+    value = {"episode": episode}
+    return [section(text), {"type": "actions", "elements": [
+        button(message_parts.BUTTON_RELEASE_ALL, ACTION_BREAKER_RELEASE, value, style="danger"),
+        button(message_parts.BUTTON_CANCEL_ALL, ACTION_BREAKER_CANCEL, value, style="primary"),
+    ]}]  # fmt: skip
 
 
 def status_button(run: str) -> dict[str, Any]:

@@ -129,13 +129,18 @@ class Handlers(Generic[Log]):
         if self.guard_outcome(run, decision) is not None:
             return Reply(replies.guard_already_closed(run))
         until = time.time() + self.config.keep_running_snooze_s
+        self.store.append(self.kept(run, user=user, rule=rule, decision=decision, until=until))  # both or neither
+        return Reply(replies.kept_running(run, rule, until, user))
+
+    def kept(self, run: str, *, user: str, rule: str, decision: str, until: float) -> list[Event]:
+        """What Keep running appends: the stop cancelled, and its rule snoozed until `until` (else it would stop
+        the run again at the next evaluation)."""
         kept: p.StopCancelledData = {"by": "slack", "user": user, "rule": rule, "until": until, "decision": decision}
         snooze: p.SnoozeSetData = {"by": "slack", "user": user, "rule": rule, "until": until, "decision": decision}
         producer = f"slack/{self.host}"
         cancelled = make_event(t.STOP_CANCELLED, run=run, host=self.host, producer=producer, seq=time_seq(), data=kept)
         snoozed = make_event(t.SNOOZE_SET, run=run, host=self.host, producer=producer, seq=time_seq(), data=snooze)
-        self.store.append([cancelled, snoozed])  # one script call: both or neither
-        return Reply(replies.kept_running(run, rule, until, user))
+        return [cancelled, snoozed]
 
     def guard_outcome(self, run: str, decision: str) -> Event | None:
         """The `stop.requested` or `stop.cancelled` that already settled a guarded stop, if any."""

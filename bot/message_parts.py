@@ -3,7 +3,8 @@ the buttons' labels and the stop confirmation. Pure, like bot/messages.py, which
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from trainwarden.policies.durations import fmt_duration
 
@@ -41,6 +42,30 @@ def run_failed(code: object) -> str:
     return f"run failed, exit code {code}" if type(code) is int else "run failed"
 
 
+def stop_held() -> str:
+    """The outcome on a run's STOP message once the stop breaker held it: the run goes on."""
+    return "held by the stop breaker: not stopped; see the STOP BREAKER message"
+
+
+def breaker_held(runs: Mapping[str, Mapping[str, Any]], *, stops: object, limit: object, window_s: object) -> str:
+    """The stop breaker's one message: what is held and why (`runs`: run -> its `stop.held` payload)."""
+    window = fmt_duration(window_s) if isinstance(window_s, int | float) else "the window"
+    listed = ", ".join(f"{run} ({held.get('rule') or 'a rule'}: {held.get('reason') or 'no reason'})"
+                       for run, held in runs.items())  # fmt: skip
+    return (f"STOP BREAKER: {len(runs)} policy STOPs held ({stops} carried out in the last {window}; limit {limit}): "
+            f"{listed} — nothing is stopped until you choose")  # fmt: skip
+
+
+def breaker_released(runs: Sequence[str], by: str) -> str:
+    """The stop breaker's message after Release all, in one line."""
+    return f"STOP BREAKER: released by <@{by}>: stopping {', '.join(runs) or 'no run still held'}"
+
+
+def breaker_cancelled(runs: Sequence[str], by: str) -> str:
+    """The stop breaker's message after Cancel all, in one line."""
+    return f"STOP BREAKER: cancelled by <@{by}>: {', '.join(runs) or 'no run still held'} keep running"
+
+
 def remedy(text: str) -> str:
     return f"Try: {text}"
 
@@ -68,6 +93,8 @@ BUTTON_STOP_NOW = "Stop now"
 BUTTON_KEEP_RUNNING = "Keep running"
 BUTTON_STOP_RUN = "Stop run"
 BUTTON_CANCEL = "Cancel"
+BUTTON_RELEASE_ALL = "Release all"  # the stop breaker's message: carry out the held stops
+BUTTON_CANCEL_ALL = "Cancel all"  # ... or keep the runs running
 # the run's status, privately, with its Stop and Snooze (slash commands do not work in threads)
 BUTTON_STATUS = "Status"
 

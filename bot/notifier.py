@@ -24,6 +24,7 @@ from typing import cast
 
 from trainwarden.bot import messages, routing
 from trainwarden.bot.attachments import anomaly_chart, pack_files
+from trainwarden.bot.breaker_notice import BreakerNotice
 from trainwarden.bot.config import KEEP_RUNNING_SNOOZE_S, Route
 from trainwarden.bot.deadman import Deadman
 from trainwarden.bot.delivery import Delivery
@@ -96,6 +97,8 @@ class Notifier:
         limiter = limiter if limiter is not None else getattr(sink, "limiter", None)
         self.path = NotifyPath(delivery=self.delivery, rate=RateLimit(limiter, liveness=self.liveness),
                                follow_ups=FollowUps(sink=sink, delivery=self.delivery))  # fmt: skip
+        self.breaker = BreakerNotice(store=store, sink=sink, delivery=self.delivery, rate=self.path.rate,
+                                     fence=self.fence, channel=channel)  # fmt: skip
         self.reader = GroupReader(store.redis, stream=store.keys.feed(), group=NOTIFY_GROUP, consumer=consumer)
         self.states: dict[str, tuple[NotifyState, str | None]] = {}  # run -> (state, folded up to)
         self.suppressed: Counter[str] = Counter()  # why notices were dropped (for tests and logs)
@@ -241,6 +244,8 @@ class Notifier:
                 self.suppressed[reason] += 1
             elif item.type == t.RUN_FINISHED:
                 self.path.follow_ups.finished(state, item)  # posts nothing, closes the run's parent
+            elif item.type == t.STOP_HELD:
+                self.breaker.held(item, fresh=fresh)  # one message for every held STOP (bot/breaker_notice.py)
             if item.type in (t.EVIDENCE_BUILT, t.EVIDENCE_FAILED):
                 self._share_pack(state, item, fresh=fresh)
             elif item.type == t.ANOMALY_CHARTED:

@@ -132,5 +132,17 @@ def guard_already_closed(run: str) -> str:
     return f"The stop of {run} was already decided; nothing changed."
 
 
+def breaker_released(count: int, user: str) -> str:
+    return f"<@{user}> released {count} held STOP(s); the outcomes go to the runs' threads."
+
+
+def breaker_cancelled(count: int, user: str) -> str:
+    return f"<@{user}> cancelled {count} held STOP(s); those runs keep running."
+
+
+def breaker_already_decided() -> str:
+    return "The held STOPs were already released or cancelled; nothing changed."
+
+
 def internal_error() -> str:
     return "Something went wrong on trainwarden's side; nothing was run. The bot's log has the details."

@@ -92,6 +92,10 @@ class Keys:
         """Hash notification key -> intent or result (exactly-once posting, see bot/delivery.py)."""
         return f"{self.namespace}:{{{run}}}:notified"
 
+    def breaker_notice(self) -> str:
+        """String: JSON of the stop breaker's Slack message (its ts, the runs it lists; events/breaker_notice.py)."""
+        return f"{self.namespace}:breaker:notice"
+
     def pack_files(self, run: str, event_id: str) -> str:
         """Hash file name -> bytes of an evidence pack's chart and report (or a critical anomaly's chart, by its
         id), kept for a while so that a bot on another machine can upload them (events/packfiles.py)."""
