@@ -64,21 +64,30 @@ def healthy_before(state: RunState, rule: str) -> bool:
     return not set(state.open_anomalies) - {rule}
 
 
-def count_running(store: EventStore) -> int:
-    """Runs launched, running or being stopped, among those active within a day of the newest (the reload's
-    backtest counts the same way: workers/preview.py); one pipelined read of their views."""
+def counts(state: RunState, *, stopped_since: float) -> bool:
+    """Whether the share counts the run (pure): launched, running or being stopped, or stopped since
+    `stopped_since` (the window's start): the share is of the runs running when the burst began, so that the
+    stops it lets through do not lower it as they are carried out."""
+    if state.status in RUNNING:
+        return True
+    return state.status == "stopped" and bool(state.stops) and float(state.stops[-1].get("ts") or 0) >= stopped_since
+
+
+def count_running(store: EventStore, *, stopped_since: float) -> int:
+    """The runs the share counts (`counts`) among those active within a day of the newest (the reload's backtest
+    looks at the same ones: workers/preview.py); one pipelined read of their views."""
     runs = [(run, ts) for run, ts in store.runs() if run != t.SYSTEM_RUN]
     newest = max((ts for _, ts in runs), default=0.0)
     recent = [run for run, ts in runs if newest - ts <= DAY_S]
-    return sum(1 for state in run_states(store, recent).values() if state.status in RUNNING)
+    return sum(1 for state in run_states(store, recent).values() if counts(state, stopped_since=stopped_since))
 
 
-def running(ctx: WorkerContext) -> int:
-    """The share's base: the count of running runs, counted at most once in `BREAKER_RUNNING_CACHE_S` by any worker."""
+def running(ctx: WorkerContext, *, now: float) -> int:
+    """The share's base (`count_running`), counted at most once in `BREAKER_RUNNING_CACHE_S` by any worker."""
     kept = breaker.running_cached(ctx.redis, ctx.store.keys)
     if kept is not None:
         return kept
-    counted = count_running(ctx.store)
+    counted = count_running(ctx.store, stopped_since=now - ctx.breaker.window_s)
     breaker.keep_running(ctx.redis, ctx.store.keys, counted, ttl_s=BREAKER_RUNNING_CACHE_S)
     return counted
 
@@ -103,7 +112,7 @@ def check(ctx: WorkerContext, request: Event, state: RunState, *, run_host: str,
             held["stops"] = breaker.recent(ctx.redis, keys, now=now, window_s=settings.window_s)
             breaker.hold(ctx.redis, keys, request.run, {**held, "ts": now})
             return held
-    most = limit(settings, running(ctx) if settings.max_share > 0 else 0)
+    most = limit(settings, running(ctx, now=now) if settings.max_share > 0 else 0)
     admission = breaker.admit(ctx.redis, keys, request=request.id, now=now, window_s=settings.window_s, limit=most)
     if admission.admitted:
         return None

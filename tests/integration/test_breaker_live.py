@@ -68,7 +68,7 @@ def test_the_running_runs_are_counted_once_and_kept_for_every_worker(store, r, o
                              ts=1002.0, data={"exit_code": 0}),
                   make_event(t.METRIC, run="gone", host="gpu1", producer="gpu1/log/gone/g0", seq=1,
                              ts=1000.0 - 2 * 86_400, data={"step": 1, "loss": 0.5})])  # fmt: skip
-    assert running(one_stop) == 3  # run3 is over; `gone` (its agent lost, no end recorded) was silent for days
+    assert running(one_stop, now=2000.0) == 3  # run3 is over; `gone` (its agent lost) was silent for days
     store.append([metric("run9", 1, step=1, loss=0.5)])
-    assert running(one_stop) == 3  # kept, not counted again at each STOP
+    assert running(one_stop, now=2000.0) == 3  # kept, not counted again at each STOP
     assert breaker.running_cached(r, store.keys) == 3

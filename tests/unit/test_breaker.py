@@ -13,7 +13,7 @@ from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
 from trainwarden.events.projection import RunState
 from trainwarden.policies.loader import load_policy
-from trainwarden.workers.breaker import gated, healthy_before, limit, new_rule
+from trainwarden.workers.breaker import counts, gated, healthy_before, limit, new_rule
 from trainwarden.workers.checkpoint import Checkpoint
 from trainwarden.workers.config import BreakerSettings
 from trainwarden.workers.evaluate import evaluate_entries
@@ -166,3 +166,15 @@ def test_the_share_and_the_grace_are_read_from_the_settings_and_a_bad_value_is_r
         with pytest.raises(ConfigError) as info:
             parse_settings(f"workers:\n  breaker:\n    {line}\n", path, {})
         assert f"{path}:3:" in str(info.value) and problem in str(info.value), str(info.value)
+
+
+def test_the_share_counts_the_runs_running_and_those_stopped_within_the_window():
+    state = RunState(status="running")
+    assert counts(state, stopped_since=1000.0)
+    state.status = "stopping"
+    assert counts(state, stopped_since=1000.0)
+    state.status, state.stops = "stopped", [{"type": t.STOP_DONE, "ts": 1500.0}]
+    assert counts(state, stopped_since=1000.0)  # stopped in this burst: still one of the runs it began with
+    assert not counts(state, stopped_since=2000.0)  # stopped before the window
+    assert not counts(RunState(status="finished"), stopped_since=0.0)
+    assert not counts(RunState(), stopped_since=0.0)  # unknown: a plan's log, a run never seen running
