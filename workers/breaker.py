@@ -98,8 +98,8 @@ def check(ctx: WorkerContext, request: Event, state: RunState, *, run_host: str,
     asked = cast(StopRequestedData, request.data)
     settings, keys = ctx.breaker, ctx.store.keys
     if not gated(asked, ctx.policies.policy, settings):
-        if asked.get("by") != "policy":  # a person's stop settles the run's held one (Release, /stop, the CLI)
-            breaker.settle(ctx.redis, keys, request.run)
+        # carried out: a person's stop (Release, /stop, the CLI) or a fault's settles the run's held one
+        breaker.settle(ctx.redis, keys, request.run)
         return None
     held: StopHeldData = {"request": request.id, "decision": asked.get("decision"), "rule": asked.get("rule"),
                           "reason": asked.get("reason"), "stops": 0, "max_stops": settings.max_stops,
