@@ -129,13 +129,15 @@ class Reader:
 
     def number(
         self, key: str, *, required: bool = False, default: float | None = None, minimum: float | None = None,
-        positive: bool = False,
+        positive: bool = False, maximum: float | None = None,
     ) -> float | None:  # fmt: skip
         schema: Schema = {"type": "number"}
         if positive:
             schema["exclusiveMinimum"] = 0
         if minimum is not None:
             schema["minimum"] = minimum
+        if maximum is not None:
+            schema["maximum"] = maximum
         got = self.raw(key, schema, required=required)
         if got is None:
             return default
@@ -148,6 +150,9 @@ class Reader:
             return default
         if minimum is not None and value < minimum:
             self.ctx.problem(node, f"'{key}' must be at least {minimum:g}, got {value!r}")
+            return default
+        if maximum is not None and value > maximum:
+            self.ctx.problem(node, f"'{key}' must be at most {maximum:g}, got {value!r}")
             return default
         return float(value)
 

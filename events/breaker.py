@@ -11,6 +11,7 @@ idempotent per request id (a job redone after a crash finds its stop counted alr
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,21 @@ return {1, n + 1}
 """
 
 
+# KEYS[1] the rules' first loads (hash definition -> ts); ARGV now, then the definitions. The first policy ever
+# noted is the baseline (0: known since before the workers): only a rule a later policy brought is new.
+_NOTE = """
+local first = redis.call('EXISTS', KEYS[1]) == 0
+for i = 2, #ARGV do
+  if first then
+    redis.call('HSET', KEYS[1], ARGV[i], '0')
+  else
+    redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[1])
+  end
+end
+return 0
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class Admission:
     admitted: bool
@@ -43,6 +59,42 @@ def admit(client: Client, keys: Keys, *, request: str, now: float, window_s: flo
     """Count the policy STOP `request` in the window if there is room for it (at most `limit` in `window_s`)."""
     admitted, stops = client.eval(_ADMIT, 1, keys.breaker(), repr(now), repr(window_s), str(limit), request)
     return Admission(bool(admitted), int(stops))
+
+
+def recent(client: Client, keys: Keys, *, now: float, window_s: float) -> int:
+    """Policy STOPs carried out within `window_s` before `now`."""
+    return int(client.zcount(keys.breaker(), repr(now - window_s), "+inf"))
+
+
+def note_rules(client: Client, keys: Keys, definitions: Sequence[str], *, now: float) -> None:
+    """A policy holding these rule definitions was loaded at `now`: each one not seen before is first loaded then
+    (those of the first policy ever noted count as loaded since always)."""
+    if definitions:
+        client.eval(_NOTE, 1, keys.breaker_rules(), repr(now), *definitions)
+
+
+def first_loaded(client: Client, keys: Keys, definition: str) -> float | None:
+    """When a policy holding the rule `definition` was first loaded; None: never noted (nothing to tell)."""
+    raw = client.hget(keys.breaker_rules(), definition)
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def running_cached(client: Client, keys: Keys) -> int | None:
+    """The count of running runs a worker kept lately (`keep_running`); None: none kept, or it expired."""
+    raw = client.get(keys.breaker_running())
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def keep_running(client: Client, keys: Keys, running: int, *, ttl_s: float) -> None:
+    """Keep the count of running runs `ttl_s` seconds, for every worker: the share's base is counted once in a while,
+    not at every STOP."""
+    client.set(keys.breaker_running(), str(running), px=max(1, int(ttl_s * 1000)))
 
 
 def hold(client: Client, keys: Keys, run: str, held: dict[str, Any]) -> None:

@@ -77,6 +77,14 @@ class Keys:
         """Hash run -> JSON of its STOP the breaker holds for a person (events/breaker.py)."""
         return f"{self.namespace}:breaker:held"
 
+    def breaker_rules(self) -> str:
+        """Hash rule definition (`Rule.definition`) -> when a policy holding it was first loaded (events/breaker.py)."""
+        return f"{self.namespace}:breaker:rules"
+
+    def breaker_running(self) -> str:
+        """String: the number of running runs, kept a few seconds (the stop breaker's share, events/breaker.py)."""
+        return f"{self.namespace}:breaker:running"
+
     def dead_letters(self) -> str:
         return f"{self.namespace}:dead"
 

@@ -87,6 +87,12 @@ class Rule:
         return self.kind.kind in FAULT_KINDS
 
     @property
+    def definition(self) -> str:
+        """Digest of the rule's id and content: a rule edited is a new definition (the stop breaker's grace for
+        new rules, workers/breaker.py), one only moved within the file is not."""
+        return _digest(self.describe())
+
+    @property
     def cooldown_s(self) -> float:
         return self.cooldown.seconds
 

@@ -191,9 +191,15 @@ def _breaker(b: Reader) -> workers_config.BreakerSettings:
     defaults = workers_config.BreakerSettings()
     max_stops = b.integer("max_stops", minimum=0)
     window_s = b.seconds("window_s", positive=True)
+    max_share = b.number("max_share", minimum=0, maximum=1)  # of the running runs; 0: off
+    grace_s = b.seconds("new_rule_grace_s", minimum=0)
     b.finish()
-    return workers_config.BreakerSettings(max_stops=defaults.max_stops if max_stops is None else max_stops,
-                                          window_s=defaults.window_s if window_s is None else window_s)  # fmt: skip
+    return workers_config.BreakerSettings(
+        max_stops=defaults.max_stops if max_stops is None else max_stops,
+        window_s=defaults.window_s if window_s is None else window_s,
+        max_share=defaults.max_share if max_share is None else max_share,
+        new_rule_grace_s=defaults.new_rule_grace_s if grace_s is None else grace_s,
+    )
 
 
 def _agent(a: Reader, base: Path) -> dict[str, Any]:

@@ -22,6 +22,9 @@ CHECK_INTERVAL_S = 1800.0  # seconds between training checks: a report's `Next c
 TICK_MAX_SILENCE_S = 86_400.0  # seconds of silence (event time) after which a run is no longer ticked
 BREAKER_MAX_STOPS = 3  # policy STOPs carried out across all runs within the window before the rest are held
 BREAKER_WINDOW_S = 600.0  # the stop breaker's sliding window (workers/breaker.py)
+BREAKER_MAX_SHARE = 0.1  # or this share of the running runs, when more than max_stops
+BREAKER_NEW_RULE_GRACE_S = 600.0  # seconds after a rule is first loaded in which its STOP of a healthy run is held
+BREAKER_RUNNING_CACHE_S = 10.0  # seconds the count of running runs (the share's base) is kept in Redis
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,3 +33,5 @@ class BreakerSettings:
 
     max_stops: int = BREAKER_MAX_STOPS  # 0: no breaker
     window_s: float = BREAKER_WINDOW_S
+    max_share: float = BREAKER_MAX_SHARE  # 0: the limit is max_stops alone
+    new_rule_grace_s: float = BREAKER_NEW_RULE_GRACE_S  # 0: no grace

@@ -102,11 +102,10 @@ def _evidence(job: Job, action: BuildEvidence) -> Outcome:
 @performs(StopRun)
 def _stop(job: Job, action: StopRun) -> Outcome:
     if action.sent is None:  # not yet handed to an agent: the breaker may hold it
-        held = breaker.check(job.ctx, job.source, run_host=job.cp.run.host or job.ctx.host, now=job.now)
+        held = breaker.check(job.ctx, job.source, job.cp.run, run_host=job.cp.run.host or job.ctx.host, now=job.now)
         if held is not None:
-            log.warning("stop breaker: holding the STOP of %s by %s (%d policy stops within %gs); a person "
-                        "releases it with `trainwarden stop %s`", job.run, held["rule"], held["stops"],
-                        held["window_s"], job.run)  # fmt: skip
+            log.warning("stop breaker: holding the STOP of %s by %s (%s); a person releases it with "
+                        "`trainwarden stop %s`", job.run, held["rule"], breaker.why(held), job.run)  # fmt: skip
             return job.event(t.STOP_HELD, held)
     watched = job.cp.run.watched
     if watched is not None and agent_stop.stop_means(job.cp.run.launch, watched) == agent_stop.AGENT:

@@ -22,6 +22,7 @@ from typing import Any, cast
 from rq.timeouts import JobTimeoutException
 from trainwarden.core.counters import count
 from trainwarden.core.logcontext import log_context
+from trainwarden.events import breaker as events_breaker
 from trainwarden.events import types as t
 from trainwarden.events.checkpoints import CheckpointTx, read_checkpoint, watch_checkpoints
 from trainwarden.events.envelope import Event
@@ -34,6 +35,7 @@ from trainwarden.events.redis_errors import describe, transient
 from trainwarden.events.run_lock import RunLock
 from trainwarden.events.store import Malformed
 from trainwarden.policies.durations import fmt_duration
+from trainwarden.workers import breaker as stop_breaker
 from trainwarden.workers.batch import batched, process_batch
 from trainwarden.workers.checkpoint import ACTION_CHART, awaiting_due, decode_checkpoint, encode_checkpoint
 from trainwarden.workers.context import WorkerContext, current
@@ -123,6 +125,7 @@ def _batch_first(ctx: WorkerContext, work: Sequence[Sequence[Any]], total: Count
         return work
     total.update(result.summary)
     count_outputs(result.outputs, result.inputs, now=ctx.clock())
+    stop_breaker.settle_ended(ctx, result.inputs)
     finished = set(result.done)
     done.extend(fid for run, feed_ids in work if run in finished for fid in feed_ids)
     return [item for item in work if item[0] not in finished]
@@ -142,6 +145,9 @@ def record_policy_events(ctx: WorkerContext) -> None:
     if events:
         ctx.store.append(events)
         ctx.policies.recorded(events)
+        if any(e.type == t.POLICY_LOADED for e in events):  # its rules' first loads: the breaker's new-rule grace
+            events_breaker.note_rules(ctx.redis, ctx.store.keys, [r.definition for r in ctx.policies.policy.rules],
+                                    now=ctx.clock())  # fmt: skip
 
 
 class RunProcessor:
@@ -218,6 +224,7 @@ class RunProcessor:
                 log.warning("dead-lettered entry %s of run %s: %s", bad.sid, self.run, bad.reason,
                             extra={"event_id": bad.sid})  # fmt: skip
             count_outputs(step.outputs, entries, now=self.ctx.clock())
+            stop_breaker.settle_ended(self.ctx, entries)
             self.summary["events"] += len(entries)
             self.summary["outputs"] += len(step.outputs)
             self.summary["dead_letters"] += len(step.dead)

@@ -278,13 +278,20 @@ class StopHeldData(TypedDict):
     max_stops: int
     window_s: float
     run_host: str
+    limit: NotRequired[int]  # the limit in force: max_stops, or max_share of the running runs when more
+    new_rule_s: NotRequired[float]  # held by the new-rule grace: seconds since the rule was first loaded
+    grace_s: NotRequired[float]  # that grace (workers.breaker.new_rule_grace_s)
 
 
 def _stop_held(event: "Event") -> str:
     held = cast(StopHeldData, event.data)
-    stops, limit = said(held.get("stops"), "?"), said(held.get("max_stops"), "?")
+    rule = said(held.get("rule"), "a rule")
+    if isinstance(held.get("new_rule_s"), int | float):
+        since = f"{held.get('new_rule_s'):.0f}s"
+        return f"{rule}: held by the stop breaker (a new rule, first loaded {since} before, on a healthy run)"
+    stops, limit = said(held.get("stops"), "?"), said(held.get("limit", held.get("max_stops")), "?")
     window = f"{held.get('window_s'):g}s" if isinstance(held.get("window_s"), int | float) else "its window"
-    return f"{said(held.get('rule'), 'a rule')}: held by the stop breaker ({stops} of {limit} stops in {window})"
+    return f"{rule}: held by the stop breaker ({stops} of {limit} stops in {window})"
 
 
 declare(
