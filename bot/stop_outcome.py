@@ -45,10 +45,19 @@ def unsettled(items: Items) -> list[int]:
     return [i for i, (_, e) in enumerate(items) if i > last and isinstance(e, Event) and holdable(e)]
 
 
+def opening(decision: Event, event: Event | Malformed) -> bool:
+    """Whether `event` opened the anomaly `decision` is about (pure): the decision's `anomaly` is the id of the
+    input that opened the rule, which is that opening's `trigger`."""
+    decided = cast(DecisionData, decision.data)
+    if not isinstance(event, Event) or event.type != t.ANOMALY_OPENED or not decided.get("anomaly"):
+        return False
+    return event.data.get("rule") == decided.get("rule") and event.data.get("trigger") == decided.get("anomaly")
+
+
 def turn_start(items: Items, i: int) -> int:
     """Where the STOP at `i` begins in `items` (pure): its anomaly's opening, when that is among them."""
-    anomaly = cast(Event, items[i][1]).data.get("anomaly")
-    return next((j for j, (_, e) in enumerate(items[:i]) if isinstance(e, Event) and e.id == anomaly), i)
+    decision = cast(Event, items[i][1])
+    return next((j for j, (_, e) in enumerate(items[:i]) if opening(decision, e)), i)
 
 
 def held_quiet(items: Items) -> frozenset[str]:
@@ -56,13 +65,12 @@ def held_quiet(items: Items) -> frozenset[str]:
     opening of its anomaly and its evidence pack's sharing. The STOP BREAKER message lists the run instead."""
     decisions = {e.id: e for _, e in items if isinstance(e, Event) and e.type == t.DECISION}
     quiet: set[str] = set()
-    for _, e in items:
+    for i, (_, e) in enumerate(items):
         if isinstance(e, Event) and e.type == t.STOP_HELD:
             decision = decisions.get(cast(StopHeldData, e.data).get("decision") or "")
             if decision is not None:
                 quiet.add(decision.id)
-                if anomaly := decision.data.get("anomaly"):
-                    quiet.add(str(anomaly))
+                quiet.update(o.id for _, o in items[:i] if isinstance(o, Event) and opening(decision, o))
     packs = (e.id for _, e in items if isinstance(e, Event) and e.type in (t.EVIDENCE_BUILT, t.EVIDENCE_FAILED)
              and e.data.get("decision") in quiet)  # fmt: skip
     return frozenset(quiet.union(packs))

@@ -58,10 +58,14 @@ class Worker:
                           data={"run_host": "gpu1", **data}, ts=time.time())  # fmt: skip
 
     def decide(self, policy, rule, reason, **values):
-        """An evaluation turn: the rule's anomaly opens, the STOP is decided and asked for (one append)."""
-        opened = self(t.ANOMALY_OPENED, rule=rule, reason=reason, severity="warning", decision="STOP", values=values)
-        decision = self(t.DECISION, decision="STOP", rule=rule, reason=reason, policy=policy, anomaly=opened.id,
-                        trigger=opened.id, values=values)  # fmt: skip
+        """An evaluation turn: the rule's anomaly opens, the STOP is decided and asked for (one append); both name
+        the metric that opened the rule (the opening's `trigger` is the decision's `anomaly`, as policies/engine.py
+        writes them)."""
+        metric = f"{self.run}-metric-{self.seq}"
+        opened = self(t.ANOMALY_OPENED, rule=rule, reason=reason, severity="warning", decision="STOP", values=values,
+                      trigger=metric, policy=policy)  # fmt: skip
+        decision = self(t.DECISION, decision="STOP", rule=rule, reason=reason, policy=policy, anomaly=metric,
+                        trigger=metric, values=values)  # fmt: skip
         request = self(t.STOP_REQUESTED, by="policy", rule=rule, reason=reason, decision=decision.id)
         self.store.append([opened, decision, request])
         return decision, request
