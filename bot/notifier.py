@@ -111,6 +111,7 @@ class Notifier:
         self._own_pending = True  # re-read what this consumer had read but not finished first
         self._next_reclaim = 0.0
         self._held_at_exit = False
+        self._burst = False
         self.stop_outcome_wait_s = stop_outcome_wait_s
         self.fault_rules = FaultRules(store)
         self._waiting: dict[str, float] = {}  # feed id -> when (monotonic) it is read again: a STOP's wait is over
@@ -149,6 +150,7 @@ class Notifier:
         the lease is released on the way out, so a standby takes over at once."""
         stop = stop or threading.Event()
         ended = threading.Event()
+        self._burst = burst  # a one-shot posts what is there: no STOP waits for an outcome it would not see
         self.reader.ensure_group()
         keeper = Keeper(lease=self.lease, pulse=self.pulse, liveness=self.liveness).start(ended)
         try:
@@ -308,7 +310,7 @@ class Notifier:
             decision = cast(Event, items[i][1])
             seen = self._first_seen.setdefault(decision.id, now)
             left = min(decision.ts + self.stop_outcome_wait_s - wall, seen + self.stop_outcome_wait_s - now)
-            if left <= 0 or self.fault_rules.fault(decision):
+            if left <= 0 or self._burst or self.fault_rules.fault(decision):
                 continue  # waited long enough (workers down?), or a fault's STOP: posted now
             self._waiting[entry.fid], self._waiting_run[entry.fid] = now + left, entry.run
             return turn_start(items, i)

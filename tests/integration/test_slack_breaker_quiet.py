@@ -143,3 +143,12 @@ def test_a_restarted_notifier_still_posts_a_waiting_stop(store, slack_api, polic
     again = notifier(store, slack_api)  # same consumer: reads its pending entries first
     again.stop_outcome_wait_s = 1.0
     wait_for(lambda: again.step() >= 0 and len(about(slack_api, "exp01")) == 2, what="posted", timeout=15)
+
+
+def test_a_one_shot_notifier_posts_a_stop_without_waiting(store, slack_api, policy):
+    """`trainwarden bot --burst` posts what is there: it would exit before an outcome came."""
+    n = notifier(store, slack_api)
+    n.stop_outcome_wait_s = 3600.0
+    Worker(store, "exp01").decide(policy, "loss-too-high", "loss=3.1 > 0.001", loss=3.1)
+    n.run(burst=True)
+    assert [m.text.split(" ", 1)[0] for m in about(slack_api, "exp01")] == ["ANOMALY", "STOP"]
