@@ -5,10 +5,9 @@ many runs), with Release all and Cancel all (bot/breaker_buttons.py); each later
 open, edits it with chat.update (the list grows). A click closes the episode; the next held STOP opens a new
 one. Where the message is and what it lists is kept in Redis (events/breaker_notice.py), since it spans runs.
 
-The run's own STOP message was posted before (the decision comes first in the run's log, `stop.held` after
-the workers tried to carry it out): it is edited to say the breaker held it, as a run's parent is closed after
-a stop. The STOP is not held back until its outcome is known: the notifier cannot tell a fault rule's STOP
-from the others (the policy is the workers'), and a STOP waiting on workers that are down would never be said.
+A held run's own ANOMALY and STOP are not posted: its STOP waited for its outcome (bot/stop_outcome.py), and
+the outcome is this. Where the STOP was posted after all (no outcome within `slack.stop_outcome_wait_s`), it
+is edited to say the breaker held it, as a run's parent is closed after a stop.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ BURST = 4  # messages a channel may take at once before the rate applies
 FLAP_THRESHOLD = 3  # openings of one (run, rule) within FLAP_WINDOW_S before it is reported as flapping
 FLAP_WINDOW_S = 3600.0  # seconds
 KEEP_RUNNING_SNOOZE_S = 3600.0  # seconds a rule stays snoozed after "Keep running"
+STOP_OUTCOME_WAIT_S = 5.0  # seconds a STOP the breaker may hold waits for its outcome before it is posted anyway
 DEADMAN_S = 120.0  # seconds without dispatcher heartbeat or with a stuck feed entry before the bot alerts
 LEASE_S = 15.0  # seconds the notifier lease runs unrenewed: a standby takes over at most this after its holder hangs
 HTTP_HOST = "0.0.0.0"  # HTTP mode: address the endpoint listens on
@@ -64,6 +65,7 @@ class BotConfig:
     flap_threshold: int = FLAP_THRESHOLD
     flap_window_s: float = FLAP_WINDOW_S
     keep_running_snooze_s: float = KEEP_RUNNING_SNOOZE_S
+    stop_outcome_wait_s: float = STOP_OUTCOME_WAIT_S  # a holdable STOP waits this long for its outcome
     deadman_s: float = DEADMAN_S
     lease_s: float = LEASE_S
     http_host: str = HTTP_HOST

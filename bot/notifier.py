@@ -8,6 +8,10 @@ entry; the notices noise control lets through go down the rest of the notify pat
 (route, render, rate-limit, deliver, follow-ups). A Slack outage leaves the entry pending and the
 run's state is reloaded from its checkpoint, so nothing is skipped and nothing is counted twice.
 
+A STOP the stop breaker may hold waits for its outcome (bot/stop_outcome.py): the run's fold stops before it,
+the checkpoint says where (`held_back`, read on from there by the run's next entry), and its feed entry stays
+pending, read again when its wait is over, so a restart or a standby taking over loses nothing.
+
 Only the holder of the notifier lease notifies (bot/keeper.py): a second notifier stands by, and a
 holder whose lease was taken over (it was paused past it) has its checkpoint and notification
 writes refused by the fence (`LeaseLost`), forgets what it had in memory and stands by again.
@@ -25,7 +29,7 @@ from typing import cast
 from trainwarden.bot import messages, routing
 from trainwarden.bot.attachments import anomaly_chart, pack_files
 from trainwarden.bot.breaker_notice import BreakerNotice
-from trainwarden.bot.config import KEEP_RUNNING_SNOOZE_S, Route
+from trainwarden.bot.config import KEEP_RUNNING_SNOOZE_S, STOP_OUTCOME_WAIT_S, Route
 from trainwarden.bot.deadman import Deadman
 from trainwarden.bot.delivery import Delivery
 from trainwarden.bot.errors import SlackRejected, SlackUnavailable
@@ -35,6 +39,7 @@ from trainwarden.bot.notify_path import NotifyPath
 from trainwarden.bot.rate import RateLimit, RateLimiter
 from trainwarden.bot.sink import Message, Sink
 from trainwarden.bot.stages import FLAPPING, GUARD, INPUT_TYPES, Notice, NotifyState, Pipeline
+from trainwarden.bot.stop_outcome import FaultRules, held_quiet, turn_start, unsettled
 from trainwarden.core.logcontext import log_context
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
@@ -77,6 +82,7 @@ class Notifier:
         lease: Lease | None = None,
         liveness: Liveness | None = None,
         limiter: RateLimiter | None = None,
+        stop_outcome_wait_s: float = STOP_OUTCOME_WAIT_S,
     ) -> None:
         self.store = store
         self.sink = sink
@@ -105,6 +111,12 @@ class Notifier:
         self._own_pending = True  # re-read what this consumer had read but not finished first
         self._next_reclaim = 0.0
         self._held_at_exit = False
+        self._burst = False
+        self.stop_outcome_wait_s = stop_outcome_wait_s
+        self.fault_rules = FaultRules(store)
+        self._waiting: dict[str, float] = {}  # feed id -> when (monotonic) it is read again: a STOP's wait is over
+        self._waiting_run: dict[str, str] = {}  # feed id -> its run: read again at once when the run's fold is through
+        self._first_seen: dict[str, float] = {}  # STOP decision id -> when (monotonic) this notifier first saw it
 
     # -- loop -------------------------------------------------------------------------------------
 
@@ -115,10 +127,12 @@ class Notifier:
         if self.deadman is not None:
             self.deadman.check()
         entries: list[tuple[str, dict[bytes, bytes]]] = []
-        if self._own_pending:
-            entries = self.reader.read_own_pending()
-            self._own_pending = bool(entries)
         now = time.monotonic()
+        if self._waiting and min(self._waiting.values()) <= now:
+            self._own_pending = True  # a STOP's wait for its outcome is over: its entry is read again
+        if self._own_pending:  # less the entries still waiting (they stay pending)
+            entries = [e for e in self.reader.read_own_pending() if self._waiting.get(e[0], 0.0) <= now]
+            self._own_pending = bool(entries)
         if not entries and now >= self._next_reclaim:
             self._next_reclaim = now + self.reclaim_idle_ms / 2000
             entries = self.reader.claim_stale(min_idle_ms=self.reclaim_idle_ms)
@@ -136,6 +150,7 @@ class Notifier:
         the lease is released on the way out, so a standby takes over at once."""
         stop = stop or threading.Event()
         ended = threading.Event()
+        self._burst = burst  # a one-shot posts what is there: no STOP waits for an outcome it would not see
         self.reader.ensure_group()
         keeper = Keeper(lease=self.lease, pulse=self.pulse, liveness=self.liveness).start(ended)
         try:
@@ -159,6 +174,8 @@ class Notifier:
     def _forget(self) -> None:
         """After losing the lease: nothing in memory is trusted; the next holding starts from the checkpoints."""
         self.states.clear()
+        self._waiting.clear()
+        self._waiting_run.clear()
         self.delivery.forget()
         self._own_pending = True
 
@@ -190,7 +207,8 @@ class Notifier:
                 if entry.types & INPUT_TYPES:
                     try:
                         with log_context(run=entry.run, event_id=entry.last):  # its lines name the run
-                            self._handle_entry(entry, fresh=fresh)
+                            if not self._handle_entry(entry, fresh=fresh):
+                                continue  # a STOP waits for its outcome: the entry stays pending
                     except (SlackUnavailable, SlackRejected) as exc:
                         if isinstance(exc, SlackRejected) and not exc.setup:
                             raise  # bot/delivery.py handles refusals of one message; anything else is a bug
@@ -205,6 +223,8 @@ class Notifier:
                         with self.liveness.waiting(f"retrying in {pause:.0f} s: Slack unavailable ({exc})", pause):
                             time.sleep(pause)
                         break
+                self._waiting.pop(fid, None)
+                self._waiting_run.pop(fid, None)
                 done.append(fid)
         finally:
             self.reader.ack(done)
@@ -221,19 +241,34 @@ class Notifier:
                 self.states[run] = (NotifyState(), None)
         return self.states[run]
 
-    def _handle_entry(self, entry: FeedEntry, *, fresh: bool) -> None:
+    def _handle_entry(self, entry: FeedEntry, *, fresh: bool) -> bool:
+        """Fold the run's log up to `entry` and post what it needs; False when the fold stopped before a STOP
+        that waits for its outcome (the entry is then left pending)."""
         state, after = self._load(entry.run)
-        if after is not None and sid_key(after) >= sid_key(entry.last):
-            return  # folded before a crash, not yet acknowledged
-        if after is not None and sid_key(after) >= sid_key(entry.first):
-            items = self.store.iter_run(entry.run, after=after, until=entry.last)
+        if state.held_back is not None:  # the fold stopped there: read on from it, whatever the entry
+            if sid_key(state.held_back) > sid_key(entry.last):
+                return True
+            fresh = False  # an earlier try may have posted some of it (another notifier's, before a takeover)
+            items = list(self.store.iter_run(entry.run, start=state.held_back, until=entry.last))
+        elif after is not None and sid_key(after) >= sid_key(entry.last):
+            return True  # folded before a crash, not yet acknowledged
+        elif after is not None and sid_key(after) >= sid_key(entry.first):
+            items = list(self.store.iter_run(entry.run, after=after, until=entry.last))
         else:
-            items = self.store.iter_run(entry.run, start=entry.first, until=entry.last)
+            items = list(self.store.iter_run(entry.run, start=entry.first, until=entry.last))
+        cut = self._cut(entry, items)
+        if cut is not None:
+            if cut == 0 and state.held_back is not None:
+                return False  # still waiting where it stopped: nothing new to fold
+            held_back, items = items[cut][0], items[:cut]
+        held = held_quiet(items)
+        state.held_back = None
         run_state: list[RunState] = []  # the run's view, read once per entry when needed
         for _sid, item in items:
             if isinstance(item, Malformed):
                 continue
-            notice, reason = self.pipeline.process(state, item)
+            self._first_seen.pop(item.id, None)
+            notice, reason = self.pipeline.process(state, item, held=item.id in held)
             if notice is not None:
                 if notice.kind in TRENDED and not run_state:
                     run_state.append(read_run_state(self.store, entry.run))
@@ -246,10 +281,12 @@ class Notifier:
                 self.path.follow_ups.finished(state, item)  # posts nothing, closes the run's parent
             elif item.type == t.STOP_HELD:
                 self.breaker.held(item, fresh=fresh)  # one message for every held STOP (bot/breaker_notice.py)
-            if item.type in (t.EVIDENCE_BUILT, t.EVIDENCE_FAILED):
+            if item.type in (t.EVIDENCE_BUILT, t.EVIDENCE_FAILED) and item.id not in held:
                 self._share_pack(state, item, fresh=fresh)
             elif item.type == t.ANOMALY_CHARTED:
                 self._share_chart(state, item, fresh=fresh)
+        if cut is not None:
+            state.held_back = held_back
         self.states[entry.run] = (state, entry.last)
         checkpoint = Checkpoint(after=entry.last, state=state.to_dict())
 
@@ -261,6 +298,23 @@ class Notifier:
         self.store.flush([entry.run])  # the outbox maps its own Redis errors (events/outbox.py)
         self.liveness.progress()
         failpoint("notify-after-sent", self.store.redis, self.store.keys)
+        if cut is None:  # the run's entries left waiting are folded now: acknowledged on the next step
+            self._waiting.update({fid: 0.0 for fid, run in self._waiting_run.items() if run == entry.run})
+        return cut is None
+
+    def _cut(self, entry: FeedEntry, items: list[tuple[str, Event | Malformed]]) -> int | None:
+        """Where the fold stops: before the first STOP in `items` that the breaker may hold and that still waits
+        for its outcome (its anomaly's opening first); None when none does. Notes when to read `entry` again."""
+        wall, now = time.time(), time.monotonic()
+        for i in unsettled(items):
+            decision = cast(Event, items[i][1])
+            seen = self._first_seen.setdefault(decision.id, now)
+            left = min(decision.ts + self.stop_outcome_wait_s - wall, seen + self.stop_outcome_wait_s - now)
+            if left <= 0 or self._burst or self.fault_rules.fault(decision):
+                continue  # waited long enough (workers down?), or a fault's STOP: posted now
+            self._waiting[entry.fid], self._waiting_run[entry.fid] = now + left, entry.run
+            return turn_start(items, i)
+        return None
 
     def destination(self, labels: routing.Labels) -> routing.Destination:
         return routing.route(self.routes, labels, default=self.channel)

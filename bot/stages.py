@@ -96,6 +96,7 @@ class NotifyState:
     stop_asked: bool = False  # a stop was requested: the run's end is the stop's doing, not a failure
     fault: str | None = None  # the posted critical log rule that explains this launch's end and what follows
     fault_line: str | None = None  # the first fault the agent read in this launch's log, in a few words
+    held_back: str | None = None  # the log id the fold stopped at: a STOP waiting for its outcome (bot/stop_outcome.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -233,10 +234,13 @@ class Pipeline:
             Flap(threshold=flap_threshold, window_s=flap_window_s),
         )
 
-    def process(self, state: NotifyState, event: Event) -> tuple[Notice | None, str]:
-        """The notice to post for `event` (or None and a one-word reason); moves `state` past the event."""
+    def process(self, state: NotifyState, event: Event, *, held: bool = False) -> tuple[Notice | None, str]:
+        """The notice to post for `event` (or None and a one-word reason); moves `state` past the event.
+        `held`: a STOP the stop breaker held, or its anomaly's opening: the STOP BREAKER message says it."""
         notice = select(state, event)
         reason = "healthy"
+        if notice is not None and held:
+            notice, reason = None, "held"
         if notice is not None:
             for stage in self.stages:
                 notice, reason = stage(state, notice)

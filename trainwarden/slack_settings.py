@@ -28,7 +28,8 @@ from trainwarden.core.yamlfile import Reader, Schema
 from trainwarden.policies.model import SEVERITIES  # what a route's `severity` may match
 from trainwarden.remote.fleet import SLACK_USER_RE
 
-DURATIONS = ("flap_window_s", "keep_running_snooze_s", "deadman_s", "lease_s")  # seconds, or `90s`, `10m`
+# seconds, or `90s`, `10m`
+DURATIONS = ("flap_window_s", "keep_running_snooze_s", "stop_outcome_wait_s", "deadman_s", "lease_s")
 INTEGERS = ("burst", "flap_threshold")
 MATCHERS = ("run", "project", "host", "rule")  # shell-style globs
 ROUTE_DEPTH = 4  # levels of nested `routes` (deeper ones are reported as unknown keys)

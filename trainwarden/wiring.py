@@ -331,6 +331,7 @@ def notifier(settings: Settings, sink: Sink, *, channel: str = "console") -> Not
         pipeline=Pipeline(flap_threshold=cfg.flap_threshold, flap_window_s=cfg.flap_window_s),
         routes=cfg.routes,
         snooze_s=cfg.keep_running_snooze_s,
+        stop_outcome_wait_s=cfg.stop_outcome_wait_s,
         reclaim_idle_ms=int(settings.reclaim_idle_s * 1000),
         deadman=Deadman(store=events, host=settings.host, stall_s=cfg.deadman_s),
         pulse=pulse(settings, "notifier", events),

@@ -15,7 +15,7 @@ AGENT = ("poll_interval_s", "gpu_interval_s", "process_interval_s", "heartbeat_i
          "wandb_api_interval_s", "unreadable_after_s", "first_step_budget_s")  # fmt: skip
 WORKERS = ("reclaim_idle_s", "lock_timeout_s", "evidence_timeout_s", "tick_startup_s", "tick_steady_s",
            "tick_max_silence_s", "check_interval_s", "job_timeout_s")  # fmt: skip
-SLACK = ("flap_window_s", "keep_running_snooze_s", "deadman_s", "lease_s")
+SLACK = ("flap_window_s", "keep_running_snooze_s", "stop_outcome_wait_s", "deadman_s", "lease_s")
 DURATIONS = [
     ("", "heartbeat_interval_s", "heartbeat_interval_s"),
     *[("agent", k, f"agent_{k}") for k in AGENT],
