@@ -2,9 +2,10 @@
 
 A GPU server's agent needs few rights: append events (the append script: EVALSHA, else EVAL, and the
 XADD/HGET/HSET/ZADD it calls, each checked against the caller's ACL), write its own heartbeat, read its
-host's control stream; and, for the commands run on that server with its URL, `trainwarden health --here`
-(its heartbeat read back) and `trainwarden watch` (a run added to its control stream, its run.watched
-read). The rule and the check are built from one list, so the rule given to operators
+host's control stream, hold its host's agent lease (events/agent_lease.py: two scripts over the lease and its
+fence, and a GET of the fence before it signals a run); and, for the commands run on that server with its URL,
+`trainwarden health --here` (its heartbeat read back) and `trainwarden watch` (a run added to its control
+stream, its run.watched read). The rule and the check are built from one list, so the rule given to operators
 (deploy/redis-central.conf, docs/operations.md) is the one `health --here` checks. The check asks Redis
 itself (`redis.acl_check_cmd`, Redis 7) in one script, and writes nothing.
 """
@@ -15,6 +16,7 @@ import json
 from dataclasses import dataclass
 
 import redis
+from trainwarden.events import agent_lease
 from trainwarden.events.errors import AclUncheckable
 from trainwarden.events.keys import Keys
 from trainwarden.events.redis_errors import redis_errors
@@ -65,6 +67,7 @@ def agent_needs(keys: Keys, host: str, *, cluster: bool = False) -> tuple[Need, 
         Need(("pexpire", beat, "1"), beat, "its heartbeat"),
         Need(("sadd", keys.beats(), component), keys.beats(), "its heartbeat"),
         Need(("xread", "COUNT", "1", "STREAMS", control, "0"), control, "its host's control stream"),
+        *lease_needs(keys, host),
         Need(("smembers", keys.beats()), keys.beats(), "`trainwarden health --here`"),
         Need(("hgetall", beat), beat, "`trainwarden health --here`, `trainwarden watch`"),
         Need(("pttl", beat), beat, "`trainwarden health --here`, `trainwarden watch`"),
@@ -73,11 +76,34 @@ def agent_needs(keys: Keys, host: str, *, cluster: bool = False) -> tuple[Need, 
     )
 
 
+def lease_keys(keys: Keys, host: str) -> tuple[str, str]:
+    """The host's agent lease and its fence (events/lease.py names them from the lease's name)."""
+    base = f"{keys.namespace}:{{{agent_lease.name(host)}}}"
+    return f"{base}:lease", f"{base}:fence"
+
+
+def lease_needs(keys: Keys, host: str) -> tuple[Need, ...]:
+    """One agent per host: the lease's scripts (take, renew, release) call these on its two keys."""
+    lease, fence = lease_keys(keys, host)
+    why = "its host's agent lease (one agent per host)"
+    return (
+        Need(("eval", "return 1", "2", lease, fence), lease, why),
+        Need(("get", lease), lease, why),
+        Need(("set", lease, "1 x", "PX", "1"), lease, why),
+        Need(("pexpire", lease, "1"), lease, why),
+        Need(("pttl", lease), lease, why),
+        Need(("del", lease), lease, why),
+        Need(("incr", fence), fence, why),
+        Need(("get", fence), fence, why + ": the fence, checked before it signals a run"),
+    )
+
+
 def agent_acl_rule(keys: Keys, host: str, *, cluster: bool = False) -> str:
     """The ACL rule (after `ACL SETUSER NAME on >PASSWORD`, or `user NAME on >PASSWORD` in redis.conf) that gives
     the agent on `host` what it needs and no more: per-run keys by pattern; of the per-host keys, its own only."""
     patterns = [keys.log("*"), keys.hwm("*"), *([keys.outbox("*")] if cluster else [keys.feed(), keys.runs()]),
-                keys.beats(), keys.beat(f"agent@{host}"), keys.agent_control(host)]  # fmt: skip
+                keys.beats(), keys.beat(f"agent@{host}"), keys.agent_control(host),
+                *lease_keys(keys, host)]  # fmt: skip
     commands = dict.fromkeys(n.argv[0] for n in agent_needs(keys, host, cluster=cluster))
     return " ".join(["resetkeys", *(f"~{p}" for p in patterns), "resetchannels", "-@all",
                      *(f"+{c}" for c in commands)])  # fmt: skip
