@@ -11,7 +11,7 @@ from trainwarden.events.feed import DISPATCH_GROUP, GroupReader
 from trainwarden.workers import context
 from trainwarden.workers.errors import RunsFailed
 from trainwarden.workers.lanes import lanes
-from trainwarden.workers.process import process_runs
+from trainwarden.workers.process import process_runs, record_policy_events
 
 from tests.helpers import dispatcher_for, evaluated_to_end, events_of, metric
 
@@ -132,11 +132,14 @@ def test_a_stall_over_the_lock_timeout_mid_turn_ends_the_turn_and_the_next_job_f
             time.sleep(stalls.pop())
         return time.time()
 
+    record_policy_events(worker_ctx)  # the policy's first load (and the breaker's note of its rules) done before
     context.install(dataclasses.replace(worker_ctx, lock_timeout_s=0.2, clock=stalling_clock))
     store.append([metric("x", 1, loss=2.0)])
     reader = GroupReader(r, stream=store.keys.feed(), group=DISPATCH_GROUP, consumer="d1")
     reader.ensure_group()
-    fids = [fid for fid, _ in reader.read()]
+    read = reader.read()
+    reader.ack([fid for fid, fields in read if fields[b"r"] != b"x"])  # the policy's first load, recorded above
+    fids = [fid for fid, fields in read if fields[b"r"] == b"x"]
     with pytest.raises(RunsFailed, match="x: RunBusy: the run lock expired mid-turn"):
         process_runs([["x", fids]])
     assert pending(store) == 1  # left for the next job
