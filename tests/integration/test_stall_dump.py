@@ -208,7 +208,7 @@ def test_py_spy_names_the_gloo_all_reduce_and_the_rank_that_never_came(tmp_path)
         port = s.getsockname()[1]
     script = tmp_path / "gloo_hang.py"
     script.write_text(GLOO)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # no PYTHONUNBUFFERED (tests/conftest.py): the ranks flush "ready"
     argv = [str(TORCHRUN), "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
             "--master-port", str(port), str(script)]  # fmt: skip
     with open(tmp_path / "torchrun.err", "w") as err:
