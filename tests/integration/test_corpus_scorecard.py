@@ -53,6 +53,27 @@ KNOWN_MISSES = {
     "val-frozen reads val_loss/val_ppl only (val_loss moved 8.38 -> 8.73) and no rule watches a frozen WER",
     "loop_tqdm_bar_thcudacheck_out_of_memory.log": "metrics: the bar 'Train (loss 63.31) epoch 1:   3%|...' glued "
     "to 'THCudaCheck FAIL ... out of memory' is not read; the OOM is named only through log-traceback's reason",
+    # corpus-dev4a (2026-12-07, issue 39): issue-thread runs from trainers the corpus lacked, as first scored
+    "mxnet_resnet_val_acc_frozen_0_5114_train_acc_1.log": "stopped_in_time: 'Validation-accuracy=0.511429' on "
+    "every epoch (chance, binary) while Train-accuracy reaches 1.0; no rule watches a frozen eval accuracy",
+    "mxnet_node0_val_acc_frozen_0_1102_16_epochs.log": "stopped_in_time: val_accuracy 0.110204 identical for 16 "
+    "epochs; a frozen eval metric gets at most a warning, never a STOP",
+    "tkipf_gcn_train_val_acc_frozen_loss_falling.log": "stopped_in_time: acc 0.62857 and val_acc 0.51 identical for "
+    "10 epochs while the losses fall; no rule stops a constant prediction",
+    "swav_loss_stuck_8_0066_ln3000_epoch163.log": "stopped_in_time: the MetricLogger pair 'Loss 8.0066 (8.0066)' "
+    "(bare name, value, average) is not read, only 'Lr:'; the loss at ln 3000 is never seen",
+    "deepspeech_pytorch_one_nan_loss_skipped_update.log": "fault_named: 'WARNING: received a nan loss, setting loss "
+    "value to 0' is not named as a NaN; the batch's loss is printed as 0.0000",
+    "mozilla_deepspeech_train_loss_inf_val_loss_falling.log": "healthy_not_stopped, healthy_not_paged: 'Training of "
+    "Epoch N - loss: inf' every epoch stops at line 1 (loss-nonfinite) although the validation loss falls each epoch",
+    "crnn_pytorch_icdar_blank_predictions_accuracy_zero.log": "stopped_in_time: four points ('accuray: 0.000000', "
+    "typo kept as val_accuray; loss flat at 19); no rule stops an accuracy of 0 with a flat loss",
+    "bertgcn_binary_val_acc_collapses_to_chance.log": "stopped_in_time: 'Train acc: .. loss: .. Val acc: .. loss: .. "
+    "Test acc: .. loss:' keeps only the last (test) pair, so the val-accuracy collapse 0.59 -> 0.4973 is not seen",
+    "sat_audio_tagging_val_map_falls_from_first_eval.log": "stopped_in_time: the bare pair 'mAP 0.4321' is not read "
+    "(only 'LR:'); an eval metric best at its first eval and falling for nine is not watched",
+    "simple_faster_rcnn_map_identical_10_epochs.log": "metrics, stopped_in_time: 'epoch 0 mAP is 0.3790 ...' is not "
+    "read; ten identical evals",
 }
 
 
@@ -75,6 +96,19 @@ HELD_OUT_MISSES: dict[str, str] = {  # 19 of 33 right when first scored (2026-12
     "icefall_zipformer_grad_scale_collapse.log": "metrics, stopped_in_time: no metric read; doomed run not stopped",
     "chainerrl_ppo_pendulum_early_tsv.log": "metrics: no metric read",
     "custom_resnet50_console_test_bumps_healthy.log": "healthy_not_stopped: healthy run stopped (val-rising)",
+    # corpus-dev4a (2026-12-07, issue 39): 12 held-out runs from 6 trainers, 6 right when first scored
+    "tesstrain_ara_finetune_char_error_stuck_100pct.log": "stopped_in_time: 'char train=' and 'word train=' both "
+    "become 'train'; an error rate stuck at 100% (and the glued 'Eval Char error rate=100.3') fires nothing",
+    "tslib_earlystopping_counter_199_of_300_lr_1e-24.log": "stopped_in_time: 'Train Loss: .. Vali Loss: .. Test Loss:' "
+    "keeps the test loss as 'loss'; the trainer's own 'EarlyStopping counter: 199 out of 300' is read as a metric only",
+    "studiogan_dcgan_gen_dis_loss_frozen_from_step100.log": "stopped_in_time: Gen_loss -0.0 and Dis_loss 13.82 "
+    "identical on all five lines; loss-frozen reads 'loss' only and needs 20 equal steps",
+    "bmsggan_d_loss_zero_for_hours.log": "stopped_in_time: d_loss exactly 0 on 16 of 18 lines while g_loss swings "
+    "7-42; no rule reads a GAN discriminator loss at 0",
+    "lua_imagenet_multigpu_err_6_907_ln1000_epoch11.log": "metrics, stopped_in_time: 'Err 6.9076 Top1-%: 0.00' "
+    "(bare name-value pairs of Lua Torch's ImageNet example) is not read",
+    "lua_imagenet_multigpu_single_gpu_first_batches_healthy.log": "metrics: the same 'Epoch: [1][1/5636] Time .. Err "
+    "3.9442 Top1-%: 2.34' lines are not read",
 }
 MISSES = {**KNOWN_MISSES, **HELD_OUT_MISSES}
 
