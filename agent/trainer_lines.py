@@ -37,7 +37,9 @@ HEAD_RE = re.compile(
 EPOCH_BATCH_RE = re.compile(r"^\s*(?:\[(\d+),\s*(\d+)\]|Train:\s*(\d+)\s*\[)")
 # the batch within the epoch, right after the epoch (and its `/E`): `Epoch [3][50/1749]`, `Epoch: [67]  [10/31]`,
 # `Epoch 1, 150/21692;` (OpenNMT-py), `epoch 1 batch 40/128`, timm's `Train: 0 [  50/1251`
-BATCH_OF_RE = re.compile(r"^(?:\s*/\s*\d+)?[\s\]\[,;:|-]*(?:batch\s*:?\s*)?\[?\s*(\d+)\s*/\s*(\d+)(?![\d/.])", re.IGNORECASE)
+BATCH_OF_RE = re.compile(
+    r"^(?:\s*/\s*\d+)?[\s\]\[,;:|-]*(?:batch\s*:?\s*)?\[?\s*(\d+)\s*/\s*(\d+)(?![\d/.])", re.IGNORECASE
+)
 # the line reports held-out data: `Epoch(val) [1][2]`, DeiT/timm `Test:`, caffe `Test net output #0:`,
 # Megatron `validation loss at iteration 100`, fairseq `valid on 'valid' subset`
 VALIDATION_HEAD_RE = re.compile(r"\((?:val|test)\)|^\s*Test\b|\bTest net\b|\bvalid(?:ation)?\b|\beval", re.IGNORECASE)

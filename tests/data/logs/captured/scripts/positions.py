@@ -160,12 +160,12 @@ def datasets_map():
 
     # fingerprints given: datasets 5.2 cannot hash a table or a transform under pyarrow 26 (dill and `MonthDayNano`)
     data = Dataset(pa.table({"text": [f"example {i}" for i in range(10000)]}), fingerprint="raw")
+
     def tokenize(batch):
         time.sleep(0.003)  # a tokenizer's pace: the bar is redrawn before it ends
         return {"ids": [len(t) for t in batch["text"]]}
 
-    data.map(tokenize, batched=True, batch_size=100,
-             desc="Tokenizing train dataset", new_fingerprint="tokenized")
+    data.map(tokenize, batched=True, batch_size=100, desc="Tokenizing train dataset", new_fingerprint="tokenized")
     data.map(lambda row: {"n": len(row["text"])}, new_fingerprint="mapped")
 
 
