@@ -26,12 +26,21 @@ RICH_RE = re.compile(
     r"^\s*(?:Epoch (\d+)/-?\d+|[\w ]*?)\s+[━╸╺╾╼\s]*\s(\d+)/(\d+|\?)\s+[\d:-]+\s+•\s+[\d:-]+\s+"
     r"(?:[\d.]+(?:it/s|s/it))?(.*)$"
 )
+# a tqdm bar of any unit (`datasets`' `Map:  50%|█████     | 500/1000 [00:00<00:00, 5000.00 examples/s]`,
+# `Tokenizing train dataset:  16%|...`, `12.3ba/s`, `MB/s`): a percentage, the bar, `n/total [`
+TQDM_SHAPE_RE = re.compile(r"\d%\|[^|]*\|\s*\d+/\d+\s*\[")
 # a bar over held-out data: its end means an eval ran, even when the metric it yields equals the last one
 EVAL_BAR_RE = re.compile(r"^\s*(?:Validation|Validating|Evaluating|Evaluation|Eval|Testing|Test)\b", re.IGNORECASE)
 
 
 def is_bar(line: str) -> bool:
     return "it/s" in line or "s/it" in line
+
+
+def tqdm_shaped(line: str) -> bool:
+    """A tqdm bar whatever its unit: its postfix is read as a bar's (none in a `datasets` map bar, whose
+    description and percentage were read as a metric `tokenizing_train_dataset` or `map`)."""
+    return "%|" in line and TQDM_SHAPE_RE.search(line) is not None
 
 
 def progress_bar(line: str) -> Metrics:

@@ -73,12 +73,25 @@ SAMPLES: dict[str, tuple[Sample, ...]] = {
         Sample("Epoch 0:   6%|██                               | 32040/500150 [6:28:43<94:39:17,  1.37it/s, loss=2.6, "
                "v_num=95nc, reduced_train_loss=2.590, global_step=3.2e+4, consumed_samples=2.56e+7]",
                {"epoch": 0, "step": 32000, "loss": 2.6}, REAL + "nemo_lightning_bar_then_nccl_timeout.log"),
+        Sample("Tokenizing train dataset:  27%|██▋       | 2700/10000 [00:00<00:00, 26015.43 examples/s]", {},
+               CAPTURED + "datasets_map_bars.log"),  # a `datasets` map bar: progress, no metric
     ),
     "iter phrases": (
         Sample("2023-03-22 09:32:52 iter 3010: loss nan, time 1019.95ms, mfu 14.12%",
                {"step": 3010, "loss": NAN, "time_ms": 1019.95}, REAL + "nanogpt_fp16_v100_loss_nan.log"),
         Sample("Iter 1: Val loss 2.086, Val took 17.177s", {"step": 1, "val_loss": 2.086},
                REAL + "mlx_lm_lora_diverges_no_nan.log"),
+    ),
+    "imagenet meters": (
+        Sample("Epoch: [2][11/30]\tTime  0.073 ( 0.041)\tData  0.000 ( 0.000)\tLoss 1.3194e+00 (1.3329e+00)\t"
+               "Acc@1  78.12 ( 71.59)\tAcc@5 100.00 ( 99.43)",
+               {"epoch": 2, "step": 71, "loss": 1.3194, "acc1": 78.12, "acc5": 100.0},
+               CAPTURED + "pytorch_imagenet_example.log"),
+        Sample("Test: [5/5]\tTime  0.020 ( 0.005)\tLoss 1.1293e+00 (1.1757e+00)\tAcc@1  71.88 ( 73.75)\t"
+               "Acc@5 100.00 (100.00)", {"val_loss": 1.1757, "val_acc1": 73.75, "val_acc5": 100.0},
+               CAPTURED + "pytorch_imagenet_example.log"),
+        Sample(" *   Acc@1 73.750 Acc@5 100.000", {"val_acc1": 73.75, "val_acc5": 100.0},
+               CAPTURED + "pytorch_imagenet_example.log"),
     ),
     "boosting": (
         Sample("[0]\ttrain-logloss:0.48063\ttrain-error:0.04000\teval-logloss:0.50276\teval-error:0.12000",
@@ -124,6 +137,12 @@ SAMPLES: dict[str, tuple[Sample, ...]] = {
     "step: loss": (
         Sample("123892: 40490.179687500", {"step": 123892, "loss": 40490.1796875},
                REAL + "waveglow_negative_loss_spike_no_recovery.log"),
+    ),
+    "faulthandler modules": (
+        Sample("Extension modules: numpy._core._multiarray_umath, numpy.linalg._umath_linalg, torch._C, "
+               "torch._C._dynamo.autograd_compiler, torch._C._dynamo.eval_frame, torch._C._dynamo.guards, "
+               "torch._C._dynamo.utils, torch._C._fft, torch._C._linalg, torch._C._nested, torch._C._nn, "
+               "torch._C._sparse, torch._C._special (total: 13)", {}, CAPTURED + "faulthandler_segfault.log"),
     ),
     "ultralytics validation": (
         Sample("                   all        722       1444      0.989       0.99      0.993      0.681",

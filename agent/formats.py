@@ -43,6 +43,16 @@ def _model_summary(line: str, stripped: str) -> bool:
     return MODEL_SUMMARY_RE.match(stripped) is not None
 
 
+# faulthandler's list after a fatal error (CPython 3.10+): `Extension modules: numpy.core._multiarray_umath, ...,
+# torch._C._dynamo.eval_frame, ... (total: 52)`, also its tail alone (a long line cut): a count, no metric (it was
+# read as `val_total`, `eval_frame` making it an eval)
+EXTENSION_MODULES_RE = re.compile(r"^\s*(?:Extension modules: )?[\w.]+(?:, [\w.]+)* \(total: \d+\)\s*$")
+
+
+def _extension_modules(line: str, stripped: str) -> bool:
+    return EXTENSION_MODULES_RE.match(stripped) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class Format:
     """One line format: `hint` is a substring every line of it holds ("" when none), `accepts(line, stripped)` a
@@ -75,10 +85,13 @@ FORMATS: tuple[Format, ...] = (
            final=True, redrawn=True),
     Format("ultralytics", "G ", lambda line, s: s[:1].isdigit() and _rate(line), tl.ultralytics, redrawn=True),
     Format("rich bar", "•", lambda line, s: _rate(line), bars.rich_bar, redrawn=True),
-    Format("tqdm bar", "/", lambda line, s: _rate(line), bars.progress_bar, final=True, redrawn=True),
+    Format("tqdm bar", "/", lambda line, s: _rate(line) or bars.tqdm_shaped(line), bars.progress_bar, final=True,
+           redrawn=True),
     Format("iter phrases", ":", lambda line, s: s[:4].lower() in ("iter", "step"),
            lambda line: lp.iter_phrases(line.lstrip())),
     Format("boosting", "]\t", lambda line, s: s[:1] == "[", lp.boosting),
+    Format("imagenet meters", "", lambda line, s: s[:7] == "Epoch: " or s[:5] == "Test:" or s[:1] == "*",
+           tl.imagenet_meters),
     Format("pipe separated", "|", lambda line, s: " | " in line or s[:1] == "|", lp.pipe_separated),
     Format("caffe", " net output #", _ANY, tl.caffe_output, final=True),
     Format("marian", "Ep. ", lambda line, s: " : Up. " in line, tl.marian, final=True),
@@ -88,6 +101,7 @@ FORMATS: tuple[Format, ...] = (
     Format("model summary", "params", _model_summary, lambda line: {}, final=True),  # sizes, not training
     Format("model summary modes", " mode:", _model_summary, lambda line: {}, final=True),
     Format("model summary flops", "FLOPs", _model_summary, lambda line: {}, final=True),
+    Format("faulthandler modules", "(total: ", _extension_modules, lambda line: {}, final=True),  # a count
 )  # fmt: skip
 GENERAL = Format("general", "", _ANY, lp.general)
 _TABLE = tuple((fmt.hint, fmt.accepts, fmt.parse, fmt.final, fmt) for fmt in FORMATS)  # unpacked: the loop is hot

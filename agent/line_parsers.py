@@ -30,8 +30,8 @@ PYDICT_QUOTED_RE = re.compile(rf"'([^']+)':\s*('?)({NUM})'?(?![\w.])", re.IGNORE
 # nanoGPT `iter 100: loss 4.2, time 12.3ms`, mlx-lm `Iter 5: Train loss 3.361, Learning Rate 1.000e-05, ...`
 ITER_RE = re.compile(r"^\s*(iter|step)\s+(\d+):\s*(.*)$", re.IGNORECASE)
 FAIRSEQ_SUBSET_RE = re.compile(r"^\s*(valid|test)\b.*?\bsubset\b")
-# a segment that is only a position: `epoch 001`, Megatron's `iteration     5426/  250000`, `✅ Epoch 1/3`
-POSITION_RE = re.compile(r"^[^\w|]*(epoch|iteration|iter|step)\s+(\d+)\s*(?:/\s*\d+)?\s*$", re.IGNORECASE)
+# a segment that is only a position: `epoch 001`, Megatron's `iteration     5426/  250000`, `✅ Epoch 1/3`, `it 150`
+POSITION_RE = re.compile(r"^[^\w|]*(epoch|iteration|iter|it|step)\s+(\d+)\s*(?:/\s*\d+)?\s*$", re.IGNORECASE)
 # fairseq's train_inner lines: `epoch 001:    100 / 1563 loss=9.1, ...` (`| epoch 010  2000 / 8223 ...` before 0.6)
 FAIRSEQ_INNER_RE = re.compile(r"^\s*\|?\s*epoch (\d+)(?::\s*|\s+)\d+\s*/\s*\d+\s")
 # Megatron: `validation loss at iteration 14194 | lm loss value: 2.72 | lm loss PPL: 15.2 |`
@@ -117,7 +117,8 @@ def pipe_separated(line: str) -> Metrics:
             continue
         position = POSITION_RE.match(segment)
         if position is not None:
-            out[position.group(1).lower()] = int(position.group(2))
+            name = position.group(1).lower()
+            out["iter" if name == "it" else name] = int(position.group(2))
             continue
         subset = FAIRSEQ_SUBSET_RE.match(segment)
         at = VALIDATION_AT_RE.match(segment) if subset is None else None
@@ -150,7 +151,8 @@ def pairs_with_head(line: str, pairs: Callable[[str], Metrics]) -> Metrics:
     first = next(iter(metrics))
     if first == "Train" and (epoch := tl.EPOCH_BATCH_RE.match(line)) is not None:  # timm: `Train: 0 [  32/33 ...`
         del metrics["Train"]
-        return {"epoch": int(epoch.group(2)), **metrics}
+        step = tl.batch_step(line[epoch.end() :], int(epoch.group(3)))
+        return {"epoch": int(epoch.group(3)), **({} if step is None else {"step": step}), **metrics}
     start = line.find(first)  # where the first pair starts
     return metrics if start <= 0 or line[:start].isspace() else tl.with_head(line, start, metrics)
 
@@ -203,7 +205,7 @@ def general(line: str) -> Metrics:
             found = pairs_with_head(SPACED_COLON_RE.sub(": ", line), colon)
         if found:
             return _two_word_names(line, found)
-    return spaced(line)
+    return tl.with_batch(line, spaced(line))
 
 
 def _two_word_names(line: str, found: Metrics) -> Metrics:

@@ -34,7 +34,12 @@ HEAD_RE = re.compile(
     r"\b(?:(epoch)|(global[ _]step|step|iter(?:ation)?))(?:\((\w+)\))?\s*:?\s*\[?\s*(\d+)(?!\.?\d)", re.IGNORECASE
 )
 # `[2,  2400] loss: 1.209`: the PyTorch tutorials' [epoch, batch]; `Train: 0 [  50/1251 (  4%)]`: timm's epoch
-EPOCH_BATCH_RE = re.compile(r"^\s*(?:\[(\d+),\s*\d+\]|Train:\s*(\d+)\s*\[)")
+EPOCH_BATCH_RE = re.compile(r"^\s*(?:\[(\d+),\s*(\d+)\]|Train:\s*(\d+)\s*\[)")
+# the batch within the epoch, right after the epoch (and its `/E`): `Epoch [3][50/1749]`, `Epoch: [67]  [10/31]`,
+# `Epoch 1, 150/21692;` (OpenNMT-py), `epoch 1 batch 40/128`, timm's `Train: 0 [  50/1251`
+BATCH_OF_RE = re.compile(
+    r"^(?:\s*/\s*\d+)?[\s\]\[,;:|-]*(?:batch\s*:?\s*)?\[?\s*(\d+)\s*/\s*(\d+)(?![\d/.])", re.IGNORECASE
+)
 # the line reports held-out data: `Epoch(val) [1][2]`, DeiT/timm `Test:`, caffe `Test net output #0:`,
 # Megatron `validation loss at iteration 100`, fairseq `valid on 'valid' subset`
 VALIDATION_HEAD_RE = re.compile(r"\((?:val|test)\)|^\s*Test\b|\bTest net\b|\bvalid(?:ation)?\b|\beval", re.IGNORECASE)
@@ -63,6 +68,17 @@ MARIAN_VALID = {"cross-entropy": "val_loss", "ce-mean": "val_loss", "ce-mean-wor
 # Darknet (AlexeyAB/darknet and pjreddie's): the iteration's summary `11524: 47.876884, 48.406509 avg loss, 0.005220
 # rate, 21.247497 seconds, 1475072 images` (`avg` alone in pjreddie's): this batch's loss, its running mean, the lr
 DARKNET_RE = re.compile(rf"(?<![\w.])(\d+): ({NUM}), ({NUM}) avg(?: loss)?, ({NUM}) rate,", re.IGNORECASE)
+# the PyTorch ImageNet example (pytorch/examples imagenet/main.py: `ProgressMeter` of `AverageMeter`s, each
+# `{name} {val} ({avg})`, tab-joined): `Epoch: [2][11/30]\tTime  0.123 ( 0.200)\tData ...\tLoss 6.8e+00 (6.9e+00)\t
+# Acc@1   0.00 (  0.10)\tAcc@5 ...`, `Test: [ 1/5]\tTime ...\tLoss ...\tAcc@1 ...` and the eval's summary
+# ` *   Acc@1 75.200 Acc@5 92.100` (before 2022 ` * Acc@1 75.200 Acc@5 92.100`; `Prec@1` before 2018)
+METERS_HEAD_RE = re.compile(r"^\s*(?:Epoch: \[(\d+)\]|(Test):\s*)\[\s*(\d+)/(\d+)\]")
+METER_RE = re.compile(rf"(?<![\w@])([A-Za-z][\w@]*)\s+({NUM})\s+\(\s*({NUM})\s*\)")
+METERS_SUMMARY_RE = re.compile(rf"^\s*\*\s+((?:[A-Za-z]\w*@\d+\s+{NUM}\s*)+)$")
+METER_PAIR_RE = re.compile(rf"([A-Za-z]\w*@\d+)\s+({NUM})")
+# its meters under the vocabulary's names: top-k accuracy is `acc1`/`acc5` (as timm and DeiT print it)
+TIMINGS = frozenset({"Time", "Data"})
+METER_NAMES = {"Loss": "loss", "Acc@1": "acc1", "Acc@5": "acc5", "Prec@1": "acc1", "Prec@5": "acc5"}
 # caffe: `Test net output #1: loss = 2.85665 (* 1 = 2.85665 loss)`
 CAFFE_OUTPUT_RE = re.compile(rf"\b(Test|Train) net output #\d+: ([\w/.-]+) = ({NUM})")
 
@@ -94,16 +110,54 @@ def with_head(line: str, start: int, metrics: Metrics) -> Metrics:
     validation = VALIDATION_HEAD_RE.search(head) is not None
     out = prefixed(metrics, "val_", POSITION_NAMES) if validation else metrics
     position: Metrics = {}
+    epoch_end = -1
     pair = EPOCH_BATCH_RE.match(head)
     if pair is not None:
-        position["epoch"] = int(pair.group(1) or pair.group(2))
+        position["epoch"] = int(pair.group(1) or pair.group(3))
+        if pair.group(2) is not None:
+            position["step"] = int(pair.group(2))  # the batch: counted on across epochs by the run's reader
+        epoch_end = pair.end()
     for found in HEAD_RE.finditer(head):
         epoch, step, phase, value = found.groups()
         if epoch and "epoch" not in position:
             position["epoch"] = int(value)
+            epoch_end = found.end()
         elif step and "step" not in position and not (validation or phase in ("val", "test")):
             position["step"] = int(value)  # a validation line's `Iter(val) [50/50]` counts batches, not steps
+    if epoch_end >= 0 and "step" not in position and not validation and not _counts_steps(metrics):
+        batch = batch_step(head[epoch_end:], int(position["epoch"]))
+        if batch is not None:
+            position["step"] = batch
     return {**position, **out} if position else out
+
+
+STEP_NAMES = POSITION_NAMES - {"epoch"}
+
+
+def _counts_steps(metrics: Metrics) -> bool:
+    """The line prints its own step counter (fairseq's `num_updates=2800` after `epoch 001:   2800 / 160368`)."""
+    return any(name.lower() in STEP_NAMES for name in metrics)
+
+
+def with_batch(line: str, metrics: Metrics) -> Metrics:
+    """Blank-separated pairs (`train: epoch 1 batch 40/128 loss 2.3`) at the batch named after the epoch."""
+    if _counts_steps(metrics) or not any(name.lower() == "epoch" for name in metrics):
+        return metrics
+    found = next((m for m in HEAD_RE.finditer(line) if m.group(1)), None)
+    step = None if found is None else batch_step(line[found.end() :], int(found.group(4)))
+    return metrics if step is None else {"step": step, **metrics}
+
+
+def batch_step(after_epoch: str, epoch: int) -> int | None:
+    """The position of a line that names the batch within its epoch right after the epoch (`[50/1749]`,
+    `, 150/21692;`, ` batch 40/128`): epoch x batches per epoch + batch, as for a progress bar (agent.bars), so
+    samples order across epochs; None when no batch follows the epoch. Without it every line of an epoch was one
+    point at the epoch's number."""
+    found = BATCH_OF_RE.match(after_epoch)
+    if found is None:
+        return None
+    batch, total = int(found.group(1)), int(found.group(2))
+    return epoch * total + batch if total else batch
 
 
 def caffe_output(line: str) -> Metrics:
@@ -189,3 +243,26 @@ def darknet(line: str) -> Metrics:
         return {}
     step, loss, avg, lr = found.groups()
     return {"step": int(step), **numbers([("loss", loss), ("avg_loss", avg), ("lr", lr)])}
+
+
+def imagenet_meters(line: str) -> Metrics:
+    """The PyTorch ImageNet example's lines (METERS_HEAD_RE). A training line is at epoch x batches + batch (its
+    `Epoch: [e][b/n]`), each meter's value that batch's; a `Test:` line is the eval: `val_` names, each meter's
+    running mean over the eval so far (its last line is the eval's result), and no step of its own (the batch
+    of an eval is no training step); the ` * Acc@1 ...` summary is the eval's result."""
+    head = METERS_HEAD_RE.match(line)
+    if head is None:
+        summary = METERS_SUMMARY_RE.match(line)
+        if summary is None:
+            return {}
+        pairs = METER_PAIR_RE.findall(summary.group(1))
+        return numbers((f"val_{METER_NAMES.get(name, name)}", value) for name, value in pairs)
+    epoch, test, batch, total = head.groups()
+    meters = METER_RE.findall(line, head.end())
+    if test:  # its timings (`Time`, `Data`) are the eval's, no training signal
+        pairs = [(f"val_{METER_NAMES.get(name, name)}", avg) for name, _value, avg in meters if name not in TIMINGS]
+        return numbers(pairs)
+    found = numbers((METER_NAMES.get(name, name), value) for name, value, _avg in meters)
+    if not found:
+        return {}
+    return {"epoch": int(epoch), "step": int(epoch) * int(total) + int(batch), **found}
