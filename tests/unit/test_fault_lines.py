@@ -14,11 +14,11 @@ from trainwarden.agent.tail import Line
 from trainwarden.bot.stages import NotifyState, Pipeline
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
+from trainwarden.faults.words import describe
 from trainwarden.policies.backtest import backtest
 from trainwarden.policies.default import default_policy
 from trainwarden.policies.engine import PolicyState, apply_policy, evaluate
 from trainwarden.policies.errors import PolicyError
-from trainwarden.policies.faults import describe
 
 from tests.helpers import dev_corpus
 from tests.policy_helpers import Clock, policy, run

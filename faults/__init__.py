@@ -1,15 +1,15 @@
-"""The catalogue of fault signatures: every fault line the agent recognises, declared once (events/signatures/
+"""The catalogue of fault signatures: every fault line the agent recognises, declared once (faults/
 model.py says what a declaration holds), in the order that makes a traceback take its most specific tag.
 
-`REGISTRY` is the list; the agent's tags (events/logtags.py), the words of a fault (policies/faults.py), the
+`REGISTRY` is the list; the agent's tags (faults/logtags.py), the words of a fault (faults/words.py), the
 root-cause folding (policies/rootcause.py) and docs/faults.md are made from it. To add a fault: declare it in
 the module of its family with its source and real sample lines; the tests run the samples.
 """
 
 from __future__ import annotations
 
-from trainwarden.events.signatures import distributed, gpu, host, memory, numeric
-from trainwarden.events.signatures.model import CAUSE, COLLECTIVE, STAGES, TEARDOWN, UNEXPLAINED, Signature
+from trainwarden.faults import distributed, gpu, host, memory, numeric
+from trainwarden.faults.model import CAUSE, COLLECTIVE, STAGES, TEARDOWN, UNEXPLAINED, Signature
 
 __all__ = ["CAUSE", "COLLECTIVE", "REGISTRY", "STAGES", "TAGS", "TEARDOWN", "UNEXPLAINED", "Signature",
            "by_id", "by_tag", "signature_of", "tag_pattern"]  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import signal
 
-from trainwarden.events.signatures.model import FORMAT, TEARDOWN, Sample, Signature, Source
+from trainwarden.faults.model import FORMAT, TEARDOWN, Sample, Signature, Source
 
 KILLED, DISK_FULL = "killed", "disk_full"
 SIGKILL_REMEDY = (

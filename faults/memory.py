@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from trainwarden.events.signatures.model import FORMAT, Sample, Signature, Source, size_words
+from trainwarden.faults.model import FORMAT, Sample, Signature, Source, size_words
 
 OOM = "oom"
 GPU_REMEDY = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from trainwarden.core.durations import fmt_duration
-from trainwarden.events.signatures.model import COLLECTIVE, FORMAT, TEARDOWN, Sample, Signature, Source, on_rank
+from trainwarden.faults.model import COLLECTIVE, FORMAT, TEARDOWN, Sample, Signature, Source, on_rank
 
 NCCL, NCCL_WARN, GLOO, CHILD_FAILED = "nccl", "nccl_warn", "gloo", "child_failed"
 STALL_REMEDY = (
