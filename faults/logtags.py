@@ -14,14 +14,16 @@ from __future__ import annotations
 import re
 
 from trainwarden.faults import REGISTRY, TAGS, tag_pattern
+from trainwarden.faults.disk import DISK_FULL
 from trainwarden.faults.distributed import CHILD_FAILED, GLOO, NCCL, NCCL_WARN
 from trainwarden.faults.gpu import CUDA_ERROR, ECC, ILLEGAL_MEMORY, XID
-from trainwarden.faults.host import DISK_FULL, KILLED
+from trainwarden.faults.hang import HANG
+from trainwarden.faults.host import KILLED
 from trainwarden.faults.memory import OOM
 from trainwarden.faults.numeric import LOSS_SCALE, NAN
 
-__all__ = ["CHILD_FAILED", "CUDA_ERROR", "DISK_FULL", "ECC", "ERROR", "FILE_NOT_FOUND", "GLOO", "ILLEGAL_MEMORY",
-           "KILLED", "LOSS_SCALE", "NAN", "NCCL", "NCCL_WARN", "OOM", "TRACEBACK", "XID"]  # fmt: skip
+__all__ = ["CHILD_FAILED", "CUDA_ERROR", "DISK_FULL", "ECC", "ERROR", "FILE_NOT_FOUND", "GLOO", "HANG",
+           "ILLEGAL_MEMORY", "KILLED", "LOSS_SCALE", "NAN", "NCCL", "NCCL_WARN", "OOM", "TRACEBACK", "XID"]  # fmt: skip
 
 # The tags of notable lines that are no fault: the fault tags are each declared once, by their family.
 FILE_NOT_FOUND, TRACEBACK, ERROR = "file_not_found", "traceback", "error"

@@ -24,8 +24,9 @@ open now, opened within the hour, folds into it (policies/rootcause.py): the cau
 happened. A fault anomaly clears only when training goes on (a loss at a later step, or 3 new loss samples): an
 unrelated number in the log (`local_rank: 0`) does not clear it.
 
-To add a fault: declare a `Signature` in the module of its family (memory, gpu, distributed, host, numeric) with
-its source and at least one real line, regenerate this file, and run the tests.
+To add a fault: declare a `Signature` in the module of its family (memory, gpu, distributed, hang, host, signals,
+disk, numeric) with its source and at least one real line, regenerate this file, and run the tests
+(CONTRIBUTING.md, "A fault signature").
 
 | tag | signature | stage | severity | the message says | source | sample |
 |---|---|---|---|---|---|---|
