@@ -272,6 +272,11 @@ SIGNATURES = (
                 "https://github.com/chenhsuanlin/spatial-transformer-GAN/issues/35",
             ),
             Sample(
+                '[1]+  Killed                  python3 -c "import time; time.sleep(30)"',
+                None,
+                "bash 5 here: interactive job control's status of a background job killed with kill -9",
+            ),
+            Sample(
                 "2020-11-24 20:22:28.106 /bin/bash: line 27: 318 Killed sh start.sh",
                 None,
                 "https://github.com/divamgupta/deep-clustering-kingdra/issues/2",
