@@ -29,6 +29,7 @@ COPY pyproject.toml setup.py README.md LICENSE ./
 COPY trainwarden ./trainwarden
 COPY core ./core
 COPY sdk ./sdk
+COPY faults ./faults
 COPY events ./events
 COPY agent ./agent
 COPY policies ./policies

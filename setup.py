@@ -10,6 +10,7 @@ ROOTS = {
     "trainwarden": "trainwarden",
     "trainwarden.core": "core",
     "trainwarden.sdk": "sdk",
+    "trainwarden.faults": "faults",
     "trainwarden.events": "events",
     "trainwarden.agent": "agent",
     "trainwarden.policies": "policies",

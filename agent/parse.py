@@ -1,6 +1,6 @@
 """Pure classification of notable log lines: the ones worth a `log.line` event, with a tag.
 
-The tags and their patterns are the events' vocabulary (events/logtags.py), shared with the
+The tags and their patterns are the events' vocabulary (faults/logtags.py), shared with the
 policies' `log_pattern` rules; here they meet the prefixes that hide them (`[rank3]:`, timestamps,
 logger names: agent/prefixes.py). A line is matched without its prefixes first, then as printed,
 since a prefix can itself be the telling part (`[E626 ...ProcessGroupNCCL.cpp:1785]`).
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainwarden.agent.prefixes import strip_prefix
-from trainwarden.events import logtags
-from trainwarden.events.logtags import strongest
+from trainwarden.faults import logtags
+from trainwarden.faults.logtags import strongest
 
 __all__ = ["MAX_LINE_CHARS", "Notable", "fault_of", "notable", "strongest", "tag_of"]
 

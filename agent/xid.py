@@ -1,12 +1,12 @@
 """What an NVIDIA XID error code means (from NVIDIA's XID catalogue), and how bad it is.
 
-The table is defined once with the `NVRM: Xid` log-line signatures (events/signatures/gpu.py), so that an XID
+The table is defined once with the `NVRM: Xid` log-line signatures (faults/gpu.py), so that an XID
 read from NVML (agent/nvml.py) and one read from a kernel line in the log are said alike.
 """
 
 from __future__ import annotations
 
-from trainwarden.events.signatures.gpu import XID_MEANINGS, xid_meaning
+from trainwarden.faults.gpu import XID_MEANINGS, xid_meaning
 
 __all__ = ["XID_MEANINGS", "describe"]
 

@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from trainwarden.bot import message_parts, messages
-from trainwarden.events import logtags
 from trainwarden.events import payloads as p
 from trainwarden.events import types as t
 from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
-from trainwarden.policies import faults
+from trainwarden.faults import logtags, words
 from trainwarden.policies.model import CRITICAL
 
 SYSTEM_RUN = t.SYSTEM_RUN  # the pseudo-run holding the dead-man's switch and run-less commands
@@ -386,7 +385,7 @@ def fault_said(data: p.LogLineData) -> str | None:
     if not isinstance(tag, str) or not logtags.is_fault(tag) or not isinstance(text, str):
         return None
     line = logtags.tagged_line(text, tag) or text
-    return faults.describe(tag, line) or faults.quote(line)
+    return words.describe(tag, line) or words.quote(line)
 
 
 def rule_of(event: Event) -> str | None:

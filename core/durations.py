@@ -1,5 +1,5 @@
 """The one format of a duration (`fmt_duration`), its units and the one grammar that parses one back
-(`parse_duration`): shown by the policies' messages and by the words of a fault line (events/signatures),
+(`parse_duration`): shown by the policies' messages and by the words of a fault line (faults/),
 parsed from policy files, settings files (every `*_s` setting: core/yamlfile.Reader.seconds), `/snooze` and
 the CLI, none of which may import the others. policies/durations.py adds the run's progress (`500 steps`).
 

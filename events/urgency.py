@@ -15,7 +15,7 @@ from typing import Any
 from trainwarden.events import types as t
 from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
-from trainwarden.events.signatures import signature_of
+from trainwarden.faults import signature_of
 
 CRITICAL = "critical"  # the severity of a fault signature or an XID that stops a run
 BY_POLICY = "policy"  # a stop.requested the workers wrote themselves (they are carrying it out already)

@@ -2,7 +2,7 @@
 
 When one rank fails, the others report what they see of it: the NCCL watchdog times out on every rank after
 an ECC error, torchrun sends SIGTERM to the survivors and prints ChildFailedError, tracebacks repeat the
-error. Each fault line has a stage in a failure (events/signatures/model.py: cause, unexplained,
+error. Each fault line has a stage in a failure (faults/model.py: cause, unexplained,
 collective, teardown); a log rule whose line is at a later stage than a log anomaly open now, opened at most
 `FOLD_WINDOW_S` before, folds into it: the first cause's message already says what happened. A fault at
 the same or an earlier stage (a second, different cause; an ECC error after a plain traceback) opens as
@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainwarden.events import logtags
-from trainwarden.events.signatures import CAUSE, TEARDOWN, UNEXPLAINED, signature_of
+from trainwarden.faults import CAUSE, TEARDOWN, UNEXPLAINED, logtags, signature_of
 from trainwarden.policies.model import Policy, Rule
 from trainwarden.policies.state import PolicyState, RuleState
 

@@ -121,7 +121,7 @@ declare(
 
 
 class LogLineData(TypedDict):
-    tag: str  # a tag of events/logtags.py: oom, nccl, illegal_memory, nan, killed, loss_scale, traceback, ...
+    tag: str  # a tag of faults/logtags.py: oom, nccl, illegal_memory, nan, killed, loss_scale, traceback, ...
     line: str  # secrets masked
     lines: NotRequired[int]  # a traceback grouped into one event: how many lines
 

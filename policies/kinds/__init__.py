@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainwarden.core.metrics import QUANTITY_WORDS
-from trainwarden.events import logtags
 from trainwarden.events import types as t
 from trainwarden.events.envelope import TYPE_RE
+from trainwarden.faults import logtags
 from trainwarden.policies.kinds.levels import Chance, PastBest
 from trainwarden.policies.kinds.precision import ScaleCollapse
 from trainwarden.policies.kinds.progress import Frozen, NoProgress, Runaway

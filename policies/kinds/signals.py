@@ -8,10 +8,10 @@ from typing import Any, ClassVar
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.events.logtags import matching_line, tagged_line
+from trainwarden.faults.logtags import matching_line, tagged_line
+from trainwarden.faults.words import MAX_QUOTE, describe, quote
+from trainwarden.faults.words import remedy as fault_remedy
 from trainwarden.policies.durations import fmt_duration
-from trainwarden.policies.faults import MAX_QUOTE, describe, quote
-from trainwarden.policies.faults import remedy as fault_remedy
 from trainwarden.policies.names import finite, pick
 
 # Every event the engine evaluates; absence rules look at all of them, because time moves with each.
@@ -66,15 +66,15 @@ STOP_ECHO_S = 60.0
 
 @dataclass(frozen=True, slots=True)
 class LogPattern:
-    """A log line with one of the agent's `tags` (events/logtags.py: oom, nccl, ...) and/or matching
+    """A log line with one of the agent's `tags` (faults/logtags.py: oom, nccl, ...) and/or matching
     `pattern`.
 
     A fault does not clear itself: a later number in the log (`local_rank: 0`) says nothing. It clears when
     training goes on for real: a `loss` at a step past the one the fault came at, or `CLEAR_LOSSES` new loss
     samples; a run that ended keeps it (nothing is judged after the end, and a relaunch starts clean).
 
-    The reason is what the fault line says in a few words (the catalogue of signatures, events/signatures/,
-    through policies/faults.py): `out of memory (host): tried to allocate 4.00 EiB`, `NCCL ALLREDUCE timed out
+    The reason is what the fault line says in a few words (the catalogue of signatures, faults/,
+    through faults/words.py): `out of memory (host): tried to allocate 4.00 EiB`, `NCCL ALLREDUCE timed out
     after 10m on rank 3 (SeqNum 808)`; a line no signature explains is quoted (a traceback by its exception
     line). The signature's remedy is the anomaly's when the rule has none of its own."""
 

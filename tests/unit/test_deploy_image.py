@@ -22,6 +22,7 @@ SOURCE_ROOTS = (
     "trainwarden",
     "core",
     "sdk",
+    "faults",
     "events",
     "agent",
     "policies",

@@ -14,11 +14,11 @@ from trainwarden.agent.tail import Line
 from trainwarden.bot.stages import NotifyState, Pipeline
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
+from trainwarden.faults.words import describe
 from trainwarden.policies.backtest import backtest
 from trainwarden.policies.default import default_policy
 from trainwarden.policies.engine import PolicyState, apply_policy, evaluate
 from trainwarden.policies.errors import PolicyError
-from trainwarden.policies.faults import describe
 
 from tests.helpers import dev_corpus
 from tests.policy_helpers import Clock, policy, run
@@ -128,7 +128,7 @@ def test_a_fault_line_with_key_value_pairs_is_a_log_line_not_a_metric(line):
     ("oom", TF_OOM, "OOM when allocating tensor with shape[295,64,256,256] on GPU:0"),
     ("oom", TF1_OOM, "OOM when allocating tensor with shape[123008,500]"),
     ("killed", "  traceback : Signal 9 (SIGKILL) received by PID 14750",
-     "a training process died of signal 9 (SIGKILL)"),
+     "a training process died of signal 9 (SIGKILL): most likely the host ran out of memory (the kernel's OOM killer)"),
     # https://github.com/pytorch/pytorch/pull/175254 (torchrun's report of a child killed by a signal)
     ("killed", "  exitcode  : -11 (pid: 5277)", "a training process died of signal 11 (SIGSEGV)"),
     ("illegal_memory", "RuntimeError: CUDA error: an illegal memory access was encountered",

@@ -15,16 +15,19 @@ import pytest
 from tests.layout import package_roots, top_level_packages, tracked_modules
 
 # package -> the other packages of ours it may import. core (errors, signals, the sidecar format, tmux, the pure
-# utilities) is the leaf every package may import; sdk (what a training process imports) sits on core alone; the
+# utilities) is the leaf every package may import; sdk (what a training process imports) sits on core alone; faults
+# (the catalogue of fault lines, pure domain knowledge) sits on core alone too, and every package that names a fault
+# (the fast lane in events, the agent's tags, the policies' rules, the bot's words) may import it; the
 # composition root (trainwarden/: cli/, wiring, settings, tools/) imports anything and nothing imports it.
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "sdk": {"core"},
-    "events": {"core"},
-    "policies": {"events", "core"},
-    "agent": {"events", "core"},
+    "faults": {"core"},
+    "events": {"faults", "core"},
+    "policies": {"faults", "events", "core"},
+    "agent": {"faults", "events", "core"},
     "workers": {"events", "policies", "remote", "core"},
-    "bot": {"ops", "events", "policies", "remote", "core"},
+    "bot": {"ops", "faults", "events", "policies", "remote", "core"},
     "remote": {"events", "core"},
     "archive": {"events", "core"},
     "ops": {"agent", "archive", "workers", "policies", "remote", "events", "core"},
@@ -145,5 +148,6 @@ def test_no_interface_imports_another_and_the_operations_import_none() -> None:
 
 def test_core_is_the_floor_and_the_root_is_the_ceiling() -> None:
     assert all("core" in allowed for package, allowed in ALLOWED.items() if package != "core")
-    assert ALLOWED["core"] == set() and ALLOWED["sdk"] == {"core"} and ALLOWED["events"] == {"core"}
+    assert ALLOWED["core"] == set() and ALLOWED["sdk"] == {"core"} and ALLOWED["faults"] == {"core"}
+    assert ALLOWED["events"] == {"faults", "core"}, "the event log knows faults only to take them in its fast lane"
     assert package_of("trainwarden.core.errors") == "core" and package_of("trainwarden.cli.entry") == COMPOSITION_ROOT

@@ -100,6 +100,17 @@ def test_a_fault_is_named_by_a_rule_its_reason_or_a_posted_message():
     assert score(run("ANOMALY:xid"), result(firings=(Moment(1.0, None, "gpu-xid", "critical", "Xid 79"),))).fault_named
 
 
+def test_a_hang_is_named_when_said_as_one_not_when_its_heartbeat_line_is_quoted():
+    """ANOMALY:hang (issue 39 item 7): `hung` or a deadlock names it; a reason that only quotes the line does not."""
+    for words in ("hang: NCCL's watchdog got stuck for 10m on rank 1", "rank 3 hung in ALLREDUCE", "a deadlock"):
+        said = Moment(10.0, None, "log-error", "critical", words)
+        assert score(run("ANOMALY:hang"), result(firings=(said,))).fault_named is True, words
+    # https://github.com/alex-petrenko/sample-factory/issues/316: the line quoted as it is names no hang
+    line = "log: No heartbeat for components: RolloutWorker_w2 (552 seconds)"
+    quoted = Moment(10.0, None, "log-error", "critical", line)
+    assert score(run("ANOMALY:hang"), result(firings=(quoted,))).fault_named is False
+
+
 def test_messages_per_episode_count_what_the_bot_would_post_at_one_moment_but_stops():
     one = score(run("ANOMALY:nan"), result(outcomes=(opened(1, 10.0, "loss-nonfinite", "critical"),
                                                      stop(2, 10.0, "loss-nonfinite"))))  # fmt: skip

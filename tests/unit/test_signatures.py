@@ -1,4 +1,4 @@
-"""The catalogue of fault signatures (events/signatures/): every declared sample line goes through the agent's own
+"""The catalogue of fault signatures (faults/): every declared sample line goes through the agent's own
 tagging and comes out with its signature's tag and words; every look-alike stays clear of it; and the default
 policy turns a fault into one anomaly naming its cause, with the signature's remedy, that a later number in the
 log does not resolve.
@@ -12,45 +12,46 @@ from pathlib import Path
 
 import pytest
 from trainwarden.agent.parse import fault_of, tag_of
-from trainwarden.events import logtags, signatures
 from trainwarden.events import types as t
+from trainwarden.faults import logtags
+from trainwarden.faults.words import describe, remedy
 from trainwarden.policies.default import default_policy
-from trainwarden.policies.faults import describe, remedy
 
 from tests.policy_helpers import Clock, run
+from trainwarden import faults
 
-SAMPLES = [(s, sample) for s in signatures.REGISTRY for sample in s.samples]
-NOT_SAMPLES = [(s, line) for s in signatures.REGISTRY for line in s.not_samples]
+SAMPLES = [(s, sample) for s in faults.REGISTRY for sample in s.samples]
+NOT_SAMPLES = [(s, line) for s in faults.REGISTRY for line in s.not_samples]
 
 
 def test_every_signature_is_declared_with_its_source_and_a_real_sample():
-    for s in signatures.REGISTRY:
+    for s in faults.REGISTRY:
         assert s.samples, f"{s.id}: no sample line"
         assert s.source.repo and s.source.path and s.source.string, s.id  # a repository, or the vendor catalogue
         assert s.severity in {"info", "warning", "critical"}, s.id
         assert s.remedy and s.what, s.id
-        assert s.stage in signatures.STAGES, s.id
-        assert s.tag in signatures.TAGS, s.id
+        assert s.stage in faults.STAGES, s.id
+        assert s.tag in faults.TAGS, s.id
 
 
 @pytest.mark.parametrize(("signature", "sample"), SAMPLES, ids=[f"{s.id}-{i}" for i, (s, _) in enumerate(SAMPLES)])
 def test_a_sample_line_is_tagged_and_said_by_its_signature(signature, sample):
     assert fault_of(sample.line) == signature.tag, sample.line
     assert any(hint in sample.line for hint in signature.hints), "the cheap pre-check would skip it"
-    assert signatures.signature_of(sample.line, signature.tag) is signature
+    assert faults.signature_of(sample.line, signature.tag) is signature
     assert describe(signature.tag, sample.line) == (sample.said or signature.what)
     assert remedy(signature.tag, sample.line) == signature.remedy
 
 
 @pytest.mark.parametrize(("signature", "line"), NOT_SAMPLES, ids=[s.id for s, _ in NOT_SAMPLES])
 def test_a_look_alike_line_is_not_that_signature(signature, line):
-    assert signatures.signature_of(line) is not signature
-    assert tag_of(line) != signature.tag or signatures.signature_of(line, signature.tag) is not signature
+    assert faults.signature_of(line) is not signature
+    assert tag_of(line) != signature.tag or faults.signature_of(line, signature.tag) is not signature
 
 
 def test_the_agents_tags_are_the_catalogues():
-    assert logtags.FAULTS == signatures.TAGS
-    assert [tag for tag, _ in logtags.NOTABLE][: len(signatures.TAGS)] == list(signatures.TAGS)
+    assert logtags.FAULTS == faults.TAGS
+    assert [tag for tag, _ in logtags.NOTABLE][: len(faults.TAGS)] == list(faults.TAGS)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +84,7 @@ def test_a_fault_is_not_resolved_by_an_unrelated_number_and_carries_its_signatur
     out = run(default_policy(), events)
     opened = [d for typ, d in out if typ == t.ANOMALY_OPENED]
     assert [d["rule"] for d in opened] == ["log-oom"]
-    assert opened[0]["remedy"] == signatures.signature_of(oom, "oom").remedy
+    assert opened[0]["remedy"] == faults.signature_of(oom, "oom").remedy
     assert not [d for typ, d in out if typ == t.ANOMALY_RESOLVED]
 
 

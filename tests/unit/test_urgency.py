@@ -5,8 +5,8 @@ import math
 import pytest
 from trainwarden.events import types as t
 from trainwarden.events.envelope import make_event
-from trainwarden.events.signatures import REGISTRY
 from trainwarden.events.urgency import is_urgent, urgency_marks
+from trainwarden.faults import REGISTRY
 
 from tests.helpers import metric, nan_metric
 

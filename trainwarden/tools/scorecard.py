@@ -30,6 +30,8 @@ FAULT_NAMES = {
     "nan": r"\bnan\b|non-?finite|\binf\b",
     "disk": r"disk.?full|no space left",
     "dataloader": r"data ?loader",
+    # a hang said as one (`hang: NCCL's watchdog got stuck`, `hung`, a deadlock), not a quoted heartbeat line
+    "hang": r"\bhang(?:s|ing)?\b|\bhung\b|\bdeadlock",
 }
 # The bar, one criterion per failure a run can have (RunScore.failed holds their keys).
 CRITERIA = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from trainwarden.events.signatures.model import CAUSE, FORMAT, TEARDOWN, Sample, Signature, Source
+from trainwarden.faults.model import CAUSE, FORMAT, TEARDOWN, Sample, Signature, Source
 
 ILLEGAL_MEMORY, CUDA_ERROR, ECC, XID = "illegal_memory", "cuda_error", "ecc", "xid"
 KERNEL_REMEDY = (

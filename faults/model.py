@@ -50,7 +50,7 @@ class Sample:
 @dataclass(frozen=True, slots=True)
 class Signature:
     id: str
-    tag: str  # the log.line tag (events/logtags.py); policies name it
+    tag: str  # the log.line tag (faults/logtags.py); policies name it
     pattern: str  # searched in the line, its prefixes stripped; no named groups (tags join their patterns)
     hints: tuple[str, ...]  # literal substrings, one of which every matching line holds (the cheap pre-check)
     severity: str  # info | warning | critical

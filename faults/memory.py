@@ -1,11 +1,11 @@
-"""Out of memory: the accelerator's (PyTorch's CUDA caching allocator, cuBLAS, Marian, MXNet, TensorFlow, XLA,
-TPU HBM) and the host's (PyTorch's CPU allocator). Tag `oom`."""
+"""Out of memory: the accelerator's (PyTorch's CUDA caching allocator, cuBLAS, Marian, MXNet, TensorFlow and its
+CUDA driver calls, XLA, TPU HBM) and the host's (PyTorch's CPU allocator). Tag `oom`."""
 
 from __future__ import annotations
 
 import re
 
-from trainwarden.events.signatures.model import FORMAT, Sample, Signature, Source, size_words
+from trainwarden.faults.model import FORMAT, Sample, Signature, Source, size_words
 
 OOM = "oom"
 GPU_REMEDY = (
@@ -45,6 +45,16 @@ def _tf_oom(line: str) -> str | None:
         return None
     device = _TF_DEVICE.search(line, found.end())
     return f"OOM when allocating tensor with shape[{found.group(1)}]" + (f" on {device.group(1)}" if device else "")
+
+
+_TF_DRIVER = re.compile(r"failed to allocate (\S+) \((\d+) bytes\)")
+
+
+def _tf_driver_oom(line: str) -> str | None:
+    """`out of memory (GPU, TensorFlow): failed to allocate 1.51G (CUDA_ERROR_OUT_OF_MEMORY)`."""
+    found = _TF_DRIVER.search(line)
+    size = "" if found is None else f": failed to allocate {size_words(int(found.group(2)))}"
+    return f"out of memory (GPU, TensorFlow){size} (CUDA_ERROR_OUT_OF_MEMORY)"
 
 
 _CPU_BYTES = re.compile(r"you tried to allocate (\d+) bytes")
@@ -296,6 +306,34 @@ SIGNATURES = (
                 "tensorflow.python.framework.errors_impl.ResourceExhaustedError: failed to allocate memory",
                 None,
                 FORMAT,
+            ),
+        ),
+    ),
+    Signature(
+        id="tf_cuda_driver_oom",
+        tag=OOM,
+        # the CUDA driver's CUresult name, as TensorFlow's StreamExecutor logs a failed cuMemAlloc (TF 1.x and 2.x)
+        pattern=r"CUDA_ERROR_OUT_OF_MEMORY",
+        hints=("CUDA_ERROR_OUT_OF_MEMORY",),
+        severity="critical",
+        what="out of memory (GPU, TensorFlow: CUDA_ERROR_OUT_OF_MEMORY)",
+        remedy=GPU_REMEDY + "; with TensorFlow, let it grow its GPU memory "
+        "(tf.config.experimental.set_memory_growth, or TF_FORCE_GPU_ALLOW_GROWTH=true) and check that no other "
+        "process holds the GPU (nvidia-smi)",
+        source=Source("tensorflow/tensorflow", "tensorflow/stream_executor/cuda/cuda_driver.cc", "failed to allocate "),
+        describe=_tf_driver_oom,
+        samples=(
+            Sample(
+                "2017-08-12 08:25:16.508376: E tensorflow/stream_executor/cuda/cuda_driver.cc:924] failed to allocate "
+                "1.51G (1617277696 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY",
+                "out of memory (GPU, TensorFlow): failed to allocate 1.51 GiB (CUDA_ERROR_OUT_OF_MEMORY)",
+                "https://github.com/tensorflow/tensorflow/issues/12237",
+            ),
+            Sample(
+                "2019-07-21 23:23:06.228049: E tensorflow/stream_executor/cuda/cuda_driver.cc:828] failed to allocate "
+                "32.00M (33554432 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+                "out of memory (GPU, TensorFlow): failed to allocate 32.00 MiB (CUDA_ERROR_OUT_OF_MEMORY)",
+                "https://github.com/tensorflow/tensorflow/issues/30912",
             ),
         ),
     ),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from trainwarden.core.durations import fmt_duration
-from trainwarden.events.signatures.model import COLLECTIVE, FORMAT, TEARDOWN, Sample, Signature, Source, on_rank
+from trainwarden.faults.model import COLLECTIVE, FORMAT, TEARDOWN, Sample, Signature, Source, on_rank
 
 NCCL, NCCL_WARN, GLOO, CHILD_FAILED = "nccl", "nccl_warn", "gloo", "child_failed"
 STALL_REMEDY = (
@@ -31,6 +31,25 @@ def _watchdog(line: str) -> str | None:
     rank = _RANK.search(line)
     on = f" on rank {rank.group(1)}" if rank else on_rank(line)
     return f"NCCL {op} timed out after {fmt_duration(int(timeout_ms) / 1000)}{on} (SeqNum {seq})"
+
+
+_STUCK = re.compile(r"watchdog got stuck for (\d+) ?seconds")
+HANG_REMEDY = (
+    "a NCCL or CUDA call hung (a rank stuck in a collective, or another thread holding the GIL inside a CUDA call): "
+    "find the rank that stalled (py-spy dump --pid on each rank, the flight recorder's dump), check the interconnect "
+    "and the NCCL_* environment; raise TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC only if a rank is legitimately slow; restart "
+    "from the last checkpoint"
+)
+
+
+def _heartbeat(line: str) -> str | None:
+    """`hang: NCCL's watchdog got stuck for 10m on rank 2 (a NCCL/CUDA call hung)`, from the monitor's lines."""
+    stuck = _STUCK.search(line)
+    rank = _RANK.search(line)
+    on = f" on rank {rank.group(1)}" if rank else on_rank(line)
+    if stuck is not None:
+        return f"hang: NCCL's watchdog got stuck for {fmt_duration(int(stuck.group(1)))}{on} (a NCCL/CUDA call hung)"
+    return f"hang: NCCL's heartbeat monitor timed out{on} (the watchdog made no progress: a NCCL/CUDA call hung)"
 
 
 _NCCL_CODE = re.compile(
@@ -127,6 +146,44 @@ SIGNATURES = (
                 "remote process exited or there was a network error, NCCL version 2.20.5",
                 "NCCL error: remote process exited or there was a network error",
                 FORMAT,
+            ),
+        ),
+    ),
+    Signature(
+        id="nccl_heartbeat_hang",
+        tag=NCCL,
+        # the heartbeat monitor of ProcessGroupNCCL (torch >= 2.2): the watchdog thread itself made no progress
+        pattern=r"watchdog got stuck for \d+ ?seconds|Heartbeat monitor timed out|detected no heartbeat of its "
+        r"watchdog",
+        hints=("watchdog got stuck", "Heartbeat monitor timed out", "no heartbeat of its watchdog"),
+        severity="critical",
+        what="hang: NCCL's watchdog made no progress (a NCCL/CUDA call hung)",
+        remedy=HANG_REMEDY,
+        source=Source("pytorch/pytorch", PG_NCCL, "ProcessGroupNCCL's watchdog got stuck for "),
+        describe=_heartbeat,
+        stage=COLLECTIVE,
+        samples=(
+            Sample(
+                "[rank1]:[F ProcessGroupNCCL.cpp:1169] [PG 0 Rank 1] [PG 0 Rank 1] ProcessGroupNCCL's watchdog got "
+                "stuck for 600 seconds without making progress in monitoring enqueued collectives. This typically "
+                "indicates a NCCL/CUDA API hang blocking the watchdog, and could be triggered by another thread "
+                "holding the GIL inside a CUDA api, or other deadlock-prone behaviors.",
+                "hang: NCCL's watchdog got stuck for 10m on rank 1 (a NCCL/CUDA call hung)",
+                "https://github.com/Intellindust-AI-Lab/DEIM/issues/105 (the line cut after its first sentences)",
+            ),
+            Sample(
+                "[rank2]:[E419 10:53:25.421620797 ProcessGroupNCCL.cpp:1484] [PG ID 2 PG GUID 9 Rank 2] "
+                "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+                "collectives.",
+                "hang: NCCL's watchdog got stuck for 8m on rank 2 (a NCCL/CUDA call hung)",
+                "https://github.com/verl-project/verl/issues/1158 (the line cut after its first sentence)",
+            ),
+            Sample(
+                "[rank0]:[E1019 01:04:03.356947152 ProcessGroupNCCL.cpp:1413] [PG 3 Rank 0] Heartbeat monitor timed "
+                "out! Process will be terminated after dumping debug info. workMetaList_.size()=121",
+                "hang: NCCL's heartbeat monitor timed out on rank 0 (the watchdog made no progress: a NCCL/CUDA call "
+                "hung)",
+                "https://github.com/sgl-project/sglang/issues/1691",
             ),
         ),
     ),

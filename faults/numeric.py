@@ -3,7 +3,7 @@ minimum. Tags `nan`, `loss_scale`."""
 
 from __future__ import annotations
 
-from trainwarden.events.signatures.model import FORMAT, Sample, Signature, Source
+from trainwarden.faults.model import FORMAT, Sample, Signature, Source
 
 NAN, LOSS_SCALE = "nan", "loss_scale"
 NAN_REMEDY = (

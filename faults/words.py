@@ -1,7 +1,7 @@
 """What a fault line says, in the few words a message needs: pure functions over one log line.
 
-`describe(tag, line)` turns the line that matched a fault tag (events/logtags.py) into the specifics
-a person acts on, from the catalogue of fault signatures (events/signatures/): how much memory the OOM
+`describe(tag, line)` turns the line that matched a fault tag (faults/logtags.py) into the specifics
+a person acts on, from the catalogue of fault signatures (faults/): how much memory the OOM
 asked for, which collective timed out after how long on which rank, which signal killed a worker, that
 the disk was full at a checkpoint save. `remedy(tag, line)` is that signature's remedy. None where no
 signature matches: the caller quotes the line itself (`quote`).
@@ -9,7 +9,7 @@ signature matches: the caller quotes the line itself (`quote`).
 
 from __future__ import annotations
 
-from trainwarden.events.signatures import signature_of
+from trainwarden.faults import signature_of
 
 MAX_QUOTE = 500  # characters of the matched line kept in the anomaly's values
 SHOWN = 200  # characters of it shown in a reason

@@ -2,7 +2,7 @@
 
 The agent tags lines with it (agent/parse.py), and the policies' `log_pattern` rules name a tag
 (`tag: oom`) instead of repeating a regex, so the patterns live here only. The fault tags and their
-patterns come from the catalogue of fault signatures (events/signatures/), where each shape is declared
+patterns come from the catalogue of fault signatures (faults/), where each shape is declared
 once with the framework source that prints it and real sample lines.
 
 The order of `NOTABLE` is the priority: a traceback block takes the tag of its most specific line
@@ -13,19 +13,25 @@ from __future__ import annotations
 
 import re
 
-from trainwarden.events import signatures
+from trainwarden.faults import REGISTRY, TAGS, tag_pattern
+from trainwarden.faults.disk import DISK_FULL
+from trainwarden.faults.distributed import CHILD_FAILED, GLOO, NCCL, NCCL_WARN
+from trainwarden.faults.gpu import CUDA_ERROR, ECC, ILLEGAL_MEMORY, XID
+from trainwarden.faults.hang import HANG
+from trainwarden.faults.host import KILLED
+from trainwarden.faults.memory import OOM
+from trainwarden.faults.numeric import LOSS_SCALE, NAN
 
-OOM, NCCL, ILLEGAL_MEMORY, NAN, KILLED = "oom", "nccl", "illegal_memory", "nan", "killed"
-LOSS_SCALE, ECC, XID, CUDA_ERROR, DISK_FULL = "loss_scale", "ecc", "xid", "cuda_error", "disk_full"
-GLOO, NCCL_WARN, CHILD_FAILED = "gloo", "nccl_warn", "child_failed"
+__all__ = ["CHILD_FAILED", "CUDA_ERROR", "DISK_FULL", "ECC", "ERROR", "FILE_NOT_FOUND", "GLOO", "HANG",
+           "ILLEGAL_MEMORY", "KILLED", "LOSS_SCALE", "NAN", "NCCL", "NCCL_WARN", "OOM", "TRACEBACK", "XID"]  # fmt: skip
+
+# The tags of notable lines that are no fault: the fault tags are each declared once, by their family.
 FILE_NOT_FOUND, TRACEBACK, ERROR = "file_not_found", "traceback", "error"
 
 # A line that reports one of these is a fault, whatever else it holds (`key=value` pairs included).
-FAULTS = signatures.TAGS
-assert {OOM, NCCL, ILLEGAL_MEMORY, NAN, KILLED, LOSS_SCALE, ECC, XID, CUDA_ERROR, DISK_FULL, GLOO, NCCL_WARN,
-        CHILD_FAILED} == set(FAULTS)  # fmt: skip
+FAULTS = TAGS
 NOTABLE: tuple[tuple[str, re.Pattern[str]], ...] = (
-    *((tag, re.compile(signatures.tag_pattern(tag))) for tag in FAULTS),
+    *((tag, re.compile(tag_pattern(tag))) for tag in FAULTS),
     (FILE_NOT_FOUND, re.compile(r"FileNotFoundError|No such file or directory")),
     (TRACEBACK, re.compile(r"^Traceback \(most recent call last\)")),
     (ERROR, re.compile(r"^\w*(Error|Exception)\b[:\s]")),
@@ -34,9 +40,7 @@ PATTERNS = dict(NOTABLE)
 TAG_RANK = {tag: rank for rank, (tag, _) in enumerate(NOTABLE)}
 # One cheap search says whether a line can report a fault at all: the literal hints every signature declares
 # (case-sensitive: a case-blind search of many alternatives costs ten times more).
-_FAULT_HINTS = "|".join(
-    sorted({re.escape(hint) for s in signatures.REGISTRY for hint in s.hints}, key=len, reverse=True)
-)
+_FAULT_HINTS = "|".join(sorted({re.escape(hint) for s in REGISTRY for hint in s.hints}, key=len, reverse=True))
 ANY_FAULT_RE = re.compile(_FAULT_HINTS)
 # ... and whether it can be notable at all.
 ANY_NOTABLE_RE = re.compile(_FAULT_HINTS + r"|FileNotFoundError|No such file|Traceback|Error|Exception")

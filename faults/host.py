@@ -1,18 +1,21 @@
-"""The host taking a process down: signals (the kernel's OOM killer, a segfault, a bus error, an illegal
-instruction, SIGTERM from a launcher), data loader workers killed or dead (PyTorch's DataLoader, batchgenerators'
-MultiThreadedAugmenter), and a full disk. Tags `killed`, `disk_full`."""
+"""The host taking a process down: the kernel's OOM killer when the host ran out of memory, the shell's `Killed`, a
+segfault, a bus error, an illegal instruction, and data loader workers killed or dead (PyTorch's DataLoader,
+batchgenerators' MultiThreadedAugmenter). Tag `killed` (faults/signals.py: the launchers' reports of a signal).
+A SIGKILL is said as what it most likely is: the host out of memory."""
 
 from __future__ import annotations
 
 import re
-import signal
 
-from trainwarden.events.signatures.model import FORMAT, TEARDOWN, Sample, Signature, Source
+from trainwarden.faults.model import FORMAT, Sample, Signature, Source
 
-KILLED, DISK_FULL = "killed", "disk_full"
+KILLED = "killed"
+# A host OOM kill is said with the words "out of memory": that is what a person greps for ("out-of-memory killer"
+# is not found by it).
+SIGKILL_WORDS = ": most likely the host ran out of memory (the kernel's OOM killer)"
 SIGKILL_REMEDY = (
-    "a SIGKILL is most often the kernel's out-of-memory killer (check dmesg for `Out of memory: Killed process`); "
-    "use fewer DataLoader workers or less host RAM per process"
+    "a SIGKILL is most often the host out of memory: the kernel's OOM killer ends the largest process (check dmesg "
+    "for `Out of memory: Killed process`); use fewer DataLoader workers or less host RAM per process"
 )
 NATIVE_REMEDY = (
     "a native crash: check native extensions (custom CUDA/C++ ops, a library built for another CPU or torch), the "
@@ -20,38 +23,26 @@ NATIVE_REMEDY = (
 )
 AUGMENTER_REMEDY = (
     "a batchgenerators (nnU-Net) data-augmentation worker died: its own error is printed further up the log "
-    "(`Exception in background worker`); if there is none, it was most likely killed by the out-of-memory killer "
-    "(check dmesg): use fewer workers (nnUNet_n_proc_DA) or a machine with more RAM"
+    "(`Exception in background worker`); if there is none, it was most likely killed because the host ran "
+    "out of memory (the kernel's OOM killer, check dmesg): use fewer workers (nnUNet_n_proc_DA) or a machine with "
+    "more RAM"
 )
 BATCHGENERATORS_MTA = "batchgenerators/dataloading/multi_threaded_augmenter.py"
 SHM_REMEDY = (
     "the DataLoader workers ran out of shared memory (/dev/shm): raise it (docker --shm-size=16g, or --ipc=host), "
     "or lower num_workers"
 )
-ELASTIC_ERRORS = "torch/distributed/elastic/multiprocessing/errors/__init__.py"
 GLIBC_SIGNALS = Source("bminor/glibc", "sysdeps/generic/siglist.h", "Segmentation fault")
-SAVE_CONTEXT = (
-    (r"torch\.save|save_checkpoint|save_pretrained|save_model|serialization\.py|checkpoint", " at a checkpoint save"),
-)
-
-_SIGNAL = re.compile(r"Signal (\d+) \((SIG[A-Z]+)\)|exitcode\s*:\s*-(\d+)|died with <Signals\.(SIG[A-Z]+): (\d+)>")
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return "unknown signal"
-
-
-def _killed(line: str) -> str | None:
-    """`a training process died of signal 9 (SIGKILL)` from torchrun's or multiprocessing's report."""
-    found = _SIGNAL.search(line)
-    if found is None:
-        return None
-    number = found.group(1) or found.group(3) or found.group(5)
-    name = found.group(2) or found.group(4) or _signal_name(int(number))
-    return f"a training process died of signal {number} ({name})"
+def _oom_killed(line: str) -> str | None:
+    """The kernel's own line says it: `the host ran out of memory: the kernel killed process 4242 (python)`."""
+    found = re.search(r"Out of memory: Killed process (\d+) \(([^)]*)\)", line)
+    return (
+        None
+        if found is None
+        else f"the host ran out of memory: the kernel killed process {found.group(1)} ({found.group(2)})"
+    )
 
 
 _WORKER = re.compile(r"DataLoader worker \(pid (\d+)\) is killed by signal: ([A-Za-z ]+)")
@@ -61,9 +52,6 @@ def _worker(line: str) -> str | None:
     found = _WORKER.search(line)
     return None if found is None else f"DataLoader worker (pid {found.group(1)}) killed by signal: {found.group(2)}"
 
-
-_TEARDOWN_SIGNALS = r"(?:15|2|1|6)"
-_TEARDOWN_NAMES = r"SIG(?:TERM|INT|HUP|ABRT)"
 
 SIGNATURES = (
     Signature(
@@ -119,7 +107,7 @@ SIGNATURES = (
         pattern=r"DataLoader worker \(pid\(s\) [\d, ]+\) exited unexpectedly",
         hints=("DataLoader worker",),
         severity="critical",
-        what="a DataLoader worker exited unexpectedly (killed, most often by the out-of-memory killer)",
+        what="a DataLoader worker exited unexpectedly (killed, most often because the host ran out of memory)",
         remedy=SIGKILL_REMEDY + "; rerun with num_workers=0 to see the worker's own error",
         source=Source(
             "pytorch/pytorch",
@@ -247,146 +235,61 @@ SIGNATURES = (
     Signature(
         id="oom_killer",
         tag=KILLED,
-        pattern=r"^\s*Killed\s*$|\bKilled process\b",
+        pattern=r"\bKilled process\b",
         hints=("Killed",),
         severity="critical",
-        what="killed (SIGKILL), most often by the kernel's out-of-memory killer",
+        what="the host ran out of memory: the kernel's OOM killer killed a process",
         remedy=SIGKILL_REMEDY,
         source=Source("torvalds/linux", "mm/oom_kill.c", "Out of memory: Killed process %d (%s)"),
+        describe=_oom_killed,
         samples=(
-            Sample("Killed", None, "bash, a job killed by SIGKILL"),
             Sample(
                 "[12345.678901] Out of memory: Killed process 4242 (python) total-vm:98765432kB, anon-rss:87654321kB",
-                None,
+                "the host ran out of memory: the kernel killed process 4242 (python)",
                 FORMAT,
             ),
         ),
-        not_samples=("Killed 3 stale workers",),
     ),
     Signature(
-        id="signal_teardown",
+        id="shell_killed",
         tag=KILLED,
-        pattern=rf"Signal {_TEARDOWN_SIGNALS} \({_TEARDOWN_NAMES}\) received by PID"
-        rf"|exitcode\s*:\s*-{_TEARDOWN_SIGNALS}\b"
-        rf"|died with <Signals\.{_TEARDOWN_NAMES}",
-        hints=("Signal ", "exitcode", "died with"),
+        # the shell's report of a child killed by SIGKILL (strsignal: `Killed`): alone on its line (also as people
+        # paste it, in markdown: `**Killed**`, `> Killed`), after a progress bar the kill cut short, or in the
+        # shell's job status (`./train.sh: line 1:  7364 Killed   python3 train.py`, `[1]+  Killed   python ...`)
+        pattern=r"^[\s>*_`]*Killed[\s*_`.]*$|\]Killed\s*$|\bline \d+:\s+\d+ Killed\b|^\[\d+\][+-]?\s+Killed\b",
+        hints=("Killed",),
         severity="critical",
-        what="a training process was terminated (SIGTERM/SIGINT/SIGABRT)",
-        remedy="something ended the job: torchrun after another rank failed (read the first fault above), the "
-        "scheduler (time limit, preemption) or a person; SIGABRT follows a NCCL watchdog timeout or a C++ abort",
-        source=Source("pytorch/pytorch", ELASTIC_ERRORS, " received by PID "),
-        describe=_killed,
-        stage=TEARDOWN,
+        what="killed (SIGKILL)" + SIGKILL_WORDS,
+        remedy=SIGKILL_REMEDY,
+        source=Source("bminor/glibc", "sysdeps/generic/siglist.h", "Killed"),
         samples=(
+            Sample("Killed", None, "https://github.com/xk-huang/yet-another-vectornet/issues/37 (after a tqdm bar)"),
+            Sample("**Killed**", None, "https://github.com/CharlesShang/FastMaskRCNN/issues/172 (pasted in markdown)"),
             Sample(
-                "  traceback : Signal 15 (SIGTERM) received by PID 8800",
-                "a training process died of signal 15 (SIGTERM)",
-                "torch 2.13.0 here (tests/conformance/frameworks/ddp.py runs it)",
+                "./train.sh: line 1:  7364 Killed                  python3 train_Donly.py --name=D0 --warpN=0 "
+                "--pertFG=0.2",
+                None,
+                "https://github.com/chenhsuanlin/spatial-transformer-GAN/issues/35",
             ),
             Sample(
-                "  exitcode  : -15 (pid: 8800)  (SIGTERM)",
-                "a training process died of signal 15 (SIGTERM)",
-                "torch 2.13.0 here (tests/conformance/frameworks/ddp.py runs it)",
-            ),
-        ),
-    ),
-    Signature(
-        id="signal_report",
-        tag=KILLED,
-        pattern=r"exitcode\s*:\s*-\d+|Signal \d+ \(SIG[A-Z]+\) received|died with <Signals\.SIG",
-        hints=("Signal ", "exitcode", "died with"),
-        severity="critical",
-        what="a training process died of a signal",
-        remedy=SIGKILL_REMEDY + "; a SIGSEGV points at a native extension or the driver",
-        source=Source("pytorch/pytorch", ELASTIC_ERRORS, " received by PID "),
-        describe=_killed,
-        samples=(
-            Sample(
-                "  traceback : Signal 9 (SIGKILL) received by PID 14750",
-                "a training process died of signal 9 (SIGKILL)",
-                "https://github.com/lzhxmu/CPPO/issues/6",
+                '[1]+  Killed                  python3 -c "import time; time.sleep(30)"',
+                None,
+                "bash 5 here: interactive job control's status of a background job killed with kill -9",
             ),
             Sample(
-                "  exitcode  : -11 (pid: 5277)",
-                "a training process died of signal 11 (SIGSEGV)",
-                "https://github.com/pytorch/pytorch/pull/175254",
+                "2020-11-24 20:22:28.106 /bin/bash: line 27: 318 Killed sh start.sh",
+                None,
+                "https://github.com/divamgupta/deep-clustering-kingdra/issues/2",
             ),
             Sample(
-                "E0325 20:57:27.620000 2606 site-packages/torch/distributed/elastic/multiprocessing/api.py:869] failed "
-                "(exitcode: -9) local_rank: 5 (pid: 2630) of binary: /root/miniconda3/bin/python",
-                "a training process died of signal 9 (SIGKILL)",
-                "https://github.com/lmzpai/roboMamba/issues/10",
+                " 31%|█████▉             | 331/1063 [01:06<03:59,  3.06it/s]Killed",
+                None,
+                "https://github.com/InternLandMark/LandMark/issues/65 (the bar's fill shortened)",
             ),
         ),
         not_samples=(
-            "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 899505 closing signal SIGTERM",
-        ),
-    ),
-    Signature(
-        id="disk_full",
-        tag=DISK_FULL,
-        pattern=r"No space left on device|\bENOSPC\b",
-        hints=("No space left", "ENOSPC"),
-        severity="critical",
-        what="disk full (No space left on device)",
-        remedy="free space on the disk the run writes to (old checkpoints, caches), keep fewer checkpoints "
-        "(save_total_limit), or point the output directory at a larger disk; then resume from the last checkpoint "
-        "that was written whole",
-        source=Source("torvalds/linux", "include/uapi/asm-generic/errno-base.h", "No space left on device"),
-        context=SAVE_CONTEXT,
-        samples=(
-            Sample(
-                "OSError: [Errno 28] No space left on device",
-                None,
-                "torch 2.13.0 here: torch.save to an open /dev/full",
-            ),
-        ),
-    ),
-    Signature(
-        id="disk_quota",
-        tag=DISK_FULL,
-        pattern=r"Disk quota exceeded|\bEDQUOT\b",
-        hints=("quota exceeded", "EDQUOT"),
-        severity="critical",
-        what="disk quota exceeded",
-        remedy="free space within the quota (old checkpoints, caches) or ask for a larger quota; keep fewer "
-        "checkpoints (save_total_limit); then resume from the last checkpoint that was written whole",
-        source=Source("bminor/glibc", "sysdeps/gnu/errlist.h", "Disk quota exceeded"),
-        context=SAVE_CONTEXT,
-        samples=(Sample("OSError: [Errno 122] Disk quota exceeded", None, FORMAT),),
-    ),
-    Signature(
-        id="torch_save_failed",
-        tag=DISK_FULL,
-        # a small state dict is buffered whole: the failed write surfaces at the zip's end, from the C++ stream
-        pattern=r"PytorchStreamWriter failed writing file|inline_container\.cc:\d+\] \. unexpected pos"
-        r"|RuntimeError: basic_ios::clear: iostream error",
-        hints=("PytorchStreamWriter", "unexpected pos", "basic_ios::clear"),
-        severity="critical",
-        what="torch.save could not write the checkpoint (the disk is most likely full or over its quota)",
-        remedy="check the free space and quota of the checkpoint directory (df -h, quota -s); free space or save "
-        "elsewhere, then resume from the last checkpoint that was written whole",
-        source=Source(
-            "pytorch/pytorch", "caffe2/serialize/inline_container.cc", "PytorchStreamWriter failed writing file "
-        ),
-        samples=(
-            Sample(
-                "RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598",
-                None,
-                "torch 2.13.0 here: torch.save(obj, '/dev/full')",
-            ),
-            Sample(
-                "RuntimeError: basic_ios::clear: iostream error",
-                None,
-                "torch 2.13.0 here: torch.save(model.state_dict(), '/dev/full') of a small model "
-                "(tests/conformance/frameworks/faults.py disk_full)",
-            ),
-            Sample(
-                "RuntimeError: [enforce fail at inline_container.cc:603] . PytorchStreamWriter failed writing file "
-                "data/2: file write failed",
-                None,
-                FORMAT,
-            ),
+            "Killed 3 stale workers",
+            "[2023-04-14 13:11:27,879] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 13266",
         ),
     ),
 )
