@@ -100,6 +100,14 @@ def test_a_fault_is_named_by_a_rule_its_reason_or_a_posted_message():
     assert score(run("ANOMALY:xid"), result(firings=(Moment(1.0, None, "gpu-xid", "critical", "Xid 79"),))).fault_named
 
 
+def test_a_hang_is_named_by_its_stuck_watchdog_or_a_missing_heartbeat_not_by_nccl_alone():
+    stuck = Moment(10.0, None, "log-error", "critical", "log: ProcessGroupNCCL's watchdog got stuck for 600 seconds")
+    heartbeat = Moment(10.0, None, "log-error", "critical", "log: No heartbeat for components (337 seconds)")
+    timeout = Moment(10.0, None, "log-nccl", "critical", "log: NCCL collective operation timeout")
+    assert score(run("ANOMALY:hang"), result(firings=(stuck,))).fault_named is True
+    assert score(run("ANOMALY:hang"), result(firings=(heartbeat,))).fault_named is True
+    assert score(run("ANOMALY:hang"), result(firings=(timeout,))).fault_named is False
+
 def test_messages_per_episode_count_what_the_bot_would_post_at_one_moment_but_stops():
     one = score(run("ANOMALY:nan"), result(outcomes=(opened(1, 10.0, "loss-nonfinite", "critical"),
                                                      stop(2, 10.0, "loss-nonfinite"))))  # fmt: skip

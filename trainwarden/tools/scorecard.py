@@ -30,6 +30,7 @@ FAULT_NAMES = {
     "nan": r"\bnan\b|non-?finite|\binf\b",
     "disk": r"disk.?full|no space left",
     "dataloader": r"data ?loader",
+    "hang": r"\bhang|hung|stuck|heartbeat",
 }
 # The bar, one criterion per failure a run can have (RunScore.failed holds their keys).
 CRITERIA = {
