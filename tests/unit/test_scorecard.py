@@ -108,6 +108,7 @@ def test_a_hang_is_named_by_its_stuck_watchdog_or_a_missing_heartbeat_not_by_ncc
     assert score(run("ANOMALY:hang"), result(firings=(heartbeat,))).fault_named is True
     assert score(run("ANOMALY:hang"), result(firings=(timeout,))).fault_named is False
 
+
 def test_messages_per_episode_count_what_the_bot_would_post_at_one_moment_but_stops():
     one = score(run("ANOMALY:nan"), result(outcomes=(opened(1, 10.0, "loss-nonfinite", "critical"),
                                                      stop(2, 10.0, "loss-nonfinite"))))  # fmt: skip
