@@ -53,7 +53,7 @@ KNOWN_MISSES = {
     "val-frozen reads val_loss/val_ppl only (val_loss moved 8.38 -> 8.73) and no rule watches a frozen WER",
     "loop_tqdm_bar_thcudacheck_out_of_memory.log": "metrics: the bar 'Train (loss 63.31) epoch 1:   3%|...' glued "
     "to 'THCudaCheck FAIL ... out of memory' is not read; the OOM is named only through log-traceback's reason",
-    # corpus-dev4b (2026-12-07, issue 39): committed metric files and fault lines; 11 of 21 right when first scored
+    # corpus-dev4b (2026-12-07, issue 39): committed metric files and fault lines; 12 of 25 right when first scored
     "hf_trainer_state_finnews_acc_drop_macro_f1_up.trainer_state.json": "healthy_not_stopped: val-rising stops on "
     "eval_loss (1.33 -> 1.51) while the run's primary metric, eval_macro_f1 (its best_metric), rises 0.19 -> 0.25",
     "hf_trainer_state_dnabert2_eval_loss_up_acc_up_healthy.trainer_state.json": "healthy_not_stopped: val-rising stops "
@@ -74,6 +74,12 @@ KNOWN_MISSES = {
     "device: CUDA_ERROR_OUT_OF_MEMORY' lines are not named oom",
     "lambdalabs_sd_finetune_lightning_bar_summoning_checkpoint_killed.log": "metrics: the one Lightning bar line "
     "('Epoch 0: 100%|...| 209/209 [...] loss=0.0685, ..., global_step=208.0,') is not read; the Killed is named",
+    "keras_csvlogger_training_log_voice_id_healthy.training.log": "metrics: the CSV rows "
+    "(epoch,acc,loss,val_acc,val_loss) of a Keras CSVLogger file named training.log are not read",
+    "keras_csvlogger_training_log_emotion_resnet50_val_acc_plateau.training.log": "metrics, stopped_in_time: the "
+    "CSVLogger rows of a file named training.log are not read, so the val_accuracy plateau is never judged",
+    "keras_csvlogger_training_log_irfanet_3ep_healthy.training.log": "metrics: the CSVLogger rows of a file named "
+    "training.log are not read",
 }
 
 
@@ -96,7 +102,9 @@ HELD_OUT_MISSES: dict[str, str] = {  # 19 of 33 right when first scored (2026-12
     "icefall_zipformer_grad_scale_collapse.log": "metrics, stopped_in_time: no metric read; doomed run not stopped",
     "chainerrl_ppo_pendulum_early_tsv.log": "metrics: no metric read",
     "custom_resnet50_console_test_bumps_healthy.log": "healthy_not_stopped: healthy run stopped (val-rising)",
-    # corpus-dev4b (2026-12-07, issue 39): 2 of 12 right when first scored
+    # corpus-dev4b (2026-12-07, issue 39): 2 of 13 right when first scored
+    "dreamerv3_metrics_then_localized_killed.log": "metrics, fault_named: DreamerV3's ' / '-separated "
+    "'train/loss/image 61.08' summary is not read, nor the shell's Killed in a Chinese locale ('\u5df2\u6740\u6b7b')",
     "yolov7_results_txt_10ep_rising_healthy.txt": "metrics: headerless YOLOv7 results.txt rows (epoch '0/9' and 14 "
     "bare numbers) are not read",
     "yolov7_results_txt_20ep_dip_epoch3_healthy.txt": "metrics: headerless YOLOv7 results.txt rows are not read",
