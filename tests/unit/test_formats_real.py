@@ -303,6 +303,18 @@ NO_METRICS = {
     "loop_tqdm_bar_thcudacheck_out_of_memory.log": "a bar `Train (loss 63.31) epoch 1:` glued to THC's CUDA OOM, and "
     "its traceback (not read)",
     "colossalai_opt_cuda_oom_glued_traceback_bare.log": "one CUDA OOM line with another rank's traceback glued to it",
+    # corpus-dev4b (issue 39): bare faults, and formats not read today (KNOWN_MISSES in test_corpus_scorecard.py)
+    "tf1_stream_executor_cuda_error_out_of_memory_shrinking_allocs.log": "TensorFlow's allocator failing, no metric",
+    "unet3d_brats_tensorpack_cuda_error_out_of_memory.log": "TensorFlow's allocator failing, no metric",
+    "llamafactory_streaming_nccl_watchdog_stuck_480s_hang.log": "one NCCL watchdog line (a hang), no metric",
+    "lambdalabs_sd_finetune_lightning_bar_summoning_checkpoint_killed.log": "one Lightning bar ending in a comma, "
+    "then `Killed` (the bar is not read)",
+    "keras_csvlogger_training_log_voice_id_healthy.training.log": "a Keras CSVLogger CSV named training.log (its rows "
+    "are not read)",
+    "keras_csvlogger_training_log_emotion_resnet50_val_acc_plateau.training.log": "a Keras CSVLogger CSV named "
+    "training.log (its rows are not read)",
+    "keras_csvlogger_training_log_irfanet_3ep_healthy.training.log": "a Keras CSVLogger CSV named training.log (its "
+    "rows are not read)",
 }
 # Files whose metrics span several lines (agent.tables, the `Epoch N` line above): read by the agent's per-run
 # reader, not line by line
