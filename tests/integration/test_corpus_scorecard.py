@@ -74,6 +74,27 @@ KNOWN_MISSES = {
     "(only 'LR:'); an eval metric best at its first eval and falling for nine is not watched",
     "simple_faster_rcnn_map_identical_10_epochs.log": "metrics, stopped_in_time: 'epoch 0 mAP is 0.3790 ...' is not "
     "read; ten identical evals",
+    # corpus-dev4b (2026-12-07, issue 39): committed metric files and fault lines; 12 of 25 right when first scored
+    "hf_trainer_state_finnews_acc_drop_macro_f1_up.trainer_state.json": "healthy_not_stopped: val-rising stops on "
+    "eval_loss (1.33 -> 1.51) while the run's primary metric, eval_macro_f1 (its best_metric), rises 0.19 -> 0.25",
+    "hf_trainer_state_dnabert2_eval_loss_up_acc_up_healthy.trainer_state.json": "healthy_not_stopped: val-rising stops "
+    "on eval_loss (0.23 -> 0.29) while eval accuracy, F1 and MCC keep rising (calibration drift, not overfitting)",
+    "hf_trainer_state_hate_speech_loss_1e-4_by_step100_degenerate.trainer_state.json": "stopped_in_time: a "
+    "training loss at 1e-4 by step 100 (0.0 from step 970), grad norm nonzero: no rule reads it as degenerate labels",
+    "hf_trainer_state_whisper_braj_wer_best_at_eval2_never_beaten.trainer_state.json": "stopped_in_time: "
+    "val-no-progress stops at step 1056, an eval after stop_by 924 (best eval_wer 89.86 at step 264, unbeaten 5 evals)",
+    "ultralytics_results_csv_wheat_map_best_epoch2_never_beaten.csv": "stopped_in_time: mAP50-95 best at epoch 2 "
+    "(0.538), never beaten in 100 epochs and down to 0.35 at epoch 31: no rule does early stopping on an eval metric",
+    "ultralytics_results_csv_dental_best_epoch35_patience20_end.csv": "stopped_in_time: mAP50-95 best at epoch 35, "
+    "unbeaten for 20 epochs (ultralytics' own patience ends it): no rule does early stopping on an eval metric",
+    "lambdalabs_sd_finetune_lightning_bar_summoning_checkpoint_killed.log": "metrics: the one Lightning bar line "
+    "('Epoch 0: 100%|...| 209/209 [...] loss=0.0685, ..., global_step=208.0,') is not read; the Killed is named",
+    "keras_csvlogger_training_log_voice_id_healthy.training.log": "metrics: the CSV rows "
+    "(epoch,acc,loss,val_acc,val_loss) of a Keras CSVLogger file named training.log are not read",
+    "keras_csvlogger_training_log_emotion_resnet50_val_acc_plateau.training.log": "metrics, stopped_in_time: the "
+    "CSVLogger rows of a file named training.log are not read, so the val_accuracy plateau is never judged",
+    "keras_csvlogger_training_log_irfanet_3ep_healthy.training.log": "metrics: the CSVLogger rows of a file named "
+    "training.log are not read",
 }
 
 
@@ -109,6 +130,23 @@ HELD_OUT_MISSES: dict[str, str] = {  # 19 of 33 right when first scored (2026-12
     "(bare name-value pairs of Lua Torch's ImageNet example) is not read",
     "lua_imagenet_multigpu_single_gpu_first_batches_healthy.log": "metrics: the same 'Epoch: [1][1/5636] Time .. Err "
     "3.9442 Top1-%: 2.34' lines are not read",
+    # corpus-dev4b (2026-12-07, issue 39): 2 of 13 right when first scored, and 3 of the 4 added after (DETR, dtrb)
+    "dtrb_log_train_digits_two_runs_healthy.txt": "healthy_not_stopped, healthy_not_paged: loss-runaway stops at line "
+    "118: a second run appended to the log starts again from scratch (train loss 7.70, 1.86, 1.54, 1.03) after the "
+    "first run's 0.00035, and is read as one run",
+    "dreamerv3_metrics_then_localized_killed.log": "metrics, fault_named: DreamerV3's ' / '-separated "
+    "'train/loss/image 61.08' summary is not read, nor the shell's Killed in a Chinese locale ('\u5df2\u6740\u6b7b')",
+    "yolov7_results_txt_10ep_rising_healthy.txt": "metrics: headerless YOLOv7 results.txt rows (epoch '0/9' and 14 "
+    "bare numbers) are not read",
+    "yolov7_results_txt_20ep_dip_epoch3_healthy.txt": "metrics: headerless YOLOv7 results.txt rows are not read",
+    "yolov7_results_txt_cut_at_19of29_healthy.txt": "metrics: headerless YOLOv7 results.txt rows are not read",
+    "yolov7_results_txt_soccer_55ep_healthy.txt": "metrics: headerless YOLOv7 results.txt rows are not read",
+    "yolov7_results_txt_tomato_slow_start_plateau.txt": "metrics: headerless YOLOv7 results.txt rows are not read",
+    "yolov7_results_txt_ocr_252of500_healthy.txt": "metrics: headerless YOLOv7 results.txt rows are not read",
+    "dtrb_easyocr_log_train_acc_plateau_valloss_rising.txt": "stopped_in_time: Current_accuracy flat for 5 evals "
+    "after its best with train loss 0.00000: no rule does early stopping on an eval metric",
+    "nscl_jacinle_epoch15_validation_bar_killed.log": "metrics: the Jacinle bar 'Epoch 15 acc/qa=1.000000 "
+    "loss=0.046158 ...' is not read, nor 'jac-crun: line 6:  3305 Killed' glued to the validation bar",
 }
 MISSES = {**KNOWN_MISSES, **HELD_OUT_MISSES}
 

@@ -165,19 +165,31 @@ SAID = {  # what each run's one message must say
     # runtime error (2) : out of memory at ...THCStorage.cu:66` are not tagged `oom` (agent.parse.fault_of), so the
     # first firing is log-traceback (a warning), not log-oom, and the exit adds a second message
     "loop_tqdm_bar_thcudacheck_out_of_memory.log": "CUDA out of memory (PyTorch before 1.0: THC's cudaMalloc)",
+    # corpus-dev4b (2026-12-07, issue 39): met since the fault names of issue 39 item 7
+    "deepspeed_chat_launcher_sigkill_return_code_minus9.log": "out of memory",
+    "tf1_stream_executor_cuda_error_out_of_memory_shrinking_allocs.log": "CUDA_ERROR_OUT_OF_MEMORY",
+    "unet3d_brats_tensorpack_cuda_error_out_of_memory.log": "CUDA_ERROR_OUT_OF_MEMORY",
+    "lambdalabs_sd_finetune_lightning_bar_summoning_checkpoint_killed.log": "out of memory",
 }
+# Corpus fault runs the default policy does not name as the test wants yet (issue 39 item 7; the scorecard's
+# KNOWN_MISSES say the same): each case fails until a fix, and then its strict xfail fails so the entry goes.
+NOT_MET: dict[str, str] = {}
+FAULT_CASES = [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=NOT_MET[r["file"]])) if r["file"] in NOT_MET
+               else r for r in FAULT_RUNS]  # fmt: skip
 
 
 def test_every_corpus_fault_run_is_listed():
     assert sorted(r["file"] for r in FAULT_RUNS) == sorted(SAID)
 
 
-@pytest.mark.parametrize("case", FAULT_RUNS, ids=lambda r: r["file"])
+@pytest.mark.parametrize("case", FAULT_CASES, ids=lambda r: r["file"])
 def test_the_default_policy_names_each_corpus_fault(case):
-    rule = "log-" + case["label"].split(":")[1]
+    fault = case["label"].split(":")[1]
     result = backtest(default_policy(), list(log_events(REAL / case["file"], interval=10)))
     first = result.firings[0]
-    assert (first.rule, first.what) == (rule, "critical")
+    # the shell's bare `Killed` is log-killed, said as most likely the host out of memory (SAID checks the words)
+    rules = {f"log-{fault}", "log-killed"} if fault == "oom" else {f"log-{fault}"}
+    assert first.rule in rules and first.what == "critical"
     assert SAID[case["file"]] in first.reason
     assert result.stop is None  # a crashed run is dead already: nothing to stop
 
@@ -208,7 +220,7 @@ def posted(events: list[Event]) -> list[str]:
 # keras_tf1_fit_oom_traceback.log: TensorFlow's glog prefix (`W tensorflow/.../bfc_allocator.cc:217] ...`) is read
 # as a metric `bfc_allocator_cc: 217` after the OOM line; a metric clears a log rule ("training went on"), so
 # the traceback after it opens anew. It passes once such prefixes are no metric (the agent's prefix stripping).
-@pytest.mark.parametrize("case", FAULT_RUNS, ids=lambda r: r["file"])
+@pytest.mark.parametrize("case", FAULT_CASES, ids=lambda r: r["file"])
 def test_one_fault_one_message_whichever_comes_first_the_fault_or_the_exit(case):
     events = list(log_events(REAL / case["file"], interval=10))
     end = events[-1].ts + 1

@@ -287,6 +287,7 @@ def test_strip_prefix_takes_off_at_least_the_torchrun_rank_prefix(line):
 
 # Files where no line is a training metric, and why (a banner-or-fault excerpt is still read without error).
 NO_METRICS = {
+    "simple_faster_rcnn_map_identical_10_epochs.log": "`epoch 0 mAP is 0.3790 ...`: the `mAP is` phrasing is not read",
     "llamafactory_oom_in_backward.log": "a traceback ending in CUDA OOM; the run printed no metric line in the excerpt",
     "llamafactory_rank_prefixed_oom_eval.log": "rank-prefixed traceback lines of an OOM at model loading",
     "keras_tf1_fit_oom_traceback.log": "TensorFlow's allocator dump and a traceback (only `batch_size = 10` in source)",
@@ -303,6 +304,18 @@ NO_METRICS = {
     "loop_tqdm_bar_thcudacheck_out_of_memory.log": "a bar `Train (loss 63.31) epoch 1:` glued to THC's CUDA OOM, and "
     "its traceback (not read)",
     "colossalai_opt_cuda_oom_glued_traceback_bare.log": "one CUDA OOM line with another rank's traceback glued to it",
+    # corpus-dev4b (issue 39): bare faults, and formats not read today (KNOWN_MISSES in test_corpus_scorecard.py)
+    "tf1_stream_executor_cuda_error_out_of_memory_shrinking_allocs.log": "TensorFlow's allocator failing, no metric",
+    "unet3d_brats_tensorpack_cuda_error_out_of_memory.log": "TensorFlow's allocator failing, no metric",
+    "llamafactory_streaming_nccl_watchdog_stuck_480s_hang.log": "one NCCL watchdog line (a hang), no metric",
+    "lambdalabs_sd_finetune_lightning_bar_summoning_checkpoint_killed.log": "one Lightning bar ending in a comma, "
+    "then `Killed` (the bar is not read)",
+    "keras_csvlogger_training_log_voice_id_healthy.training.log": "a Keras CSVLogger CSV named training.log (its rows "
+    "are not read)",
+    "keras_csvlogger_training_log_emotion_resnet50_val_acc_plateau.training.log": "a Keras CSVLogger CSV named "
+    "training.log (its rows are not read)",
+    "keras_csvlogger_training_log_irfanet_3ep_healthy.training.log": "a Keras CSVLogger CSV named training.log (its "
+    "rows are not read)",
 }
 # Files whose metrics span several lines (agent.tables, the `Epoch N` line above): read by the agent's per-run
 # reader, not line by line
@@ -314,6 +327,10 @@ MULTI_LINE = {
 }
 # Files whose metric lines carry no position of their own, and why
 UNPLACED = {
+    # corpus-dev4a (issue 39): positions not read yet
+    "charrnn_lua_": "char-rnn's `228/9500 (epoch 1.200), train_loss = ...`: its iteration of a total is no step",
+    "crnn_pytorch_": "crnn.pytorch's `[1/25][300/3183] Loss: ...`: epoch of epochs and batch of batches are not read",
+    "wenet_": "WeNet's `TRAIN Batch 4/203700 loss ...` (epoch/batch): not read as a position",
     "keras_": "a fit line's epoch is the `Epoch N/M` line before it",
     "deepspeed_": "the loss scaler's messages name no step (the Trainer's dict lines carry the epoch)",
     "fairseq_v1_startup_overflow_loss_scale.log": "start-up: fp16 overflow notes before the first train_inner line",
