@@ -44,5 +44,13 @@ elif which == "csvlogger":
     X[2 * 64 + 10 :] = np.nan  # from the third epoch on (64 rows an epoch)
     m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     m.compile(optimizer="sgd", loss="mse", metrics=["mae"])
-    m.fit(X[:320], y[:320], epochs=5, batch_size=32, steps_per_epoch=2, shuffle=False, verbose=0,
-          callbacks=[keras.callbacks.CSVLogger(os.path.join(out, "training.log"))])
+    m.fit(
+        X[:320],
+        y[:320],
+        epochs=5,
+        batch_size=32,
+        steps_per_epoch=2,
+        shuffle=False,
+        verbose=0,
+        callbacks=[keras.callbacks.CSVLogger(os.path.join(out, "training.log"))],
+    )
