@@ -106,8 +106,8 @@ QUALIFIER_RE = re.compile(r"(?<![\w./-])([A-Za-z][\w-]*) $")
 def qualified(text: str, pairs: re.Pattern[str]) -> list[tuple[str, str]]:
     """The pairs of a line that prints one name twice, each repeated name with the word before it: PyTorch-GAN's
     `[D loss: 0.58] [G loss: 0.71]` is `D loss` and `G loss` (two losses; read as one `loss`, the D loss was
-    dropped and a NaN in it alone missed), `train loss: 2.3, val loss: 2.5` is `train loss` and `val loss`. A
-    repeat with no such word (or a word of a sentence) keeps its name, and the last value wins as before."""
+    dropped and a NaN in it alone missed). A repeat with no such word, a word of a sentence, or a phase word
+    (`train loss: 2.3, val loss: 2.5`: a role, `_phase`) keeps its name, and the last value wins as before."""
     found = list(pairs.finditer(text))
     counts: dict[str, int] = {}
     for match in found:
