@@ -93,12 +93,18 @@ def is_eval_bar(line: str) -> bool:
 def fresh(metrics: Metrics, carried: dict[str, float | int], *, eval_ran: bool, positions: frozenset[str]) -> Metrics:
     """The values of one bar redraw that are new samples: those that changed since the last redraw (`carried`,
     updated here), and an eval's values when an eval bar ran since (an eval that scored the same is still an
-    eval). A value carried unchanged is a redraw, not a sample. Positions always stay."""
+    eval). A value carried unchanged is a redraw, not a sample. Positions always stay.
+
+    A training value that stays NaN or Inf while the bar moves on is a sample at each new position: a loop that
+    calls `set_postfix(noise_step_loss=...)` every step prints `nan` again step after step, and counted once, a
+    rule that wants the non-finite term on 2 logged steps (`loss-term-nonfinite`) never saw it twice."""
     out: Metrics = {}
+    moved = any(name in positions and carried.get(name, value) != value for name, value in metrics.items())
     for name, value in metrics.items():
         before = carried.get(name)
         carried[name] = value
         new = before is None or not same_value(before, value) or (eval_ran and role(name) != "train")
+        new = new or (moved and not math.isfinite(value) and role(name) == "train")
         if new or name in positions:
             out[name] = value
     return out

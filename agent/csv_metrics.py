@@ -1,5 +1,6 @@
 """CSV metric loggers, followed as they grow: Lightning `CSVLogger` (`metrics.csv`), ultralytics
-`results.csv`, timm `summary.csv`, and any CSV with a header row of metric names.
+`results.csv`, timm `summary.csv`, Keras `CSVLogger` (under any name: `training.log`), and any CSV with a
+header row of metric names.
 
 Shapes read (one header row, then one row per log call):
 
@@ -22,12 +23,14 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from pathlib import Path
 from typing import BinaryIO
 
 from trainwarden.agent import access
 from trainwarden.agent.structured import Record, number, whole_step
 from trainwarden.agent.tail import open_if_changed
+from trainwarden.core.metrics import canonical, is_known
 
 READ_CHUNK = 1 << 20
 MAX_HEADER = 1 << 16  # a header longer than this is not a metric logger's
@@ -37,6 +40,35 @@ POSITIONS = ("step", "epoch")
 def header_names(line: str) -> list[str]:
     """Pure: a header row's column names, padding stripped (ultralytics pads them to a width)."""
     return [name.strip() for name in next(csv.reader([line]), [])]
+
+
+# a column name: a word, perhaps with a logger's separators (`train/box_loss`, `metrics/mAP50-95(B)`, `lr/pg0`)
+COLUMN_RE = re.compile(r"[A-Za-z_][\w./()@%:+-]*")
+
+
+def is_header(line: str) -> bool:
+    """Pure: whether a file's first line is a CSV metric logger's header, whatever the file is named: Keras'
+    `CSVLogger('training.log')` (its documentation's own example) writes `epoch,accuracy,loss,val_accuracy,val_loss`.
+    Two names or more, each one word, one of them a position (`epoch`, `step`) or a metric the vocabulary knows;
+    a log's first line (`Epoch 1, loss 0.5`, `INFO:root:start`) is none."""
+    line = line.rstrip("\r\n")
+    if "\r" in line or "\x00" in line:  # a bar redrawn with `\r`, a NUL: a console's line, not a header
+        return False
+    names = header_names(line)
+    if len(names) < 2 or not all(COLUMN_RE.fullmatch(name) for name in names):
+        return False
+    return any(name.lower() in POSITIONS or is_known(canonical(name)) for name in names)
+
+
+def first_line(path: Path) -> str | None:
+    """The file's first line when it is whole; None when there is none yet (no file, an empty one, a header still
+    being written) or the file cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.readline(MAX_HEADER)
+    except (OSError, ValueError):
+        return None
+    return head.decode("utf-8", "replace") if head.endswith(b"\n") else None
 
 
 def row_record(names: list[str], line: str, *, sub: str, seq: int, start: int) -> Record | None:

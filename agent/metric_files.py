@@ -1,13 +1,17 @@
 """Which reader a watched path gets, and structured metric files as the agent's log items.
 
-The rule, by name alone (the file may not exist yet when the watch starts):
+The rule, by name, then by content:
 
 | path | read as |
 |---|---|
 | `*.csv` | a CSV metric logger (`agent.csv_metrics`: Lightning, ultralytics, timm) |
 | `*trainer_state.json` | Hugging Face Trainer state (`agent.hf_state`), newest `checkpoint-*/` copy included |
 | `*events.out.tfevents*`, a directory | TensorBoard events (`agent.tfevents`); not a directory named `*.log` |
+| anything else whose first line is a CSV metric header | a CSV metric logger (Keras `CSVLogger('training.log')`) |
 | anything else | a training log, line by line (`agent.logsource`) |
+
+The content decides the last two: a file with no whole first line yet is `undecided`, and the watcher looks
+again until it has one (Keras writes its header at the end of the first epoch).
 
 Producers and seqs of the metric events (stable across re-reads, like the log's):
 
@@ -25,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trainwarden.agent import access
-from trainwarden.agent.csv_metrics import CsvFile
+from trainwarden.agent.csv_metrics import CsvFile, first_line, is_header
 from trainwarden.agent.hf_state import TrainerState
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.logsource import Item
@@ -46,6 +50,19 @@ READERS: dict[str, type[CsvFile] | type[TrainerState] | type[EventFiles]] = {
 
 def kind_of(path: Path) -> str:
     """How a watched path is read (the table above)."""
+    kind = _by_name(path)
+    if kind != LOG:
+        return kind
+    head = first_line(path)
+    return CSV if head is not None and is_header(head) else LOG
+
+
+def undecided(path: Path) -> bool:
+    """Whether a path read as a log may still turn out to be a CSV metric file: it has no whole first line yet."""
+    return _by_name(path) == LOG and not access.is_dir(path) and first_line(path) is None
+
+
+def _by_name(path: Path) -> str:
     name = path.name.lower()
     if name.endswith(".csv"):
         return CSV

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 
 from trainwarden.core.jsonload import float_literal
-from trainwarden.core.metrics import canonical, is_known
+from trainwarden.core.metrics import EVAL_PREFIXES, TRAIN_PREFIXES, canonical, fold, is_known
 
 Metrics = dict[str, float | int]
 
@@ -34,11 +34,12 @@ SPACED_RE = re.compile(
 )
 
 
-# a word every name `is_known` accepts holds (a loss, an accuracy, a perplexity, a norm, a held-out metric, tokens),
+# a word every name `is_known` accepts holds (a loss, an accuracy, a perplexity, a norm, a held-out metric, tokens,
+# an error or Lua Torch's `Err` loss),
 # looked for in the lower-cased line (substring tests cost less than any regex alternation)
 def _measured_word(low: str) -> bool:
     return ("loss" in low or "acc" in low or "ppl" in low or "perplex" in low or "norm" in low or "val" in low
-            or "test" in low or "tok" in low or "throughput" in low or "overflow" in low or "error" in low)  # fmt: skip
+            or "test" in low or "tok" in low or "throughput" in low or "overflow" in low or "err" in low)  # fmt: skip
 
 
 # words of a sentence, not names of metrics: `setting loss scale to: 64.0`, `using: 0 TPU cores`
@@ -91,7 +92,40 @@ def key_value(text: str) -> Metrics:
 
 
 def colon(text: str) -> Metrics:
-    return _kept(numbers((key, value) for key, value, _pct in COLON_RE.findall(text)))
+    """`key: value` pairs; a name printed twice is told apart by the word before each (`qualified`)."""
+    found = COLON_RE.findall(text)
+    if len({key for key, _value, _pct in found}) < len(found):
+        return _kept(numbers(qualified(text, COLON_RE)))
+    return _kept(numbers((key, value) for key, value, _pct in found))
+
+
+# the one word right before a name (`D ` in `[D loss: 0.58]`), a qualifier when the name is printed twice
+QUALIFIER_RE = re.compile(r"(?<![\w./-])([A-Za-z][\w-]*) $")
+
+
+def qualified(text: str, pairs: re.Pattern[str]) -> list[tuple[str, str]]:
+    """The pairs of a line that prints one name twice, each repeated name with the word before it: PyTorch-GAN's
+    `[D loss: 0.58] [G loss: 0.71]` is `D loss` and `G loss` (two losses; read as one `loss`, the D loss was
+    dropped and a NaN in it alone missed). A repeat with no such word, a word of a sentence, or a phase word
+    (`train loss: 2.3, val loss: 2.5`: a role, `_phase`) keeps its name, and the last value wins as before."""
+    found = list(pairs.finditer(text))
+    counts: dict[str, int] = {}
+    for match in found:
+        counts[match.group(1)] = counts.get(match.group(1), 0) + 1
+    out: list[tuple[str, str]] = []
+    for match in found:
+        key = match.group(1)
+        word = QUALIFIER_RE.search(text, 0, match.start()) if counts[key] > 1 else None
+        if word is not None and word.group(1).lower() not in PROSE and not _phase(word.group(1)):
+            key = f"{word.group(1)} {key}"
+        out.append((key, match.group(2)))
+    return out
+
+
+def _phase(word: str) -> bool:
+    """A word that names the data (`train`, `val`, `test`): which data a value was measured on is its role, read
+    by the position and role readers (agent.trainer_lines), not a name of its own."""
+    return (fold(word) + "_").startswith((*TRAIN_PREFIXES, *EVAL_PREFIXES, "test"))
 
 
 def spaced(text: str) -> Metrics:

@@ -49,7 +49,7 @@ from trainwarden.agent.config import (
 from trainwarden.agent.health import Ended, GuardFinding, ProcessHealth, log_tail
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.logsource import BLOCK_IDLE_S, Item, RunLog
-from trainwarden.agent.metric_files import LOG, TENSORBOARD, MetricFileLog, kind_of, open_reader
+from trainwarden.agent.metric_files import CSV, LOG, TENSORBOARD, MetricFileLog, kind_of, open_reader, undecided
 from trainwarden.agent.runsecrets import RunSecrets
 from trainwarden.agent.sidecar import RunSidecar
 from trainwarden.agent.state import LogPosition, WandbPosition
@@ -98,6 +98,8 @@ class RunWatcher:
                                    first_step_s=options.first_step_budget_s, started=now)  # fmt: skip
         self.unreadable: str | None = None  # what the agent said when it found the run unreadable (the heartbeat)
         self.access = LogAccess(watch.log)  # whether it may read the log (a directory made private: agent.access)
+        # a log path with no whole first line yet may still be a CSV logger's file (agent.metric_files.undecided)
+        self.undecided = self.kind == LOG and not pos.offset and undecided(watch.log)
         if self.kind == LOG:
             tail = self.seen = SeenTail(watch.log, offset=pos.offset, generation=pos.generation, inode=pos.inode,
                                         fingerprint=pos.fingerprint, rotate_wait_s=options.rotate_wait_s)  # fmt: skip
@@ -153,6 +155,8 @@ class RunWatcher:
         except Exception as exc:  # the sidecar only: the log and W&B are still read
             self.errors.failed(f"{self.run} sidecar", exc)
         access: SourceStatusData | None = None
+        if self.undecided:
+            self._decide()
         try:
             items = self.log.poll(now)
         except OSError as exc:  # the log only, and said in the run's events (once): W&B is still read
@@ -197,6 +201,18 @@ class RunWatcher:
                 ts = row.ts if row.ts and math.isfinite(row.ts) else now  # W&B's `_timestamp`, when usable
                 out.append(self._event(t.METRIC, row.producer, row.seq, ts, data))
         return out
+
+    def _decide(self) -> None:
+        """Read a log path as a CSV metric file once its first line says so (Keras' `CSVLogger('training.log')`
+        writes its header at the end of the first epoch); a log once that line is anything else."""
+        if undecided(self.watch.log):
+            return
+        self.undecided = False
+        if kind_of(self.watch.log) == LOG or not isinstance(self.log, RunLog) or self.log.tail.offset:
+            return
+        self.log.tail.close()
+        self.kind, self.seen = CSV, None
+        self.log = MetricFileLog(run=self.run, host=self.host, reader=open_reader(self.watch.log), errors=self.errors)
 
     def _reading(self, now: float, items: list[Item], *, metric: bool) -> Event | None:
         """Whether the run's metrics are read (agent.blind): said once when they are not, once when they come."""

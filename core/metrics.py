@@ -55,8 +55,9 @@ TRAINING, VALIDATION, SYSTEM = Phase.TRAINING, Phase.VALIDATION, Phase.SYSTEM
 # prefix and name (the agent's rule below maps `validation/perplexity` and the like to `val_ppl` anyway).
 METRICS: tuple[Metric, ...] = (
     Metric("loss", TRAINING, ("train/loss", "train_loss", "train.loss", "training_loss", "lm loss", "total_loss",
-                              "logloss", "binary_logloss", "multi_logloss", "mlogloss"),
-           "training loss (a gradient-boosting log's logloss too: `eval-logloss` is then `val_loss`)"),
+                              "logloss", "binary_logloss", "multi_logloss", "mlogloss", "avr_loss", "err"),
+           "training loss (a gradient-boosting log's logloss too: `eval-logloss` is then `val_loss`; kohya's "
+           "`avr_loss`; Lua Torch's `Err`)"),
     Metric("ppl", TRAINING, ("perplexity", "train/ppl", "train_ppl", "train/perplexity", "train_perplexity"),
            "training perplexity (never the validation one)"),
     Metric("grad_norm", TRAINING, ("train/grad_norm", "gradient_norm", "grad-norm", "gnorm", "grad_norm_total"),
@@ -84,6 +85,13 @@ METRICS: tuple[Metric, ...] = (
 )  # fmt: skip
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 
+# THE loss under a trainer's own word, not a term of it: kohya sd-scripts' bar postfix `avr_loss` is the moving
+# mean of the one loss it optimises (the only loss it prints, as a Hugging Face `loss` is the mean over its
+# logging steps), and Lua Torch's ImageNet example (and fb.resnet.torch) prints its criterion's output as `Err`
+# (6.9 = ln 1000 at the start). `err` names the loss only printed alone: `val_err`, `top1_err` and `test_err` are
+# error rates, so a bare-only spelling gets no prefixed forms.
+BARE_ONLY = frozenset({"err"})
+
 TRAIN_PREFIXES = ("train/", "train_", "training/", "training_")
 EVAL_PREFIXES = ("eval/", "eval_", "val/", "val_", "valid/", "valid_", "validation/", "validation_")
 
@@ -104,7 +112,8 @@ def _index(phases: tuple[Phase, ...], *, unprefixed: bool) -> dict[str, str]:
     for metric in METRICS:
         if metric.phase in phases:
             for spelling in (metric.name, *metric.spellings):
-                if not (unprefixed and fold(spelling).startswith(TRAIN_PREFIXES + EVAL_PREFIXES)):
+                if not (unprefixed and (fold(spelling).startswith(TRAIN_PREFIXES + EVAL_PREFIXES)
+                                        or spelling in BARE_ONLY)):  # fmt: skip
                     out[fold(spelling)] = metric.name
     return out
 
@@ -122,7 +131,8 @@ def canonical(printed: str) -> str:
         return _EXACT[low]
     for prefix in TRAIN_PREFIXES:
         if low.startswith(prefix) and len(low) > len(prefix):
-            return _BASE.get(low[len(prefix) :], low[len(prefix) :])
+            base = low[len(prefix) :]
+            return low if base in BARE_ONLY else _BASE.get(base, base)  # `train_err`: an error rate, not `err`
     for prefix in EVAL_PREFIXES:
         if low.startswith(prefix) and len(low) > len(prefix):
             base = _unprefixed(low[len(prefix) :])

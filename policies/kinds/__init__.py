@@ -3,7 +3,7 @@
 | kind | fires when |
 |---|---|
 | nonfinite_term | any training metric measuring `quantity` (a loss term under any name) is NaN or +/-Inf |
-| nonfinite | the metric is NaN or +/-Inf (with `skipped_by`: beside no usable loss, or `skips` steps in a row) |
+| nonfinite | the metric is NaN or +/-Inf, or beyond float32 with `overflow` (`skipped_by`: see NonFinite) |
 | threshold | the metric is above `above` or below `below` |
 | spike | the metric is `ratio` x its trailing mean/median (or 1/`ratio`, direction down), or over `above` |
 | runaway | the metric's recent median is `ratio` x its running minimum (after `warmup` values) |
@@ -39,7 +39,7 @@ from trainwarden.policies.kinds.relations import Baseline, Divergence, LrSchedul
 from trainwarden.policies.kinds.signals import Absence, LogPattern, Status
 from trainwarden.policies.kinds.stall import Stall
 from trainwarden.policies.kinds.throughput import Throughput
-from trainwarden.policies.kinds.values import NonFinite, NonFiniteTerm, Plateau, Spike, Threshold, Trend
+from trainwarden.policies.kinds.values import OVERFLOWS, NonFinite, NonFiniteTerm, Plateau, Spike, Threshold, Trend
 from trainwarden.policies.model import Kind
 from trainwarden.policies.names import expand
 from trainwarden.policies.schema import PolicyReader
@@ -61,7 +61,12 @@ def _nonfinite(r: PolicyReader) -> Kind:
         skipped_by=r.metric("skipped_by", required=False),
         skips=r.integer("skips", default=3, minimum=1),
         beside=r.choice("beside", ("any", "broken", "skipped"), default="any"),
+        overflow=_overflow(r.choice("overflow", ("none", *OVERFLOWS), default="none")),
     )
+
+
+def _overflow(choice: str) -> str | None:
+    return None if choice == "none" else choice
 
 
 def _runaway(r: PolicyReader) -> Kind:

@@ -18,6 +18,8 @@ from trainwarden.policies.names import finite, fmt, number, pick
 
 METRIC_EVENTS = frozenset({t.METRIC})
 POSITIONS = frozenset({"step", "epoch", "optimizer_step"})  # where a sample is, not what it measures
+# the largest finite value of a float type a model computes in: beyond it the value is Inf there
+OVERFLOWS = {"float32": 3.4028234663852886e38}  # (2 - 2**-23) * 2**127 = exp(88.72)
 
 
 def repeated(st: dict[str, Any], data: Any, name: str, v: float, *, trend: bool = True) -> bool:
@@ -75,6 +77,11 @@ class NonFinite(OneMetric):
     such a loss (a STOP rule: a run of skipped steps beside a finite loss is dynamic loss scaling at work,
     averaged log lines carry a NaN whenever one step of the interval was skipped), `skipped` only on
     `skips` skipped steps in a row (a warning rule), `any` on both.
+
+    With `overflow: float32`, a finite value beyond float32's range (`OVERFLOWS`) counts as an Inf: a model
+    computes in float32 (or narrower), where such a value is Inf; printed finite, it was computed in float64 or
+    clamped (OpenNMT prints `exp(min(loss, 100))`, 2.7e43). A perplexity there is exp of a cross-entropy above
+    88.7 nats: the true token's probability under 1e-38, a diverged run whatever the vocabulary.
     """
 
     kind: ClassVar[str] = "nonfinite"
@@ -84,13 +91,14 @@ class NonFinite(OneMetric):
     skipped_by: tuple[str, ...] = ()
     skips: int = 3
     beside: str = "any"  # any | broken | skipped
+    overflow: str | None = None  # a key of OVERFLOWS: a finite value beyond that type's range counts as Inf
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
         v = number(event.data[name])
         if v is None:
             return None
-        if math.isfinite(v):
+        if math.isfinite(v) and (self.overflow is None or abs(v) <= OVERFLOWS[self.overflow]):
             if self.skipped_by and st.get("skipped"):
                 st["skipped"] = 0
             return False
@@ -108,6 +116,9 @@ class NonFinite(OneMetric):
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         reason, values = f"{st['metric']}={fmt(st['value'])}", {st["metric"]: st["value"]}
+        if self.overflow is not None and math.isfinite(st["value"]):
+            bound = OVERFLOWS[self.overflow]
+            reason += f", beyond {self.overflow}'s range ({fmt(bound)} = exp({math.log(bound):.1f})): an overflow"
         if not self.skipped_by:
             return reason, values
         beside = st.get("beside")
@@ -125,6 +136,8 @@ class NonFinite(OneMetric):
             out |= {"skipped_by": list(self.skipped_by), "skips": self.skips}
             if self.beside != "any":
                 out["beside"] = self.beside
+        if self.overflow is not None:
+            out["overflow"] = self.overflow
         return out
 
 

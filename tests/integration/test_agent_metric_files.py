@@ -2,6 +2,7 @@
 event file): the real `trainwarden agent` process and the in-process agent, into a real Redis. The
 files are the corpus's real ones (tests/data/real, provenance in MANIFEST.yaml), written out in pieces."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ pytestmark = pytest.mark.redis
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 LIGHTNING = REAL / "lightning_csvlogger_mnist_sparse_val_rows_healthy.metrics.csv"
 TB = REAL / "lightning_tb_sketch_retrieval_valloss_up_map_up.events.out.tfevents"
+# Keras 3 CSVLogger("training.log"), loss NaN from its third epoch (tests/data/logs/captured/README.md)
+KERAS_CSV = REAL.parent / "logs" / "captured" / "keras3_csvlogger_nan.training.log"
 
 
 def expected(path: Path) -> list[tuple[str, dict[str, float | int]]]:
@@ -70,3 +73,26 @@ def test_a_growing_tensorboard_file_and_a_restart_publish_each_record_once(store
         agent().run(burst=True)
     assert published(store) == expected(TB)
     assert {e.producer for e in events_of(store, "exp01", t.METRIC)} == {f"gpu1/tb/exp01/{path.name}"}
+
+
+def test_a_csvlogger_file_named_training_log_is_read_as_csv_once_its_header_is_written(store, tmp_path):
+    lines = KERAS_CSV.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "training.log"
+    path.write_bytes(b"")  # CSVLogger opens its file at on_train_begin and writes the header after epoch 1
+    agent = Agent(publisher=Publisher(store), host="gpu1", watches=[RunWatch(run="exp01", log=path)],
+                  state_path=tmp_path / "state.json")  # fmt: skip
+    agent.run(burst=True)
+    path.write_bytes(lines[0][:9])  # the header half written: still undecided
+    agent.run(burst=True)
+    with open(path, "ab") as f:
+        f.write(lines[0][9:] + lines[1])
+    agent.run(burst=True)
+    assert [data for _, data in published(store)] == [{"step": 0, "epoch": 0, "loss": 9.708993911743164,
+                                                        "mae": 2.586796283721924}]  # fmt: skip
+    with open(path, "ab") as f:
+        f.write(b"".join(lines[2:]))
+    agent.run(burst=True)
+    got = published(store)
+    assert repr(got) == repr(expected(path)) and len(got) == 5  # each epoch's row once, numbered as offline (NaN too)
+    assert math.isnan(got[2][1]["loss"]) and got[2][1]["step"] == 2
+    assert {e.producer for e in events_of(store, "exp01", t.METRIC)} == {"gpu1/csv/exp01/g0"}

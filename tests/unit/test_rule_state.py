@@ -27,12 +27,12 @@ POLICY = """\
 # (`k`); a state in the kinds' earlier layout is the next test's case.
 OLD_POLICY_STATE = json.loads("""{"config": {}, "deciding": {}, "decision": "CONTINUE", "dirty": false,
 "ended": false, "kept": {}, "last_input": 1800000011.0, "launch_seq": null, "now": 1800000011.0,
-"policy": "ba6c2aec43f35692", "rules": {"gn": {"c": true, "esc": false,
+"policy": "efd2d28fe58bc06e", "rules": {"gn": {"c": true, "esc": false,
 "k": {"metric": "grad_norm", "value": 150.0}, "n": 2, "open": null, "reason": "", "resolved": null,
 "sig": "a80d9c31a37e15dd", "since": 1800000010.0, "values": {}}, "loss-spike": {"c": true, "esc": false,
 "k": {"baseline": 1.0, "metric": "loss", "sorted_window": [], "window_sum": 10.0, "value": 3.0,
 "window": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]}, "n": 2, "open": "p:11",
-"reason": "loss=3 is 3x its trailing mean 1", "resolved": null, "sig": "36dabb38539e4820",
+"reason": "loss=3 is 3x its trailing mean 1", "resolved": null, "sig": "d6a771ccd6391d0a",
 "since": 1800000010.0, "values": {"loss": 3.0, "trailing_mean": 1.0}}}, "start": 1800000000.0, "step": null}""")
 
 # The kinds' state in their earlier layout (short keys `w`, `s`, `m`, `v`, `b`) under that layout's digests.
