@@ -89,12 +89,6 @@ KNOWN_MISSES = {
     "unbeaten for 20 epochs (ultralytics' own patience ends it): no rule does early stopping on an eval metric",
     "lambdalabs_sd_finetune_lightning_bar_summoning_checkpoint_killed.log": "metrics: the one Lightning bar line "
     "('Epoch 0: 100%|...| 209/209 [...] loss=0.0685, ..., global_step=208.0,') is not read; the Killed is named",
-    "keras_csvlogger_training_log_voice_id_healthy.training.log": "metrics: the CSV rows "
-    "(epoch,acc,loss,val_acc,val_loss) of a Keras CSVLogger file named training.log are not read",
-    "keras_csvlogger_training_log_emotion_resnet50_val_acc_plateau.training.log": "metrics, stopped_in_time: the "
-    "CSVLogger rows of a file named training.log are not read, so the val_accuracy plateau is never judged",
-    "keras_csvlogger_training_log_irfanet_3ep_healthy.training.log": "metrics: the CSVLogger rows of a file named "
-    "training.log are not read",
 }
 
 
@@ -126,10 +120,8 @@ HELD_OUT_MISSES: dict[str, str] = {  # 19 of 33 right when first scored (2026-12
     "identical on all five lines; loss-frozen reads 'loss' only and needs 20 equal steps",
     "bmsggan_d_loss_zero_for_hours.log": "stopped_in_time: d_loss exactly 0 on 16 of 18 lines while g_loss swings "
     "7-42; no rule reads a GAN discriminator loss at 0",
-    "lua_imagenet_multigpu_err_6_907_ln1000_epoch11.log": "metrics, stopped_in_time: 'Err 6.9076 Top1-%: 0.00' "
+    "lua_imagenet_multigpu_err_6_907_ln1000_epoch11.log": "stopped_in_time: 'Err 6.9076 Top1-%: 0.00' "
     "(bare name-value pairs of Lua Torch's ImageNet example) is not read",
-    "lua_imagenet_multigpu_single_gpu_first_batches_healthy.log": "metrics: the same 'Epoch: [1][1/5636] Time .. Err "
-    "3.9442 Top1-%: 2.34' lines are not read",
     # corpus-dev4b (2026-12-07, issue 39): 2 of 13 right when first scored, and 3 of the 4 added after (DETR, dtrb)
     "dtrb_log_train_digits_two_runs_healthy.txt": "healthy_not_stopped, healthy_not_paged: loss-runaway stops at line "
     "118: a second run appended to the log starts again from scratch (train loss 7.70, 1.86, 1.54, 1.03) after the "
