@@ -109,6 +109,8 @@ def moment_json(m: Moment, *, first_ts: float | None, line: int | None = None) -
                            "reason": m.reason}  # fmt: skip
     if line is not None:
         out["line"] = line
+    if m.confirm_s:
+        out["confirm_s"] = m.confirm_s
     return out
 
 
