@@ -73,6 +73,7 @@ def _runaway(r: PolicyReader) -> Kind:
         smooth=smooth,
         floor=r.number("floor", default=0.25, minimum=0.0) or 0.0,
         start_ratio=r.number("start_ratio", default=None, minimum=1.0),
+        hold=r.integer("hold", default=0, minimum=0),
         events=_events(r),
     )
 

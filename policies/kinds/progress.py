@@ -6,7 +6,9 @@ sample costs the same at step 100 and at step 10,000,000.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from itertools import pairwise
 from math import isfinite
 from typing import Any, ClassVar
 
@@ -14,6 +16,11 @@ from trainwarden.core.metrics import is_validation
 from trainwarden.events.envelope import Event
 from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric, repeated
 from trainwarden.policies.names import finite, fmt
+
+# How many values a noisy metric's median needs per unit of its relative spread squared: the median of n values
+# strays by about 1.25 spread / sqrt(n), and its lowest over a run (about 3 of those) should stay within a quarter
+# of the level, (3 x 1.25 / 0.25)^2 = 225 (a spread of 0.1: the 3 of `smooth`; 0.3: 21 values).
+NOISE_K = 225.0
 
 
 def _median(window: list[float]) -> float:
@@ -43,6 +50,13 @@ class Runaway(OneMetric):
     median count as noise: a loss that fell 100-fold jitters far above 2x its best from batch to batch,
     and has run away only once it gave back a good part of what it learned.
 
+    `hold`: for a noisy per-batch loss (a band from 0.4 to 2.1 around 1.0), a three-batch dip is no level the
+    run held. The window of both medians then grows from `smooth` to as many values as the run's own noise
+    needs (its relative spread, from the median step between consecutive values, squared, times `NOISE_K`; at
+    most `hold`), so the best is a level the run held and the judged level is the band's, not a dip's nor a
+    bump's. Values above the limit are kept out of the noise measure (a blow-up is no noise). A clean loss
+    keeps the `smooth` window.
+
     `start_ratio`: also fire when the median (and the latest value) is that many times the very first
     value. A run's first logged loss is its initial loss, the highest a healthy run shows; a loss that
     leaps from it and thrashes (0.78 -> 30, 15, 80, 1.4, 38: a learning rate far too high under clipping)
@@ -57,12 +71,14 @@ class Runaway(OneMetric):
     smooth: int = 3
     floor: float = 0.25
     start_ratio: float | None = None
+    hold: int = 0  # the widest window a noisy metric's medians take (0: `smooth`, whatever the noise)
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        # the last `smooth` values, values seen (up to `warmup`), the first and the previous median, the best
-        # level so far and the median limit it sets, the first value's limit under `start_ratio` (+ "metric",
-        # "median", "over": the name read, the median judged and what it rose over, when firing)
+        # the last `smooth` (with `hold`: `hold`) values, values seen (up to `warmup`), the first and the previous
+        # median, the best level so far and the median limit it sets, the first value's limit under `start_ratio`
+        # (+ "metric", "median", "over": the name read, the median judged and what it rose over, when firing;
+        # with `hold`, "band": the last `hold` values under the limit, that measure the noise)
         return {"recent": [], "seen": 0, "first": None, "prev": None, "best": None, "limit": None, "start": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
@@ -77,7 +93,7 @@ class Runaway(OneMetric):
             st["start"] = v * self.start_ratio
         recent.append(v)
         n = len(recent)
-        if n > self.smooth:
+        if n > max(self.smooth, self.hold):
             del recent[0]
             n -= 1
         seen = st["seen"]
@@ -85,6 +101,12 @@ class Runaway(OneMetric):
             st["seen"] = seen = seen + 1
         if n < self.smooth:
             return False
+        if self.hold > self.smooth:
+            width = self._width(st, v)
+            if width > self.smooth:  # a noisy metric: the median of a window its noise needs
+                return self._judge(st, name, v, _median(recent[-width:]), recent[-width:])
+            recent = recent[-self.smooth :]
+            n = len(recent)
         if n == 3:  # the usual window: its median by comparisons
             a, b, c = recent
             if a > b:
@@ -92,6 +114,30 @@ class Runaway(OneMetric):
             med = b if c >= b else (c if c > a else a)
         else:
             med = _median(recent)
+        return self._judge(st, name, v, med, recent)
+
+    def _width(self, st: dict[str, Any], v: float) -> int:
+        """How many values the medians take: `smooth`, or more for a metric whose batches are noisy (its relative
+        spread is the median step between consecutive values under the limit, over their median)."""
+        band: list[float] = st.setdefault("band", [])
+        limit = st["limit"]
+        if limit is None or v <= limit:
+            band.append(v)
+            if len(band) > self.hold:
+                del band[0]
+        if len(band) < 4:
+            return self.smooth
+        level = abs(_median(band))
+        if level == 0:
+            return self.smooth
+        steps = _median([abs(b - a) for a, b in pairwise(band)])
+        width = math.ceil(NOISE_K * (steps / level) ** 2) | 1  # odd: a median is one of the values
+        return max(self.smooth, min(width, self.hold, len(band)))
+
+    def _judge(self, st: dict[str, Any], name: str, v: float, med: float, window: list[float]) -> bool:
+        """The median `med` of the last values (`window`) against the run's best level and its first value."""
+        st["width"] = len(window)
+        seen = st["seen"]
         prev = st["prev"]
         st["prev"] = med
         held = med if prev is None or prev < med else prev  # a level counts once two medians in a row reach it
@@ -122,7 +168,7 @@ class Runaway(OneMetric):
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         med, best, what = st["median"], st["best"], f"{st['metric']}={fmt(st['median'])}"
-        what += f" (median of the last {len(st['recent'])})"
+        what += f" (median of the last {st.get('width', len(st['recent']))})"
         if st.get("over") == "start":
             first = st["start"] / (self.start_ratio or 1.0)
             return f"{what} is {fmt(med / first)}x its first value {fmt(first)}", {st["metric"]: med, "first": first}
@@ -131,7 +177,8 @@ class Runaway(OneMetric):
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "ratio": self.ratio, "warmup": self.warmup, "smooth": self.smooth,
-                "floor": self.floor, "start_ratio": self.start_ratio, "event": sorted(self.events)}  # fmt: skip
+                "floor": self.floor, "start_ratio": self.start_ratio, "event": sorted(self.events),
+                **({"hold": self.hold} if self.hold else {})}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
