@@ -133,6 +133,7 @@ def _scale_collapse(r: PolicyReader) -> Kind:
         search_from=r.number("search_from", default=64.0, minimum=0.0) or 0.0,
         search_floor=r.number("search_floor", default=1.0, minimum=0.0) or 0.0,
         search_gap=r.integer("search_gap", default=100, minimum=1),
+        unless_falling=r.string("unless_falling", description="a loss whose new low on the same line ends a collapse"),
     )
 
 

@@ -51,3 +51,92 @@ def test_a_clean_loss_keeps_the_three_value_median():
     out = run(rule, [c.metric(i * 10.0, step=i, loss=v) for i, v in enumerate(values)])
     assert summary(out)[-2:] == ["opened:r", "STOP:r"], summary(out)
     assert "median of the last 3" in out[-1][1]["reason"]
+
+
+def verdict(rows: list[dict]) -> tuple[str | None, list[str]]:
+    """The default policy over one metric event per row: (the STOP's rule, the rules opened)."""
+    c, state = Clock(), PolicyState()
+    apply_policy(POLICY, state)
+    out = run(POLICY, [c.metric(i * 60.0, **row) for i, row in enumerate(rows)], state)
+    stops = [d["rule"] for typ, d in out if typ == t.DECISION and d["decision"] == t.STOP]
+    return (stops[0] if stops else None), [d["rule"] for typ, d in out if typ == t.ANOMALY_OPENED]
+
+
+# dynamic loss scaling finding its level: the scale held at 2048 (the start-up search is over), then halved at
+# every logged step (every 35 updates) down to 8 at update 389, the loss beside it finite and falling
+FINDING = [{"step": 35 * i + 39, "loss": 4.0 - 0.1 * i, "loss_scale": 2048.0} for i in range(3)] + [
+    {"step": 35 * i + 39, "loss": 4.0 - 0.1 * i, "loss_scale": 2.0 ** (13 - i)} for i in range(3, 11)]  # fmt: skip
+
+
+def test_a_loss_scale_halving_while_the_loss_falls_is_no_collapse():
+    # before: loss-scale-collapse STOP, "loss_scale halved 2 times in a row to 8 (32 -> 16 -> 8)"
+    assert FINDING[-1] == {"step": 389, "loss": 3.0, "loss_scale": 8.0}
+    assert verdict(FINDING) == (None, [])
+
+
+def test_a_loss_scale_halving_while_the_loss_stays_put_is_a_collapse():
+    # every step overflows: the weights do not move, the loss makes no new low (it wobbles around 3.0)
+    stuck = [{"step": r["step"] + 1000, "loss": 3.05 + 0.02 * (i % 2), "loss_scale": 2.0 ** (2 - i)}
+             for i, r in enumerate(FINDING[:4])]  # fmt: skip
+    assert verdict([*FINDING[:-2], *stuck])[0] == "loss-scale-collapse"
+    assert verdict([{k: v for k, v in r.items() if k != "loss"} for r in FINDING])[0] == "loss-scale-collapse"
+
+
+# fairseq fp16 (https://github.com/facebookresearch/fairseq/issues/515, turn 7): the scale halved again and again
+# in the first few hundred updates, 0.0625 -> 0.004, three times in a row between two progress lines, while the
+# loss fell 14.351 -> 12.165
+FAIRSEQ_FINDING = (
+    "| WARNING: overflow detected, setting loss scale to: 0.0625\n"
+    "| epoch 001:    200 / 1374 loss=14.351, ppl=20899.56,"
+    " wps=49604, ups=0, wpb=277035.016, bsz=8563.074, num_updates=190,"
+    " lr=4.84525e-06, gnorm=3.901, clip=0.000, oom=0.000, loss_scale=0.062, wall=1061, train_wall=945\n"
+    "| epoch 001:    300 / 1374 loss=13.689, ppl=13208.82,"
+    " wps=51846, ups=0, wpb=277242.090, bsz=8636.772, num_updates=290,"
+    " lr=7.34275e-06, gnorm=3.057, clip=0.000, oom=0.000, loss_scale=0.062, wall=1551, train_wall=1413\n"
+    "| WARNING: overflow detected, setting loss scale to: 0.03125\n"
+    "| epoch 001:    400 / 1374 loss=13.137, ppl=9007.95,"
+    " wps=52932, ups=0, wpb=277361.147, bsz=8693.717, num_updates=389,"
+    " lr=9.81528e-06, gnorm=2.587, clip=0.000, oom=0.000, loss_scale=0.031, wall=2038, train_wall=1880\n"
+    "| WARNING: overflow detected, setting loss scale to: 0.015625\n"
+    "| WARNING: overflow detected, setting loss scale to: 0.0078125\n"
+    "| WARNING: overflow detected, setting loss scale to: 0.00390625\n"
+    "| epoch 001:    500 / 1374 loss=12.636, ppl=6365.15,"
+    " wps=53414, ups=0, wpb=277442.903, bsz=8660.477, num_updates=486,"
+    " lr=1.22379e-05, gnorm=2.302, clip=0.000, oom=0.000, loss_scale=0.004, wall=2524, train_wall=2346\n"
+    "| epoch 001:    600 / 1374 loss=12.165, ppl=4591.89,"
+    " wps=54027, ups=0, wpb=277286.831, bsz=8643.700, num_updates=586,"
+    " lr=1.47354e-05, gnorm=2.105, clip=0.000, oom=0.000, loss_scale=0.004\n"
+)
+
+
+def test_fairseq_loss_scale_finding_its_level_as_the_loss_falls_is_not_stopped(tmp_path):
+    # before: STOP at update 389, "loss_scale halved 2 times in a row to 0.031 (0.062 -> 0.03125 -> 0.031)"
+    log = tmp_path / "train.log"
+    log.write_text(FAIRSEQ_FINDING)
+    events = list(log_events(log, interval=10))
+    scales = [e.data["loss_scale"] for e in events if e.type == t.METRIC and "loss_scale" in e.data]
+    assert scales[-5:] == [0.015625, 0.0078125, 0.00390625, 0.004, 0.004]
+    result = backtest(POLICY, events)
+    assert result.stop is None, result.timeline
+    assert not result.firings
+
+
+def test_a_storm_after_a_new_low_is_decided_by_the_next_line_with_a_loss(tmp_path):
+    # the same lines, but the progress line after the three halvings shows no new low: every step overflowed
+    log = tmp_path / "train.log"
+    log.write_text(FAIRSEQ_FINDING.replace("loss=12.636", "loss=13.402"))
+    result = backtest(POLICY, list(log_events(log, interval=10)))
+    assert result.stop is not None and result.stop.rule == "loss-scale-collapse"
+    assert result.stop.step == 486
+
+
+def test_a_real_gradscaler_run_finding_its_level_is_not_stopped():
+    # before: loss-scale-collapse STOP at update 200 ("32 -> 16 -> 4") and at update 150 ("16 -> 8 -> 2")
+    for name, scales in (("plain_torch_fp16_gradscaler_0.log", [32, 32, 16, 4]),
+                         ("plain_torch_fp16_gradscaler_2.log", [16, 8, 2, 2])):  # fmt: skip
+        events = list(log_events(CAPTURED / name, interval=10))
+        rows = [e.data for e in events if e.type == t.METRIC]
+        assert [r["loss_scale"] for r in rows[:4]] == scales
+        assert rows[-1]["loss"] < rows[0]["loss"] / 100
+        result = backtest(POLICY, events)
+        assert result.stop is None, (name, result.timeline)
