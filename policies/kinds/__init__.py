@@ -86,6 +86,7 @@ def _no_progress(r: PolicyReader) -> Kind:
         first=first,
         min_delta=r.number("min_delta", default=0.01, minimum=0.0) or 0.0,
         mode=r.choice("mode", ("min", "max"), default="min"),
+        descent=r.integer("descent", default=0, minimum=0),
         events=_events(r),
     )
 
@@ -96,6 +97,7 @@ def _frozen(r: PolicyReader) -> Kind:
         count=r.integer("count", default=3, minimum=2),
         digits=r.integer("digits", default=4, minimum=1),
         unless_falling=r.string("unless_falling", description="a metric whose fall on the same line resets"),
+        unless_rising=r.metric("unless_rising", required=False),
         events=_events(r),
     )
 

@@ -186,7 +186,11 @@ class NoProgress(OneMetric):
     """After `evals` evaluations, the best value since the first `first` ones is no better than those by
     more than `min_delta` (relative): a run stuck where it started (at chance, say).
 
-    `mode: min` for losses and error rates, `max` for accuracy-like metrics.
+    `mode: min` for losses and error rates, `max` for accuracy-like metrics. `descent`: a run that starts
+    climbing is not stuck: while its last `descent` evals each improved on the one before (a slow start, its
+    learning rate still warming up: 1.4299 -> 1.4298 -> 1.4296 -> 1.4295, then 0.69 a few evals later), it does
+    not fire, however small the gain so far; a flat one (1.38630, 1.38628, 1.38619, 1.38560, 1.38620 at ln 4)
+    improves that often in a row by chance only now and then.
     """
 
     kind: ClassVar[str] = "no_progress"
@@ -196,10 +200,12 @@ class NoProgress(OneMetric):
     first: int = 1
     min_delta: float = 0.01
     mode: str = "min"  # min: lower is better (loss); max: higher is better (accuracy)
+    descent: int = 0
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        # evaluations seen, the best of the first `first` ("base") and of the later ones (+ "metric": its name)
+        # evaluations seen, the best of the first `first` ("base") and of the later ones (+ "metric": its name;
+        # with `descent`, "prev" and "better": the last value and how many evals in a row improved on the one before)
         return {"seen": 0, "base": None, "best": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
@@ -208,6 +214,10 @@ class NoProgress(OneMetric):
         if v is None or repeated(st, event.data, name, v):
             return None
         st["seen"] += 1
+        if self.descent:
+            prev = st.get("prev")
+            improved = prev is not None and (v < prev if self.mode == "min" else v > prev)
+            st["prev"], st["better"] = v, (st.get("better", 0) + 1) if improved else 0
         key = "base" if st["seen"] <= self.first else "best"
         old = st[key]
         if old is None or (v < old if self.mode == "min" else v > old):
@@ -217,7 +227,8 @@ class NoProgress(OneMetric):
         base, best = st["base"], st["best"]
         gain = (base - best) if self.mode == "min" else (best - base)
         st["metric"] = name
-        return gain <= self.min_delta * abs(base)
+        climbing = self.descent > 0 and st["better"] >= self.descent  # it started learning: not stuck
+        return gain <= self.min_delta * abs(base) and not climbing
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         first = "its first value" if self.first == 1 else f"its first {self.first} values"
@@ -229,7 +240,8 @@ class NoProgress(OneMetric):
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "evals": self.evals, "first": self.first, "min_delta": self.min_delta,
-                "mode": self.mode, "event": sorted(self.events)}  # fmt: skip
+                "mode": self.mode, "event": sorted(self.events),
+                **({"descent": self.descent} if self.descent else {})}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +253,9 @@ class Frozen(OneMetric):
     eval printed again: see `repeated`) is no new position. A value with fewer than `digits` significant
     digits (fairseq's `valid loss 1.94`, a loss of 0.0) may repeat by rounding alone, and never counts. A repeat
     on a line where `unless_falling` (the training loss) fell is chance: the model still learns (a boosting
-    round's eval loss, printed to 5 decimals, moves by 1e-4)."""
+    round's eval loss, printed to 5 decimals, moves by 1e-4). A repeat while `unless_rising` (the learning rate, on
+    any line) is still rising is a slow start, not a dead network: a warm-up from 1e-6 moves the weights too
+    little to change an eval loss's 4th digit for a few evals (1.4299 at 3 evals in a row, then 0.69)."""
 
     kind: ClassVar[str] = "frozen"
     time_driven: ClassVar[bool] = False
@@ -249,26 +263,46 @@ class Frozen(OneMetric):
     count: int = 3
     digits: int = 4
     unless_falling: str | None = None
+    unless_rising: tuple[str, ...] = ()
     events: frozenset[str] = METRIC_EVENTS
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.names + self.unless_rising  # the judged metric first: the index passes the first present
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         # the last value, at how many positions in a row it came and the step of the first (+ "metric": its
-        # name, "to": the step of the latest, "rep": what `repeated` compares with)
+        # name, "to": the step of the latest, "rep": what `repeated` compares with; with `unless_rising`, "peak"
+        # and "warming": the highest learning rate seen and whether the latest was above all before it)
         return {"last": None, "same": 0, "from": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
+        if self.unless_rising:
+            self._warming(st, event)
+            if name not in self.names:  # a line without the judged metric: its learning rate only
+                return None
         v = finite(event.data[name])
         if v is None or repeated(st, event.data, name, v, trend=False):
             return None
         step = event.data.get("step")
-        learning = self._fell(st, event)
+        learning = self._fell(st, event) or bool(st.get("warming"))
         if v == st["last"] and _significant(v) >= self.digits and not learning:
             st["same"] += 1
         else:
             st["same"], st["from"] = 1, step
         st["last"], st["metric"], st["to"] = v, name, step
         return st["same"] >= self.count
+
+    def _warming(self, st: dict[str, Any], event: Event) -> None:
+        """Notes whether the learning rate on this event (if any) is above every earlier one: a warm-up."""
+        for key in self.unless_rising:
+            lr = finite(event.data.get(key))
+            if lr is not None:
+                peak = st.get("peak")
+                st["warming"] = peak is not None and lr > peak
+                st["peak"] = lr if peak is None else max(peak, lr)
+                return
 
     def _fell(self, st: dict[str, Any], event: Event) -> bool:
         """Whether `unless_falling`, on this event, is below its value on the last one that had it."""
@@ -290,7 +324,8 @@ class Frozen(OneMetric):
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "count": self.count, "digits": self.digits,
-                "unless_falling": self.unless_falling, "event": sorted(self.events)}  # fmt: skip
+                "unless_falling": self.unless_falling, "event": sorted(self.events),
+                **({"unless_rising": list(self.unless_rising)} if self.unless_rising else {})}  # fmt: skip
 
 
 def _significant(v: float) -> int:

@@ -140,3 +140,41 @@ def test_a_real_gradscaler_run_finding_its_level_is_not_stopped():
         assert rows[-1]["loss"] < rows[0]["loss"] / 100
         result = backtest(POLICY, events)
         assert result.stop is None, (name, result.timeline)
+
+
+def test_a_slow_start_that_then_learns_is_not_stopped():
+    # before: val-frozen STOP at the second eval ("val_loss has been 1.4299 at 2 evals in a row"): its learning rate
+    # was still warming up from 1e-6; val-no-progress would have stopped it at step 200 next
+    events = list(log_events(CAPTURED / "plain_torch_slow_start.log", interval=10))
+    evals = [e.data for e in events if e.type == t.METRIC and "val_loss" in e.data]
+    assert [e["val_loss"] for e in evals[:3]] == [1.4299] * 3 and evals[-1]["val_acc"] > 0.9
+    result = backtest(POLICY, events)
+    assert result.stop is None, result.timeline
+    assert not [m for m in result.firings if m.rule in ("val-frozen", "val-no-progress")][1:]  # one warning at most
+
+
+# plain_torch_slow_start.log's evals at steps 25-225 (every 25 steps) before it climbs to 0.69 at step 550
+SLOW_EVALS = [1.4299, 1.4299, 1.4299, 1.4298, 1.4296, 1.4295, 1.4291, 1.4286, 1.4278]
+
+
+def test_a_slow_start_climbing_is_not_stuck_but_a_flat_one_is():
+    rule = policy("  - {id: np, kind: no_progress, metric: val_loss, evals: 6, min_delta: 0.005, descent: 3,"
+                  " decision: STOP, for: 3 samples}\n")  # fmt: skip
+    c = Clock()
+    climbing = run(rule, [c.metric(i * 60.0, step=25 * (i + 1), val_loss=v) for i, v in enumerate(SLOW_EVALS)])
+    assert "STOP:np" not in summary(climbing), summary(climbing)
+    # hf_state_quality_stuck_chance.trainer_state.json's evals at steps 50-400, at ln 4: now and then lower, not on a
+    # descent; stopped at the 8th eval as before
+    flat = [1.386302, 1.386276, 1.386188, 1.385595, 1.386195, 1.386149, 1.386302, 1.386294]
+    c = Clock()
+    out = run(rule, [c.metric(i * 60.0, step=50 * (i + 1), val_loss=v) for i, v in enumerate(flat)])
+    assert summary(out)[-1] == "STOP:np", summary(out)
+
+
+def test_an_eval_loss_repeated_while_the_learning_rate_warms_up_is_no_frozen_network():
+    rows = [{"step": 10, "loss": 1.41, "lr": 1e-6}, {"step": 25, "val_loss": 1.4299},
+            {"step": 40, "loss": 1.44, "lr": 2e-6}, {"step": 50, "val_loss": 1.4299}]  # fmt: skip
+    assert verdict(rows) == (None, [])
+    # the same repeat once the learning rate stopped rising (constant, or past its peak): a dead network
+    rows[2]["lr"] = 1e-6
+    assert verdict(rows) == ("val-frozen", ["val-frozen"])
