@@ -21,6 +21,7 @@ from trainwarden.policies.names import finite, fmt
 # strays by about 1.25 spread / sqrt(n), and its lowest over a run (about 3 of those) should stay within a quarter
 # of the level, (3 x 1.25 / 0.25)^2 = 225 (a spread of 0.1: the 3 of `smooth`; 0.3: 21 values).
 NOISE_K = 225.0
+NOISE_EVERY = 16  # once its band is full, a metric's noise is measured every 16 values (the cost per value stays low)
 
 
 def _median(window: list[float]) -> float:
@@ -125,14 +126,18 @@ class Runaway(OneMetric):
             band.append(v)
             if len(band) > self.hold:
                 del band[0]
+        tick = st["tick"] = st.get("tick", 0) + 1
         if len(band) < 4:
             return self.smooth
+        if tick % NOISE_EVERY and len(band) >= self.hold:  # a full band's noise moves slowly: measured every few
+            return int(st["noisy"])
         level = abs(_median(band))
-        if level == 0:
-            return self.smooth
-        steps = _median([abs(b - a) for a, b in pairwise(band)])
-        width = math.ceil(NOISE_K * (steps / level) ** 2) | 1  # odd: a median is one of the values
-        return max(self.smooth, min(width, self.hold, len(band)))
+        width = self.smooth
+        if level:
+            steps = _median([abs(b - a) for a, b in pairwise(band)])
+            width = max(self.smooth, min(math.ceil(NOISE_K * (steps / level) ** 2) | 1, self.hold, len(band)))
+        st["noisy"] = width  # odd: a median is one of the values
+        return width
 
     def _judge(self, st: dict[str, Any], name: str, v: float, med: float, window: list[float]) -> bool:
         """The median `med` of the last values (`window`) against the run's best level and its first value."""
