@@ -7,6 +7,7 @@ import pytest
 from trainwarden.core.errors import YamlFileError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
+from trainwarden.ops.backtest import backtest_lines
 from trainwarden.policies.backtest import Backtest, Moment, backtest
 from trainwarden.policies.default import default_policy
 
@@ -92,6 +93,8 @@ def test_a_confirm_stop_counts_as_a_stop_where_it_was_asked_and_is_counted_on_he
     events = [clock.metric(i * 10.0, step=i, loss=9.0 if i == 3 else 1.0) for i in range(6)]
     asked = backtest(guarded, events).stop
     assert asked is not None and (asked.step, asked.rule, asked.confirm_s) == (3, "high", 600.0)
+    said = backtest_lines(backtest(guarded, events), source="r.log", gpus=1)[-1]
+    assert said.startswith("Would have stopped at step 3 by high (a confirm-STOP: asked here, 10m for a person")
     held = score(run("NOSTOP"), result(stops=(asked,)), lines=Lines(b"\n".join(b"l" for _ in range(9)) + b"\n"))
     assert held.problems == ["healthy run stopped (high)"]  # a confirm-STOP on a healthy run is a false stop
     at_once = score(run("NOSTOP"), result(stops=(STOP_AT_1800,)))
