@@ -178,3 +178,28 @@ def test_an_eval_loss_repeated_while_the_learning_rate_warms_up_is_no_frozen_net
     # the same repeat once the learning rate stopped rising (constant, or past its peak): a dead network
     rows[2]["lr"] = 1e-6
     assert verdict(rows) == ("val-frozen", ["val-frozen"])
+
+
+def deepspeed_hf(*steps: tuple[list[int], float]) -> str:
+    """HF Trainer's loss dicts with DeepSpeed's overflow notes before them (the lines of
+    deepspeed_hf_overflow_storm_to_min_scale.log, tests/data/real): (the scales it reduced to, the loss after)."""
+    note = ("[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+            "Skipping step. Attempted loss scale: {}, reducing to {}\n")  # fmt: skip
+    out = []
+    for i, (scales, loss) in enumerate(steps):
+        out += [note.format(scale * 2, scale) for scale in scales]
+        out.append(f"{{'loss': {loss}, 'learning_rate': 0.0001961913563176343, 'epoch': {0.01 * (i + 1):.2f}}}\n")
+    return "".join(out)
+
+
+def test_deepspeed_halvings_between_falling_hf_losses_are_no_collapse(tmp_path):
+    # before: loss-scale-collapse STOP at `reducing to 4` (16 -> 8 -> 4 on 3 notes in a row); the loss on the
+    # Trainer's lines between them fell each time: steps went through
+    log = tmp_path / "train.log"
+    log.write_text(deepspeed_hf(([], 2.5), ([16], 2.4), ([8], 2.3), ([4], 2.2), ([], 2.1)))
+    result = backtest(POLICY, list(log_events(log, interval=10)))
+    assert result.stop is None, result.timeline
+    # halved 3 times after the last new low, and the next loss line shows none (every step overflows): a collapse
+    log.write_text(deepspeed_hf(([], 2.5), ([16], 2.4), ([8], 2.3), ([4, 2, 1], 2.35)))
+    result = backtest(POLICY, list(log_events(log, interval=10)))
+    assert result.stop is not None and result.stop.rule == "loss-scale-collapse", result.timeline
