@@ -109,6 +109,8 @@ def moment_json(m: Moment, *, first_ts: float | None, line: int | None = None) -
                            "reason": m.reason}  # fmt: skip
     if line is not None:
         out["line"] = line
+    if m.confirm_s:
+        out["confirm_s"] = m.confirm_s
     return out
 
 
@@ -137,6 +139,8 @@ def backtest_lines(result: Backtest, *, source: str, gpus: float) -> list[str]:
         before = f"{steps_saved} steps and " if steps_saved is not None else ""
         plural = "s" if gpus != 1 else ""
         early = fmt_duration(minutes * 60)
-        lines.append(f"Would have stopped at {at_step(stop.step)} by {stop.rule}: {before}{early} before "
+        asked = f" (a confirm-STOP: asked here, {fmt_duration(stop.confirm_s)} for a person to keep it)" if (
+            stop.confirm_s) else ""  # fmt: skip
+        lines.append(f"Would have stopped at {at_step(stop.step)} by {stop.rule}{asked}: {before}{early} before "
                      f"the run's end ({gpu_hours:.2f} GPU-hours saved at {gpus:g} GPU{plural}).")  # fmt: skip
     return lines

@@ -24,6 +24,7 @@ class Moment:
     reason: str
     seq: int = 0  # the `seq` of the event that caused it (in a log: the byte offset of its line's end)
     epoch: Any = None  # the latest epoch a metric said, if any
+    confirm_s: float = 0.0  # a STOP that waits this long for a person (a confirm-STOP), asked at this moment
 
 
 @dataclass(slots=True)
@@ -88,8 +89,9 @@ def backtest(policy: Policy, events: Iterable[Event]) -> Backtest:
                     Moment(event.ts, state.step, d["rule"], d["severity"], d["reason"], event.seq, epoch)
                 )
             elif out.type == t.DECISION:
+                confirm = float(d.get("confirm_s") or 0.0)  # a confirm-STOP counts where it was asked
                 result.timeline.append(
-                    Moment(event.ts, state.step, d.get("rule"), d["decision"], d["reason"], event.seq, epoch)
+                    Moment(event.ts, state.step, d.get("rule"), d["decision"], d["reason"], event.seq, epoch, confirm)
                 )
     return result
 

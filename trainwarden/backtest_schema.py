@@ -15,7 +15,8 @@ _ANY_NUMBER: Schema = {"type": ["number", "null"]}
 _NUMBER: Schema = {"type": "number", "minimum": 0}
 _COUNT: Schema = {"type": "integer", "minimum": 0}
 _TEXT: Schema = {"type": "string"}
-_TOTAL_COUNTS = ("runs", "doomed", "stopped_in_time", "stopped_late", "healthy", "healthy_stopped", "healthy_anomalies",
+_TOTAL_COUNTS = ("runs", "doomed", "stopped_in_time", "stopped_late", "healthy", "healthy_stopped",
+                 "healthy_confirm_stops", "healthy_anomalies",
                  "healthy_critical", "faults", "faults_named", "no_metrics", "episodes", "messages",
                  "episodes_over_one", "failing")  # fmt: skip
 
@@ -34,8 +35,9 @@ MOMENT = _object(
         "rule": {"type": ["string", "null"]},
         "what": {**_TEXT, "description": "a decision (STOP, WAIT, CONTINUE) or a firing's severity"},
         "reason": _TEXT,
+        "confirm_s": {**_NUMBER, "description": "a confirm-STOP: the seconds it waits for a person (Keep running)"},
     },
-    optional=("line",),
+    optional=("line", "confirm_s"),
 )
 POLICY = _object({"name": _TEXT, "hash": _TEXT})
 SAVED = _object({"steps": {"type": ["integer", "null"]}, "minutes": _NUMBER, "gpu_hours": _NUMBER, "gpus": _NUMBER})

@@ -78,6 +78,7 @@ def _runaway(r: PolicyReader) -> Kind:
         smooth=smooth,
         floor=r.number("floor", default=0.25, minimum=0.0) or 0.0,
         start_ratio=r.number("start_ratio", default=None, minimum=1.0),
+        hold=r.integer("hold", default=0, minimum=0),
         events=_events(r),
     )
 
@@ -90,6 +91,7 @@ def _no_progress(r: PolicyReader) -> Kind:
         first=first,
         min_delta=r.number("min_delta", default=0.01, minimum=0.0) or 0.0,
         mode=r.choice("mode", ("min", "max"), default="min"),
+        descent=r.integer("descent", default=0, minimum=0),
         events=_events(r),
     )
 
@@ -100,6 +102,7 @@ def _frozen(r: PolicyReader) -> Kind:
         count=r.integer("count", default=3, minimum=2),
         digits=r.integer("digits", default=4, minimum=1),
         unless_falling=r.string("unless_falling", description="a metric whose fall on the same line resets"),
+        unless_rising=r.metric("unless_rising", required=False),
         events=_events(r),
     )
 
@@ -137,6 +140,7 @@ def _scale_collapse(r: PolicyReader) -> Kind:
         search_from=r.number("search_from", default=64.0, minimum=0.0) or 0.0,
         search_floor=r.number("search_floor", default=1.0, minimum=0.0) or 0.0,
         search_gap=r.integer("search_gap", default=100, minimum=1),
+        unless_falling=r.string("unless_falling", description="a loss whose new low on the same line ends a collapse"),
     )
 
 

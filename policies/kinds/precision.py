@@ -29,6 +29,17 @@ class ScaleCollapse(OneMetric):
     only under `search_floor` (1: DeepSpeed's minimum, which its own `reducing to 1` line reports) or at
     zero. The search is over once a sample holds or grows the scale, or the step moved on by more than
     `search_gap` since the last sample (steps went through at that scale): later halvings count as above.
+
+    `unless_falling` (the loss): decided from the loss, not from the scale alone. A halving on a line whose
+    loss is the lowest the run has shown (on any line) is dynamic loss scaling finding its level while
+    steps go through (a healthy fp16 run halving again and again in its first few hundred updates, its loss
+    finite and falling): it ends the run of halvings, and is judged against neither `below` nor
+    `search_floor`. When every step overflows the weights no longer move, and the loss makes no new low.
+    Halvings on lines without a loss (fairseq's `overflow detected, setting loss scale to: 0.0078125` between
+    its progress lines, DeepSpeed's `OVERFLOW!` between HF Trainer's loss lines) after a new low wait for the
+    next line with a loss, which decides them all: a new low again (ends them), or the collapse (a storm that
+    never reaches such a line ends at the trainer's own minimum: DeepSpeed's `reducing to 1`, fairseq's
+    `Minimum loss scale reached`). A scale of zero fires whatever the loss.
     """
 
     kind: ClassVar[str] = "scale_collapse"
@@ -40,19 +51,29 @@ class ScaleCollapse(OneMetric):
     search_from: float = 64.0
     search_floor: float = 1.0
     search_gap: int = 100
+    unless_falling: str | None = None
+
+    @property
+    def keys(self) -> tuple[str, ...]:  # the scale first: the index passes the first present
+        return self.names + ((self.unless_falling,) if self.unless_falling else ())
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         # the last scale and the samples in a row it fell, whether those are the start-up search, the step of the
-        # last sample (+ "metric", "path": its name, the scales seen falling)
+        # last sample (+ "metric", "path": its name, the scales seen falling; "low": the lowest `unless_falling`
+        # beside the scale, "credit": whether the last line with one made a new low)
         return {"last": None, "falls": 0, "path": [], "search": None, "at": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
+        if name not in self.names:  # a line with the loss and no scale (HF Trainer's, beside DeepSpeed's notes)
+            return self._loss_line(st, event)
         v = finite(event.data[name])
         if v is None:
             return None
         last = st["last"]
         path: list[float] = st["path"]
+        pending = bool(st.get("credit")) and st["falls"] > 0  # halvings after a new low, waiting for a loss
+        learning = self._new_low(st, event)  # None: no loss on this line
         step, at = event.data.get("step"), st.get("at")
         if type(step) is int:
             st["at"] = step
@@ -62,19 +83,53 @@ class ScaleCollapse(OneMetric):
             (last is not None and v >= last) or (type(step) is int and type(at) is int and step - at > self.search_gap)
         ):
             st["search"] = False  # the scaler held a level: the search is over
-        if last is not None and v < last:
+        if last is not None and v < last and learning is not True:
             st["falls"] += 1
             path.append(v)
             if len(path) > self.halvings + 1:
                 del path[0]
+        elif pending and learning is False:
+            pass  # no new low: the halvings waiting count (the line prints their scale, rounded: 0.00390625 as 0.004)
         else:
             st["falls"] = 0
             path.clear()
             path.append(v)
         st["last"], st["metric"] = v, name
+        if learning or (learning is None and st.get("credit")):  # steps go through: the scaler finding its level
+            return v <= 0  # (without a loss, after a new low: the next line with one decides)
         if st["search"]:
             return v <= 0 or v < self.search_floor
         return v <= 0 or (st["falls"] >= self.halvings and v < self.below)
+
+    def _loss_line(self, st: dict[str, Any], event: Event) -> bool | None:
+        """A loss without a scale: a new low ends the run of halvings; none, after halvings that waited for it,
+        decides them (the scale is the last one seen)."""
+        pending = bool(st.get("credit")) and st["falls"] > 0
+        learning = self._new_low(st, event)
+        last = st["last"]
+        if learning and last is not None:
+            st["falls"] = 0
+            st["path"][:] = [last]
+            return None
+        if not pending or learning is None or last is None:
+            return None
+        if st["search"]:
+            return last < self.search_floor or None
+        return (st["falls"] >= self.halvings and last < self.below) or None
+
+    def _new_low(self, st: dict[str, Any], event: Event) -> bool | None:
+        """Whether `unless_falling` on this event is the lowest it has been (kept in `st`, and as "credit" for the
+        scales without one that follow); None without a finite one on this event."""
+        if self.unless_falling is None:
+            return False
+        loss = finite(event.data.get(self.unless_falling))
+        if loss is None:
+            return None
+        low = st.get("low")
+        if low is None or loss < low:
+            st["low"] = loss
+        st["credit"] = low is not None and loss < low
+        return st["credit"]
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         m, v = st["metric"], st["last"]
@@ -88,4 +143,4 @@ class ScaleCollapse(OneMetric):
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "halvings": self.halvings, "below": self.below,
                 "event": sorted(self.events), "search_from": self.search_from, "search_floor": self.search_floor,
-                "search_gap": self.search_gap}  # fmt: skip
+                "search_gap": self.search_gap, "unless_falling": self.unless_falling}  # fmt: skip

@@ -7,11 +7,13 @@ import pytest
 from trainwarden.core.errors import YamlFileError
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
-from trainwarden.policies.backtest import Backtest, Moment
+from trainwarden.ops.backtest import backtest_lines
+from trainwarden.policies.backtest import Backtest, Moment, backtest
 from trainwarden.policies.default import default_policy
 
+from tests.policy_helpers import Clock, policy
 from trainwarden.tools.corpus import CorpusRun, StopBy, read_manifest
-from trainwarden.tools.scorecard import Lines, score_run, table, totals
+from trainwarden.tools.scorecard import Lines, part_lines, score_run, table, totals, totals_json
 
 
 def run(label: str, stop_by: StopBy | None = None, **kw) -> CorpusRun:
@@ -83,6 +85,30 @@ def test_a_healthy_run_fails_when_stopped_or_paged_but_a_warning_is_only_counted
     assert (tot.healthy, tot.healthy_stopped, tot.healthy_anomalies, tot.healthy_critical) == (2, 1, 3, 1)
     assert tot.false_alarms_per_healthy_run == 1.5
     assert (tot.failing, tot.meets_bar) == (1, False)
+
+
+def test_a_confirm_stop_counts_as_a_stop_where_it_was_asked_and_is_counted_on_healthy_runs():
+    guarded = policy("  - {id: high, kind: threshold, metric: loss, above: 5, decision: STOP, confirm: 10m}\n")
+    clock = Clock()
+    events = [clock.metric(i * 10.0, step=i, loss=9.0 if i == 3 else 1.0) for i in range(6)]
+    asked = backtest(guarded, events).stop
+    assert asked is not None and (asked.step, asked.rule, asked.confirm_s) == (3, "high", 600.0)
+    said = backtest_lines(backtest(guarded, events), source="r.log", gpus=1)[-1]
+    assert said.startswith("Would have stopped at step 3 by high (a confirm-STOP: asked here, 10m for a person")
+    held = score(run("NOSTOP"), result(stops=(asked,)), lines=Lines(b"\n".join(b"l" for _ in range(9)) + b"\n"))
+    assert held.problems == ["healthy run stopped (high)"]  # a confirm-STOP on a healthy run is a false stop
+    at_once = score(run("NOSTOP"), result(stops=(STOP_AT_1800,)))
+    quiet = score(run("NOSTOP"), result())
+    doomed = score(run("STOP", StopBy("step", 3)), result(stops=(asked,)))
+    assert doomed.in_time is True
+    tot = totals([held, at_once, quiet, doomed])
+    assert (tot.healthy, tot.healthy_stopped, tot.healthy_confirm_stops) == (3, 2, 1)
+    assert totals_json(tot)["healthy_confirm_stops"] == 1
+    text = "\n".join(table([held, at_once, quiet, doomed], tot))
+    assert "Confirm-STOPs asked on healthy runs: 1/3 (target: at most 1 in 20)" in text
+    assert "line 2 high?" in text  # the row marks a confirm-STOP
+    assert "step 50 loss-nonfinite " in text  # an immediate one is not marked
+    assert "confirm-STOPs on healthy 1/3" in part_lines([held, at_once, quiet, doomed])[0]
 
 
 def test_a_fault_is_named_by_a_rule_its_reason_or_a_posted_message():

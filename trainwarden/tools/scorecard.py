@@ -184,6 +184,7 @@ class Totals:
     stopped_late: int = 0
     healthy: int = 0
     healthy_stopped: int = 0
+    healthy_confirm_stops: int = 0  # of those, confirm-STOPs (a person could have kept the run): target <= 1 in 20
     healthy_anomalies: int = 0
     healthy_critical: int = 0
     faults: int = 0
@@ -214,6 +215,7 @@ def totals(scores: list[RunScore]) -> Totals:
         out.healthy += kind == NOSTOP
         if kind == NOSTOP:
             out.healthy_stopped += s.stop is not None
+            out.healthy_confirm_stops += s.stop is not None and s.stop.confirm_s > 0
             out.healthy_anomalies += s.anomalies
             out.healthy_critical += s.critical
         out.faults += s.fault_named is not None
@@ -256,7 +258,8 @@ def part_lines(scores: list[RunScore]) -> list[str]:
         if tot.runs:
             out.append(f"{names[part]} {tot.runs - tot.failing}/{tot.runs} right; doomed stopped in time "
                        f"{tot.stopped_in_time}/{tot.doomed}, healthy stopped {tot.healthy_stopped}/{tot.healthy}, "
-                       f"faults named {tot.faults_named}/{tot.faults}, no metric read {tot.no_metrics}")  # fmt: skip
+                       f"confirm-STOPs on healthy {tot.healthy_confirm_stops}/{tot.healthy}, faults named "
+                       f"{tot.faults_named}/{tot.faults}, no metric read {tot.no_metrics}")  # fmt: skip
     return out
 
 
@@ -275,6 +278,7 @@ def table(scores: list[RunScore], tot: Totals) -> list[str]:
         "",
         f"Doomed runs stopped in time:  {tot.stopped_in_time}/{tot.doomed} ({tot.stopped_late} late)",
         f"Healthy runs stopped:         {tot.healthy_stopped}/{tot.healthy}",
+        f"Confirm-STOPs asked on healthy runs: {tot.healthy_confirm_stops}/{tot.healthy} (target: at most 1 in 20)",
         f"False alarms per healthy run: {tot.false_alarms_per_healthy_run:.2f} "
         f"({tot.healthy_anomalies} anomalies, {tot.healthy_critical} critical)",
         f"Faults named:                 {tot.faults_named}/{tot.faults}",
@@ -293,4 +297,5 @@ def table(scores: list[RunScore], tot: Totals) -> list[str]:
 def _stop_text(s: RunScore) -> str:
     assert s.stop is not None
     where = f"line {s.stop_line}" if s.stop_line is not None else f"step {s.stop.step}"
-    return f"{where} {s.stop.rule or ''}"[:22]
+    confirm = "?" if s.stop.confirm_s else ""  # a confirm-STOP: asked here, a person could have kept the run
+    return f"{where} {(s.stop.rule or '')[: 21 - len(where) - len(confirm)]}{confirm}"
