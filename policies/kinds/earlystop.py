@@ -40,9 +40,10 @@ def _named(config: dict[str, Any], metrics: tuple[str, ...]) -> list[str]:
     return list(primary.names) if primary is not None else []
 
 
-def _evals(st: dict[str, Any], data: Any, modes: dict[str, str], *, trend: bool) -> list[tuple[str, float, str]]:
+def _evals(st: dict[str, Any], data: Any, modes: dict[str, str]) -> list[tuple[str, float, str]]:
     """The new eval values of an event: (name, value, mode) for each eval metric with a direction, not repeated
-    at its position (a redraw, a carried eval; `repeated`'s `trend`). Followed metrics are capped at
+    (a redraw, a doubled line, and an eval value carried unchanged on training lines: a loop printing its last
+    `val_loss` on every step would otherwise count each step as an eval). Followed metrics are capped at
     `MAX_METRICS`."""
     per: dict[str, Any] = st["m"]
     out = []
@@ -60,7 +61,7 @@ def _evals(st: dict[str, Any], data: Any, modes: dict[str, str], *, trend: bool)
         if v is None:
             continue
         m = per.setdefault(key, {})
-        if repeated(m, data, key, v, trend=trend):
+        if repeated(m, data, key, v):
             continue
         out.append((key, v, mode))
     return out
@@ -93,7 +94,7 @@ class EarlyStop:
         return {"m": {}, "named": _named(config, self.metrics), "tier": LOSS, "modes": {}}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
-        found = _evals(st, event.data, st["modes"], trend=False)  # a frozen metric is stale
+        found = _evals(st, event.data, st["modes"])
         if not found:
             return None
         named = tuple(st["named"])
@@ -162,7 +163,7 @@ class Collapse:
         return {"m": {}, "modes": {}}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
-        found = _evals(st, event.data, st["modes"], trend=True)
+        found = _evals(st, event.data, st["modes"])
         found = [(k, v, mode) for k, v, mode in found if quantity(k) not in _LOSSY]
         if not found:
             return None

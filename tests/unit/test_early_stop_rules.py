@@ -113,3 +113,13 @@ def test_val_loss_runaway_with_a_frozen_accuracy_still_stops() -> None:
     # keras_overfit_val_loss_explodes (development part): val_accuracy frozen at 0.5676, val_loss 2.73 -> 6.6
     stop, _ = decisions(log_events(REAL / "keras_overfit_val_loss_explodes.log", interval=60))
     assert stop is not None and stop["rule"] == "val-runaway", stop
+
+
+def test_an_eval_carried_on_every_step_line_counts_once() -> None:
+    # a loop printing its last val_loss on each step's line (`step 120 loss 0.52 val_loss 0.61`): one eval per
+    # change, not one per line, or 10 step lines between two evals would read as 10 evals without a new best
+    c = Clock()
+    events = [c.metric(float(s), step=s, loss=1.0 / (1 + s / 100), val_loss=round(1.0 / (1 + s // 50), 4))
+              for s in range(1, 1000)]  # fmt: skip
+    stop, opened = decisions(events)
+    assert stop is None and not set(opened) & set(NEW), (stop, opened)
