@@ -374,3 +374,24 @@ def at_step(step: object) -> str:
     """Where in a run, as a person reads it: `step 120`; before the first metric line (a fault at start-up)
     there is no step yet, which is said in words, never as `step None`."""
     return f"step {step}" if step is not None else "before the first step"
+
+
+# an eval metric's direction by what it measures, after `quality`'s families: lower is better for these
+_LOWER_IS_BETTER = frozenset({"loss", "perplexity", "error"})
+
+
+@lru_cache(maxsize=4096)
+def direction(name: str) -> str | None:
+    """Whether a lower (`min`) or a higher (`max`) value of eval metric `name` is better, or None: a training or
+    test metric, or one whose name says neither. A known family first (`quality`: mAP, BLEU, F1, AUC, accuracy up;
+    WER, CER down), then the quantity its last word says (`val_loss`, `eval-logloss`, `val_ppl`, `val_error`
+    down; `val_top1_acc` up)."""
+    found = quality(name)
+    if found is not None:
+        return found.mode
+    if role(name) != "eval":
+        return None
+    what = quantity(name)
+    if what in _LOWER_IS_BETTER:
+        return "min"
+    return "max" if what == "accuracy" else None

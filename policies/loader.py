@@ -210,12 +210,13 @@ def _early_stop(r: PolicyReader, kind: Kind, common: dict[str, Any]) -> None:
                "or add `allow_early_stop: true`")  # fmt: skip
 
 
-DEFERRING_KINDS = frozenset({"trend", "divergence", "plateau"})
+DEFERRING_KINDS = frozenset({"trend", "divergence", "plateau", "runaway", "past_best"})
 
 
 def _defers(kind: Kind) -> bool:
-    """By default, rules that judge whether eval metrics still improve (trend, divergence, plateau on a
-    validation metric) hold off while the run's primary metric improves."""
+    """By default, rules that judge whether eval metrics still improve or ran past their best (trend, divergence,
+    plateau, runaway, past_best on a validation metric: the loss-based early stops) hold off while the run's
+    primary metric improves: a val loss rising while val accuracy climbs is calibration drift."""
     judged = getattr(kind, "rising", None) or kind.keys or ()
     return kind.kind in DEFERRING_KINDS and bool(judged) and is_validation(judged[0])
 

@@ -11,6 +11,8 @@
 | frozen | the very same value at `count` positions in a row |
 | chance | a loss at ln k, an accuracy at 1/k (a k-way task at chance), `count` values in a row |
 | past_best | an eval no better than its best for `patience` evals, and worse than it by `min_delta` |
+| early_stop | the eval metrics that decide have not beaten their best for max(`patience`, `share` x the run's) evals |
+| collapse | an eval metric lost `drop` of the level it held in one eval, far beyond its usual move, and stays down |
 | scale_collapse | the loss scale fell `halvings` samples in a row to under `below`, or is zero |
 | trend | the metric rose (or fell) `count` evaluations in a row |
 | divergence | `rising` rose while `falling` fell, `count` evaluations in a row |
@@ -32,6 +34,7 @@ from trainwarden.core.metrics import QUANTITY_WORDS
 from trainwarden.events import types as t
 from trainwarden.events.envelope import TYPE_RE
 from trainwarden.faults import logtags
+from trainwarden.policies.kinds.earlystop import Collapse, EarlyStop
 from trainwarden.policies.kinds.levels import Chance, PastBest
 from trainwarden.policies.kinds.precision import ScaleCollapse
 from trainwarden.policies.kinds.progress import Frozen, NoProgress, Runaway
@@ -128,6 +131,30 @@ def _past_best(r: PolicyReader) -> Kind:
         min_delta=r.number("min_delta", default=0.02, minimum=0.0) or 0.0,
         mode=r.choice("mode", ("min", "max"), default="min"),
         events=_events(r),
+    )
+
+
+def _early_stop(r: PolicyReader) -> Kind:
+    share = r.number("share", default=0.5, minimum=0.0) or 0.0
+    if share >= 1:
+        r.fail("share", f"'share' is the part of the run's evals with no new best (0.5: half); got {share}")
+    return EarlyStop(
+        metrics=r.metric(required=False),
+        patience=r.integer("patience", default=10, minimum=1),
+        share=share,
+        min_delta=r.number("min_delta", default=0.0, minimum=0.0) or 0.0,
+    )
+
+
+def _collapse(r: PolicyReader) -> Kind:
+    drop = r.number("drop", default=0.25, positive=True) or 0.25
+    if drop >= 1:
+        r.fail("drop", f"'drop' is the share of its value the metric loses in one eval (0.25: a quarter); got {drop}")
+    return Collapse(
+        drop=drop,
+        noise=r.number("noise", default=4.0, minimum=0.0) or 0.0,
+        min_evals=r.integer("min_evals", default=5, minimum=2),
+        window=r.integer("window", default=20, minimum=2),
     )
 
 
@@ -291,6 +318,8 @@ READERS: dict[str, Callable[[PolicyReader], Kind]] = {
     "frozen": _frozen,
     "chance": _chance,
     "past_best": _past_best,
+    "early_stop": _early_stop,
+    "collapse": _collapse,
     "scale_collapse": _scale_collapse,
     "trend": _trend,
     "divergence": _divergence,

@@ -34,6 +34,7 @@ class Expect:
     # `verdict: where (category, method)`: e.g. `hang: torch.distributed.all_reduce (collective, py-spy)`
     absent: str | None = None  # a regex no opened anomaly's `rule: reason` may match (e.g. a slowdown is no stall)
     slow_gap_s: float | None = None  # a quiet slow run's longest step gap must be longer (or it tests nothing)
+    confirm: bool = False  # the STOP must be a guarded one (`confirm:`: a judgement a person may overrule)
 
 
 SCENARIOS: dict[str, Expect] = {
@@ -86,6 +87,11 @@ SCENARIOS: dict[str, Expect] = {
     "dataloader_slowdown": Expect(
         stop=False, anomaly=r"^throughput-drop: throughput fell", absent=r"^run-stalled", trigger=r"^step=81 "
     ),
+    # judgements (issue 39): a guarded STOP. A wide model memorising few samples with noisy labels: Keras' val_loss and
+    # xgboost's eval-logloss climb far past their best (val-rising, val-runaway or eval-early-stop, whichever first);
+    # an ultralytics results.csv whose mAP peaks in the first epochs and is never beaten (eval-early-stop)
+    "overfit": Expect(stop=True, stop_rules=frozenset({"val-rising", "val-runaway", "eval-early-stop"}), confirm=True),
+    "map_peak": Expect(stop=True, stop_rules=frozenset({"eval-early-stop"}), confirm=True),
     # a NaN the framework's own check raises on before any NaN is printed (stable-baselines3: the policy's logits)
     "nan_crash": Expect(stop=None, anomaly=r"^log-nan", severities=("critical",), trigger=r"found invalid values"),
 }
@@ -125,6 +131,7 @@ FRAMEWORKS: dict[str, Framework] = {
     "sklearn-mlp": Framework(FW, ("gbdt.py", "{s}", "sklearn")),
     "stable-baselines3": Framework(FW, ("sb3.py", "{s}")),
     "fastai-table": Framework(FW, ("fastprogress_table.py", "{s}")),
+    "ultralytics-csv": Framework(FW, ("ultra.py", "{s}"), watch="results.csv"),
     **{f"plain-{style}": Framework(FW, ("plain.py", "{s}", style)) for style in (
         "tutorial", "quickstart", "cifar", "mnist", "epoch_slash", "pipes", "step_loss", "kv", "logging", "json")},
 }  # fmt: skip
@@ -168,6 +175,10 @@ CASES: list[Case] = [
     Case("stable-baselines3", "healthy"),
     Case("stable-baselines3", "nan_crash"),
     *(Case("fastai-table", s) for s in ("healthy", "nan", "diverge", "eval_stall")),
+    Case("keras-torch", "overfit"),
+    Case("xgboost", "overfit"),
+    Case("ultralytics-csv", "map_peak"),
+    Case("ultralytics-csv", "healthy"),
     *(Case(fw, s) for fw in FRAMEWORKS if fw.startswith("plain-") for s in ("healthy", "nan")),
     *(Case("plain-kv", s) for s in ("diverge", "spike", "frozen", "eval_stall")),
 ]

@@ -41,6 +41,7 @@ class Result:
     case: Case
     exit_code: int | None = None
     stops: list[str] = field(default_factory=list)  # rule of each STOP decision
+    guarded: list[bool] = field(default_factory=list)  # whether each STOP decision asks a person first (confirm_s)
     anomalies: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, severity, reason)
     latency_ms: float | None = None
     stall_ms: float | None = None  # the last training step's event -> the run-stalled anomaly
@@ -72,6 +73,8 @@ class Result:
             out.append("expected a STOP, none was decided")
         if e.stop is True and self.stops and self.stops[0] not in e.stop_rules:
             out.append(f"STOP by {self.stops[0]}, expected one of {sorted(e.stop_rules)}")
+        if e.confirm and self.stops and not self.guarded[0]:
+            out.append(f"STOP by {self.stops[0]} was not a guarded STOP (no confirm_s): a judgement must ask first")
         if e.stop is False and self.stops:
             out.append(f"unexpected STOP by {self.stops[0]}")
         if e.anomaly is not None and not any(
@@ -261,6 +264,7 @@ def _read_back(result: Result, store: EventStore, run: str, seen: dict[str, floa
     events = events_of(store, run)
     stops = [e for e in events if e.type == t.DECISION and e.data.get("decision") == t.STOP]
     result.stops = [str(e.data.get("rule")) for e in stops]
+    result.guarded = [bool(e.data.get("confirm_s")) for e in stops]
     opened = [e for e in events if e.type == t.ANOMALY_OPENED]
     result.anomalies = [(str(e.data["rule"]), str(e.data["severity"]), str(e.data["reason"])) for e in opened]
     outcome = [e for e in events if e.type in (t.STOP_DONE, t.STOP_FAILED)]

@@ -123,9 +123,6 @@ HELD_OUT_MISSES: dict[str, str] = {  # 19 of 33 right when first scored (2026-12
     "lua_imagenet_multigpu_err_6_907_ln1000_epoch11.log": "stopped_in_time: 'Err 6.9076 Top1-%: 0.00' "
     "(bare name-value pairs of Lua Torch's ImageNet example) is not read",
     # corpus-dev4b (2026-12-07, issue 39): 2 of 13 right when first scored, and 3 of the 4 added after (DETR, dtrb)
-    "dtrb_log_train_digits_two_runs_healthy.txt": "healthy_not_stopped, healthy_not_paged: loss-runaway stops at line "
-    "118: a second run appended to the log starts again from scratch (train loss 7.70, 1.86, 1.54, 1.03) after the "
-    "first run's 0.00035, and is read as one run",
     "dreamerv3_metrics_then_localized_killed.log": "metrics, fault_named: DreamerV3's ' / '-separated "
     "'train/loss/image 61.08' summary is not read, nor the shell's Killed in a Chinese locale ('\u5df2\u6740\u6b7b')",
     "yolov7_results_txt_10ep_rising_healthy.txt": "metrics: headerless YOLOv7 results.txt rows (epoch '0/9' and 14 "

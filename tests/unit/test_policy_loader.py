@@ -10,7 +10,7 @@ from trainwarden.policies.loader import load_policy
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "policies"
 
 EXPECTED = {
-    "unknown-kind.yaml": ["4:11: unknown rule kind 'spikes'; expected one of: absence, baseline, chance, divergence"],
+    "unknown-kind.yaml": ["4:11: unknown rule kind 'spikes'; expected one of: absence, baseline, chance, collapse"],
     "unknown-field.yaml": ["6:5: unknown field 'windw' in rule 'loss-spike' (kind spike); expected one of:"],
     "bad-duration.yaml": ["5:15: 'duration' must be a duration like 30s, 10m, 2h or 1h30m, got '10 mins'"],
     "bad-for.yaml": ["7:10: 'for' must be a number of samples (3, or '3 samples') or a duration"],
@@ -70,7 +70,8 @@ def test_the_default_policy_is_valid_and_stable():
     kinds = {r.kind.kind for r in policy.rules}
     assert kinds == {"nonfinite", "threshold", "spike", "trend", "divergence", "plateau", "baseline", "absence",
                      "log_pattern", "lr_schedule", "status", "runaway", "no_progress", "frozen",
-                     "scale_collapse", "chance", "past_best", "stall", "nonfinite_term", "throughput"}  # fmt: skip
+                     "scale_collapse", "chance", "past_best", "stall", "nonfinite_term", "throughput", "early_stop",
+                     "collapse"}  # fmt: skip
 
 
 def test_comments_do_not_change_the_hash_but_a_threshold_does():

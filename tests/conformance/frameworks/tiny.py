@@ -36,7 +36,16 @@ PLANS = {
     "spike": Plan(lr=0.3, spike_at=BAD_AT),
     "frozen": Plan(lr=0.0, identical=True),
     "eval_stall": Plan(lr=3e-4),
+    "overfit": Plan(lr=1e-2),  # few samples with noisy labels, a wide model, many epochs: `overfit_data`
 }
+
+
+def overfit_data(n: int = 48, noise: float = 0.35) -> tuple[torch.Tensor, torch.Tensor]:
+    """A training set a wide model memorises: few samples, `noise` of their labels flipped. Its held-out loss
+    climbs far past its best while the training loss falls (the held-out set: `data(512, seed=1)`)."""
+    x, y = data(n)
+    flip = torch.rand(n, generator=torch.Generator().manual_seed(7)) < noise  # not the features' seed
+    return x, torch.where(flip, 1 - y, y)
 
 
 def plan() -> Plan:
