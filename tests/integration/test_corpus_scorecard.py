@@ -83,10 +83,6 @@ KNOWN_MISSES = {
     "training loss at 1e-4 by step 100 (0.0 from step 970), grad norm nonzero: no rule reads it as degenerate labels",
     "hf_trainer_state_whisper_braj_wer_best_at_eval2_never_beaten.trainer_state.json": "stopped_in_time: "
     "val-no-progress stops at step 1056, an eval after stop_by 924 (best eval_wer 89.86 at step 264, unbeaten 5 evals)",
-    "ultralytics_results_csv_wheat_map_best_epoch2_never_beaten.csv": "stopped_in_time: mAP50-95 best at epoch 2 "
-    "(0.538), never beaten in 100 epochs and down to 0.35 at epoch 31: no rule does early stopping on an eval metric",
-    "ultralytics_results_csv_dental_best_epoch35_patience20_end.csv": "stopped_in_time: mAP50-95 best at epoch 35, "
-    "unbeaten for 20 epochs (ultralytics' own patience ends it): no rule does early stopping on an eval metric",
     "lambdalabs_sd_finetune_lightning_bar_summoning_checkpoint_killed.log": "metrics: the one Lightning bar line "
     "('Epoch 0: 100%|...| 209/209 [...] loss=0.0685, ..., global_step=208.0,') is not read; the Killed is named",
 }
