@@ -14,6 +14,7 @@ format detection sees the line the trainer printed.
 - NeMo `[NeMo I 2024-01-01 12:00:00 exp_manager:123] `, detectron2 `[03/14 10:00:00 d2.utils.events]: `;
 - ranks and workers: `[rank4]:`, `[default0]:`, `[trainer0|0]:`, `[1,0]<stdout>:` (Open MPI), `0: ` (`srun --label`),
   `(RayTrainWorker pid=107684) ` (Ray);
+- Facebook research's LogFormatter (SwAV, XLM): `INFO - 08/11/20 13:38:32 - 1 day, 22:12:28 - `;
 - a log viewer's line numbers, as pasted: `[80746] `.
 
 Several prefixes in a row are all stripped (`[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] `).
@@ -50,6 +51,8 @@ PREFIX_RE = re.compile(
     rf"|{_GLOG}"
     r"|\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\) "  # Ray: (RayTrainWorker pid=107684)
     rf"|{_LEVEL}:[\w.]+:"  # Python logging's default format: INFO:root:, INFO:tensorflow:
+    # Facebook research's LogFormatter (SwAV, XLM, DINO forks): level - %x %X - elapsed -
+    rf"|{_LEVEL} - \d\d/\d\d/\d\d \d\d:\d\d:\d\d - (?:\d+ days?, )?\d+:\d\d:\d\d - "
     r"|\[(?:"
     rf"{_LEVEL}\] ?"  # DeepSpeed: [INFO]
     rf"|{_LEVEL}\|[\w.-]+:\d+\] {_WHEN} >> ?"  # transformers: [INFO|trainer.py:2134] 2024-09-17 23:35:34,372 >>

@@ -72,7 +72,7 @@ DARKNET_RE = re.compile(rf"(?<![\w.])(\d+): ({NUM}), ({NUM}) avg(?: loss)?, ({NU
 # `{name} {val} ({avg})`, tab-joined): `Epoch: [2][11/30]\tTime  0.123 ( 0.200)\tData ...\tLoss 6.8e+00 (6.9e+00)\t
 # Acc@1   0.00 (  0.10)\tAcc@5 ...`, `Test: [ 1/5]\tTime ...\tLoss ...\tAcc@1 ...` and the eval's summary
 # ` *   Acc@1 75.200 Acc@5 92.100` (before 2022 ` * Acc@1 75.200 Acc@5 92.100`; `Prec@1` before 2018)
-METERS_HEAD_RE = re.compile(r"^\s*(?:Epoch: \[(\d+)\]|(Test):\s*)\[\s*(\d+)/(\d+)\]")
+METERS_HEAD_RE = re.compile(r"^\s*(?:Epoch: \[(\d+)\]|(Test):\s*)\[\s*(\d+)(?:/(\d+))?\]")  # SwAV: no /n
 METER_RE = re.compile(rf"(?<![\w@])([A-Za-z][\w@]*)\s+({NUM})\s+\(\s*({NUM})\s*\)")
 METERS_SUMMARY_RE = re.compile(rf"^\s*\*\s+((?:[A-Za-z]\w*@\d+\s+{NUM}\s*)+)$")
 METER_PAIR_RE = re.compile(rf"([A-Za-z]\w*@\d+)\s+({NUM})")
@@ -265,4 +265,6 @@ def imagenet_meters(line: str) -> Metrics:
     found = numbers((METER_NAMES.get(name, name), value) for name, value, _avg in meters)
     if not found:
         return {}
+    if total is None:  # `Epoch: [163][50]` (SwAV, MoCo forks): the batch is the step, counted on across epochs
+        return {"epoch": int(epoch), "step": int(batch), **found}
     return {"epoch": int(epoch), "step": int(epoch) * int(total) + int(batch), **found}

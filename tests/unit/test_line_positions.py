@@ -84,6 +84,19 @@ def test_public_imagenet_example_lines():
     assert parse_metrics(" * loss 0.5 and more") == {"loss": 0.5}  # a bullet of other names is no eval summary
 
 
+def test_swavs_meters_without_a_batch_total_behind_its_log_formatter():
+    # the corpus's swav_loss_stuck_8_0066_ln3000_epoch163.log (facebookresearch/swav's LogFormatter and meters):
+    # `Epoch: [163][50]` names no batch total, so the batch is the step (counted on across epochs)
+    lines = [
+        "INFO - 08/11/20 13:38:32 - 1 day, 22:12:28 - Epoch: [163][0]    Time 1.958 (1.958)      Data 1.576 (1.576)"
+        "      Loss 8.0066 (8.0066)    Lr: 3.1982",
+        "INFO - 08/11/20 13:39:16 - 1 day, 22:13:13 - Epoch: [163][50]   Time 0.890 (0.919)      Data 0.000 (0.031)"
+        "      Loss 8.0065 (8.0066)    Lr: 3.1976",
+    ]
+    read = [normalise(parse_metrics(line)) for line in lines]
+    assert [(m["epoch"], m["step"], m["loss"]) for m in read] == [(163, 0, 8.0066), (163, 50, 8.0065)]
+
+
 # -- a batch within its epoch, an `it` counter -----------------------------------------------------------
 
 
