@@ -6,8 +6,11 @@ rules with `defer` hold off while the run's primary metric beat its best within 
 evals (its first value is no improvement). Where the primary comes from, first found wins:
 1. the launch config: `primary_metric` (and `primary_mode`: min or max), at its top level or under `params`;
 2. the policy's `primary: {metric: ..., mode: ...}`;
-3. what the run prints, where it is unambiguous: the first eval event holding eval metrics of exactly one
-   known family (core/metrics.py `QUALITIES`: wer, cer, bleu, accuracy, top1, map, f1, ...).
+3. what the run prints: the first eval event holding eval metrics of exactly one known family (core/metrics.py
+   `QUALITIES`: wer, cer, bleu, accuracy, top1, map, f1, ...) names it;
+4. several families side by side (accuracy, F1 and MCC of one classifier) and none named: their consensus.
+   The run improves while at least half of them beat their best within `patience` evals: a val loss rising
+   while accuracy, F1 and MCC climb is calibration drift, not a doomed run (issue 39).
 """
 
 from __future__ import annotations
@@ -44,8 +47,11 @@ def _resolve(policy: Policy, state: PolicyState, qualities: tuple[tuple[str, str
     if named is not None:
         return {"names": list(named.names), "mode": named.mode, "patience": named.patience, "how": "named"}
     families = {quality(k).family for k, _ in qualities if quality(k) is not None}  # type: ignore[union-attr]
-    if len(families) != 1:
-        return None  # none, or ambiguous (accuracy and F1 side by side): no guess
+    if not families:
+        return None
+    if len(families) > 1:  # accuracy and F1 side by side, none named: no guess of one, their consensus
+        members = {name: {"mode": mode} for name, mode in qualities}
+        return {"names": list(members), "members": members, "patience": DEFAULT_PATIENCE, "how": "consensus"}
     name, mode = qualities[0]
     return {"names": [name], "mode": mode, "patience": DEFAULT_PATIENCE, "how": "inferred"}
 
@@ -57,23 +63,40 @@ def track(policy: Policy, state: PolicyState, data: Mapping[str, Any], qualities
         pr = state.primary = _resolve(policy, state, qualities)
         if pr is None:
             return
+    if "members" in pr:
+        for name, member in pr["members"].items():
+            if (value := finite(data.get(name))) is not None:
+                _fold(member, value, member["mode"])
+        return
     value = next((finite(data[n]) for n in pr["names"] if n in data), None)
     if value is None:
         return
+    _fold(pr, value, pr["mode"])
+    pr["value"], pr["metric"] = value, next(n for n in pr["names"] if n in data)
+
+
+def _fold(pr: dict[str, Any], value: float, mode: str) -> None:
+    """One eval value into a metric's best and the evals since it (its first value is no improvement yet)."""
     best = pr.get("best")
     if best is None:
-        pr["best"], pr["since_best"] = value, None  # a first value is no improvement yet
-    elif value < best if pr["mode"] == "min" else value > best:
+        pr["best"], pr["since_best"] = value, None
+    elif value < best if mode == "min" else value > best:
         pr["best"], pr["since_best"] = value, 0
     elif pr.get("since_best") is not None:
         pr["since_best"] += 1
-    pr["value"], pr["metric"] = value, next(n for n in pr["names"] if n in data)
 
 
 def improving(state: PolicyState, rule: Rule) -> bool:
     """Whether the run's primary metric improved on its best within its last `patience` evals (and the rule
     does not judge the primary metric itself)."""
     pr = state.primary
-    if pr is None or pr.get("since_best") is None or pr["since_best"] >= pr["patience"]:
+    if pr is None or set(pr["names"]) & set(rule.kind.keys or ()):
         return False
-    return not set(pr["names"]) & set(rule.kind.keys or ())
+    if "members" in pr:  # the consensus: at least half of them improving
+        recent = [m for m in pr["members"].values() if _recent(m, pr["patience"])]
+        return bool(recent) and 2 * len(recent) >= len(pr["members"])
+    return _recent(pr, pr["patience"])
+
+
+def _recent(pr: dict[str, Any], patience: int) -> bool:
+    return pr.get("since_best") is not None and pr["since_best"] < patience

@@ -75,10 +75,6 @@ KNOWN_MISSES = {
     "simple_faster_rcnn_map_identical_10_epochs.log": "metrics, stopped_in_time: 'epoch 0 mAP is 0.3790 ...' is not "
     "read; ten identical evals",
     # corpus-dev4b (2026-12-07, issue 39): committed metric files and fault lines; 12 of 25 right when first scored
-    "hf_trainer_state_finnews_acc_drop_macro_f1_up.trainer_state.json": "healthy_not_stopped: val-rising stops on "
-    "eval_loss (1.33 -> 1.51) while the run's primary metric, eval_macro_f1 (its best_metric), rises 0.19 -> 0.25",
-    "hf_trainer_state_dnabert2_eval_loss_up_acc_up_healthy.trainer_state.json": "healthy_not_stopped: val-rising stops "
-    "on eval_loss (0.23 -> 0.29) while eval accuracy, F1 and MCC keep rising (calibration drift, not overfitting)",
     "hf_trainer_state_hate_speech_loss_1e-4_by_step100_degenerate.trainer_state.json": "stopped_in_time: a "
     "training loss at 1e-4 by step 100 (0.0 from step 970), grad norm nonzero: no rule reads it as degenerate labels",
     "hf_trainer_state_whisper_braj_wer_best_at_eval2_never_beaten.trainer_state.json": "stopped_in_time: "

@@ -114,13 +114,37 @@ def test_which_printed_names_can_be_the_primary_metric(name, family, mode):
     assert (found.family if found else None, found.mode if found else None) == (family, mode)
 
 
-def test_two_candidate_families_side_by_side_are_not_guessed():
+def test_two_candidate_families_side_by_side_decide_by_their_consensus():
+    """Issue 39 item 4: val loss rising while val accuracy and F1 climb is calibration drift, not an early stop;
+    none of them is guessed to be the primary, at least half of them improving holds the stop back."""
     c = Clock()
     events = [c.metric(i * 10, step=i * 100, val_loss=1.0 + i / 10, val_accuracy=0.5 + i / 100, val_f1=0.4 + i / 100)
               for i in range(6)]  # fmt: skip
     state = PolicyState()
-    assert _stops(run(default_policy(), events, state)) == ["STOP:val-rising"]
-    assert state.primary is None
+    assert _stops(run(default_policy(), events, state)) == []
+    assert state.primary is not None and state.primary["how"] == "consensus"
+
+
+def test_a_consensus_that_no_longer_improves_holds_nothing_back():
+    """The test above can fail: the same val loss beside an accuracy and F1 past their best is an early stop."""
+    c = Clock()
+    events = [c.metric(i * 10, step=i * 100, val_loss=1.0 + i / 10, val_accuracy=0.6 - i / 100, val_f1=0.5 - i / 100)
+              for i in range(6)]  # fmt: skip
+    assert _stops(run(default_policy(), events)) == ["STOP:val-rising"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hf_trainer_state_dnabert2_eval_loss_up_acc_up_healthy.trainer_state.json",
+        "hf_trainer_state_finnews_acc_drop_macro_f1_up.trainer_state.json",
+    ],
+)
+def test_real_classifiers_whose_eval_loss_rises_while_their_scores_climb_are_not_stopped(name):
+    """Two healthy corpus runs (dev part): eval_loss up while accuracy, F1 and MCC (DNABERT-2) or macro-F1
+    (a news classifier whose accuracy swings) climb; val-rising stopped both before the consensus."""
+    out = run(default_policy(), list(log_events(REAL / name, interval=10)))
+    assert _stops(out) == []
 
 
 # -- training perplexity is never validation perplexity ---------------------------------------------------
