@@ -18,7 +18,7 @@ __all__ = ["CAUSE", "COLLECTIVE", "REGISTRY", "STAGES", "TAGS", "TEARDOWN", "UNE
 # (an ECC error beats the NCCL errors it causes on other ranks, an OOM beats the SIGKILL that follows).
 TAGS = (gpu.ECC, gpu.XID, memory.OOM, gpu.ILLEGAL_MEMORY, gpu.CUDA_ERROR, disk.DISK_FULL, numeric.NAN,
         distributed.NCCL, distributed.GLOO, distributed.NCCL_WARN, hang.HANG, host.KILLED, numeric.LOSS_SCALE,
-        distributed.CHILD_FAILED)  # fmt: skip
+        distributed.CHILD_FAILED, numeric.NAN_SKIPPED)  # fmt: skip
 
 _ALL = (*memory.SIGNATURES, *gpu.SIGNATURES, *distributed.SIGNATURES, *hang.SIGNATURES, *host.SIGNATURES,
         *signals.SIGNATURES, *disk.SIGNATURES, *numeric.SIGNATURES)  # fmt: skip

@@ -1,11 +1,12 @@
 """Training itself failing: a framework's own NaN/Inf check ending the run, and the fp16 loss scaler stuck at its
-minimum. Tags `nan`, `loss_scale`."""
+minimum, and a batch whose NaN/Inf loss the trainer skipped (a warning: training goes on). Tags `nan`, `loss_scale`,
+`nan_skipped`."""
 
 from __future__ import annotations
 
 from trainwarden.faults.model import FORMAT, Sample, Signature, Source
 
-NAN, LOSS_SCALE = "nan", "loss_scale"
+NAN, LOSS_SCALE, NAN_SKIPPED = "nan", "loss_scale", "nan_skipped"
 NAN_REMEDY = (
     "lower the learning rate, add warmup or gradient clipping, use bf16 rather than fp16, and check the data batch"
 )
@@ -154,6 +155,27 @@ SIGNATURES = (
         not_samples=(
             "[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping "
             "step. Attempted loss scale: 64, reducing to 32",
+        ),
+    ),
+    Signature(
+        id="skipped_nonfinite_loss",
+        tag=NAN_SKIPPED,
+        pattern=r"received an? (?:nan|inf) loss",
+        hints=("received a",),
+        severity="warning",
+        what="a NaN/Inf loss: the trainer skipped the batch's update (deepspeech.pytorch's check)",
+        remedy="one batch gave a NaN/Inf loss and its update was skipped; if it recurs, lower the learning rate, add "
+        "gradient clipping and check that batch's data (an empty or too-short transcript for CTC)",
+        source=Source(
+            "SeanNaren/deepspeech.pytorch", "train.py", "WARNING: received an inf loss, setting loss value to 0"
+        ),
+        samples=(
+            Sample(
+                "WARNING: received a nan loss, setting loss value to 0",
+                None,
+                "tests/data/real/deepspeech_pytorch_one_nan_loss_skipped_update.log (the corpus's development part)",
+            ),
+            Sample("WARNING: received an inf loss, setting loss value to 0", None, FORMAT),
         ),
     ),
 )

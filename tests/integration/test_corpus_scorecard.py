@@ -62,8 +62,6 @@ KNOWN_MISSES = {
     "10 epochs while the losses fall; no rule stops a constant prediction",
     "swav_loss_stuck_8_0066_ln3000_epoch163.log": "stopped_in_time: the MetricLogger pair 'Loss 8.0066 (8.0066)' "
     "(bare name, value, average) is not read, only 'Lr:'; the loss at ln 3000 is never seen",
-    "deepspeech_pytorch_one_nan_loss_skipped_update.log": "fault_named: 'WARNING: received a nan loss, setting loss "
-    "value to 0' is not named as a NaN; the batch's loss is printed as 0.0000",
     "mozilla_deepspeech_train_loss_inf_val_loss_falling.log": "healthy_not_stopped, healthy_not_paged: 'Training of "
     "Epoch N - loss: inf' every epoch stops at line 1 (loss-nonfinite) although the validation loss falls each epoch",
     "crnn_pytorch_icdar_blank_predictions_accuracy_zero.log": "stopped_in_time: four points ('accuray: 0.000000', "
