@@ -102,6 +102,8 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
     if typ != _TICK:
         state.last_input = now
         if typ == _METRIC and "step" in event.data:
+            if _started_over(state, event.data["step"]):
+                _start_over(state, now)
             state.step = event.data["step"]
             if state.first_step is None:
                 state.first_step = state.step
@@ -221,6 +223,25 @@ def _reset(state: PolicyState, event: Event) -> None:
     state.first_step = None
     state.evals = 0
     state.primary = None
+
+
+def _started_over(state: PolicyState, step: Any) -> bool:
+    """Whether a metric's step is back at the run's first after the run moved on: the training started again
+    from scratch in the same log (a relaunch appended to it, `Epoch [1/50]` a second time). A resume goes
+    back to its checkpoint's step, past the first, and carries on."""
+    first, last = state.first_step, state.step
+    return type(step) is int and type(first) is int and type(last) is int and step <= first < last
+
+
+def _start_over(state: PolicyState, now: float) -> None:
+    """A run that started again is judged as a new one: its bests, evals and windows are the new run's (the
+    first run's best would make every eval of the second a regression)."""
+    state.rules = {}
+    state.deciding = {}
+    state.first_step = None
+    state.evals = 0
+    state.primary = None
+    state.start = now
 
 
 def _new_rule_state(policy: Policy, state: PolicyState, i: int, *, start: float | None) -> RuleState:

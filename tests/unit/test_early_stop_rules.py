@@ -123,3 +123,21 @@ def test_an_eval_carried_on_every_step_line_counts_once() -> None:
               for s in range(1, 1000)]  # fmt: skip
     stop, opened = decisions(events)
     assert stop is None and not set(opened) & set(NEW), (stop, opened)
+
+
+def test_a_run_started_again_in_the_same_log_is_judged_as_a_new_run() -> None:
+    """A relaunch appended to the log (`Epoch [1/50]` a second time, the corpus's FER run restarted three times):
+    the first run's best val accuracy is not the second's, whose slow start would otherwise be a collapse and an
+    early stop. A run whose accuracy stays below its own best (no restart) is still judged."""
+    c = Clock()
+    first = [c.metric(e * 60, step=e, epoch=e, val_acc=min(53.0, 20 + 3.3 * e), val_loss=2.0 - 0.05 * e)
+             for e in range(1, 12)]  # fmt: skip
+    again = [c.metric(700 + e * 60, step=e, epoch=e, val_acc=min(53.0, 20 + 1.5 * e), val_loss=2.0 - 0.02 * e)
+             for e in range(1, 12)]  # fmt: skip
+    stop, opened = decisions([*first, *again])
+    assert stop is None and not set(opened) & set(NEW), (stop, opened)
+    # the test can fail: the same values at steps that carry on (no restart) are a collapse from the first's best
+    on = [c.metric(1500 + e * 60, step=11 + e, epoch=11 + e, val_acc=min(53.0, 20 + 1.5 * e), val_loss=2.0)
+          for e in range(1, 12)]  # fmt: skip
+    stop, opened = decisions([*first, *on])
+    assert set(opened) & set(NEW), opened
