@@ -92,6 +92,14 @@ SCENARIOS: dict[str, Expect] = {
     # an ultralytics results.csv whose mAP peaks in the first epochs and is never beaten (eval-early-stop)
     "overfit": Expect(stop=True, stop_rules=frozenset({"val-rising", "val-runaway", "eval-early-stop"}), confirm=True),
     "map_peak": Expect(stop=True, stop_rules=frozenset({"eval-early-stop"}), confirm=True),
+    # a slow start that then learns (issue 39 item 4): val accuracy at chance and val loss at ln 4 while the learning
+    # rate warms up from 1e-6, then climbing: no STOP and no judgement that it is stuck, frozen or done
+    "slow_start": Expect(
+        stop=False,
+        no_critical=True,
+        absent=r"^(val-frozen|val-no-progress|val-at-chance|val-accuracy-at-chance|loss-at-chance|eval-early-stop|"
+        r"eval-collapse|[\w-]*stuck)",
+    ),
     # a NaN the framework's own check raises on before any NaN is printed (stable-baselines3: the policy's logits)
     "nan_crash": Expect(stop=None, anomaly=r"^log-nan", severities=("critical",), trigger=r"found invalid values"),
 }
@@ -132,6 +140,7 @@ FRAMEWORKS: dict[str, Framework] = {
     "stable-baselines3": Framework(FW, ("sb3.py", "{s}")),
     "fastai-table": Framework(FW, ("fastprogress_table.py", "{s}")),
     "ultralytics-csv": Framework(FW, ("ultra.py", "{s}"), watch="results.csv"),
+    "torch-slow-start": Framework(FW, ("slow_start.py", "{s}")),
     **{f"plain-{style}": Framework(FW, ("plain.py", "{s}", style)) for style in (
         "tutorial", "quickstart", "cifar", "mnist", "epoch_slash", "pipes", "step_loss", "kv", "logging", "json")},
 }  # fmt: skip
@@ -179,6 +188,7 @@ CASES: list[Case] = [
     Case("xgboost", "overfit"),
     Case("ultralytics-csv", "map_peak"),
     Case("ultralytics-csv", "healthy"),
+    Case("torch-slow-start", "slow_start"),
     *(Case(fw, s) for fw in FRAMEWORKS if fw.startswith("plain-") for s in ("healthy", "nan")),
     *(Case("plain-kv", s) for s in ("diverge", "spike", "frozen", "eval_stall")),
 ]
