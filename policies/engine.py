@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from trainwarden.core import plan
 from trainwarden.events import types as t
 from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
@@ -101,10 +102,12 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
         state.start = now
     if typ != _TICK:
         state.last_input = now
-        if typ == _METRIC and "step" in event.data:
-            state.step = event.data["step"]
-            if state.first_step is None:
-                state.first_step = state.step
+        if typ == _METRIC:
+            if "step" in event.data:
+                state.step = event.data["step"]
+                if state.first_step is None:
+                    state.first_step = state.step
+            plan.fold(state.plan, event.data)
     observed, timed, is_eval, qualities = index.concerned(event)
     if is_eval:
         state.evals += 1
@@ -221,6 +224,7 @@ def _reset(state: PolicyState, event: Event) -> None:
     state.first_step = None
     state.evals = 0
     state.primary = None
+    state.plan = plan.from_config(state.config)
 
 
 def _new_rule_state(policy: Policy, state: PolicyState, i: int, *, start: float | None) -> RuleState:
