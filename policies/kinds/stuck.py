@@ -16,7 +16,7 @@ from trainwarden.core import plan
 from trainwarden.core.metrics import is_validation, quantity
 from trainwarden.events.envelope import Event
 from trainwarden.policies.kinds.progress import _significant as significant
-from trainwarden.policies.kinds.values import METRIC_EVENTS
+from trainwarden.policies.kinds.values import METRIC_EVENTS, repeated
 from trainwarden.policies.names import finite
 
 ACCURACY_BAND = 0.1  # an accuracy within 10% of 1/k (relative) is at chance for k classes
@@ -44,8 +44,7 @@ class Stuck:
       the log (`num_classes`, `Number of classes: 10`), or an accuracy in the same run at 1/k.
 
     The stretch starts over when a value leaves it; a value repeated at its own step (a redraw, a doubled line) is
-    none. An eval's value carried on a training line is the agent's to drop (`agent.bars.fresh`): each one that
-    arrives is an eval."""
+    none, nor is an eval's value carried unchanged on the training lines of its epoch (`values.repeated`)."""
 
     kind: ClassVar[str] = "stuck"
     time_driven: ClassVar[bool] = False
@@ -63,7 +62,7 @@ class Stuck:
         # the run's plan (core/plan.py), evals seen, the k an accuracy says, the first value, the last one with its
         # place [value, share, evals, step], and the stretch: [how ("frozen" | "chance"), its value (frozen) or sum
         # (chance), values, share, evals and step at its start] (+ "metric", "to", "k": the name read, the latest
-        # step, the task size at chance)
+        # step, the task size at chance, "rep": `repeated`'s)
         return {"plan": plan.from_config(config), "evals": 0, "acc_k": None, "first": None, "last": None, "run": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
@@ -79,8 +78,14 @@ class Stuck:
             st["evals"] += 1
         step = data.get("step")
         last = st["last"]
-        if found is None or v is None or (last is not None and v == last[0] and step == last[3]):
+        if found is None or v is None:
             return None
+        if (
+            repeated(st, data, found, v, trend=False)
+            if is_validation(found)
+            else last is not None and (v, step) == (last[0], last[3])
+        ):
+            return None  # a redraw or a doubled line; for an eval, also its value carried on training lines
         if st["first"] is None:
             st["first"] = v
         done = plan.share(st["plan"], step)
