@@ -110,8 +110,10 @@ def test_the_reasons_say_it_in_words():
     assert reasons[0].startswith("val_loss 1.386")
     assert "= ln 4 over 3 evals (steps 50-150), 2 evals: predictions at chance for a 4-way task" in reasons[0]
     _, _, reasons = verdict(CASES["training loss at ln 2 of a 2-class run, 10 epochs"][0])
-    assert "= ln 2 over 20 logged steps (steps 10-200), 10% of the run's planned length: predictions at chance" in (
-        reasons[-1])
+    assert (
+        "= ln 2 over 20 logged steps (steps 10-200), 10% of the run's planned length: predictions at chance"
+        in (reasons[-1])
+    )
     _, _, reasons = verdict(CASES["eval loss 12 rounds past its best"][0])
     assert "has not beaten its best 0.52 for 10 evals" in reasons[0]
     assert "early stopping, the best was at step 30" in reasons[0]
