@@ -49,10 +49,11 @@ def from_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def fold(plan: dict[str, Any], data: Mapping[str, Any]) -> None:
     """Fold one metric event's data into `plan` (in place): the plan keys it carries and the epoch it is at."""
-    for key in PLAN_KEYS.intersection(data):
-        n = _whole(data[key])
-        if n is not None:
-            plan[key] = n
+    if not PLAN_KEYS.isdisjoint(data):  # rare: once per fact the run states
+        for key in PLAN_KEYS.intersection(data):
+            n = _whole(data[key])
+            if n is not None:
+                plan[key] = n
     epoch = data.get("epoch")
     if type(epoch) in (int, float):
         plan["epoch"] = epoch

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from trainwarden.core import plan
+from trainwarden.core.plan import NUM_CLASSES
 from trainwarden.events import types as t
 from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
@@ -41,6 +42,7 @@ from trainwarden.events.payloads import (
 )
 from trainwarden.policies.durations import Persistence, fmt_duration
 from trainwarden.policies.model import Outcome, Policy, Rule
+from trainwarden.policies.plan import share_done
 from trainwarden.policies.primary import improving, track
 from trainwarden.policies.rootcause import folded_into
 from trainwarden.policies.state import PolicyState, RuleState
@@ -120,7 +122,7 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
         for rule_id in expired:
             del state.kept[rule_id]  # the rule may decide again (and STOP, if it still fires)
         changed = changed or bool(expired)
-    rules, states, timed_set = policy.rules, state.rules, index.timed_set
+    rules, states, timed_set, planned = policy.rules, state.rules, index.timed_set, index.planned
     startup_only = () if startup else index.startup_only
     for i, rule_id, observe, name, clear_only in observed:
         rs = states.get(rule_id)
@@ -128,6 +130,8 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
             rs = _new_rule_state(policy, state, i, start=state.start)
         elif (clear_only or i in startup_only) and not rs.holding and rs.opened_by is None:
             continue  # quiet, and this event cannot make it fire (or its phase is over until a relaunch)
+        if i in planned:
+            rs.kind_state["progress"] = [share_done(state), state.evals, state.plan.get(NUM_CLASSES)]
         cond = observe(rs.kind_state, event, now, name)
         if cond is None:
             if i not in timed_set:

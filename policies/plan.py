@@ -1,8 +1,8 @@
 """The run's planned length, for rules whose patience is a share of the run (core/plan.py reads it; the engine
 folds it into `PolicyState.plan` from the launch config and the metric events).
 
-Kinds see their own events only: a kind that needs the plan folds its own copy with `core.plan.fold` (one
-definition of the folding) from `initial`'s config and the events it observes."""
+A kind sees only its own events: one that declares `planned = True` gets the run's progress from the engine in
+`st["progress"]` before each `observe` ([share_done, evals, class count]; policies/model.py `Kind`)."""
 
 from __future__ import annotations
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar
 
-from trainwarden.core import plan
 from trainwarden.core.metrics import is_validation, quantity
 from trainwarden.events.envelope import Event
 from trainwarden.policies.kinds.progress import _significant as significant
-from trainwarden.policies.kinds.values import METRIC_EVENTS, repeated
+from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric, repeated
 from trainwarden.policies.names import finite
 
 ACCURACY_BAND = 0.1  # an accuracy within 10% of 1/k (relative) is at chance for k classes
@@ -31,8 +31,14 @@ def chance_k(accuracy: float) -> int | None:
     return k if abs(a - 1 / k) <= ACCURACY_BAND / k else None
 
 
+@lru_cache(maxsize=1024)
+def _accuracies(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The accuracies among an event's keys: once per shape (a run has a few)."""
+    return tuple(k for k in keys if quantity(k) == "accuracy")
+
+
 @dataclass(frozen=True, slots=True)
-class Stuck:
+class Stuck(OneMetric):
     """A loss that is not moving, held for `share` of the run's planned length (or, when the run does not say
     its length, for `evals` evals), over `count` values at least. Stuck is one of:
 
@@ -41,13 +47,15 @@ class Stuck:
       still the metric's first value (a run that never moved, as with a learning rate of 0);
     - at chance: every value within `spread` of ln k and their mean within `tolerance` of it, where k is stated,
       never guessed from the loss (any number is ln k for some k): the class count in the launch config or
-      the log (`num_classes`, `Number of classes: 10`), or an accuracy in the same run at 1/k.
+      the log (`num_classes`, `Number of classes: 10`), or an accuracy beside the loss at 1/k.
 
-    The stretch starts over when a value leaves it; a value repeated at its own step (a redraw, a doubled line) is
-    none, nor is an eval's value carried unchanged on the training lines of its epoch (`values.repeated`)."""
+    The run's progress (its share done, its evals, its class count) comes from the engine (`planned`). The stretch
+    starts over when a value leaves it; a value repeated at its own step (a redraw, a doubled line) is none, nor
+    is an eval's value carried unchanged on the training lines of its epoch (`values.repeated`)."""
 
     kind: ClassVar[str] = "stuck"
     time_driven: ClassVar[bool] = False
+    planned: ClassVar[bool] = True  # the engine puts the run's progress in st["progress"]
     names: tuple[str, ...]
     share: float = 0.1
     evals: int = 5
@@ -56,41 +64,36 @@ class Stuck:
     tolerance: float = 0.01
     spread: float = 0.05
     events: frozenset[str] = METRIC_EVENTS
-    keys: None = None  # every metric event: the plan, the class count and the evals come on events of their own
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        # the run's plan (core/plan.py), evals seen, the k an accuracy says, the first value, the last one with its
-        # place [value, share, evals, step], and the stretch: [how ("frozen" | "chance"), its value (frozen) or sum
-        # (chance), values, share, evals and step at its start] (+ "metric", "to", "k": the name read, the latest
-        # step, the task size at chance, "rep": `repeated`'s)
-        return {"plan": plan.from_config(config), "evals": 0, "acc_k": None, "first": None, "last": None, "run": None}
+        # the k an accuracy says, the first value, the last one with its place [value, share, evals, step], and
+        # the stretch: [how ("frozen" | "chance"), its value (frozen) or sum (chance), values, share, evals and step
+        # at its start] (+ "progress": the engine's, "metric", "to", "k": the name read, the latest step, the task
+        # size at chance, "rep": `repeated`'s)
+        return {"acc_k": None, "first": None, "last": None, "run": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
+        assert name is not None  # a kind with keys: the index passes the first one present
         data = event.data
-        plan.fold(st["plan"], data)
-        evals = any(is_validation(k) for k in data)
-        for key, value in data.items():
-            if quantity(key) == "accuracy" and (a := finite(value)) is not None:
+        for key in _accuracies(tuple(data)):
+            if (a := finite(data[key])) is not None:
                 st["acc_k"] = chance_k(a)
-        found = next((n for n in self.names if n in data), None)
-        v = finite(data[found]) if found is not None else None
-        if evals:
-            st["evals"] += 1
+        v = finite(data[name])
         step = data.get("step")
         last = st["last"]
-        if found is None or v is None:
+        if v is None:
             return None
         if (
-            repeated(st, data, found, v, trend=False)
-            if is_validation(found)
+            repeated(st, data, name, v, trend=False)
+            if is_validation(name)
             else last is not None and (v, step) == (last[0], last[3])
         ):
             return None  # a redraw or a doubled line; for an eval, also its value carried on training lines
         if st["first"] is None:
             st["first"] = v
-        done = plan.share(st["plan"], step)
-        here = [done, st["evals"], step]
-        k = st["plan"].get(plan.NUM_CLASSES) or st["acc_k"]
+        done, evals, stated = st.get("progress") or (None, 0, None)
+        here = [done, evals, step]
+        k = stated or st["acc_k"]
         level = math.log(k) if k and k >= 2 else None
         run = st["run"]
         same = last is not None and v == last[0] and (significant(v) >= self.digits or v == st["first"])
@@ -105,7 +108,7 @@ class Stuck:
             run = ["frozen", v, 2, *last[1:]]
         else:
             run = None
-        st["run"], st["last"], st["metric"], st["to"] = run, [v, *here], found, step
+        st["run"], st["last"], st["metric"], st["to"] = run, [v, *here], name, step
         if run is None or run[2] < self.count:
             return False
         if run[0] == "chance" and (level is None or abs(run[1] / run[2] - level) > self.tolerance * level):
@@ -113,19 +116,18 @@ class Stuck:
         st["k"] = k if run[0] == "chance" else None
         if done is not None and run[3] is not None:
             return done - run[3] >= self.share
-        return done is None and st["evals"] - run[4] >= self.evals
+        return done is None and evals - run[4] >= self.evals
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         how, total, n, since, evals, first = st["run"]
+        done, evals_now = st["last"][1], st["last"][2]
         m = st["metric"]
         what = "evals" if is_validation(m) else "logged steps"
         where = f" (steps {first}-{st['to']})" if first is not None and st.get("to") is not None else ""
-        done = plan.share(st["plan"], st.get("to"))
-        held = (
-            f"{done - since:.0%} of the run's planned length"
-            if done is not None and since is not None
-            else f"{st['evals'] - evals} evals"
-        )
+        if done is not None and since is not None:
+            held = f"{done - since:.0%} of the run's planned length"
+        else:
+            held = f"{evals_now - evals} evals"
         if how == "frozen":
             values = {m: total, "repeats": n}
             return f"{m} has been {total:.6g} at {n} {what} in a row{where}, {held}: the model is not learning", values
