@@ -19,16 +19,17 @@ from trainwarden.policies.kinds.progress import _significant as significant
 from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric, repeated
 from trainwarden.policies.names import finite
 
-ACCURACY_BAND = 0.1  # an accuracy within 10% of 1/k (relative) is at chance for k classes
+ACCURACY_BAND = 0.3  # an accuracy within 30% of 1/k (relative; evals are noisy) agrees with chance for k classes
 
 
-def chance_k(accuracy: float) -> int | None:
-    """The k of a k-way task at whose chance level (1/k) `accuracy` sits (a percentage too), or None."""
-    a = accuracy / 100 if 1 < accuracy <= 100 else accuracy
-    if not 0 < a <= 0.5:
+def agreed_k(loss: float, accuracy: float | None) -> int | None:
+    """The k of a k-way task at chance that a loss and an accuracy beside it agree on: the loss names ln k, and
+    the accuracy (a percentage too) is near 1/k. Neither names k alone (any number is ln k, or 1/k, for some k)."""
+    if accuracy is None or not 0.5 < loss < 14:
         return None
-    k = round(1 / a)
-    return k if abs(a - 1 / k) <= ACCURACY_BAND / k else None
+    a = accuracy / 100 if 1 < accuracy <= 100 else accuracy
+    k = round(math.exp(loss))
+    return k if k >= 2 and abs(a - 1 / k) <= ACCURACY_BAND / k else None
 
 
 @lru_cache(maxsize=1024)
@@ -47,7 +48,7 @@ class Stuck(OneMetric):
       still the metric's first value (a run that never moved, as with a learning rate of 0);
     - at chance: every value within `spread` of ln k and their mean within `tolerance` of it, where k is stated,
       never guessed from the loss (any number is ln k for some k): the class count in the launch config or
-      the log (`num_classes`, `Number of classes: 10`), or an accuracy beside the loss at 1/k.
+      the log (`num_classes`, `Number of classes: 10`), or an accuracy beside the loss near 1/k (the two agree).
 
     The run's progress (its share done, its evals, its class count) comes from the engine (`planned`). The stretch
     starts over when a value leaves it; a value repeated at its own step (a redraw, a doubled line) is none, nor
@@ -66,18 +67,18 @@ class Stuck(OneMetric):
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
-        # the k an accuracy says, the first value, the last one with its place [value, share, evals, step], and
-        # the stretch: [how ("frozen" | "chance"), its value (frozen) or sum (chance), values, share, evals and step
-        # at its start] (+ "progress": the engine's, "metric", "to", "k": the name read, the latest step, the task
-        # size at chance, "rep": `repeated`'s)
-        return {"acc_k": None, "first": None, "last": None, "run": None}
+        # the first value, the last one with its place [value, share, evals, step], and the stretch: [how ("frozen"
+        # | "chance"), its value (frozen) or sum (chance), values, share, evals and step at its start, k at chance]
+        # (+ "progress": the engine's, "acc": the last accuracy beside it, "metric", "to", "k": the name read, the
+        # latest step, the task size at chance, "rep": `repeated`'s)
+        return {"first": None, "last": None, "run": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
         data = event.data
         for key in _accuracies(tuple(data)):
             if (a := finite(data[key])) is not None:
-                st["acc_k"] = chance_k(a)
+                st["acc"] = a
         v = finite(data[name])
         step = data.get("step")
         last = st["last"]
@@ -93,9 +94,9 @@ class Stuck(OneMetric):
             st["first"] = v
         done, evals, stated = st.get("progress") or (None, 0, None)
         here = [done, evals, step]
-        k = stated or st["acc_k"]
-        level = math.log(k) if k and k >= 2 else None
         run = st["run"]
+        k = stated or (run[6] if run is not None and run[0] == "chance" else agreed_k(v, st.get("acc")))
+        level = math.log(k) if k and k >= 2 else None
         same = last is not None and v == last[0] and (significant(v) >= self.digits or v == st["first"])
         if run is not None and run[0] == "frozen" and same:
             run[2] += 1
@@ -103,9 +104,9 @@ class Stuck(OneMetric):
             run[1] += v
             run[2] += 1
         elif level is not None and abs(v - level) <= self.spread * level:
-            run = ["chance", v, 1, *here]
+            run = ["chance", v, 1, *here, k]
         elif same:
-            run = ["frozen", v, 2, *last[1:]]
+            run = ["frozen", v, 2, *last[1:], None]
         else:
             run = None
         st["run"], st["last"], st["metric"], st["to"] = run, [v, *here], name, step
@@ -119,7 +120,7 @@ class Stuck(OneMetric):
         return done is None and evals - run[4] >= self.evals
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        how, total, n, since, evals, first = st["run"]
+        how, total, n, since, evals, first, _ = st["run"]
         done, evals_now = st["last"][1], st["last"][2]
         m = st["metric"]
         what = "evals" if is_validation(m) else "logged steps"

@@ -4,11 +4,13 @@
 Lines are real where the corpus has them (tests/data/real, development part) or as the frameworks print them;
 they go through the agent's reader (agent/reading.py) and the default policy, as in a live run."""
 
+import json
 import math
 import random
 from pathlib import Path
 
 import pytest
+from trainwarden.agent.hf_state import history_records
 from trainwarden.agent.plan_lines import planned
 from trainwarden.agent.reading import MetricReader
 from trainwarden.core import plan
@@ -110,6 +112,17 @@ def test_a_keras_run_frozen_at_7_9712_is_a_confirm_stop_after_a_share_of_its_10_
     )
     policy = POLICY.rule("val-loss-stuck")
     assert policy is not None and policy.confirm_s == 1800  # a judgement: a person may keep it running
+
+
+def test_an_hf_run_at_ln_4_beside_an_accuracy_at_1_4_is_a_confirm_stop_within_its_useful_stop():
+    # hf_state_quality_stuck_chance.trainer_state.json (development part; stop_by step 500): eval_loss 1.3863 and
+    # eval_accuracy 0.23-0.30 (the two agree on k = 4), max_steps 3140 and num_train_epochs 20 at the state's top
+    state = json.loads((REAL / "hf_state_quality_stuck_chance.trainer_state.json").read_text())
+    c = Clock()
+    out = run(POLICY, [c.metric(10.0 * i, **r.metrics) for i, r in enumerate(history_records(state))])
+    stuck = next(d for typ, d in out if typ == t.ANOMALY_OPENED and d["rule"] == "val-loss-stuck")
+    assert stuck["values"]["k"] == 4 and stuck["values"]["step"] <= 500
+    assert "of the run's planned length: predictions at chance for a 4-way task" in stuck["reason"]
 
 
 def test_a_classifier_at_ln_10_with_its_class_count_printed_is_a_confirm_stop():
