@@ -128,6 +128,7 @@ def _stuck(r: PolicyReader) -> Kind:
         digits=r.integer("digits", default=4, minimum=1),
         tolerance=r.number("tolerance", default=0.01, minimum=0.0) or 0.0,
         spread=r.number("spread", default=0.05, minimum=0.0) or 0.0,
+        level=r.number("level"),
     )
 
 

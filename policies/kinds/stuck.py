@@ -17,7 +17,7 @@ from trainwarden.core.metrics import is_validation, quantity
 from trainwarden.events.envelope import Event
 from trainwarden.policies.kinds.progress import _significant as significant
 from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric, repeated
-from trainwarden.policies.names import finite
+from trainwarden.policies.names import finite, fmt
 
 ACCURACY_BAND = 0.3  # an accuracy within 30% of 1/k (relative; evals are noisy) agrees with chance for k classes
 
@@ -46,6 +46,8 @@ class Stuck(OneMetric):
     - frozen: the very same value at every position: constant outputs. A value printed with fewer than `digits`
       significant digits (a Lightning bar's `val_loss=0.703`) may repeat by rounding: it counts only while it is
       still the metric's first value (a run that never moved, as with a learning rate of 0);
+    - at a fixed `level` (R² of a constant prediction: 0, a regression stuck at the MSE of predicting the mean):
+      every value within `spread` of it and their mean within `tolerance` (absolute);
     - at chance: every value within `spread` of ln k and their mean within `tolerance` of it, where k is stated,
       never guessed from the loss (any number is ln k for some k): the class count in the launch config or
       the log (`num_classes`, `Number of classes: 10`), or an accuracy beside the loss near 1/k (the two agree).
@@ -64,6 +66,7 @@ class Stuck(OneMetric):
     digits: int = 4
     tolerance: float = 0.01
     spread: float = 0.05
+    level: float | None = None  # a fixed level (absolute bands) instead of ln k (relative bands)
     events: frozenset[str] = METRIC_EVENTS
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
@@ -95,15 +98,19 @@ class Stuck(OneMetric):
         done, evals, stated = st.get("progress") or (None, 0, None)
         here = [done, evals, step]
         run = st["run"]
-        k = stated or (run[6] if run is not None and run[0] == "chance" else agreed_k(v, st.get("acc")))
-        level = math.log(k) if k and k >= 2 else None
+        if self.level is not None:
+            k, level, band, mean_band = None, self.level, self.spread, self.tolerance
+        else:
+            k = stated or (run[6] if run is not None and run[0] == "chance" else agreed_k(v, st.get("acc")))
+            level = math.log(k) if k and k >= 2 else None
+            band, mean_band = self.spread * (level or 0.0), self.tolerance * (level or 0.0)
         same = last is not None and v == last[0] and (significant(v) >= self.digits or v == st["first"])
         if run is not None and run[0] == "frozen" and same:
             run[2] += 1
-        elif run is not None and run[0] == "chance" and level is not None and abs(v - level) <= self.spread * level:
+        elif run is not None and run[0] == "chance" and level is not None and abs(v - level) <= band:
             run[1] += v
             run[2] += 1
-        elif level is not None and abs(v - level) <= self.spread * level:
+        elif level is not None and abs(v - level) <= band:
             run = ["chance", v, 1, *here, k]
         elif same:
             run = ["frozen", v, 2, *last[1:], None]
@@ -112,7 +119,7 @@ class Stuck(OneMetric):
         st["run"], st["last"], st["metric"], st["to"] = run, [v, *here], name, step
         if run is None or run[2] < self.count:
             return False
-        if run[0] == "chance" and (level is None or abs(run[1] / run[2] - level) > self.tolerance * level):
+        if run[0] == "chance" and (level is None or abs(run[1] / run[2] - level) > mean_band):
             return False
         st["k"] = k if run[0] == "chance" else None
         if done is not None and run[3] is not None:
@@ -133,6 +140,9 @@ class Stuck(OneMetric):
             values = {m: total, "repeats": n}
             return f"{m} has been {total:.6g} at {n} {what} in a row{where}, {held}: the model is not learning", values
         k, mean = st["k"], total / n
+        if k is None:  # a fixed level: a regression's R² of a constant prediction
+            level = f"{m} {mean:.4g} at {fmt(self.level)} over {n} {what}{where}, {held}"
+            return f"{level}: no better than a constant prediction", {m: mean, "level": self.level}
         values = {m: mean, "k": k, "chance": math.log(k)}
         at = f"{m} {mean:.5g} = ln {k} over {n} {what}{where}, {held}"
         return f"{at}: predictions at chance for a {k}-way task", values
@@ -140,7 +150,7 @@ class Stuck(OneMetric):
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "share": self.share, "evals": self.evals, "count": self.count,
                 "digits": self.digits, "tolerance": self.tolerance, "spread": self.spread,
-                "event": sorted(self.events)}  # fmt: skip
+                "event": sorted(self.events), **({"level": self.level} if self.level is not None else {})}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from tests.policy_helpers import Clock, run
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 POLICY = default_policy()
-STUCK = ("loss-stuck", "val-loss-stuck", "loss-at-chance", "val-at-chance", "loss-zero")
+STUCK = ("loss-stuck", "val-loss-stuck", "loss-at-chance", "val-at-chance", "loss-zero", "val-r2-stuck")
 
 
 def events_of(lines: list[str]) -> list:
@@ -197,3 +197,25 @@ def test_a_zero_loss_reached_by_learning_or_printed_alone_is_no_stop():
     assert verdicts(learned)[1] == []
     alone = [f"{{'loss': 0.0, 'learning_rate': 1.9e-05, 'epoch': 0.0{i}}}" for i in range(1, 9)]
     assert verdicts(alone)[1] == []
+
+
+# --- a regression stuck at the MSE of a constant prediction: its R² at 0 -------------------------------------------
+
+
+def keras_regression(r2: list[float]) -> list[str]:
+    """Keras 3 `fit` with `metrics=[R2Score()]` over 20 epochs: its header line and its epoch line."""
+    lines = []
+    for e, v in enumerate(r2, 1):
+        lines += [f"Epoch {e}/20", f"32/32 ━━━━━━━━━━━━━━━━━━━━ 0s 2ms/step - loss: {1.0 - v:.4f} - r2_score: {v:.4f} "
+                  f"- val_loss: {1.01 - v:.4f} - val_r2_score: {v - 0.001:.4f}"]  # fmt: skip
+    return lines
+
+
+def test_a_regression_whose_r2_stays_at_0_is_a_confirm_stop():
+    rnd = random.Random(4)
+    _, stops = verdicts(keras_regression([rnd.uniform(-0.004, 0.004) for _ in range(12)]))
+    assert stops and stops[0]["rule"] == "val-r2-stuck" and stops[0]["confirm_s"] == 1800
+    assert "no better than a constant prediction" in stops[0]["reason"]
+    assert "of the run's planned length" in stops[0]["reason"]
+    # a regression that learns (R² 0 -> 0.8) is not stuck, though it starts at 0
+    assert verdicts(keras_regression([min(0.8, 0.1 * e) for e in range(12)])) == ([], [])
