@@ -219,3 +219,15 @@ def test_a_regression_whose_r2_stays_at_0_is_a_confirm_stop():
     assert "of the run's planned length" in stops[0]["reason"]
     # a regression that learns (R² 0 -> 0.8) is not stuck, though it starts at 0
     assert verdicts(keras_regression([min(0.8, 0.1 * e) for e in range(12)])) == ([], [])
+
+
+def test_the_class_count_and_the_length_from_the_launch_config():
+    # `trainwarden launch ... --config num_classes=10 --config epochs=10`: nothing in the log states them
+    rnd = random.Random(5)
+    c = Clock()
+    launched = c.event(t.RUN_LAUNCHED, 0.0, config={"num_classes": 10, "epochs": 10})
+    rows = [{"step": i, "epoch": i // 10, "loss": math.log(10) + rnd.uniform(-0.03, 0.03)} for i in range(1, 40)]
+    out = run(POLICY, [launched, *(c.metric(10.0 * i, **row) for i, row in enumerate(rows, 1))])
+    stops = [d for typ, d in out if typ == t.DECISION and d["decision"] == t.STOP]
+    assert stops[0]["rule"] == "loss-stuck" and "10-way task" in stops[0]["reason"]
+    assert stops[0]["values"]["step"] == 20  # 20 logged values, held from epoch 0 into epoch 2 (20% of 10 epochs)
