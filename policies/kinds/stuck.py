@@ -98,6 +98,7 @@ class Stuck(OneMetric):
         done, evals, stated = st.get("progress") or (None, 0, None)
         here = [done, evals, step]
         run = st["run"]
+        level: float | None
         if self.level is not None:
             k, level, band, mean_band = None, self.level, self.spread, self.tolerance
         else:
