@@ -11,7 +11,8 @@ Each entry is one record with its `step`, numbered by its place in `log_history`
 i + 1, the same in every checkpoint's copy). The end-of-run summary (the entry with
 `train_runtime`, whose `train_loss` is the average over the run) is not a step metric and is left
 out. The newest of the watched file and the `checkpoint-*/<name>` files beside it is read; a file
-caught mid-write is read again on the next poll.
+caught mid-write is read again on the next poll. The run's plan (`max_steps`, `num_train_epochs` at the state's
+top: core/plan.py) goes with the first record each read returns.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from trainwarden.agent import access
 from trainwarden.agent.structured import Record, whole_step
+from trainwarden.core.plan import from_config
 
 SUMMARY_KEYS = ("train_runtime",)  # only the end-of-run summary has these
 
@@ -39,6 +41,8 @@ def history_records(state: Any, *, start: int = 0) -> list[Record]:
             continue
         metrics = {k: v for k, v in entry.items() if isinstance(v, int | float) and not isinstance(v, bool)}
         if any(k not in ("step", "epoch") for k in metrics):
+            if not out:
+                metrics |= from_config(state)  # the plan: once per read (a fold of the same values is no change)
             out.append(Record("hfstate", "", i + 1, i, metrics, whole_step(metrics.get("step"))))
     return out
 

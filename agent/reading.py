@@ -44,6 +44,7 @@ from functools import lru_cache
 from trainwarden.agent import bars
 from trainwarden.agent.formats import Metrics, binary, read_line
 from trainwarden.agent.pairs import PROSE
+from trainwarden.agent.plan_lines import planned
 from trainwarden.agent.prefixes import strip_prefix
 from trainwarden.agent.tables import Tables
 from trainwarden.core.metrics import BY_NAME, is_known, normalise, quality, role, without_problems
@@ -120,8 +121,25 @@ class MetricReader:
         self._step_base = 0  # the steps of the epochs before, for a step counted within each epoch
         self._constant: dict[str, object] = {}  # name -> [first value, lines seen with it], or _CHANGED
         self._tables = Tables()  # metrics printed over several lines (agent.tables)
+        self.plan: dict[str, int] = {}  # the run's planned length and class count as its lines said them
+        self._plan_news: dict[str, int] = {}  # ... not yet sent: they go with the next metric event
 
     def read(self, text: str, *, again: bool = False) -> tuple[Metrics, list[str]]:
+        """The metrics of one line (empty when none) and the problems of values left out of them; with them, once,
+        what the run's lines said of its plan since the last metric event (`agent.plan_lines`, core/plan.py)."""
+        said = planned(text)
+        for key, stated in said.items():
+            # an eval bar's total is shorter than the training bar's: the longest is the run's
+            value = max(stated, self.plan.get(key, 0)) if key == "total_steps" else stated
+            if self.plan.get(key) != value:
+                self.plan[key] = self._plan_news[key] = value
+        metrics, refused = self._read(text, again=again)
+        if metrics and self._plan_news:
+            metrics = {**metrics, **self._plan_news}
+            self._plan_news = {}
+        return metrics, refused
+
+    def _read(self, text: str, *, again: bool = False) -> tuple[Metrics, list[str]]:
         """The metrics of one line (empty when none) and the problems of values left out of them; `again`: the
         line completes the one read before (a partial line read early, agent.tail), so it keeps its position."""
         if binary(text):

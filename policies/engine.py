@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from trainwarden.core import plan
+from trainwarden.core.plan import NUM_CLASSES
 from trainwarden.events import types as t
 from trainwarden.events.dispatch import Dispatch
 from trainwarden.events.envelope import Event
@@ -40,6 +42,7 @@ from trainwarden.events.payloads import (
 )
 from trainwarden.policies.durations import Persistence, fmt_duration
 from trainwarden.policies.model import Outcome, Policy, Rule
+from trainwarden.policies.plan import share_done
 from trainwarden.policies.primary import improving, track
 from trainwarden.policies.rootcause import folded_into
 from trainwarden.policies.state import PolicyState, RuleState
@@ -101,12 +104,14 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
         state.start = now
     if typ != _TICK:
         state.last_input = now
-        if typ == _METRIC and "step" in event.data:
-            if _started_over(state, event.data["step"]):
-                _start_over(state, now)
-            state.step = event.data["step"]
-            if state.first_step is None:
-                state.first_step = state.step
+        if typ == _METRIC:
+            if "step" in event.data:
+                if _started_over(state, event.data["step"]):
+                    _start_over(state, now)
+                state.step = event.data["step"]
+                if state.first_step is None:
+                    state.first_step = state.step
+            plan.fold(state.plan, event.data)
     observed, timed, is_eval, qualities = index.concerned(event)
     if is_eval:
         state.evals += 1
@@ -119,7 +124,7 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
         for rule_id in expired:
             del state.kept[rule_id]  # the rule may decide again (and STOP, if it still fires)
         changed = changed or bool(expired)
-    rules, states, timed_set = policy.rules, state.rules, index.timed_set
+    rules, states, timed_set, planned = policy.rules, state.rules, index.timed_set, index.planned
     startup_only = () if startup else index.startup_only
     for i, rule_id, observe, name, clear_only in observed:
         rs = states.get(rule_id)
@@ -127,6 +132,8 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
             rs = _new_rule_state(policy, state, i, start=state.start)
         elif (clear_only or i in startup_only) and not rs.holding and rs.opened_by is None:
             continue  # quiet, and this event cannot make it fire (or its phase is over until a relaunch)
+        if i in planned:
+            rs.kind_state["progress"] = [share_done(state), state.evals, state.plan.get(NUM_CLASSES)]
         cond = observe(rs.kind_state, event, now, name)
         if cond is None:
             if i not in timed_set:
@@ -223,6 +230,7 @@ def _reset(state: PolicyState, event: Event) -> None:
     state.first_step = None
     state.evals = 0
     state.primary = None
+    state.plan = plan.from_config(state.config)
 
 
 def _started_over(state: PolicyState, step: Any) -> bool:

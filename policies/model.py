@@ -33,7 +33,9 @@ class Kind(Protocol):
     gets `name`: the first of `keys` present in the event (the index resolves it once per event
     shape), or None for kinds that look at whole events (`keys` None). A kind may declare
     `clear_only`: event types that can only clear its condition (a metric after a log match); the
-    engine does not call `observe` for those while the rule is quiet.
+    engine does not call `observe` for those while the rule is quiet. A kind that declares `planned = True` finds
+    the run's progress in `st["progress"]` before each `observe`: [the share of its planned length done (None when
+    unknown: policies/plan.py), the evals it ran, the class count it stated (None)].
     """
 
     kind: ClassVar[str]
@@ -166,6 +168,7 @@ class Index:
     rules: tuple[Rule, ...]
     timed_set: frozenset[int]
     startup_only: frozenset[int]  # rules that can open only in the startup phase
+    planned: frozenset[int] = frozenset()  # rules whose kind reads the run's progress (`Kind.planned`, below)
     # (type, data keys) -> concerned rules with the key each reads, and the time-sensitive rules not
     # among them: computed once per event shape (a run's events share a few shapes)
     cache: dict[tuple[str, tuple[str, ...]], Concerned] = field(default_factory=dict)
@@ -189,6 +192,7 @@ class Index:
             rules=rules,
             timed_set=frozenset(i for i, r in enumerate(rules) if r.time_sensitive),
             startup_only=frozenset(i for i, r in enumerate(rules) if r.phase == "startup"),
+            planned=frozenset(i for i, r in enumerate(rules) if getattr(r.kind, "planned", False)),
         )
 
     def concerned(self, event: Event) -> Concerned:

@@ -82,6 +82,7 @@ class PolicyState:
     first_step: Any = None  # the first step of this launch (phases counted in steps)
     evals: int = 0  # metric events of this launch holding a validation metric (phases counted in evals)
     primary: dict[str, Any] | None = None  # the primary metric and its best value (policies/primary.py)
+    plan: dict[str, Any] = field(default_factory=dict)  # the planned length and class count (policies/plan.py)
 
     def to_dict(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in self.__slots__}

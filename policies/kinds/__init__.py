@@ -10,6 +10,8 @@
 | no_progress | after `evals` evals, no better than its first value(s) by `min_delta` |
 | frozen | the very same value at `count` positions in a row |
 | chance | a loss at ln k, an accuracy at 1/k (a k-way task at chance), `count` values in a row |
+| stuck | a loss frozen, or at ln k for a k the run states, for `share` of its planned length (or `evals` evals) |
+| zero_start | a loss and a gradient norm of exactly 0 on each of the first `count` logged steps |
 | past_best | an eval no better than its best for `patience` evals, and worse than it by `min_delta` |
 | early_stop | the eval metrics that decide have not beaten their best for max(`patience`, `share` x the run's) evals |
 | collapse | an eval metric lost `drop` of the level it held in one eval, far beyond its usual move, and stays down |
@@ -41,6 +43,7 @@ from trainwarden.policies.kinds.progress import Frozen, NoProgress, Runaway
 from trainwarden.policies.kinds.relations import Baseline, Divergence, LrSchedule
 from trainwarden.policies.kinds.signals import Absence, LogPattern, Status
 from trainwarden.policies.kinds.stall import Stall
+from trainwarden.policies.kinds.stuck import Stuck, ZeroStart
 from trainwarden.policies.kinds.throughput import Throughput
 from trainwarden.policies.kinds.values import OVERFLOWS, NonFinite, NonFiniteTerm, Plateau, Spike, Threshold, Trend
 from trainwarden.policies.model import Kind
@@ -121,6 +124,30 @@ def _chance(r: PolicyReader) -> Kind:
         spread=r.number("spread", default=0.01 if loss else 0.3, minimum=0.0) or 0.0,
         k_max=r.integer("k_max", default=1000 if loss else 10, minimum=2),
         events=_events(r),
+    )
+
+
+def _stuck(r: PolicyReader) -> Kind:
+    share = r.number("share", default=0.1, positive=True) or 0.1
+    if share > 1:
+        r.fail("share", f"'share' is the part of the run's planned length it is stuck for (0.1: a tenth); got {share}")
+    return Stuck(
+        names=r.metric(),
+        share=share,
+        evals=r.integer("evals", default=5, minimum=1),
+        count=r.integer("count", default=10, minimum=2),
+        digits=r.integer("digits", default=4, minimum=1),
+        tolerance=r.number("tolerance", default=0.01, minimum=0.0) or 0.0,
+        spread=r.number("spread", default=0.05, minimum=0.0) or 0.0,
+        level=r.number("level"),
+    )
+
+
+def _zero_start(r: PolicyReader) -> Kind:
+    return ZeroStart(
+        names=r.metric(),
+        grads=r.metric("grads", required=False) or expand(("grad_norm",), r.ctx.aliases),
+        count=r.integer("count", default=5, minimum=1),
     )
 
 
@@ -317,6 +344,8 @@ READERS: dict[str, Callable[[PolicyReader], Kind]] = {
     "no_progress": _no_progress,
     "frozen": _frozen,
     "chance": _chance,
+    "stuck": _stuck,
+    "zero_start": _zero_start,
     "past_best": _past_best,
     "early_stop": _early_stop,
     "collapse": _collapse,

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from trainwarden.core.metrics import BY_NAME, canonical, is_validation, quantity, role
+from trainwarden.core.plan import PLAN_KEYS
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event
 from trainwarden.policies.names import finite, fmt, number, pick
 
 METRIC_EVENTS = frozenset({t.METRIC})
-POSITIONS = frozenset({"step", "epoch", "optimizer_step"})  # where a sample is, not what it measures
+# where a sample is, and what the run planned (core/plan.py), not what it measures
+POSITIONS = frozenset({"step", "epoch", "optimizer_step"}) | PLAN_KEYS
 # the largest finite value of a float type a model computes in: beyond it the value is Inf there
 OVERFLOWS = {"float32": 3.4028234663852886e38}  # (2 - 2**-23) * 2**127 = exp(88.72)
 

@@ -35,6 +35,7 @@ class Expect:
     absent: str | None = None  # a regex no opened anomaly's `rule: reason` may match (e.g. a slowdown is no stall)
     slow_gap_s: float | None = None  # a quiet slow run's longest step gap must be longer (or it tests nothing)
     confirm: bool = False  # the STOP must be a guarded one (`confirm:`: a judgement a person may overrule)
+    stop_by_step: int | None = None  # in time: the STOP decided at this step at the latest (the run goes on after)
 
 
 SCENARIOS: dict[str, Expect] = {
@@ -102,6 +103,24 @@ SCENARIOS: dict[str, Expect] = {
     ),
     # a NaN the framework's own check raises on before any NaN is printed (stable-baselines3: the policy's logits)
     "nan_crash": Expect(stop=None, anomaly=r"^log-nan", severities=("critical",), trigger=r"found invalid values"),
+    # a 10-way classifier on random labels (`Number of classes: 10` printed, `Epoch [e/2]`): its loss stays at
+    # ln 10; loss-stuck's confirm-STOP once it held there for 10% of the 2 planned epochs, within the first 40 steps
+    # of 60 (the run goes on: a person may keep it)
+    "chance": Expect(
+        stop=True,
+        stop_rules=frozenset({"loss-stuck"}),
+        anomaly=r"^loss-stuck: .*= ln 10 .*10-way",
+        trigger=r"^Epoch \[1/2\], Step \[1/",
+        stop_by_step=40,
+    ),
+    # lr 0: the weights never move, the eval loss stays at its first value eval after eval (a run bounded by
+    # max_steps states no length: 5 evals are the patience); val-loss-stuck's confirm-STOP by step 40 of 60
+    "lr0": Expect(
+        stop=True,
+        stop_rules=frozenset({"val-loss-stuck"}),
+        anomaly=r"^val-loss-stuck: val_loss has been",
+        stop_by_step=40,
+    ),
 }
 
 TRAINING = ("healthy", "nan", "diverge", "spike", "frozen", "eval_stall")
@@ -191,6 +210,8 @@ CASES: list[Case] = [
     Case("torch-slow-start", "slow_start"),
     *(Case(fw, s) for fw in FRAMEWORKS if fw.startswith("plain-") for s in ("healthy", "nan")),
     *(Case("plain-kv", s) for s in ("diverge", "spike", "frozen", "eval_stall")),
+    Case("plain-tutorial", "chance"),
+    Case("lightning-tqdm", "lr0"),
 ]
 CASES = [Case(c.framework, c.scenario, GAPS.get(c.id), c.policy) for c in CASES]
 

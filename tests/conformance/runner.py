@@ -44,6 +44,7 @@ class Result:
     guarded: list[bool] = field(default_factory=list)  # whether each STOP decision asks a person first (confirm_s)
     anomalies: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, severity, reason)
     latency_ms: float | None = None
+    stop_step: object = None  # the step of the first STOP decision
     stall_ms: float | None = None  # the last training step's event -> the run-stalled anomaly
     stall_reason: str | None = None  # the first run-stalled anomaly's reason
     max_gap_s: float | None = None  # the longest gap between two training steps' events
@@ -89,6 +90,12 @@ class Result:
             for r, s, why in self.anomalies
             if e.absent and matches(e.absent, f"{r}: {why}")
         ]
+        if (
+            e.stop_by_step is not None
+            and self.stops
+            and not (isinstance(self.stop_step, int | float) and self.stop_step <= e.stop_by_step)
+        ):
+            out.append(f"STOP at step {self.stop_step}, later than step {e.stop_by_step}: not in time")
         if e.dump is not None and not any(re.search(e.dump, d) for d in self.dumps):
             out.append(f"no {t.PROCESS_DUMP} matching {e.dump!r} (the blocked call); dumps: {self.dumps}")
         if e.slow_gap_s is not None and (self.max_gap_s or 0) < e.slow_gap_s:
@@ -265,6 +272,7 @@ def _read_back(result: Result, store: EventStore, run: str, seen: dict[str, floa
     stops = [e for e in events if e.type == t.DECISION and e.data.get("decision") == t.STOP]
     result.stops = [str(e.data.get("rule")) for e in stops]
     result.guarded = [bool(e.data.get("confirm_s")) for e in stops]
+    result.stop_step = stops[0].data.get("values", {}).get("step") if stops else None
     opened = [e for e in events if e.type == t.ANOMALY_OPENED]
     result.anomalies = [(str(e.data["rule"]), str(e.data["severity"]), str(e.data["reason"])) for e in opened]
     outcome = [e for e in events if e.type in (t.STOP_DONE, t.STOP_FAILED)]

@@ -19,7 +19,8 @@ NAN = math.nan
 # started) have tests of their own
 UNDER_TEST = frozenset({"loss-frozen", "val-at-chance", "val-accuracy-at-chance", "loss-at-chance", "val-nonfinite",
                         "val-past-best", "val-frozen", "grad-norm-nonfinite", "grad-norm-skipped", "loss-nonfinite",
-                        "loss-scale-collapse", "loss-scale-at-minimum"})  # fmt: skip
+                        "loss-scale-collapse", "loss-scale-at-minimum", "loss-stuck", "val-loss-stuck",
+                        "loss-zero"})  # fmt: skip
 
 
 def verdict(rows: list[dict]) -> tuple[list[tuple[str, str]], str | None, list[str]]:
@@ -52,12 +53,28 @@ CASES = {
                                                     None),
     # --- chance level -----------------------------------------------------------------------------------
     # hf_state_quality_stuck_chance: eval_loss 1.38629 +- 0.0007 (ln 4) for 60 evals
-    "eval loss at ln 4": (noisy(math.log(4), 10, 0.0005, key="val_loss", every=50), ["val-at-chance"], None),
+    # without evidence of k no chance verdict: any number is ln k for some k
+    "eval loss at ln 4, no class count": (noisy(math.log(4), 10, 0.0005, key="val_loss", every=50), [], None),
+    # ... with it (an eval accuracy at 1/4 beside it): at chance, and after 5 evals there a confirm-STOP
+    "eval loss at ln 4 beside an accuracy at 1/4": (
+        [{**row, "val_accuracy": 0.258} for row in noisy(math.log(4), 10, 0.0005, key="val_loss", every=50)],
+        ["val-at-chance", "val-loss-stuck", "val-accuracy-at-chance"], "val-loss-stuck"),
     "eval loss falling through ln 4": (falling(2.5, 0.6, 12, key="val_loss", every=50), [], None),
     "eval loss flat between ln 4 and ln 5": (noisy(1.5, 10, 0.0005, key="val_loss", every=50), [], None),
     "eval accuracy at 1/4": (noisy(0.25, 10, 0.04, key="val_accuracy", every=50), ["val-accuracy-at-chance"], None),
     "eval accuracy rising through 1/4": (falling(0.2, 0.9, 12, key="val_accuracy", every=50), [], None),
-    "training loss at ln 2 (noisy batches)": (noisy(math.log(2), 55, 0.02), ["loss-at-chance"], None),
+    "training loss at ln 2, no class count": (noisy(math.log(2), 55, 0.02), [], None),
+    # the class count in the log (sent once, with the first metric event), and its length: 10 epochs of 10 lines
+    "training loss at ln 2 of a 2-class run, 10 epochs": (
+        [{**row, "epoch": i // 10, **({"num_classes": 2, "total_epochs": 10} if i == 0 else {})}
+         for i, row in enumerate(noisy(math.log(2), 55, 0.02))], ["loss-at-chance", "loss-stuck"], "loss-stuck"),
+    # 4.607 = ln 100 on a 1000-class run, 2.07 = ln 8 on a 10-class one: not their chance level
+    "a loss flat at ln 100 of a 1000-class run": (
+        [{**row, "epoch": i // 10, **({"num_classes": 1000, "total_epochs": 10} if i == 0 else {})}
+         for i, row in enumerate(noisy(math.log(100), 55, 0.02))], [], None),
+    "a loss flat at ln 8 of a 10-class run": (
+        [{**row, "epoch": i // 10, **({"num_classes": 10, "total_epochs": 10} if i == 0 else {})}
+         for i, row in enumerate(noisy(math.log(8), 55, 0.02))], [], None),
     "training loss falling through ln 2": (falling(1.2, 0.3, 80), [], None),
     # --- an eval loss that turns NaN is a STOP by itself, in any naming -------------------------------------
     "eval_loss nan": ([*falling(2.0, 1.5, 3, key="eval_loss"), {"step": 40, "eval_loss": NAN}], ["val-nonfinite"],
@@ -89,9 +106,14 @@ def test_the_reasons_say_it_in_words():
     _, _, reasons = verdict(CASES["loss frozen at 2.3026"][0])
     assert reasons == ["loss has been 2.3026 at 20 logged steps in a row (steps 10-200): the model is not learning "
                        "at step 200"]  # fmt: skip
-    _, _, reasons = verdict(CASES["eval loss at ln 4"][0])
+    _, _, reasons = verdict(CASES["eval loss at ln 4 beside an accuracy at 1/4"][0])
     assert reasons[0].startswith("val_loss 1.386")
-    assert "= ln 4 for 10 evals: predictions at chance for a 4-way task" in reasons[0]
+    assert "= ln 4 over 3 evals (steps 50-150), 2 evals: predictions at chance for a 4-way task" in reasons[0]
+    _, _, reasons = verdict(CASES["training loss at ln 2 of a 2-class run, 10 epochs"][0])
+    assert (
+        "= ln 2 over 20 logged steps (steps 10-200), 10% of the run's planned length: predictions at chance"
+        in (reasons[-1])
+    )
     _, _, reasons = verdict(CASES["eval loss 12 rounds past its best"][0])
     assert "has not beaten its best 0.52 for 10 evals" in reasons[0]
     assert "early stopping, the best was at step 30" in reasons[0]

@@ -40,7 +40,8 @@ EXPECTED = {
     # no step: a count of training lines, the eval line at the one before it; the end-of-run summary's
     # `train_loss` is the run's average, kept under `summary/` and at the last position
     "hf_trainer.log": [
-        {"loss": 2.3145, "grad_norm": 1.2034, "lr": 4.9e-05, "epoch": 0.1, "step": 1},
+        # `Num Epochs = 1` above: the run's plan, sent once with its first metric event (core/plan.py)
+        {"loss": 2.3145, "grad_norm": 1.2034, "lr": 4.9e-05, "epoch": 0.1, "step": 1, "total_epochs": 1},
         {"loss": 2.1012, "grad_norm": 0.9876, "lr": 4.8e-05, "epoch": 0.2, "step": 2},
         {"val_loss": 2.0534, "val_runtime": 3.2104, "val_samples_per_second": 311.48,
          "val_steps_per_second": 38.94, "epoch": 0.2, "step": 2},
@@ -73,7 +74,8 @@ EXPECTED = {
         {"epoch": 0, "loss": 2.31, "step": 200},
         {"epoch": 0, "loss": 1.9, "val_loss": 2.05, "step": 1000},
     ],
-    "tqdm.log": [{"loss": 2.31, "lr": 0.0003, "step": 10}, {"loss": NAN, "step": 20}],
+    # the training bar's total is the run's planned steps, sent once (core/plan.py)
+    "tqdm.log": [{"loss": 2.31, "lr": 0.0003, "step": 10, "total_steps": 100}, {"loss": NAN, "step": 20}],
 }  # fmt: skip
 
 

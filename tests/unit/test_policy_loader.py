@@ -71,7 +71,7 @@ def test_the_default_policy_is_valid_and_stable():
     assert kinds == {"nonfinite", "threshold", "spike", "trend", "divergence", "plateau", "baseline", "absence",
                      "log_pattern", "lr_schedule", "status", "runaway", "no_progress", "frozen",
                      "scale_collapse", "chance", "past_best", "stall", "nonfinite_term", "throughput", "early_stop",
-                     "collapse"}  # fmt: skip
+                     "collapse", "stuck", "zero_start"}  # fmt: skip
 
 
 def test_comments_do_not_change_the_hash_but_a_threshold_does():

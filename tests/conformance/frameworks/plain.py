@@ -31,8 +31,10 @@ def main() -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s - %(levelname)s - %(message)s", stream=sys.stdout)
     torch.manual_seed(0)
     model = Tiny(p)
-    x, y = data(identical=p.identical)
-    vx, vy = data(512, seed=1)
+    x, y = data(identical=p.identical, p=p)
+    vx, vy = data(512, seed=1, p=p)
+    if p.classes != 2:
+        print(f"Number of classes: {p.classes}", flush=True)  # as a script states its task (issue 39: chance needs k)
     opt = torch.optim.SGD(model.parameters(), lr=p.lr)
     batch, n = 32, len(x)
     for s in range(1, STEPS + 1):

@@ -27,6 +27,8 @@ class Plan:
     nan_at: int | None = None
     spike_at: int | None = None
     identical: bool = False  # every sample the same (with lr 0: a frozen loss)
+    classes: int = 2  # the classifier's outputs
+    random_labels: bool = False  # labels drawn at random: nothing to learn, the loss stays at ln(classes)
 
 
 PLANS = {
@@ -37,6 +39,8 @@ PLANS = {
     "frozen": Plan(lr=0.0, identical=True),
     "eval_stall": Plan(lr=3e-4),
     "overfit": Plan(lr=1e-2),  # few samples with noisy labels, a wide model, many epochs: `overfit_data`
+    "chance": Plan(lr=0.3, classes=10, random_labels=True),  # a 10-way classifier at chance (ln 10)
+    "lr0": Plan(lr=0.0),  # nothing moves: the eval loss stays at its first value
 }
 
 
@@ -52,10 +56,14 @@ def plan() -> Plan:
     return PLANS[sys.argv[1]]
 
 
-def data(n: int = 2048, *, identical: bool = False, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def data(
+    n: int = 2048, *, identical: bool = False, seed: int = 0, p: Plan | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 8, generator=g)
     y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
+    if p is not None and p.random_labels:
+        y = torch.randint(0, p.classes, (n,), generator=g)
     if identical:
         x, y = x[:1].repeat(n, 1), y[:1].repeat(n)
     return x, y
@@ -80,7 +88,7 @@ class Tiny(nn.Module):
 
     def __init__(self, p: Plan) -> None:
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, p.classes))
         self.p = p
         self.calls = 0
 
