@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from trainwarden.core import plan
+from trainwarden.core.metrics import is_validation
 from trainwarden.core.plan import NUM_CLASSES
 from trainwarden.events import types as t
 from trainwarden.events.dispatch import Dispatch
@@ -41,6 +42,7 @@ from trainwarden.events.payloads import (
     StopRequestedData,
 )
 from trainwarden.policies.durations import Persistence, fmt_duration
+from trainwarden.policies.kinds.values import has_training_value
 from trainwarden.policies.model import Outcome, Policy, Rule
 from trainwarden.policies.plan import share_done
 from trainwarden.policies.primary import improving, track
@@ -105,14 +107,10 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
     if typ != _TICK:
         state.last_input = now
         if typ == _METRIC:
-            if "step" in event.data:
-                if _started_over(state, event.data["step"]):
-                    _start_over(state, now)
-                state.step = event.data["step"]
-                if state.first_step is None:
-                    state.first_step = state.step
-            plan.fold(state.plan, event.data)
+            _place(state, event.data, now)
     observed, timed, is_eval, qualities = index.concerned(event)
+    if is_eval and _carried(state, event.data):
+        is_eval = False  # the last eval printed again on a training line: no new eval
     if is_eval:
         state.evals += 1
         track(policy, state, event.data, qualities)
@@ -233,6 +231,26 @@ def _reset(state: PolicyState, event: Event) -> None:
     state.plan = plan.from_config(state.config)
 
 
+def _place(state: PolicyState, data: Any, now: float) -> None:
+    """A metric event's position and plan into the run's state (a step back at the first: the run started over)."""
+    if "step" in data:
+        if _started_over(state, data["step"]):
+            _start_over(state, now)
+        state.step = data["step"]
+        if state.first_step is None:
+            state.first_step = state.step
+    plan.fold(state.plan, data)
+
+
+def _carried(state: PolicyState, data: Any) -> bool:
+    """Whether an event's eval values are the last eval's, carried on a training step's line (`step 120 loss 0.52
+    val_loss 0.61` on every step between two evals); an eval printed on its own counts, whatever it scored."""
+    evals = sorted([k, v] for k, v in data.items() if is_validation(k))
+    carried = evals == state.last_eval and has_training_value(data)
+    state.last_eval = evals
+    return carried
+
+
 def _started_over(state: PolicyState, step: Any) -> bool:
     """Whether a metric's step is back at the run's first after the run moved on: the training started again
     from scratch in the same log (a relaunch appended to it, `Epoch [1/50]` a second time). A resume goes
@@ -249,6 +267,7 @@ def _start_over(state: PolicyState, now: float) -> None:
     state.first_step = None
     state.evals = 0
     state.primary = None
+    state.last_eval = None
     state.start = now
 
 

@@ -83,6 +83,7 @@ class PolicyState:
     evals: int = 0  # metric events of this launch holding a validation metric (phases counted in evals)
     primary: dict[str, Any] | None = None  # the primary metric and its best value (policies/primary.py)
     plan: dict[str, Any] = field(default_factory=dict)  # the planned length and class count (policies/plan.py)
+    last_eval: list[Any] | None = None  # the last eval's [name, value] pairs: the same carried on is no new eval
 
     def to_dict(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in self.__slots__}

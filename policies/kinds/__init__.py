@@ -140,6 +140,8 @@ def _stuck(r: PolicyReader) -> Kind:
         tolerance=r.number("tolerance", default=0.01, minimum=0.0) or 0.0,
         spread=r.number("spread", default=0.05, minimum=0.0) or 0.0,
         level=r.number("level"),
+        chance=r.boolean("chance", default=True),
+        unless_rising=r.metric("unless_rising", required=False),
     )
 
 

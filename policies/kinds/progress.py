@@ -249,6 +249,18 @@ class NoProgress(OneMetric):
                 **({"descent": self.descent} if self.descent else {})}  # fmt: skip
 
 
+def warming(st: dict[str, Any], event: Event, keys: tuple[str, ...]) -> None:
+    """Notes in `st` whether the learning rate on this event (the first of `keys` it has, if any) is above every
+    earlier one: a warm-up, during which a slow start is no stuck or frozen run."""
+    for key in keys:
+        lr = finite(event.data.get(key))
+        if lr is not None:
+            peak = st.get("peak")
+            st["warming"] = peak is not None and lr > peak
+            st["peak"] = lr if peak is None else max(peak, lr)
+            return
+
+
 @dataclass(frozen=True, slots=True)
 class Frozen(OneMetric):
     """The very same value at `count` positions in a row: an output that no longer depends on the weights
@@ -284,7 +296,7 @@ class Frozen(OneMetric):
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
         if self.unless_rising:
-            self._warming(st, event)
+            warming(st, event, self.unless_rising)
             if name not in self.names:  # a line without the judged metric: its learning rate only
                 return None
         v = finite(event.data[name])
@@ -298,16 +310,6 @@ class Frozen(OneMetric):
             st["same"], st["from"] = 1, step
         st["last"], st["metric"], st["to"] = v, name, step
         return st["same"] >= self.count
-
-    def _warming(self, st: dict[str, Any], event: Event) -> None:
-        """Notes whether the learning rate on this event (if any) is above every earlier one: a warm-up."""
-        for key in self.unless_rising:
-            lr = finite(event.data.get(key))
-            if lr is not None:
-                peak = st.get("peak")
-                st["warming"] = peak is not None and lr > peak
-                st["peak"] = lr if peak is None else max(peak, lr)
-                return
 
     def _fell(self, st: dict[str, Any], event: Event) -> bool:
         """Whether `unless_falling`, on this event, is below its value on the last one that had it."""

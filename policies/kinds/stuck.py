@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from trainwarden.core.metrics import is_validation, quantity
 from trainwarden.events.envelope import Event
 from trainwarden.policies.kinds.progress import _significant as significant
+from trainwarden.policies.kinds.progress import warming
 from trainwarden.policies.kinds.values import METRIC_EVENTS, OneMetric, repeated
 from trainwarden.policies.names import finite, fmt
 
@@ -67,7 +68,13 @@ class Stuck(OneMetric):
     tolerance: float = 0.01
     spread: float = 0.05
     level: float | None = None  # a fixed level (absolute bands) instead of ln k (relative bands)
+    chance: bool = True  # false: frozen (or at `level`) only, for a metric that is no loss (an accuracy)
+    unless_rising: tuple[str, ...] = ()  # the learning rate: no stretch counts while it warms up (a slow start)
     events: frozenset[str] = METRIC_EVENTS
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.names + self.unless_rising  # the judged metric first: the index passes the first present
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         # the first value, the last one with its place [value, share, evals, step], and the stretch: [how ("frozen"
@@ -79,6 +86,10 @@ class Stuck(OneMetric):
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
         data = event.data
+        if self.unless_rising:
+            warming(st, event, self.unless_rising)
+            if name not in self.names:  # a line without the judged metric: its learning rate only
+                return None
         for key in _accuracies(tuple(data)):
             if (a := finite(data[key])) is not None:
                 st["acc"] = a
@@ -99,14 +110,16 @@ class Stuck(OneMetric):
         here = [done, evals, step]
         run = st["run"]
         level: float | None
-        if self.level is not None:
+        if self.level is not None or not self.chance:
             k, level, band, mean_band = None, self.level, self.spread, self.tolerance
         else:
             k = stated or (run[6] if run is not None and run[0] == "chance" else agreed_k(v, st.get("acc")))
             level = math.log(k) if k and k >= 2 else None
             band, mean_band = self.spread * (level or 0.0), self.tolerance * (level or 0.0)
         same = last is not None and v == last[0] and (significant(v) >= self.digits or v == st["first"])
-        if run is not None and run[0] == "frozen" and same:
+        if st.get("warming"):  # the learning rate still warms up: a slow start, no stretch yet
+            run = None
+        elif run is not None and run[0] == "frozen" and same:
             run[2] += 1
         elif run is not None and run[0] == "chance" and level is not None and abs(v - level) <= band:
             run[1] += v
@@ -151,7 +164,9 @@ class Stuck(OneMetric):
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "share": self.share, "evals": self.evals, "count": self.count,
                 "digits": self.digits, "tolerance": self.tolerance, "spread": self.spread,
-                "event": sorted(self.events), **({"level": self.level} if self.level is not None else {})}  # fmt: skip
+                "event": sorted(self.events), **({"level": self.level} if self.level is not None else {}),
+                **({} if self.chance else {"chance": False}),
+                **({"unless_rising": list(self.unless_rising)} if self.unless_rising else {})}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

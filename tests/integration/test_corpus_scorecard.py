@@ -56,10 +56,6 @@ KNOWN_MISSES = {
     # corpus-dev4a (2026-12-07, issue 39): issue-thread runs from trainers the corpus lacked, as first scored
     "mxnet_resnet_val_acc_frozen_0_5114_train_acc_1.log": "stopped_in_time: 'Validation-accuracy=0.511429' on "
     "every epoch (chance, binary) while Train-accuracy reaches 1.0; no rule watches a frozen eval accuracy",
-    "mxnet_node0_val_acc_frozen_0_1102_16_epochs.log": "stopped_in_time: val_accuracy 0.110204 identical for 16 "
-    "epochs; a frozen eval metric gets at most a warning, never a STOP",
-    "tkipf_gcn_train_val_acc_frozen_loss_falling.log": "stopped_in_time: acc 0.62857 and val_acc 0.51 identical for "
-    "10 epochs while the losses fall; no rule stops a constant prediction",
     "swav_loss_stuck_8_0066_ln3000_epoch163.log": "stopped_in_time: the MetricLogger pair 'Loss 8.0066 (8.0066)' "
     "(bare name, value, average) is not read, only 'Lr:'; the loss at ln 3000 is never seen",
     "mozilla_deepspeech_train_loss_inf_val_loss_falling.log": "healthy_not_stopped, healthy_not_paged: 'Training of "

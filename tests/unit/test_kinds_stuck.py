@@ -23,7 +23,15 @@ from tests.policy_helpers import Clock, run
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 POLICY = default_policy()
-STUCK = ("loss-stuck", "val-loss-stuck", "loss-at-chance", "val-at-chance", "loss-zero", "val-r2-stuck")
+STUCK = (
+    "loss-stuck",
+    "val-loss-stuck",
+    "loss-at-chance",
+    "val-at-chance",
+    "loss-zero",
+    "val-r2-stuck",
+    "val-accuracy-stuck",
+)
 
 
 def events_of(lines: list[str]) -> list:
@@ -219,6 +227,30 @@ def test_a_regression_whose_r2_stays_at_0_is_a_confirm_stop():
     assert "of the run's planned length" in stops[0]["reason"]
     # a regression that learns (R² 0 -> 0.8) is not stuck, though it starts at 0
     assert verdicts(keras_regression([min(0.8, 0.1 * e) for e in range(12)])) == ([], [])
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mxnet_node0_val_acc_frozen_0_1102_16_epochs.log",  # Validation-accuracy=0.110204 at every epoch
+        "tkipf_gcn_train_val_acc_frozen_loss_falling.log",  # val_acc= 0.51000 at every epoch while the losses fall
+    ],
+)
+def test_an_eval_accuracy_frozen_at_every_eval_is_a_confirm_stop(name):
+    """Constant predictions: the very same eval accuracy (4+ significant digits) at 5 evals in a row (development
+    part, issue 39 "identical values for dozens of logged steps"); the accuracy names no chance level by itself."""
+    _, stops = verdicts((REAL / name).read_text().splitlines())
+    assert stops and stops[0]["rule"] == "val-accuracy-stuck" and stops[0]["confirm_s"] == 1800, stops
+    assert "the model is not learning" in stops[0]["reason"]
+
+
+def test_an_eval_accuracy_that_moves_or_repeats_by_rounding_is_not_stuck():
+    moving = [f"Epoch {e}: val_acc={0.5 + 0.01 * (e % 3):.4f} loss={1.0 / e:.4f}" for e in range(1, 15)]
+    # it learned, then sits at a value printed with 2 digits (a converged run: its repeats are rounding)
+    rounded = [f"Epoch {e}: val_acc={min(0.95, 0.6 + 0.1 * e):.2f} loss={1.0 / e:.4f}" for e in range(1, 15)]
+    for lines in (moving, rounded):
+        opened, _ = verdicts(lines)
+        assert "val-accuracy-stuck" not in opened, opened  # (a flat one may be eval-early-stop's: not this rule's)
 
 
 def test_the_class_count_and_the_length_from_the_launch_config():
