@@ -24,8 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
-from trainwarden.core import plan
-from trainwarden.core.metrics import is_validation
 from trainwarden.core.plan import NUM_CLASSES
 from trainwarden.events import types as t
 from trainwarden.events.dispatch import Dispatch
@@ -37,12 +35,11 @@ from trainwarden.events.payloads import (
     DecisionShadowData,
     PolicyAppliedData,
     RunEndedData,
-    RunLaunchedData,
     StopCancelledData,
     StopRequestedData,
 )
+from trainwarden.policies import position
 from trainwarden.policies.durations import Persistence, fmt_duration
-from trainwarden.policies.kinds.values import has_training_value
 from trainwarden.policies.model import Outcome, Policy, Rule
 from trainwarden.policies.plan import share_done
 from trainwarden.policies.primary import improving, track
@@ -71,7 +68,7 @@ def evaluate(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
 
 @_LIFECYCLE.on(t.RUN_LAUNCHED)
 def _launched(policy: Policy, state: PolicyState, event: Event) -> list[Outcome]:
-    _reset(state, event)
+    position.reset(state, event)
     return []
 
 
@@ -107,9 +104,9 @@ def _evaluate_input(policy: Policy, state: PolicyState, event: Event) -> list[Ou
     if typ != _TICK:
         state.last_input = now
         if typ == _METRIC:
-            _place(state, event.data, now)
+            position.place(state, event.data, now)
     observed, timed, is_eval, qualities = index.concerned(event)
-    if is_eval and _carried(state, event.data):
+    if is_eval and position.carried(state, event.data):
         is_eval = False  # the last eval printed again on a training line: no new eval
     if is_eval:
         state.evals += 1
@@ -210,65 +207,6 @@ def is_current_launch(event: Event, launch_seq: int | None) -> bool:
     """Whether an ending event (which may name its launch) belongs to the launch `launch_seq`."""
     launch = cast(RunEndedData, event.data).get("launch")
     return type(launch) is not int or launch_seq is None or launch == launch_seq
-
-
-def _reset(state: PolicyState, event: Event) -> None:
-    config = cast(RunLaunchedData, event.data).get("config")
-    state.launch_seq = event.seq
-    state.decision = None
-    state.start = event.ts
-    state.now = event.ts if state.now is None else max(state.now, event.ts)
-    state.ended = False
-    state.stop_asked = None
-    state.step = None
-    state.config = dict(config) if isinstance(config, dict) else {}
-    state.rules = {}
-    state.deciding = {}
-    state.kept = {}
-    state.first_step = None
-    state.evals = 0
-    state.primary = None
-    state.plan = plan.from_config(state.config)
-
-
-def _place(state: PolicyState, data: Any, now: float) -> None:
-    """A metric event's position and plan into the run's state (a step back at the first: the run started over)."""
-    if "step" in data:
-        if _started_over(state, data["step"]):
-            _start_over(state, now)
-        state.step = data["step"]
-        if state.first_step is None:
-            state.first_step = state.step
-    plan.fold(state.plan, data)
-
-
-def _carried(state: PolicyState, data: Any) -> bool:
-    """Whether an event's eval values are the last eval's, carried on a training step's line (`step 120 loss 0.52
-    val_loss 0.61` on every step between two evals); an eval printed on its own counts, whatever it scored."""
-    evals = sorted([k, v] for k, v in data.items() if is_validation(k))
-    carried = evals == state.last_eval and has_training_value(data)
-    state.last_eval = evals
-    return carried
-
-
-def _started_over(state: PolicyState, step: Any) -> bool:
-    """Whether a metric's step is back at the run's first after the run moved on: the training started again
-    from scratch in the same log (a relaunch appended to it, `Epoch [1/50]` a second time). A resume goes
-    back to its checkpoint's step, past the first, and carries on."""
-    first, last = state.first_step, state.step
-    return type(step) is int and type(first) is int and type(last) is int and step <= first < last
-
-
-def _start_over(state: PolicyState, now: float) -> None:
-    """A run that started again is judged as a new one: its bests, evals and windows are the new run's (the
-    first run's best would make every eval of the second a regression)."""
-    state.rules = {}
-    state.deciding = {}
-    state.first_step = None
-    state.evals = 0
-    state.primary = None
-    state.last_eval = None
-    state.start = now
 
 
 def _new_rule_state(policy: Policy, state: PolicyState, i: int, *, start: float | None) -> RuleState:
