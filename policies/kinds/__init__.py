@@ -172,6 +172,8 @@ def _early_stop(r: PolicyReader) -> Kind:
         patience=r.integer("patience", default=10, minimum=1),
         share=share,
         min_delta=r.number("min_delta", default=0.0, minimum=0.0) or 0.0,
+        plan_share=r.number("plan_share", default=0.25, positive=True) or 0.25,
+        plan_patience=r.integer("plan_patience", default=5, minimum=1),
     )
 
 

@@ -81,10 +81,13 @@ class EarlyStop:
 
     kind: ClassVar[str] = "early_stop"
     time_driven: ClassVar[bool] = False
+    planned: ClassVar[bool] = True  # the engine puts the run's progress (share of its planned length) in st
     metrics: tuple[str, ...] = ()
     patience: int = 10
     share: float = 0.5
     min_delta: float = 0.0
+    plan_share: float = 0.25  # with a planned length: no new best for this share of it ...
+    plan_patience: int = 5  # ... and this many evals
     events: frozenset[str] = METRIC_EVENTS
     keys: None = None
 
@@ -97,6 +100,8 @@ class EarlyStop:
         found = _evals(st, event.data, st["modes"])
         if not found:
             return None
+        done = (st.get("progress") or (None,))[0]  # the share of its planned length the run has done, if it says
+        st["done"] = done
         named = tuple(st["named"])
         for key, v, mode in found:
             m = st["m"][key]
@@ -106,17 +111,23 @@ class EarlyStop:
             margin = self.min_delta * abs(best) if best is not None else 0.0
             if best is None or (v < best - margin if mode == "min" else v > best + margin):
                 m["best"], m["since"], m["at"], m["ep"] = v, 0, event.data.get("step"), event.data.get("epoch")
+                m["done"] = done
             else:
                 m["since"] += 1
             m["last"] = v
         deciding = [k for k, m in st["m"].items() if "n" in m and _tier(k, named) == st["tier"]]
-        stale = [k for k in deciding if self._stale(st["m"][k])]
+        stale = [k for k in deciding if self._stale(st["m"][k], done)]
         if not deciding or len(stale) < len(deciding):
             return False
         st["why"] = max(stale, key=lambda k: st["m"][k]["since"])
         return True
 
-    def _stale(self, m: dict[str, Any]) -> bool:
+    def _stale(self, m: dict[str, Any], done: float | None) -> bool:
+        """No new best for `plan_share` of the planned length and `plan_patience` evals, when the run states its
+        length; else for `patience` evals and `share` of its evals so far."""
+        at = m.get("done")
+        if done is not None and at is not None:
+            return bool(m["since"] >= self.plan_patience and done - at >= self.plan_share - 1e-9)  # (float sums)
         return bool(m["since"] >= max(self.patience, math.ceil(self.share * m["n"])))
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -126,16 +137,19 @@ class EarlyStop:
         named = tuple(st["named"])
         others = [k for k in st["m"] if k != key and "n" in st["m"][k] and _tier(k, named) == st["tier"]]
         also = f" (nor has {', '.join(others[:3])}{', ...' if len(others) > 3 else ''})" if others else ""
+        at, done = m.get("done"), st.get("done")
+        held = f" ({done - at:.0%} of its planned length)" if at is not None and done is not None else ""
         return (
             f"{key} has not beaten its best {fmt(m['best'])}, at {where}, for {m['since']} evals of the run's "
-            f"{m['n']}{also}; it is {fmt(m['last'])} now, judged as {_TIER_WORDS[st['tier']]}: early stopping, keep "
-            f"the checkpoint of the best eval",
+            f"{m['n']}{held}{also}; it is {fmt(m['last'])} now, judged as {_TIER_WORDS[st['tier']]}: early "
+            "stopping, keep the checkpoint of the best eval",
             {key: m["last"], "best": m["best"], "best_step": m["at"], "evals_since": m["since"], "evals": m["n"]},
         )
 
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.metrics), "patience": self.patience, "share": self.share,
-                "min_delta": self.min_delta, "event": sorted(self.events)}  # fmt: skip
+                "min_delta": self.min_delta, "plan_share": self.plan_share, "plan_patience": self.plan_patience,
+                "event": sorted(self.events)}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

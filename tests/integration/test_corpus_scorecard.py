@@ -71,8 +71,6 @@ KNOWN_MISSES = {
     # corpus-dev4b (2026-12-07, issue 39): committed metric files and fault lines; 12 of 25 right when first scored
     "hf_trainer_state_hate_speech_loss_1e-4_by_step100_degenerate.trainer_state.json": "stopped_in_time: a "
     "training loss at 1e-4 by step 100 (0.0 from step 970), grad norm nonzero: no rule reads it as degenerate labels",
-    "hf_trainer_state_whisper_braj_wer_best_at_eval2_never_beaten.trainer_state.json": "stopped_in_time: "
-    "val-no-progress stops at step 1056, an eval after stop_by 924 (best eval_wer 89.86 at step 264, unbeaten 5 evals)",
     "lambdalabs_sd_finetune_lightning_bar_summoning_checkpoint_killed.log": "metrics: the one Lightning bar line "
     "('Epoch 0: 100%|...| 209/209 [...] loss=0.0685, ..., global_step=208.0,') is not read; the Killed is named",
 }

@@ -141,3 +141,23 @@ def test_a_run_started_again_in_the_same_log_is_judged_as_a_new_run() -> None:
           for e in range(1, 12)]  # fmt: skip
     stop, opened = decisions([*first, *on])
     assert set(opened) & set(NEW), opened
+
+
+def test_a_run_that_states_its_length_is_early_stopped_after_a_share_of_it() -> None:
+    """The development part's Whisper fine-tune (`trainer_state.json`, max_steps 2640, 20 evals): its best WER
+    (89.86 at step 264) unbeaten for a quarter of the planned run (5 evals) is the early stop, asked at step 924,
+    the point its label names; without a planned length the wait is max(10 evals, half the evals so far)."""
+    name = "hf_trainer_state_whisper_braj_wer_best_at_eval2_never_beaten.trainer_state.json"
+    stop, _ = decisions(log_events(REAL / name, interval=60))
+    assert stop is not None and stop["rule"] == "eval-early-stop" and stop["confirm_s"] == 1800, stop
+    assert stop["values"]["step"] == 924 and stop["values"]["best_step"] == 264, stop["values"]
+    assert "(25% of its planned length)" in stop["reason"]
+
+
+def test_a_planned_run_that_still_beats_its_best_now_and_then_is_not_early_stopped() -> None:
+    c = Clock()
+    # 40 planned evals; the accuracy makes a new best every 4th eval (10% of the run): never a quarter without one
+    events = [c.metric(e * 60, step=e * 100, total_steps=4000, loss=1.0 / e,
+                       val_acc=0.5 + 0.01 * (e // 4) - 0.005 * (e % 4)) for e in range(1, 41)]  # fmt: skip
+    stop, opened = decisions(events)
+    assert stop is None and "eval-early-stop" not in opened, (stop, opened)
