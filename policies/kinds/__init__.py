@@ -98,6 +98,7 @@ def _no_progress(r: PolicyReader) -> Kind:
         min_delta=r.number("min_delta", default=0.01, minimum=0.0) or 0.0,
         mode=r.choice("mode", ("min", "max"), default="min"),
         descent=r.integer("descent", default=0, minimum=0),
+        unless_rising=r.metric("unless_rising", required=False),
         events=_events(r),
     )
 

@@ -206,15 +206,25 @@ class NoProgress(OneMetric):
     min_delta: float = 0.01
     mode: str = "min"  # min: lower is better (loss); max: higher is better (accuracy)
     descent: int = 0
+    unless_rising: tuple[str, ...] = ()  # the learning rate: not stuck while it still warms up (a slow start)
     events: frozenset[str] = METRIC_EVENTS
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.names + self.unless_rising  # the judged metric first: the index passes the first present
 
     def initial(self, config: dict[str, Any], start: float | None) -> dict[str, Any]:
         # evaluations seen, the best of the first `first` ("base") and of the later ones (+ "metric": its name;
-        # with `descent`, "prev" and "better": the last value and how many evals in a row improved on the one before)
+        # with `descent`, "prev" and "better": the last value and how many evals in a row improved on the one before;
+        # with `unless_rising`, "peak" and "warming": `warming`'s)
         return {"seen": 0, "base": None, "best": None}
 
     def observe(self, st: dict[str, Any], event: Event, now: float, name: str | None) -> bool | None:
         assert name is not None  # a kind with keys: the index passes the first one present
+        if self.unless_rising:
+            warming(st, event, self.unless_rising)
+            if name not in self.names:  # a line without the judged metric: its learning rate only
+                return None
         v = finite(event.data[name])
         if v is None or repeated(st, event.data, name, v):
             return None
@@ -233,7 +243,7 @@ class NoProgress(OneMetric):
         gain = (base - best) if self.mode == "min" else (best - base)
         st["metric"] = name
         climbing = self.descent > 0 and st["better"] >= self.descent  # it started learning: not stuck
-        return gain <= self.min_delta * abs(base) and not climbing
+        return gain <= self.min_delta * abs(base) and not climbing and not st.get("warming")
 
     def explain(self, st: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         first = "its first value" if self.first == 1 else f"its first {self.first} values"
@@ -246,7 +256,8 @@ class NoProgress(OneMetric):
     def params(self) -> dict[str, Any]:
         return {"metric": list(self.names), "evals": self.evals, "first": self.first, "min_delta": self.min_delta,
                 "mode": self.mode, "event": sorted(self.events),
-                **({"descent": self.descent} if self.descent else {})}  # fmt: skip
+                **({"descent": self.descent} if self.descent else {}),
+                **({"unless_rising": list(self.unless_rising)} if self.unless_rising else {})}  # fmt: skip
 
 
 def warming(st: dict[str, Any], event: Event, keys: tuple[str, ...]) -> None:

@@ -69,7 +69,7 @@ class Stuck(OneMetric):
     spread: float = 0.05
     level: float | None = None  # a fixed level (absolute bands) instead of ln k (relative bands)
     chance: bool = True  # false: frozen (or at `level`) only, for a metric that is no loss (an accuracy)
-    unless_rising: tuple[str, ...] = ()  # the learning rate: no stretch counts while it warms up (a slow start)
+    unless_rising: tuple[str, ...] = ()  # the learning rate: with no planned length, no stretch while it warms up
     events: frozenset[str] = METRIC_EVENTS
 
     @property
@@ -117,8 +117,8 @@ class Stuck(OneMetric):
             level = math.log(k) if k and k >= 2 else None
             band, mean_band = self.spread * (level or 0.0), self.tolerance * (level or 0.0)
         same = last is not None and v == last[0] and (significant(v) >= self.digits or v == st["first"])
-        if st.get("warming"):  # the learning rate still warms up: a slow start, no stretch yet
-            run = None
+        if st.get("warming") and done is None:  # the lr still warms up and the run states no length: a number
+            run = None  # of evals would pass inside its warm-up (a slow start); a share of a stated length would not
         elif run is not None and run[0] == "frozen" and same:
             run[2] += 1
         elif run is not None and run[0] == "chance" and level is not None and abs(v - level) <= band:
