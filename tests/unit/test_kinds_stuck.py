@@ -263,3 +263,23 @@ def test_the_class_count_and_the_length_from_the_launch_config():
     stops = [d for typ, d in out if typ == t.DECISION and d["decision"] == t.STOP]
     assert stops[0]["rule"] == "loss-stuck" and "10-way task" in stops[0]["reason"]
     assert stops[0]["values"]["step"] == 20  # 20 logged values, held from epoch 0 into epoch 2 (20% of 10 epochs)
+
+
+def test_at_chance_while_the_learning_rate_warms_up_is_no_stuck_run_when_it_states_no_length():
+    """A slow start (tests/conformance slow_start: val accuracy at 1/4 and val loss at ln 4 for 14 evals while the
+    learning rate warms up from 1e-6, then 95%): a run that states no length would pass its 5 evals inside the
+    warm-up. The same evals with the learning rate flat are stuck."""
+
+    def lines(warm: bool) -> list[str]:
+        out = []
+        for i in range(1, 15):
+            lr = 1e-6 * 2**i if warm else 1e-3
+            out += [
+                f"step {25 * i} | loss 1.39{i % 7} | lr {lr:.2e}",
+                f"eval step {25 * i} | val_loss {1.3863 + 0.0004 * (i % 3):.4f} | val_acc 0.25{i % 9}",
+            ]
+        return out
+
+    assert verdicts(lines(warm=True)) == ([], [])
+    opened, stops = verdicts(lines(warm=False))
+    assert stops and stops[0]["rule"] in ("val-loss-stuck", "loss-stuck"), (opened, stops)
