@@ -56,8 +56,8 @@ KNOWN_MISSES = {
     # corpus-dev4a (2026-12-07, issue 39): issue-thread runs from trainers the corpus lacked, as first scored
     "mxnet_resnet_val_acc_frozen_0_5114_train_acc_1.log": "stopped_in_time: 'Validation-accuracy=0.511429' on "
     "every epoch (chance, binary) while Train-accuracy reaches 1.0; no rule watches a frozen eval accuracy",
-    "swav_loss_stuck_8_0066_ln3000_epoch163.log": "stopped_in_time: the MetricLogger pair 'Loss 8.0066 (8.0066)' "
-    "(bare name, value, average) is not read, only 'Lr:'; the loss at ln 3000 is never seen",
+    "swav_loss_stuck_8_0066_ln3000_epoch163.log": "stopped_in_time: 'Loss 8.0066 (8.0066)' is read (SwAV's meters), "
+    "but the excerpt states neither the 3000 prototypes (k) nor its length, and 8.0065-8.0068 is not frozen",
     "mozilla_deepspeech_train_loss_inf_val_loss_falling.log": "healthy_not_stopped, healthy_not_paged: 'Training of "
     "Epoch N - loss: inf' every epoch stops at line 1 (loss-nonfinite) although the validation loss falls each epoch",
     "crnn_pytorch_icdar_blank_predictions_accuracy_zero.log": "stopped_in_time: four points ('accuray: 0.000000', "
