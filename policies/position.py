@@ -22,20 +22,14 @@ def reset(state: PolicyState, event: Event) -> None:
     config = cast(RunLaunchedData, event.data).get("config")
     state.launch_seq = event.seq
     state.decision = None
-    state.start = event.ts
     state.now = event.ts if state.now is None else max(state.now, event.ts)
     state.ended = False
     state.stop_asked = None
     state.step = None
     state.config = dict(config) if isinstance(config, dict) else {}
-    state.rules = {}
-    state.deciding = {}
     state.kept = {}
-    state.first_step = None
-    state.evals = 0
-    state.primary = None
-    state.last_eval = None
     state.plan = plan.from_config(state.config)
+    start_over(state, event.ts)
 
 
 def place(state: PolicyState, data: Any, now: float) -> None:
