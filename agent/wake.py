@@ -32,6 +32,7 @@ IN_NONBLOCK, IN_CLOEXEC = 0o4000, 0o2000000
 MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF
         | IN_MOVE_SELF)  # fmt: skip
 SELF = IN_DELETE_SELF | IN_MOVE_SELF | IN_Q_OVERFLOW | IN_IGNORED  # the directory itself, or events lost: wake
+COALESCE_S = 0.003  # after a wake, the writes that follow within this long are read in the same step
 EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name)
 
 
@@ -140,11 +141,20 @@ class Growth:
         return changed
 
     def _events(self, pause: float) -> bool:
-        """Whether inotify reports a change to a watched name within `pause` seconds."""
+        """Whether inotify reports a change to a watched name within `pause` seconds. A wake waits `COALESCE_S`
+        more and takes the events that came meanwhile: a trainer writing several logs at once (ranks, a log and
+        its sidecar) is read in one step, not one step for the first write and another for the rest."""
         assert self._fd is not None
         ready, _, _ = select.select([self._fd], [], [], pause)
-        if not ready:
+        if not ready or not self._drain():
             return False
+        time.sleep(COALESCE_S)
+        self._drain()
+        return True
+
+    def _drain(self) -> bool:
+        """Read every queued event; whether one is for a watched name (or the directory itself)."""
+        assert self._fd is not None
         woke = False
         while True:
             try:
