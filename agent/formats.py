@@ -26,7 +26,6 @@ from trainwarden.agent import bars
 from trainwarden.agent import line_parsers as lp
 from trainwarden.agent import trainer_lines as tl
 from trainwarden.agent.format_samples import SAMPLES, Sample
-from trainwarden.agent.hints import Substrings
 from trainwarden.agent.line_parsers import json_line
 from trainwarden.agent.pairs import Metrics, parse_number
 from trainwarden.agent.prefixes import strip_prefix
@@ -58,8 +57,9 @@ def _extension_modules(line: str, stripped: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class Format:
     """One line format: `hint` is a substring every line of it holds ("" when none), `accepts(line, stripped)` a
-    cheap test (a few substring checks), `parse(line)` reads it. The agent reads every line: the hints of all
-    formats are looked for in one pass (agent.hints), and only the formats whose hint the line holds are tried."""
+    cheap test (a few substring checks), `parse(line)` reads it. The agent reads every line: a line without the
+    hint costs one substring test per format (cheaper in CPython than one alternation of all hints: see
+    docs/benchmarks.md)."""
 
     name: str
     hint: str
@@ -106,32 +106,17 @@ FORMATS: tuple[Format, ...] = (
     Format("faulthandler modules", "(total: ", _extension_modules, lambda line: {}, final=True),  # a count
 )  # fmt: skip
 GENERAL = Format("general", "", _ANY, lp.general)
-_Entry = tuple[Callable[[str, str], bool], Callable[[str], Metrics], bool, Format]
-_HINTS = Substrings(fmt.hint for fmt in FORMATS)  # every hint found in one pass (agent.hints)
+_TABLE = tuple((fmt.hint, fmt.accepts, fmt.parse, fmt.final, fmt) for fmt in FORMATS)  # unpacked: the loop is hot
+_FINALS = tuple(entry for entry in _TABLE if entry[3])  # the formats whose answer stands even when empty
 _FOUND = re.compile(r"\d|nan|inf", re.IGNORECASE).search  # what every numeral holds (pairs.NUM; `float` reads any
 # script's digits, as `\d` matches them)
 
 
 def holds_numeral(line: str) -> bool:
     """Whether `line` may hold a metric: a digit, or a NaN or Inf word (`nan`, `-inf.`, `Infinity`, `NaN`). A line
-    with neither (a sentence, a traceback's header) holds no value: no format is tried on it but those whose
-    answer stands even when empty (`final`), so it is told apart exactly as before, at the cost of one search."""
+    with neither (a sentence, a traceback's header) holds no value: only the formats whose answer stands even when
+    empty (`final`) are tried on it, so it is told apart exactly as before, at the cost of one search."""
     return _FOUND(line) is not None
-
-
-_CANDIDATES: dict[frozenset[str], tuple[tuple[_Entry, ...], tuple[_Entry, ...]]] = {}
-
-
-def _candidates(hints: frozenset[str]) -> tuple[tuple[_Entry, ...], tuple[_Entry, ...]]:
-    """The formats, in table order, whose hint a line with these `hints` holds, and of them the `final` ones;
-    worked out once per set of hints (a few dozen in any log)."""
-    got = _CANDIDATES.get(hints)
-    if got is None:
-        entries = tuple((f.accepts, f.parse, f.final, f) for f in FORMATS if not f.hint or f.hint in hints)
-        got = (entries, tuple(e for e in entries if e[2]))
-        if len(_CANDIDATES) < 4096:  # bounded: the sets are subsets of the hints, few of them ever seen
-            _CANDIDATES[hints] = got
-    return got
 
 
 # a terminal's control sequences (colours, `ESC[2K` erase line, `ESC[1A` cursor up): Rich and Keras bars as a
@@ -181,14 +166,13 @@ def _read(line: str) -> tuple[Metrics, Format | None]:
     stripped = line.lstrip()
     if not stripped:
         return {}, None
-    entries, finals = _candidates(_HINTS.of(line))
     if _FOUND(line) is None:  # no numeral, so no format finds a value: only a final format's empty answer stands
-        for accepts, _parse, _final, fmt in finals:
-            if accepts(line, stripped):
+        for hint, accepts, _parse, _final, fmt in _FINALS:
+            if hint in line and accepts(line, stripped):
                 return {}, fmt
         return {}, None
-    for accepts, parse, final, fmt in entries:
-        if accepts(line, stripped):
+    for hint, accepts, parse, final, fmt in _TABLE:
+        if hint in line and accepts(line, stripped):
             found = parse(line)
             if found or final:
                 return found, fmt
