@@ -117,10 +117,20 @@ class EarlyStop:
             m["last"] = v
         deciding = [k for k, m in st["m"].items() if "n" in m and _tier(k, named) == st["tier"]]
         stale = [k for k in deciding if self._stale(st["m"][k], done)]
+        if (
+            stale
+            and all(st["m"][k]["last"] == st["m"][k]["best"] for k in stale)
+            and self._others_improve(st, deciding, done)
+        ):
+            return False  # holding its best (a small eval set's 31/32 accuracy) while another eval metric improves
         if not deciding or len(stale) < len(deciding):
             return False
         st["why"] = max(stale, key=lambda k: st["m"][k]["since"])
         return True
+
+    def _others_improve(self, st: dict[str, Any], deciding: list[str], done: float | None) -> bool:
+        """Whether an eval metric that does not decide (a val loss beside the accuracy) still makes new bests."""
+        return any("n" in m and not self._stale(m, done) for k, m in st["m"].items() if k not in deciding)
 
     def _stale(self, m: dict[str, Any], done: float | None) -> bool:
         """No new best for `plan_share` of the planned length and `plan_patience` evals, when the run states its

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from trainwarden.core.metrics import is_validation, quantity
+from trainwarden.core.metrics import direction, is_validation, quantity
 from trainwarden.events.envelope import Event
 from trainwarden.policies.kinds.progress import _significant as significant
 from trainwarden.policies.kinds.progress import warming
@@ -116,7 +116,12 @@ class Stuck(OneMetric):
             k = stated or (run[6] if run is not None and run[0] == "chance" else agreed_k(v, st.get("acc")))
             level = math.log(k) if k and k >= 2 else None
             band, mean_band = self.spread * (level or 0.0), self.tolerance * (level or 0.0)
+        mode = direction(name) or "min"
+        if st.get("top") is None or (v > st["top"] if mode == "max" else v < st["top"]):
+            st["top"] = v  # the metric's best so far
         same = last is not None and v == last[0] and (significant(v) >= self.digits or v == st["first"])
+        if same and v == st["top"] and v != st["first"]:
+            same = False  # it improved to this value and holds it: saturated (31/32 of a small eval set), not stuck
         if st.get("warming") and done is None:  # the lr still warms up and the run states no length: a number
             run = None  # of evals would pass inside its warm-up (a slow start); a share of a stated length would not
         elif run is not None and run[0] == "frozen" and same:

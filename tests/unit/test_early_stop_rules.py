@@ -161,3 +161,25 @@ def test_a_planned_run_that_still_beats_its_best_now_and_then_is_not_early_stopp
                        val_acc=0.5 + 0.01 * (e // 4) - 0.005 * (e % 4)) for e in range(1, 41)]  # fmt: skip
     stop, opened = decisions(events)
     assert stop is None and "eval-early-stop" not in opened, (stop, opened)
+
+
+def test_an_accuracy_holding_its_best_while_the_val_loss_improves_is_no_early_stop() -> None:
+    """tests/conformance keras-torch-spike (Keras 3 `fit`, 15 epochs, 32 validation samples): val_accuracy reaches
+    0.9688 (31/32) at epoch 7 and holds it while val_loss keeps falling; the quality metric decides, but one holding
+    its best beside an eval metric that still improves is no early stop. The same accuracy beside a flat val loss is."""
+
+    def run_of(val_loss: list[float]) -> list:
+        c = Clock()
+        acc = [0.75, 0.84, 0.88, 0.91, 0.94, 0.95, 0.9688] + [0.9688] * 8
+        out = []
+        for e in range(1, 16):  # a training line, then the epoch's eval on its own line
+            out.append(c.metric(e * 60.0, step=e, epoch=e, total_epochs=15, loss=0.5 / e))
+            out.append(c.metric(e * 60.0 + 5, step=e, epoch=e, val_accuracy=acc[e - 1], val_loss=val_loss[e - 1]))
+        return out
+
+    falling = [round(0.6 * 0.85**e, 4) for e in range(15)]
+    stop, opened = decisions(run_of(falling))
+    assert stop is None and "eval-early-stop" not in opened, (stop, opened)
+    flat = falling[:7] + [falling[6] + 0.001 * i for i in range(1, 9)]
+    stop, _ = decisions(run_of(flat))
+    assert stop is not None and stop["rule"] == "eval-early-stop", stop
