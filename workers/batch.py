@@ -130,9 +130,9 @@ def _commit(ctx: WorkerContext, tx: CheckpointTx, turns: list[_Turn]) -> bool:
         for bad in step.dead:
             store.dead_letter(source=keys.log(run), sid=bad.sid, reason=bad.reason, fields=bad.fields,
                               pipeline=pipe, run=run)  # fmt: skip
-        fields = encode_checkpoint(cp)
-        turn.version = fields["v"]
-        tx.write(run, fields)
+        written = encode_checkpoint(cp)
+        turn.version = written.version
+        tx.write(run, written.fields, written.drop)
         due = next_tick(cp, policy, ctx.ticks, wall_now=turn.now)
         if due is None:
             store.shared(pipe, run, "ZREM", keys.schedule(), run)

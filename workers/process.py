@@ -209,7 +209,8 @@ class RunProcessor:
                 for bad in step.dead:
                     self.ctx.store.dead_letter(source=self.keys.log(self.run), sid=bad.sid, reason=bad.reason,
                                                fields=bad.fields, pipeline=pipe, run=self.run)  # fmt: skip
-                tx.write(self.run, encode_checkpoint(cp))
+                written = encode_checkpoint(cp)
+                tx.write(self.run, written.fields, written.drop)
                 due = next_tick(cp, self.policy, self.ctx.ticks, wall_now=now)
                 if due is None:
                     self.ctx.store.shared(pipe, self.run, "ZREM", self.keys.schedule(), self.run)
