@@ -21,9 +21,9 @@ from typing import Any
 from policy import training_events
 from trainwarden.policies.default import default_policy
 from trainwarden.policies.state import PolicyState, RuleState
-from trainwarden.workers.checkpoint import Checkpoint
+from trainwarden.workers.checkpoint import Checkpoint, encode_checkpoint
 from trainwarden.workers.evaluate import evaluate_entries
-from trainwarden.workers.state_parts import decode_rule, encode_rule
+from trainwarden.workers.state_parts import HEAD, RULE, WHOLE, decode_rule, encode_rule
 
 
 def mature_state(events: int) -> PolicyState:
@@ -80,7 +80,25 @@ def main() -> None:
     parts = best_us(lambda: [encode_rule(rs) for rs in rules], args.turns, args.repeats)
     check = all(decode_rule(encode_rule(rs)) == rs or _same(decode_rule(encode_rule(rs)).to_dict(), rs.to_dict())
                 for rs in rules)  # fmt: skip
-    print(f"workers/checkpoint.py encode_rule (the chosen form), every rule: {parts:.1f}µs a turn, reads back: {check}")
+    print(f"workers/state_parts.py encode_rule (chosen), every rule: {parts:.1f}µs a turn, reads back: {check}")
+    print(f"Redis MEMORY USAGE of the checkpoint, whole JSON vs in parts: {checkpoint_memory(state)}")
+
+
+def checkpoint_memory(state: PolicyState) -> str:
+    """The stored checkpoint's size in a private redis-server: the state whole as JSON (before) and in parts."""
+    import redis
+    from harness import private_redis
+
+    state.rules.pop("nan-probe", None)
+    parts = encode_checkpoint(Checkpoint(policy=state)).fields
+    whole = {k: v for k, v in parts.items() if k != HEAD and not k.startswith(RULE)}
+    whole[WHOLE] = json.dumps(state.to_dict())
+    with private_redis() as server:
+        client = redis.Redis(port=server.port)
+        client.hset("whole", mapping=whole)
+        client.hset("parts", mapping=parts)
+        before, after = client.memory_usage("whole", samples=0), client.memory_usage("parts", samples=0)
+    return f"{before} B -> {after} B ({after / before:.2f})"
 
 
 def _fields(rs: RuleState) -> list[Any]:
