@@ -31,6 +31,12 @@ class Checkpoint:
     dump: str | None = None  # stream id of the latest process.dump: its stacks go in a STOP's pack
     # the policy state's parts as stored (workers/state_parts.py): a write sends only the rules that differ
     stored: dict[str, bytes] | None = field(default=None, compare=False, repr=False)
+    # the other fields as stored (`_FIELDS`): likewise, a write sends those that differ (None: all of them)
+    stored_fields: dict[str, bytes] | None = field(default=None, compare=False, repr=False)
+
+
+_FIELDS = ("after", "emitted", "run", "recent", "pending", "guard", "dump")
+_FIELDS_B = tuple(name.encode() for name in _FIELDS)
 
 
 @dataclass(slots=True)
@@ -57,22 +63,23 @@ def encode_checkpoint(cp: Checkpoint) -> CheckpointWrite:
     """The write that stores `cp`; `v` is a fresh version, so that a process that kept the checkpoint it wrote
     can tell whether the stored one is still that one (workers/batch.py's cache) without reading it.
 
-    The policy state goes in parts, only the rules that changed since `cp.stored` (workers/state_parts.py);
-    `cp.stored` becomes what is stored once this write is committed, so a checkpoint whose commit failed is
-    read again, never written from (as the workers do: a WatchError drops the object)."""
+    The policy state goes in parts, only the rules that changed since `cp.stored` (workers/state_parts.py), and
+    of the other fields only those that differ from `cp.stored_fields`; both become what is stored once this
+    write is committed, so a checkpoint whose commit failed is read again, never written from (as the workers
+    do: a WatchError drops the object). A write of the pending actions alone (`CheckpointTx.write_pending`) is
+    made on a checkpoint read for it and dropped after, and the cache holds none whose `pending` moved."""
     run, recent = encode_state(cp.run)
     policy = encode_policy(cp.policy, cp.stored)
     cp.stored = policy.stored
-    fields: dict[str, str | bytes] = {
-        "v": uuid.uuid4().hex,
-        "after": cp.after or "",
-        "emitted": str(cp.emitted),
-        "run": run,
-        "recent": recent,
-        "pending": json.dumps(cp.pending),
-        "guard": json.dumps(cp.guard),
-        "dump": cp.dump or "",
-    }
+    values = (cp.after or "", str(cp.emitted), run, recent, json.dumps(cp.pending), json.dumps(cp.guard),
+              cp.dump or "")  # fmt: skip
+    now = {name: value.encode() for name, value in zip(_FIELDS, values, strict=True)}
+    before, cp.stored_fields = cp.stored_fields, now
+    fields: dict[str, str | bytes] = {"v": uuid.uuid4().hex}
+    if before is None:
+        fields.update(now)
+    else:  # a healthy turn: after, run and recent; pending, guard, dump and emitted seldom change
+        fields.update({name: data for name, data in now.items() if before.get(name) != data})
     fields.update(policy.fields)
     return CheckpointWrite(fields, policy.drop)
 
@@ -91,6 +98,7 @@ def decode_checkpoint(fields: dict[bytes, bytes]) -> Checkpoint:
         guard=json.loads(fields.get(b"guard", b"null")),
         dump=fields.get(b"dump", b"").decode() or None,
         stored=stored,
+        stored_fields={name: fields[raw] for name, raw in zip(_FIELDS, _FIELDS_B, strict=True) if raw in fields},
     )
 
 
