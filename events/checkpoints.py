@@ -36,9 +36,12 @@ class CheckpointTx:
         """From here on, writes are queued (MULTI) until `commit`."""
         self.pipeline.multi()
 
-    def write(self, run: str, fields: Mapping[str, str | bytes]) -> None:
-        """Queue the run's new checkpoint (the fields given; others stay)."""
-        self.pipeline.hset(self.keys.cursor(run), mapping=field_map(fields))
+    def write(self, run: str, fields: Mapping[str, str | bytes], drop: Sequence[str] = ()) -> None:
+        """Queue the run's new checkpoint: the fields given set, those in `drop` deleted, others as they are."""
+        key = self.keys.cursor(run)
+        if drop:
+            self.pipeline.hdel(key, *drop)
+        self.pipeline.hset(key, mapping=field_map(fields))
 
     def write_pending(self, run: str, pending: str) -> None:
         """Queue the run's pending actions alone (their JSON list)."""

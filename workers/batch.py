@@ -7,10 +7,11 @@ paid ~8 Redis round trips for it: that, not the policy, was most of a worker's C
 1. one script clears their `queued` and `fast` flags and takes their locks (events/turns.py);
 2. one WATCH of all their checkpoints (cursors);
 3. one script reads every checkpoint and the log entries after it;
-4. each run is evaluated in memory; one MULTI/EXEC commits every run's outputs, checkpoint and
-   schedule (the WATCH guards all of them: a lock that expired under a stall cannot let two jobs
-   commit the same progress);
-5. one script releases the locks; the caller acknowledges the feed entries.
+4. each run is evaluated in memory; one MULTI/EXEC commits every run's outputs, checkpoint (the rules that
+   changed: workers/state_parts.py) and schedule (the WATCH guards all of them: a lock that expired under a
+   stall cannot let two jobs commit the same progress), releases the locks and acknowledges the feed entries
+   of the runs done here: four round trips a job. Without a commit (nothing read, or a WatchError), one
+   script releases the locks and the caller acknowledges.
 
 What this path does not do is left to the per-run turn (`RunProcessor`), for just those runs: a run
 whose lock another job holds, whose checkpoint has pending actions, whose read filled a page, whose
@@ -24,14 +25,15 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trainwarden.events.checkpoints import CheckpointTx, watch_checkpoints
 from trainwarden.events.envelope import Event
 from trainwarden.events.faults import failpoint
+from trainwarden.events.feed import ack_feed
 from trainwarden.events.store import Malformed
-from trainwarden.events.turns import lock_runs, read_runs, release_runs
+from trainwarden.events.turns import lock_runs, queue_release, read_runs, release_runs
 from trainwarden.workers.checkpoint import Checkpoint, CheckpointCache, decode_checkpoint, encode_checkpoint
 from trainwarden.workers.config import CHECKPOINT_CACHE_RUNS
 from trainwarden.workers.context import WorkerContext
@@ -51,6 +53,7 @@ class BatchResult:
     summary: Counter[str] = field(default_factory=Counter)
     outputs: list[Event] = field(default_factory=list)  # committed here, for the Prometheus counts
     inputs: list[tuple[str, Event | Malformed]] = field(default_factory=list)  # what they were decided on (latency)
+    acked: list[str] = field(default_factory=list)  # runs of `done` whose feed entries the commit acknowledged
 
 
 @dataclass(slots=True)
@@ -69,13 +72,16 @@ def batched(ctx: WorkerContext) -> bool:
     return not ctx.store.cluster
 
 
-def process_batch(ctx: WorkerContext, runs: Sequence[str]) -> BatchResult:
-    """Bring `runs` up to date together as far as the batched path goes (see the module's docstring)."""
+def process_batch(ctx: WorkerContext, runs: Sequence[str], feed_ids: Mapping[str, Sequence[str]] | None = None,
+                  group: str = "") -> BatchResult:  # fmt: skip
+    """Bring `runs` up to date together as far as the batched path goes (see the module's docstring); the feed
+    entries (`feed_ids` by run, of consumer group `group`) of the runs done are acknowledged with the commit."""
     result = BatchResult()
     client = ctx.redis  # batched(ctx): not a cluster
     keys = ctx.store.keys
     tokens = lock_runs(client, keys, runs, lock_ms=int(ctx.lock_timeout_s * 1000))
     result.rest.extend(run for run in runs if run not in tokens)  # another job holds it: wait for it there
+    released = False
     try:
         locked = [run for run in runs if run in tokens]
         with watch_checkpoints(client, keys, locked) as tx:
@@ -100,11 +106,18 @@ def process_batch(ctx: WorkerContext, runs: Sequence[str]) -> BatchResult:
                 step = evaluate_entries(ctx.policies.policy, cp, read.entries, run=run, host=ctx.host, now=now)
                 hand_on = bool(step.outputs or cp.pending)
                 turns.append(_Turn(run, cp, step, list(read.entries), now, version="", hand_on=hand_on))
-            if turns and not _commit(ctx, tx, turns):
-                result.rest.extend(turn.run for turn in turns)
-                turns = []
+            if turns:
+                acks = [*result.done, *(turn.run for turn in turns if not turn.hand_on)] if feed_ids else []
+                ids = [fid for run in acks for fid in feed_ids.get(run, ())] if feed_ids else []
+                if _commit(ctx, tx, turns, tokens=tokens, ack=(group, ids)):
+                    released = True
+                    result.acked.extend(acks)
+                else:
+                    result.rest.extend(turn.run for turn in turns)
+                    turns = []
     finally:
-        release_runs(client, keys, tokens)
+        if not released:
+            release_runs(client, keys, tokens)
     for turn in turns:
         (result.rest if turn.hand_on else result.done).append(turn.run)
         if not turn.hand_on:  # the per-run turn writes it again: a version this process will not hold
@@ -118,8 +131,10 @@ def process_batch(ctx: WorkerContext, runs: Sequence[str]) -> BatchResult:
     return result
 
 
-def _commit(ctx: WorkerContext, tx: CheckpointTx, turns: list[_Turn]) -> bool:
-    """Every turn's outputs, dead letters, checkpoint and schedule in one MULTI/EXEC; False on a WatchError."""
+def _commit(ctx: WorkerContext, tx: CheckpointTx, turns: list[_Turn], *, tokens: dict[str, str],
+            ack: tuple[str, list[str]]) -> bool:  # fmt: skip
+    """Every turn's outputs, dead letters, checkpoint and schedule, the locks' release and the acknowledgement
+    of the feed entries `ack` (group, ids) in one MULTI/EXEC; False on a WatchError (nothing of it done)."""
     store, keys = ctx.store, ctx.store.keys
     policy = ctx.policies.policy
     tx.begin()
@@ -130,17 +145,20 @@ def _commit(ctx: WorkerContext, tx: CheckpointTx, turns: list[_Turn]) -> bool:
         for bad in step.dead:
             store.dead_letter(source=keys.log(run), sid=bad.sid, reason=bad.reason, fields=bad.fields,
                               pipeline=pipe, run=run)  # fmt: skip
-        fields = encode_checkpoint(cp)
-        turn.version = fields["v"]
-        tx.write(run, fields)
+        written = encode_checkpoint(cp)
+        turn.version = written.version
+        tx.write(run, written.fields, written.drop)
         due = next_tick(cp, policy, ctx.ticks, wall_now=turn.now)
         if due is None:
             store.shared(pipe, run, "ZREM", keys.schedule(), run)
         else:
             store.shared(pipe, run, "ZADD", keys.schedule(), repr(due), run)
+    queue_release(pipe, keys, tokens)
+    group, ids = ack
+    ack_feed(pipe, stream=keys.feed(), group=group, ids=ids)
     failpoint("before-batch-commit", ctx.redis, keys)  # all of it queued, nothing sent: killed here, nothing lands
     if not tx.commit(what="commit the batched runs' checkpoints"):
         log.info("a checkpoint of the %d runs batched moved under us; each goes on in its own turn", len(turns))
         return False
-    failpoint("after-batch-commit", ctx.redis, keys)  # committed, locks held, feed entries not acknowledged
+    failpoint("after-batch-commit", ctx.redis, keys)  # committed, locks released, entries acknowledged; not cached
     return True

@@ -14,6 +14,7 @@ from typing import Any
 from trainwarden.events.projection import RunState, decode_state, encode_state
 from trainwarden.policies.engine import PolicyState
 from trainwarden.workers.pending import ChartAnomaly
+from trainwarden.workers.state_parts import decode_policy, encode_policy
 
 ACTION_CHART = ChartAnomaly.kind  # a critical anomaly's chart: after every other action (workers/process.py)
 
@@ -28,36 +29,76 @@ class Checkpoint:
     pending: list[dict[str, Any]] = field(default_factory=list)
     guard: dict[str, Any] | None = None  # a guarded STOP waiting for a person: decision id, rule, deadline
     dump: str | None = None  # stream id of the latest process.dump: its stacks go in a STOP's pack
+    # the policy state's parts as stored (workers/state_parts.py): a write sends only the rules that differ
+    stored: dict[str, bytes] | None = field(default=None, compare=False, repr=False)
+    # the other fields as stored (`_FIELDS`): likewise, a write sends those that differ (None: all of them)
+    stored_fields: dict[str, bytes] | None = field(default=None, compare=False, repr=False)
 
 
-def encode_checkpoint(cp: Checkpoint) -> dict[str, str]:
-    """The hash fields; `v` is a fresh version, so that a process that kept the checkpoint it wrote can
-    tell whether the stored one is still that one (workers/batch.py's cache) without reading it."""
+_FIELDS = ("after", "emitted", "run", "recent", "pending", "guard", "dump")
+_FIELDS_B = tuple(name.encode() for name in _FIELDS)
+
+
+@dataclass(slots=True)
+class CheckpointWrite:
+    """The hash fields to set (`v` a fresh version) and those to delete (rules that left the state)."""
+
+    fields: dict[str, str | bytes]
+    drop: list[str]
+
+    @property
+    def version(self) -> str:
+        return str(self.fields["v"])
+
+    def applied(self, stored: dict[bytes, bytes] | None = None) -> dict[bytes, bytes]:
+        """The hash `stored` becomes (a copy) once this write is committed: HDEL of `drop`, then HSET."""
+        out = dict(stored or {})
+        for name in self.drop:
+            out.pop(name.encode(), None)
+        out.update({k.encode(): v if isinstance(v, bytes) else v.encode() for k, v in self.fields.items()})
+        return out
+
+
+def encode_checkpoint(cp: Checkpoint) -> CheckpointWrite:
+    """The write that stores `cp`; `v` is a fresh version, so that a process that kept the checkpoint it wrote
+    can tell whether the stored one is still that one (workers/batch.py's cache) without reading it.
+
+    The policy state goes in parts, only the rules that changed since `cp.stored` (workers/state_parts.py), and
+    of the other fields only those that differ from `cp.stored_fields`; both become what is stored once this
+    write is committed, so a checkpoint whose commit failed is read again, never written from (as the workers
+    do: a WatchError drops the object). A write of the pending actions alone (`CheckpointTx.write_pending`) is
+    made on a checkpoint read for it and dropped after, and the cache holds none whose `pending` moved."""
     run, recent = encode_state(cp.run)
-    return {
-        "v": uuid.uuid4().hex,
-        "after": cp.after or "",
-        "emitted": str(cp.emitted),
-        "policy": json.dumps(cp.policy.to_dict()),
-        "run": run,
-        "recent": recent,
-        "pending": json.dumps(cp.pending),
-        "guard": json.dumps(cp.guard),
-        "dump": cp.dump or "",
-    }
+    policy = encode_policy(cp.policy, cp.stored)
+    cp.stored = policy.stored
+    values = (cp.after or "", str(cp.emitted), run, recent, json.dumps(cp.pending), json.dumps(cp.guard),
+              cp.dump or "")  # fmt: skip
+    now = {name: value.encode() for name, value in zip(_FIELDS, values, strict=True)}
+    before, cp.stored_fields = cp.stored_fields, now
+    fields: dict[str, str | bytes] = {"v": uuid.uuid4().hex}
+    if before is None:
+        fields.update(now)
+    else:  # a healthy turn: after, run and recent; pending, guard, dump and emitted seldom change
+        fields.update({name: data for name, data in now.items() if before.get(name) != data})
+    fields.update(policy.fields)
+    return CheckpointWrite(fields, policy.drop)
 
 
 def decode_checkpoint(fields: dict[bytes, bytes]) -> Checkpoint:
+    """A checkpoint's hash fields back; a policy state stored whole (JSON, before the parts) is read too."""
     if not fields:
         return Checkpoint()
+    policy, stored = decode_policy(fields)
     return Checkpoint(
         after=fields[b"after"].decode() or None,
         emitted=int(fields[b"emitted"]),
-        policy=PolicyState.from_dict(json.loads(fields[b"policy"])),
+        policy=policy,
         run=decode_state(fields[b"run"], fields.get(b"recent")),
         pending=json.loads(fields[b"pending"]),
         guard=json.loads(fields.get(b"guard", b"null")),
         dump=fields.get(b"dump", b"").decode() or None,
+        stored=stored,
+        stored_fields={name: fields[raw] for name, raw in zip(_FIELDS, _FIELDS_B, strict=True) if raw in fields},
     )
 
 

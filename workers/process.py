@@ -115,7 +115,7 @@ def _batch_first(ctx: WorkerContext, work: Sequence[Sequence[Any]], total: Count
 
     A failure of the batched turn leaves every run to its own turn (a Redis outage fails those too)."""
     try:
-        result = process_batch(ctx, [run for run, _ in work])
+        result = process_batch(ctx, [run for run, _ in work], {run: ids for run, ids in work}, ctx.feed_group)
     except JobTimeoutException:
         raise
     except Exception as exc:
@@ -126,8 +126,8 @@ def _batch_first(ctx: WorkerContext, work: Sequence[Sequence[Any]], total: Count
     total.update(result.summary)
     count_outputs(result.outputs, result.inputs, now=ctx.clock())
     stop_breaker.settle_ended(ctx, result.inputs)
-    finished = set(result.done)
-    done.extend(fid for run, feed_ids in work if run in finished for fid in feed_ids)
+    finished, acked = set(result.done), set(result.acked)  # those acknowledged with the batch's commit
+    done.extend(fid for run, feed_ids in work if run in finished and run not in acked for fid in feed_ids)
     return [item for item in work if item[0] not in finished]
 
 
@@ -209,7 +209,8 @@ class RunProcessor:
                 for bad in step.dead:
                     self.ctx.store.dead_letter(source=self.keys.log(self.run), sid=bad.sid, reason=bad.reason,
                                                fields=bad.fields, pipeline=pipe, run=self.run)  # fmt: skip
-                tx.write(self.run, encode_checkpoint(cp))
+                written = encode_checkpoint(cp)
+                tx.write(self.run, written.fields, written.drop)
                 due = next_tick(cp, self.policy, self.ctx.ticks, wall_now=now)
                 if due is None:
                     self.ctx.store.shared(pipe, self.run, "ZREM", self.keys.schedule(), self.run)

@@ -39,7 +39,7 @@ def test_the_checkpoint_stores_recent_metrics_in_their_own_field_and_reads_an_ol
     cp = Checkpoint()
     for i in range(1, RECENT_METRICS + 11):
         apply(cp.run, metric("r", i, step=i, loss=1.0 / i))
-    fields = {k.encode(): v.encode() for k, v in encode_checkpoint(cp).items()}
+    fields = encode_checkpoint(cp).applied()
     assert b"recent_metrics" not in fields[b"run"] and fields[b"recent"].count(b"\n") == RECENT_METRICS - 1
     back = decode_checkpoint(fields)
     assert back.run == cp.run and back.run.to_dict() == cp.run.to_dict()

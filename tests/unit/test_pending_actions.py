@@ -37,7 +37,7 @@ def test_a_checkpoint_in_todays_form_reads_as_the_records_and_writes_back_the_sa
     cp = decode_checkpoint(stored)
     assert [from_dict(a) for a in cp.pending] == RECORDS
     assert json.dumps([r.to_dict() for r in RECORDS]) == TODAY
-    assert encode_checkpoint(Checkpoint(pending=[r.to_dict() for r in RECORDS]))["pending"] == TODAY
+    assert encode_checkpoint(Checkpoint(pending=[r.to_dict() for r in RECORDS])).fields["pending"] == TODAY.encode()
 
 
 def test_every_kind_is_declared_once_and_has_a_performer():

@@ -68,8 +68,12 @@ def key(event: Event) -> tuple[str, str, bytes]:
     return event.id, event.type, encode(event)
 
 
-def round_trip(cp: Checkpoint) -> Checkpoint:
-    return decode_checkpoint({k.encode(): v.encode() for k, v in encode_checkpoint(cp).items()})
+def round_trip(cp: Checkpoint, stored: dict[bytes, bytes]) -> Checkpoint:
+    """Write `cp` over the hash `stored` (in place: only its changed rules) and read it back."""
+    written = encode_checkpoint(cp).applied(stored)
+    stored.clear()
+    stored.update(written)
+    return decode_checkpoint(stored)
 
 
 def incremental(inputs: list[Event], cuts: list[int], restarts: set[int]) -> tuple[list, list[Event]]:
@@ -77,6 +81,7 @@ def incremental(inputs: list[Event], cuts: list[int], restarts: set[int]) -> tup
     log: list[tuple[str, Event]] = []
     outputs: list[Event] = []
     cp = Checkpoint()
+    stored: dict[bytes, bytes] = {}
     position = 0
     arrived = 0
     for n, cut in enumerate([*cuts, len(inputs)]):
@@ -91,7 +96,7 @@ def incremental(inputs: list[Event], cuts: list[int], restarts: set[int]) -> tup
                 log.append((f"{len(log) + 1}-0", e))
             outputs += step.outputs
             if n in restarts:
-                cp = round_trip(cp)
+                cp = round_trip(cp, stored)
     return log, outputs
 
 

@@ -9,6 +9,7 @@ tests/integration/test_processing.py and test_policy_worker.py.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from trainwarden.events import types as t
 from trainwarden.events.envelope import Event, make_event
@@ -35,7 +36,7 @@ def turn(store: MemoryStore, cp: Checkpoint, *, now: float = 5000.0):
 
 
 def copied(cp: Checkpoint) -> Checkpoint:
-    return decode_checkpoint({k.encode(): v.encode() for k, v in encode_checkpoint(cp).items()})
+    return decode_checkpoint(encode_checkpoint(replace(cp, stored=None)).applied())  # written whole
 
 
 def nan_run() -> MemoryStore:
