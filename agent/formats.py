@@ -30,7 +30,8 @@ from trainwarden.agent.line_parsers import json_line
 from trainwarden.agent.pairs import Metrics, parse_number
 from trainwarden.agent.prefixes import strip_prefix
 
-__all__ = ["FORMATS", "Format", "Metrics", "binary", "json_line", "parse_metrics", "parse_number", "read_line"]
+__all__ = ["FORMATS", "Format", "Metrics", "binary", "holds_numeral", "json_line", "parse_metrics", "parse_number",
+           "read_line"]  # fmt: skip
 
 # what a model summary prints (Lightning's table footer, peft's trainable parameters): sizes, not training
 MODEL_SUMMARY_RE = re.compile(
@@ -57,7 +58,8 @@ def _extension_modules(line: str, stripped: str) -> bool:
 class Format:
     """One line format: `hint` is a substring every line of it holds ("" when none), `accepts(line, stripped)` a
     cheap test (a few substring checks), `parse(line)` reads it. The agent reads every line: a line without the
-    hint costs one substring test per format."""
+    hint costs one substring test per format (cheaper in CPython than one alternation of all hints: see
+    docs/benchmarks.md)."""
 
     name: str
     hint: str
@@ -105,6 +107,16 @@ FORMATS: tuple[Format, ...] = (
 )  # fmt: skip
 GENERAL = Format("general", "", _ANY, lp.general)
 _TABLE = tuple((fmt.hint, fmt.accepts, fmt.parse, fmt.final, fmt) for fmt in FORMATS)  # unpacked: the loop is hot
+_FINALS = tuple(entry for entry in _TABLE if entry[3])  # the formats whose answer stands even when empty
+_FOUND = re.compile(r"\d|nan|inf", re.IGNORECASE).search  # what every numeral holds (pairs.NUM; `float` reads any
+# script's digits, as `\d` matches them)
+
+
+def holds_numeral(line: str) -> bool:
+    """Whether `line` may hold a metric: a digit, or a NaN or Inf word (`nan`, `-inf.`, `Infinity`, `NaN`). A line
+    with neither (a sentence, a traceback's header) holds no value: only the formats whose answer stands even when
+    empty (`final`) are tried on it, so it is told apart exactly as before, at the cost of one search."""
+    return _FOUND(line) is not None
 
 
 # a terminal's control sequences (colours, `ESC[2K` erase line, `ESC[1A` cursor up): Rich and Keras bars as a
@@ -153,6 +165,11 @@ def read_line(line: str) -> tuple[Metrics, Format | None]:
 def _read(line: str) -> tuple[Metrics, Format | None]:
     stripped = line.lstrip()
     if not stripped:
+        return {}, None
+    if _FOUND(line) is None:  # no numeral, so no format finds a value: only a final format's empty answer stands
+        for hint, accepts, _parse, _final, fmt in _FINALS:
+            if hint in line and accepts(line, stripped):
+                return {}, fmt
         return {}, None
     for hint, accepts, parse, final, fmt in _TABLE:
         if hint in line and accepts(line, stripped):

@@ -35,6 +35,7 @@ from trainwarden.agent.heartbeat import heartbeat_data
 from trainwarden.agent.isolation import SourceErrors
 from trainwarden.agent.publisher import Publisher
 from trainwarden.agent.stopper import Stopper
+from trainwarden.agent.wake import Growth
 from trainwarden.agent.wandb_source import HistoryApi
 from trainwarden.agent.watch import DumpOrder, RunWatch
 from trainwarden.agent.watcher import RunWatcher, WatchOptions
@@ -355,6 +356,7 @@ class Agent:
         stepped = True  # False while a step is under way: a step that raised leaves offsets past unmade events
         if not burst:
             gc.freeze()  # what start-up made lives as long as the agent: no collection walks it again
+        growth = Growth()
         try:
             while not stop.is_set():
                 stepped = False
@@ -380,11 +382,22 @@ class Agent:
                         return
                 elif not self.behind():  # one step per interval; a log read only in part is read on at once
                     stop.wait(max(0.0, self.config.poll_interval_s - (time.monotonic() - started)))
+                    self._await_growth(growth, started, stop)
         finally:
             if self.publisher.durable and stepped:
                 self.save_state(force=True)
             for watcher in self.watchers.values():
                 watcher.close()  # a renamed log held open is found again by its inode (agent.tail)
+            growth.close()
+
+    def _await_growth(self, growth: Growth, started: float, stop: threading.Event) -> None:
+        """Sleep on until a watched log (or sidecar) grows, at most `control_interval_s` after the step began: the
+        control stream and the timers (a settled partial line, an idle traceback, a run's exit) are seen then."""
+        cfg = self.config
+        left = max(cfg.poll_interval_s, cfg.control_interval_s) - (time.monotonic() - started)
+        if left > 0 and not stop.is_set():
+            paths = [p for w in self.watchers.values() for p in (w.watch.log, w.sidecar.path)]
+            growth.wait(paths, left, stop=stop, every=cfg.poll_interval_s)
 
     def behind(self) -> bool:
         """Whether a log's (or a sidecar's) last read stopped short of its end (more than a read's worth waited)."""
