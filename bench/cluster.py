@@ -45,6 +45,20 @@ def per_event_costs(drain: Drain) -> dict[str, float]:
     return {role: 1e6 * cores / drain.eps for role, cores in drain.cpu.items()}
 
 
+def per_core(row: Row) -> dict[str, float]:
+    """Events/s each core of a role evaluated (processed events/s / that role's cores), live."""
+    return {
+        role: row.processed_eps / cores
+        for role, cores in row.cpu.items()
+        if cores > 0 and role not in ("sim", "simulate")
+    }
+
+
+def cores_for(runs: int, rate_hz: float, eps_per_core: dict[str, float]) -> dict[str, float]:
+    """Cores each role needs for `runs` at `rate_hz`, at the events/s per core measured (no headroom)."""
+    return {role: runs * rate_hz / eps for role, eps in eps_per_core.items() if not role.startswith("master ")}
+
+
 def drain_on_one_redis(args: argparse.Namespace, work: Path) -> dict[int, Drain]:
     """Part 3: load.py's drain, unchanged, on a private redis-server holding the events and RQ's queue."""
     out: dict[int, Drain] = {}
@@ -132,6 +146,15 @@ def main() -> None:
             masters = ", ".join(f"{k.removeprefix('master ')} {v:.2f}" for k, v in sorted(r.cpu.items())
                                 if k.startswith("master "))  # fmt: skip
             print(f"  {r.workers} worker(s): CPU per master (the feed is on {hot}): {masters}")
+        for r in rows:
+            eps = per_core(r)
+            need = "; ".join(
+                f"{n:,} runs: " + ", ".join(f"{role} {c:.1f}" for role, c in cores_for(n, args.rate, eps).items())
+                for n in (10_000, 100_000)
+            )
+            print(f"  {r.workers} worker(s): events/s per core: worker {eps.get('worker', 0):,.0f}, dispatcher "
+                  f"{eps.get('dispatcher', 0):,.0f}, Redis (all masters) {eps.get('redis', 0):,.0f}; cores needed at "
+                  f"{args.rate:g} Hz: {need}")  # fmt: skip
         for r in rows:
             print(
                 f"  {r.workers} worker(s): {'keeps up' if r.keeps_up else 'does NOT keep up'} "

@@ -98,7 +98,7 @@ def process_batch(ctx: WorkerContext, runs: Sequence[str], feed_ids: Mapping[str
                 if not read.entries:
                     result.done.append(run)
                     continue
-                cp = decode_checkpoint(read.fields) if read.fields is not None else CACHE.take(run, version)
+                cp = _checkpoint(run, version, read.fields)
                 if cp is None:  # not expected: Redis said the stored version is the one held
                     result.rest.append(run)
                     continue
@@ -129,6 +129,15 @@ def process_batch(ctx: WorkerContext, runs: Sequence[str], feed_ids: Mapping[str
         result.inputs.extend(turn.inputs)
         result.summary.update(events=len(turn.inputs), outputs=len(turn.step.outputs), dead_letters=len(turn.step.dead))
     return result
+
+
+def _checkpoint(run: str, version: str, fields: dict[bytes, bytes] | None) -> Checkpoint | None:
+    """The run's checkpoint: the one this process holds when Redis said it is still `version` (`fields` None),
+    else the fields read decoded, with the rules that did not change since this process's own commit taken
+    from what it held (another worker had the run's last job: with W workers, most turns)."""
+    if fields is None:
+        return CACHE.take(run, version)
+    return decode_checkpoint(fields, salvage=CACHE.drop(run))
 
 
 def _commit(ctx: WorkerContext, tx: CheckpointTx, turns: list[_Turn], *, tokens: dict[str, str],

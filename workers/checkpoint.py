@@ -84,11 +84,14 @@ def encode_checkpoint(cp: Checkpoint) -> CheckpointWrite:
     return CheckpointWrite(fields, policy.drop)
 
 
-def decode_checkpoint(fields: dict[bytes, bytes]) -> Checkpoint:
-    """A checkpoint's hash fields back; a policy state stored whole (JSON, before the parts) is read too."""
+def decode_checkpoint(fields: dict[bytes, bytes], salvage: Checkpoint | None = None) -> Checkpoint:
+    """A checkpoint's hash fields back; a policy state stored whole (JSON, before the parts) is read too.
+    `salvage`: an older checkpoint this process committed (`CheckpointCache.drop`), whose rules that are still
+    stored as it wrote them are taken as they are (workers/state_parts.py `decode_policy`)."""
     if not fields:
         return Checkpoint()
-    policy, stored = decode_policy(fields)
+    held = (salvage.policy, salvage.stored) if salvage is not None and salvage.stored is not None else None
+    policy, stored = decode_policy(fields, held)
     return Checkpoint(
         after=fields[b"after"].decode() or None,
         emitted=int(fields[b"emitted"]),
@@ -133,6 +136,12 @@ class CheckpointCache:
         """The checkpoint held for `run` if it is `version`, no longer held (put it back after the commit)."""
         item = self._items.pop(run, None)
         return item[1] if item is not None and item[0] == version else None
+
+    def drop(self, run: str) -> Checkpoint | None:
+        """The checkpoint held for `run`, whatever its version, no longer held: what a stale one can still give
+        (`decode_checkpoint(salvage=)`)."""
+        item = self._items.pop(run, None)
+        return item[1] if item is not None else None
 
     def put(self, run: str, version: str, cp: Checkpoint) -> None:
         self._items.pop(run, None)

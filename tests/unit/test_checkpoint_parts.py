@@ -52,12 +52,15 @@ def evaluate(events: list[Event], seed: int, *, write: Write | None) -> tuple[li
 
     `write` None: one evaluation held in memory throughout. Else each page is committed with `write` to a
     hash, and at random points the worker dies: after its commit (the next page starts from the hash read
-    back) or before it (the page's outputs and state are lost, and the page is evaluated again from the hash).
+    back) or before it (the page's outputs and state are lost, and the page is evaluated again from the hash);
+    or, after a commit, the next page goes to a second worker, which reads the hash and takes the rules still
+    stored as it committed them from the checkpoint it held (`salvage`), and the first worker holds its own.
     The pages are the same either way (their own random stream)."""
     pages, kills = random.Random(seed), random.Random(seed + 1)
     log = [(f"{i}-0", e) for i, e in enumerate(events, 1)]
     stored: dict[bytes, bytes] = {}
     cp, outputs, position, size = Checkpoint(), [], 0, pages.randint(1, 16)
+    other: Checkpoint | None = None  # the other worker's checkpoint as it committed it last (its cache)
     while position < len(log):
         page = log[position : position + size]
         step = evaluate_entries(POLICY, cp, page, run="backtest", host="w", now=0.0)
@@ -72,6 +75,8 @@ def evaluate(events: list[Event], seed: int, *, write: Write | None) -> tuple[li
         outputs += [key(e) for e in step.outputs]
         if write is not None and kills.random() < 0.3:  # killed after the commit
             cp = decode_checkpoint(stored)
+        elif write is not None and kills.random() < 0.3:  # the next page goes to the other worker, which salvages
+            cp, other = decode_checkpoint(stored, salvage=other), cp  # the rules unchanged since its own commit
     if write is not None:
         cp = decode_checkpoint(stored)
     return outputs, whole_checkpoint(cp)
@@ -177,3 +182,21 @@ def test_a_state_messagepack_cannot_hold_is_written_whole_and_read_back():
     back.policy.step = 5  # and back to the parts
     stored = encode_checkpoint(back).applied(stored)
     assert WHOLE.encode() not in stored and canonical(decode_checkpoint(stored).policy) == canonical(back.policy)
+
+
+def test_a_stale_checkpoint_lends_only_the_rules_still_stored_as_it_wrote_them():
+    """A worker whose cached checkpoint another worker wrote after: unchanged rules are its own objects, changed
+    ones decoded from Redis, and the state is the one decoded without it, field for field."""
+    mine = mature()
+    stored = encode_checkpoint(mine).applied()
+    theirs = decode_checkpoint(stored)  # the other worker's turn: it changes two rules and commits
+    changed = list(theirs.policy.rules)[:2]
+    for rule_id in changed:
+        theirs.policy.rules[rule_id].samples += 1
+    stored = encode_checkpoint(theirs).applied(stored)
+    held = dict(mine.policy.rules)
+    back = decode_checkpoint(stored, salvage=mine)
+    assert canonical(back.policy) == canonical(decode_checkpoint(stored).policy) == canonical(theirs.policy)
+    for rule_id, rs in back.policy.rules.items():
+        assert (rs is held[rule_id]) == (rule_id not in changed), rule_id
+    assert len(changed) == 2 and len(back.policy.rules) > 10
