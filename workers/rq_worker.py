@@ -69,7 +69,7 @@ class OutageTolerant(BaseWorker):
             super().heartbeat(timeout, pipeline)
             return
         if timeout is None and time.monotonic() - self._beat_at < HEARTBEAT_EVERY_S:
-            return  # RQ's loop beats before and after every job: at 1,000 jobs/s that was 40% of its round trips
+            return  # RQ's loop beats before and after every job: 40% of its round trips a job
         beat = super().heartbeat
         self._through_outage("send the worker heartbeat", lambda: beat(timeout))
         self._beat_at = time.monotonic()
