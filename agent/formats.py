@@ -166,7 +166,7 @@ def _read(line: str) -> tuple[Metrics, Format | None]:
     stripped = line.lstrip()
     if not stripped:
         return {}, None
-    if _FOUND(line) is None:  # no numeral, so no format finds a value: only a final format's empty answer stands
+    if not holds_numeral(line):  # no format finds a value: only a final format's empty answer stands
         for hint, accepts, _parse, _final, fmt in _FINALS:
             if hint in line and accepts(line, stripped):
                 return {}, fmt

@@ -69,9 +69,7 @@ def numbers(pairs: Iterable[tuple[str, str]]) -> Metrics:
             if value.lstrip("+-").isdigit():
                 out[key] = int(value)
                 continue
-            # `_unpadded`, inlined: called for every value of every line
-            number = float(value.rstrip("0").rstrip(".") if value[-1:] in ".0" and ("n" in value or "N" in value)
-                           else value)  # fmt: skip
+            number = float(_unpadded(value))
         except ValueError:
             continue  # an integer too long to convert: this value only is left out
         if number - number != 0.0 and "n" not in value and "N" not in value:
